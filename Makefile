@@ -1,0 +1,38 @@
+# `make demo` and `make test` bootstrap everything from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench-quality bench-speed clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py --output out/demo.png
+
+lint: $(STAMP)
+	$(PY) -m ruff check faceweave tests benchmarks examples tools
+	$(PY) -m ruff format --check faceweave tests benchmarks examples tools
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest
+
+test: lint typecheck unit
+
+bench-quality: $(STAMP)
+	$(PY) benchmarks/quality.py
+
+bench-speed: $(STAMP)
+	$(PY) benchmarks/speed.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,55 @@
+"""faceweave: real-time face swap and face fusion on an ordinary CPU.
+
+Frames are numpy ``uint8`` arrays of shape (H, W, 3) in BGR order.
+
+Example:
+    >>> import faceweave as fw
+    >>> analyser = fw.FaceAnalyser()  # doctest: +SKIP
+    >>> faces = analyser.get_faces(frame)  # doctest: +SKIP
+    >>> out = fw.Swapper(source_face, fusion=0.7).swap(frame, faces)  # doctest: +SKIP
+"""
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.selection import face_distance, order_faces, select_faces
+from faceweave.api import FacePredictor, get_many_faces, get_one_face
+from faceweave.errors import (
+    FaceweaveError,
+    ImageTooLargeError,
+    InputError,
+    NoFaceError,
+    OutputError,
+    UnsupportedFormatError,
+    UsageError,
+)
+from faceweave.processors.debug import draw_debug
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SourceModel, SwapOptions, Swapper, prepare_source
+from faceweave.types import Face, Frame, Pose
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BLEND_MODES",
+    "COLOR_MODES",
+    "Face",
+    "FaceAnalyser",
+    "FacePredictor",
+    "FaceweaveError",
+    "Frame",
+    "ImageTooLargeError",
+    "InputError",
+    "NoFaceError",
+    "OutputError",
+    "Pose",
+    "SourceModel",
+    "SwapOptions",
+    "Swapper",
+    "UnsupportedFormatError",
+    "UsageError",
+    "draw_debug",
+    "face_distance",
+    "get_many_faces",
+    "get_one_face",
+    "order_faces",
+    "prepare_source",
+    "select_faces",
+]

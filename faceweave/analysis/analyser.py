@@ -1,0 +1,134 @@
+"""FaceAnalyser: detection -> mesh -> pose -> Face, for every face in a frame."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faceweave.analysis.base import Detection, FaceDetector, create_detector
+from faceweave.analysis.mediapipe_backend import MeshLandmarker, _iou
+from faceweave.core.facemodel import load_face_model
+from faceweave.core.geometry import estimate_pose
+from faceweave.errors import InputError
+from faceweave.types import BBox, Face, Frame
+
+# Mesh vertices of the 5-point layout: image-left eye, image-right eye, nose tip,
+# image-left mouth corner, image-right mouth corner.
+_IRIS_CENTRES = (468, 473)
+_NOSE_TIP = 1
+_MOUTH_CORNERS = (61, 291)
+
+
+def landmarks_5_from_mesh(points: NDArray[np.floating]) -> NDArray[np.float32]:
+    """(5, 2) eyes, nose tip, mouth corners from a (478, >=2) mesh, image-left first."""
+    p = np.asarray(points, np.float32)[:, :2]
+    eyes = sorted((p[i] for i in _IRIS_CENTRES), key=lambda q: float(q[0]))
+    mouth = sorted((p[i] for i in _MOUTH_CORNERS), key=lambda q: float(q[0]))
+    return np.stack([eyes[0], eyes[1], p[_NOSE_TIP], mouth[0], mouth[1]]).astype(np.float32)
+
+
+def mesh_bbox(points: NDArray[np.floating]) -> BBox:
+    p = np.asarray(points)[:, :2]
+    return (float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max()))
+
+
+def check_frame(frame: object) -> Frame:
+    """The one place frames are validated: uint8 (H, W, 3) BGR."""
+    if not isinstance(frame, np.ndarray):
+        raise InputError(f"expected a numpy image, got {type(frame).__name__}")
+    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+        raise InputError(f"expected a uint8 (H, W, 3) BGR image, got {frame.dtype} {frame.shape}")
+    if frame.shape[0] < 8 or frame.shape[1] < 8:
+        raise InputError(f"image too small: {frame.shape[1]}x{frame.shape[0]}")
+    return frame
+
+
+class FaceAnalyser:
+    """Finds every face in a frame and describes it.
+
+    Args:
+        max_faces: at most this many faces, largest first.
+        min_score: detection confidence threshold.
+        detector: registry name of the detector backend.
+        with_embedding: attach dlib's identity descriptor (computed lazily on first use).
+
+    Example:
+        >>> analyser = FaceAnalyser()
+        >>> faces = analyser.get_faces(frame)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        *,
+        max_faces: int = 8,
+        min_score: float = 0.5,
+        detector: str = "mediapipe",
+        with_embedding: bool = True,
+    ) -> None:
+        self.max_faces = max_faces
+        self.min_score = min_score
+        self.detector_name = detector
+        self.with_embedding = with_embedding
+        self.model = load_face_model()
+
+    @cached_property
+    def detector(self) -> FaceDetector:
+        return create_detector(self.detector_name, min_score=self.min_score)
+
+    @cached_property
+    def landmarker(self) -> MeshLandmarker:
+        return MeshLandmarker(min_score=self.min_score)
+
+    @cached_property
+    def identity(self):  # type: ignore[no-untyped-def]
+        from faceweave.analysis.dlib_backend import DlibIdentity
+
+        return DlibIdentity()
+
+    def detect(self, frame: Frame) -> list[Detection]:
+        dets = self.detector.detect(check_frame(frame))
+        dets.sort(key=lambda d: -(d.bbox[2] - d.bbox[0]) * (d.bbox[3] - d.bbox[1]))
+        return dets[: self.max_faces]
+
+    def get_faces(self, frame: Frame) -> list[Face]:
+        """All faces in the frame, largest first."""
+        frame = check_frame(frame)
+        faces: list[Face] = []
+        for det in self.detect(frame):
+            face = self.face_from_box(frame, det.bbox, det.score)
+            if face is not None and all(_iou(face.bbox, f.bbox) < 0.5 for f in faces):
+                faces.append(face)
+        return faces
+
+    def face_from_box(self, frame: Frame, bbox: BBox, score: float = 1.0) -> Face | None:
+        points = self.landmarker.fit(frame, bbox)
+        if points is None:
+            return None
+        return self.face_from_landmarks(frame, points, score)
+
+    def face_from_landmarks(self, frame: Frame, points: NDArray[np.floating], score: float = 1.0) -> Face:
+        """Build a Face from a (478, 3) mesh in frame pixels."""
+        pts = np.asarray(points, np.float32)
+        pose = estimate_pose(pts, self.model.canonical, weights=self.model.rigid_weights)
+        box = mesh_bbox(pts)
+        embed_fn = None
+        if self.with_embedding:
+            x0, y0, x1, y1 = box
+            dlib_box = (x0, y0 + 0.22 * (y1 - y0), x1, y1)  # dlib boxes start at the brows
+            lm5 = landmarks_5_from_mesh(pts)
+
+            def embed_fn() -> NDArray[np.float32]:
+                return self.identity.embed(frame, dlib_box, lm5)
+
+        return Face(
+            bbox=box,
+            score=float(score),
+            landmarks_478=pts,
+            landmarks_5=landmarks_5_from_mesh(pts),
+            pose=pose,
+            frame_shape=(int(frame.shape[0]), int(frame.shape[1])),
+            frame=frame,
+            _embedding_fn=embed_fn,
+        )

@@ -1,0 +1,62 @@
+"""Which faces to swap: one, many, or those that look like a reference person."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from faceweave.errors import UsageError
+from faceweave.types import Face
+
+SELECTORS = ("one", "many", "reference")
+ORDERS = ("large-small", "small-large", "left-right", "right-left", "top-bottom", "best-worst")
+
+
+def order_faces(faces: list[Face], order: str = "large-small") -> list[Face]:
+    """Sort faces: by size, position or detection score."""
+    keys = {
+        "large-small": lambda f: -f.size,
+        "small-large": lambda f: f.size,
+        "left-right": lambda f: f.bbox[0],
+        "right-left": lambda f: -f.bbox[2],
+        "top-bottom": lambda f: f.bbox[1],
+        "best-worst": lambda f: -f.score,
+    }
+    if order not in keys:
+        raise UsageError(f"unknown face order {order!r}; choose from {', '.join(ORDERS)}")
+    return sorted(faces, key=keys[order])
+
+
+def face_distance(a: Face, b: Face) -> float:
+    """L2 distance of dlib identity descriptors (same person below about 0.6)."""
+    return float(np.linalg.norm(a.embedding - b.embedding))
+
+
+def select_faces(
+    faces: list[Face],
+    selector: str = "one",
+    *,
+    reference: Face | None = None,
+    max_distance: float = 0.6,
+    order: str = "large-small",
+) -> list[Face]:
+    """Pick the target faces.
+
+    Args:
+        faces: all faces of a frame.
+        selector: ``one`` (the first in ``order``), ``many`` (all, in ``order``),
+            ``reference`` (faces within ``max_distance`` of ``reference``, nearest first).
+        reference: the reference face for ``reference``.
+        max_distance: identity distance threshold for ``reference``.
+        order: see :func:`order_faces`.
+    """
+    if selector not in SELECTORS:
+        raise UsageError(f"unknown face selector {selector!r}; choose from {', '.join(SELECTORS)}")
+    ordered = order_faces(faces, order)
+    if selector == "one":
+        return ordered[:1]
+    if selector == "many":
+        return ordered
+    if reference is None:
+        raise UsageError("face selector 'reference' needs a reference face")
+    scored = [(face_distance(f, reference), f) for f in ordered]
+    return [f for d, f in sorted(scored, key=lambda t: t[0]) if d <= max_distance]

@@ -1,0 +1,97 @@
+"""The Python API in the shape the product literature shows.
+
+    import faceweave as fw
+    predictor = fw.FacePredictor(model="mesh", execution_provider="cpu")
+    target_face = fw.get_one_face(frame)
+    result = predictor.swap(frame, "source.jpg", target_face)
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Union
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.errors import NoFaceError, UsageError
+from faceweave.processors.swap import Swapper
+from faceweave.types import Face, Frame
+
+SourceLike = Union[str, os.PathLike, Frame, Face]
+
+ENGINES = ("mesh",)
+EXECUTION_PROVIDERS = ("cpu",)
+
+
+@functools.lru_cache(maxsize=1)
+def default_analyser() -> FaceAnalyser:
+    """A shared analyser for the convenience functions (models load once)."""
+    return FaceAnalyser()
+
+
+def get_one_face(frame: Frame) -> Face | None:
+    """The largest face in ``frame``, or None."""
+    faces = default_analyser().get_faces(frame)
+    return faces[0] if faces else None
+
+
+def get_many_faces(frame: Frame) -> list[Face]:
+    """All faces in ``frame``, largest first."""
+    return default_analyser().get_faces(frame)
+
+
+class FacePredictor:
+    """Swap faces with the embedded engine.
+
+    Args:
+        model: engine name; ``mesh`` is the embedded geometric/photometric engine.
+        execution_provider: ``cpu`` (the embedded engine runs on the CPU).
+        **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
+    """
+
+    def __init__(self, model: str = "mesh", execution_provider: str = "cpu", **options: object) -> None:
+        if model not in ENGINES:
+            raise UsageError(f"unknown model {model!r}; available: {', '.join(ENGINES)}")
+        if execution_provider not in EXECUTION_PROVIDERS:
+            raise UsageError(
+                f"execution provider {execution_provider!r} is not available for the {model!r} engine; "
+                f"available: {', '.join(EXECUTION_PROVIDERS)}"
+            )
+        self.analyser = default_analyser()
+        self.options = options
+        self._cached: tuple[object, object, Swapper] | None = None
+
+    def source_face(self, source: SourceLike) -> Face:
+        """Resolve a source given as a path, a frame or a Face to a Face."""
+        if isinstance(source, Face):
+            return source
+        if isinstance(source, (str, os.PathLike)):
+            from faceweave.io.image import read_image
+
+            frame = read_image(source)
+            name = os.fspath(source)
+        else:
+            frame = source
+            name = "source image"
+        faces = self.analyser.get_faces(frame)
+        if not faces:
+            raise NoFaceError(f"{name}: no face found in the source")
+        return faces[0]
+
+    def swapper(self, source: SourceLike) -> Swapper:
+        """The swapper for ``source``, reused while the same source is asked for."""
+        key: object = os.fspath(source) if isinstance(source, (str, os.PathLike)) else id(source)
+        cached = self._cached
+        if cached is not None and cached[0] == key and (isinstance(key, str) or cached[1] is source):
+            return cached[2]
+        swapper = Swapper(self.source_face(source), **self.options)
+        self._cached = (key, source, swapper)
+        return swapper
+
+    def swap(self, frame: Frame, source: SourceLike, target_face: Face | list[Face] | None = None) -> Frame:
+        """Swap ``source`` onto ``target_face`` (the largest face when None) in ``frame``."""
+        if target_face is None:
+            target_face = get_one_face(frame)
+            if target_face is None:
+                raise NoFaceError("no face found in the target")
+        return self.swapper(source).swap(frame, target_face)

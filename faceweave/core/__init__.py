@@ -1,0 +1,1 @@
+"""Pure numpy/OpenCV building blocks: geometry, rasterisation, colour, lighting, blending."""

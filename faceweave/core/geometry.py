@@ -1,0 +1,105 @@
+"""Rigid geometry: similarity fits, Euler angles, mesh normals."""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faceweave.types import Pose
+
+
+def umeyama(
+    source: NDArray[np.floating], target: NDArray[np.floating], *, weights: NDArray | None = None
+) -> tuple[NDArray[np.float64], float, NDArray[np.float64]]:
+    """Least-squares similarity ``target ≈ scale * source @ R.T + t`` (Umeyama 1991).
+
+    Args:
+        source: (N, D) points.
+        target: (N, D) corresponding points.
+        weights: optional (N,) non-negative weights.
+
+    Returns:
+        ``(R, scale, t)`` with R a proper (D, D) rotation (det +1).
+    """
+    src = np.asarray(source, np.float64)
+    dst = np.asarray(target, np.float64)
+    w = np.ones(len(src)) if weights is None else np.asarray(weights, np.float64)
+    w = w / w.sum()
+    mu_s = w @ src
+    mu_d = w @ dst
+    a = src - mu_s
+    b = dst - mu_d
+    cov = (b * w[:, None]).T @ a
+    u, s, vt = np.linalg.svd(cov)
+    d = np.ones(src.shape[1])
+    d[-1] = np.sign(np.linalg.det(u @ vt)) or 1.0
+    rotation = u @ np.diag(d) @ vt
+    var_s = float(w @ (a**2).sum(1))
+    scale = float((s * d).sum() / max(var_s, 1e-12))
+    translation = mu_d - scale * rotation @ mu_s
+    return rotation, scale, translation
+
+
+def euler_from_rotation(rotation: NDArray[np.floating]) -> tuple[float, float, float]:
+    """Yaw, pitch, roll in degrees of ``R = Rz(roll) @ Ry(yaw) @ Rx(pitch)``.
+
+    Axes are the image's: x right, y down, z away from the camera.
+    """
+    r = np.asarray(rotation, np.float64)
+    yaw = np.degrees(np.arcsin(np.clip(-r[2, 0], -1.0, 1.0)))
+    pitch = np.degrees(np.arctan2(r[2, 1], r[2, 2]))
+    roll = np.degrees(np.arctan2(r[1, 0], r[0, 0]))
+    return float(yaw), float(pitch), float(roll)
+
+
+def rotation_from_euler(yaw: float, pitch: float, roll: float) -> NDArray[np.float64]:
+    """Inverse of :func:`euler_from_rotation` (degrees)."""
+    y, p, r = np.radians([yaw, pitch, roll])
+    rx = np.array([[1, 0, 0], [0, np.cos(p), -np.sin(p)], [0, np.sin(p), np.cos(p)]])
+    ry = np.array([[np.cos(y), 0, np.sin(y)], [0, 1, 0], [-np.sin(y), 0, np.cos(y)]])
+    rz = np.array([[np.cos(r), -np.sin(r), 0], [np.sin(r), np.cos(r), 0], [0, 0, 1]])
+    return rz @ ry @ rx
+
+
+def estimate_pose(
+    points: NDArray[np.floating], canonical: NDArray[np.floating], *, weights: NDArray | None = None
+) -> Pose:
+    """Similarity pose of a 3D landmark set against the canonical face.
+
+    Args:
+        points: (N, 3) landmarks in pixels (x right, y down, z away).
+        canonical: (N, 3) canonical face, same vertex order.
+        weights: optional (N,) weights (rigid vertices weigh more).
+
+    Returns:
+        The :class:`~faceweave.types.Pose` with ``points ≈ s * canonical @ R.T + t``.
+    """
+    rotation, scale, translation = umeyama(canonical, points, weights=weights)
+    yaw, pitch, roll = euler_from_rotation(rotation)
+    return Pose(rotation, scale, translation, yaw, pitch, roll)
+
+
+def to_pose_space(points: NDArray[np.floating], pose: Pose) -> NDArray[np.float64]:
+    """Undo a pose: landmarks in canonical units, frontal. Shape (N, 3) -> (N, 3)."""
+    p = np.asarray(points, np.float64) - pose.translation
+    return np.asarray((p @ pose.rotation) / pose.scale)
+
+
+def from_pose_space(points: NDArray[np.floating], pose: Pose) -> NDArray[np.float64]:
+    """Apply a pose to canonical-space points. Shape (N, 3) -> (N, 3)."""
+    return np.asarray(pose.scale * np.asarray(points, np.float64) @ pose.rotation.T + pose.translation)
+
+
+def vertex_normals(vertices: NDArray[np.floating], triangles: NDArray[np.integer]) -> NDArray[np.float64]:
+    """Area-weighted unit vertex normals, oriented towards the camera (z < 0) for a frontal face.
+
+    Triangles are counter-clockwise on screen (x right, y down) when they face the camera.
+    """
+    v = np.asarray(vertices, np.float64)
+    a, b, c = v[triangles[:, 0]], v[triangles[:, 1]], v[triangles[:, 2]]
+    face_n = np.cross(c - a, b - a)  # towards the camera for on-screen CCW (y down)
+    normals = np.zeros_like(v)
+    for k in range(3):
+        np.add.at(normals, triangles[:, k], face_n)
+    norm = np.linalg.norm(normals, axis=1, keepdims=True)
+    return np.asarray(normals / np.maximum(norm, 1e-12))

@@ -1,0 +1,66 @@
+"""Identity shape without expression: which part of a source's geometry the output takes.
+
+A face mesh mixes identity (eye spacing, nose, brow line, face proportions)
+with expression (open mouth, blink, smile). Without a learned 3DMM basis we
+separate them by *where* they live: the offset between source and target is
+kept on rigid, identity-bearing vertices (nose, eye corners, brows), pinned to
+zero on the face oval (the contour, and so the blend seam, stays the target's),
+and filled harmonically (a Laplace solve over the mesh graph, precomputed once
+as a matrix) everywhere else, which carries the mouth and eyelids along as
+whole parts without copying their shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faceweave.core.facemodel import N_LANDMARKS, FaceModel
+
+_EYE_CORNERS = (33, 133, 263, 362, 130, 359, 243, 463)
+
+
+class IdentityShape:
+    """Precomputed harmonic fill from identity anchors to the whole mesh."""
+
+    def __init__(self, model: FaceModel) -> None:
+        self.model = model
+        anchors = set(model.regions["nose"].tolist()) | set(_EYE_CORNERS)
+        anchors |= set(model.regions["left_eyebrow"].tolist()) | set(model.regions["right_eyebrow"].tolist())
+        fixed = set(model.regions["face_oval"].tolist())
+        anchors -= fixed
+        n = N_LANDMARKS
+        adj = np.zeros((n, n), np.float64)
+        tris = model.triangles
+        for a, b in ((0, 1), (1, 2), (2, 0)):
+            adj[tris[:, a], tris[:, b]] = 1.0
+            adj[tris[:, b], tris[:, a]] = 1.0
+        # Irises are not in the tessellation: tie each to its eye's boundary ring.
+        for iris_first in (468, 473):
+            iris = list(range(iris_first, iris_first + 5))
+            centre = model.canonical[iris_first]
+            ring = min(model.loops[:2], key=lambda lp: float(np.linalg.norm(model.canonical[lp].mean(0) - centre)))
+            for i in iris:
+                adj[i, ring] = 1.0
+                adj[ring, i] = 1.0
+        lap = np.diag(adj.sum(1)) - adj
+        self.anchors = np.array(sorted(anchors), np.int64)
+        self.fixed = np.array(sorted(fixed), np.int64)
+        known = set(self.anchors.tolist()) | set(self.fixed.tolist())
+        self.free = np.array([i for i in range(n) if i not in known], np.int64)
+        l_ff = lap[np.ix_(self.free, self.free)]
+        l_fa = lap[np.ix_(self.free, self.anchors)]
+        self.fill = -np.linalg.solve(l_ff, l_fa)  # (free, anchors)
+
+    def identity_delta(
+        self, source_shape: NDArray[np.floating], target_shape: NDArray[np.floating]
+    ) -> NDArray[np.float64]:
+        """(478, 3) offset that moves the target's shape towards the source's identity.
+
+        Both shapes are pose-normalised (canonical units).
+        """
+        diff = np.asarray(source_shape, np.float64) - np.asarray(target_shape, np.float64)
+        delta = np.zeros_like(diff)
+        delta[self.anchors] = diff[self.anchors]
+        delta[self.free] = self.fill @ diff[self.anchors]
+        return delta

@@ -1,0 +1,1 @@
+"""What changes a face: swap and fusion (effects and enhancers stack here later)."""

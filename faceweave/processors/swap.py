@@ -1,0 +1,418 @@
+"""Face swap and fusion in a pose-normalised face space.
+
+How one face is swapped (all vectorised, no loop over triangles or pixels):
+
+1. The **source** is prepared once (:class:`SourceModel`): its texture is
+   unwrapped into a fixed UV layout (cylindrical unwrap of the canonical face);
+   texels whose triangles face away from the camera or hide behind the nose
+   get the mirrored texel instead (no smears at profiles); the source's light
+   (9 spherical-harmonics coefficients per channel, fitted on skin) is divided
+   out to leave an albedo; its identity shape is kept in pose-normalised space.
+2. The **output geometry** is the target's mesh, with the source's identity
+   shape (eye spacing, nose, brows; not its expression) blended in by
+   ``shape * fusion``, posed with the target's rotation, scale and position.
+3. The output mesh is rasterised on a coarse grid; per pixel it yields UV
+   coordinates, the matching target position and the target's shading
+   (Gouraud-interpolated SH light), bilinearly upsampled to full resolution.
+4. The source albedo is relit with the target's light, colour-matched on
+   skin, mixed with the (re-warped) target by ``fusion``, and blended into the
+   frame with a mask feathered in face space. The mouth interior, and the eyes
+   if asked, keep the target's pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from faceweave.core import blend as blend_ops
+from faceweave.core import color as color_ops
+from faceweave.core import lighting
+from faceweave.core.facemodel import (
+    HOLE_EYE_LEFT,
+    HOLE_EYE_RIGHT,
+    HOLE_MOUTH,
+    N_LANDMARKS,
+    FaceModel,
+    load_face_model,
+)
+from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_normals
+from faceweave.core.raster import rasterize
+from faceweave.core.shape import IdentityShape
+from faceweave.errors import InputError, NoFaceError, UsageError
+from faceweave.types import Face, Frame
+
+COLOR_MODES = ("none", "rct", "lct", "sh")
+BLEND_MODES = ("alpha", "multiband", "poisson")
+
+
+@dataclass(frozen=True)
+class SwapOptions:
+    """Every setting of a swap, keyword-only where used.
+
+    Attributes:
+        fusion: 0 returns the target, 1 is a full swap; between, geometry and
+            texture both move from the target's towards the source's.
+        shape: how much of the source's identity shape the output takes at fusion 1.
+        color: ``none``, ``rct`` (Reinhard LAB), ``lct`` (linear covariance) or
+            ``sh`` (spherical-harmonics relight plus a mean/std match on skin).
+        blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``.
+        mask_mouth: keep the target's mouth interior (teeth, tongue).
+        mask_eyes: keep the target's eyes (eyeballs, gaze) inside the lids.
+        feather: width of the mask's soft edge, as a fraction of the face's UV size.
+        uv_size: side of the UV texture in texels.
+        work_size: faces are rasterised at most this many pixels wide.
+    """
+
+    fusion: float = 1.0
+    shape: float = 0.6
+    color: str = "sh"
+    blend: str = "multiband"
+    mask_mouth: bool = True
+    mask_eyes: bool = False
+    feather: float = 0.10
+    uv_size: int = 256
+    work_size: int = 128
+
+    def validated(self) -> SwapOptions:
+        if not 0.0 <= self.fusion <= 1.0:
+            raise UsageError(f"fusion must be within [0, 1], got {self.fusion}")
+        if not 0.0 <= self.shape <= 1.0:
+            raise UsageError(f"shape must be within [0, 1], got {self.shape}")
+        if self.color not in COLOR_MODES:
+            raise UsageError(f"unknown colour mode {self.color!r}; choose from {', '.join(COLOR_MODES)}")
+        if self.blend not in BLEND_MODES:
+            raise UsageError(f"unknown blend mode {self.blend!r}; choose from {', '.join(BLEND_MODES)}")
+        if not 0.0 <= self.feather <= 0.5:
+            raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
+        if self.uv_size < 32 or self.work_size < 32:
+            raise UsageError("uv_size and work_size must be at least 32")
+        return self
+
+
+# Skin vertices used to fit lighting: the mesh minus eyes, brows, lips, irises.
+def _skin_vertices(model: FaceModel) -> NDArray[np.int32]:
+    exclude: set[int] = set()
+    for name in ("lips", "left_eye", "right_eye", "left_eyebrow", "right_eyebrow", "irises"):
+        exclude.update(model.regions[name].tolist())
+    for loop in model.loops:
+        exclude.update(loop.tolist())
+    return np.array([i for i in range(468) if i not in exclude], np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class UVMasks:
+    """Face-space masks for one set of options, at the UV resolution.
+
+    Attributes:
+        face: (S, S) float32 feathered face mask (soft towards the face oval).
+        source_weight: (S, S) float32 where the source's texture may be used
+            (0 in the mouth interior and, with ``mask_eyes``, the eyes).
+        skin: (S, S) bool texels used for colour statistics.
+    """
+
+    face: NDArray[np.float32]
+    source_weight: NDArray[np.float32]
+    skin: NDArray[np.bool_]
+
+
+def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
+    size = options.uv_size
+    raster = model.uv_raster(size)
+    covered = raster.covered
+    inside = covered.astype(np.uint8)
+    dist = cv2.distanceTransform(np.pad(inside, 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
+    width = max(options.feather * size, 1.0)
+    t = np.clip(dist / width, 0.0, 1.0)
+    face = (t * t * (3 - 2 * t)).astype(np.float32)  # smoothstep: no visible edge in the ramp
+    hole = np.where(covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
+    weight = covered.astype(np.float32)
+    if options.mask_mouth:
+        weight[hole == HOLE_MOUTH] = 0.0
+    if options.mask_eyes:
+        weight[(hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)] = 0.0
+    k = max(3, int(size * 0.012) | 1)
+    weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
+    skin_tri = np.zeros(len(model.render_triangles), bool)
+    skin_set = set(_skin_vertices(model).tolist())
+    skin_tri[[i for i, t in enumerate(model.render_triangles.tolist()) if all(v in skin_set for v in t)]] = True
+    skin = covered & skin_tri[np.maximum(raster.triangle, 0)] & (face > 0.5)
+    return UVMasks(face=face, source_weight=weight.astype(np.float32), skin=skin)
+
+
+@dataclass(frozen=True, eq=False)
+class SourceModel:
+    """A source face prepared for swapping; built once and reused for every frame.
+
+    Attributes:
+        albedo: (S, S, 3) float32 BGR texture with the source's light divided out
+            and hidden texels filled from their mirror.
+        texture: (S, S, 3) float32 the same under the source's own light.
+        valid: (S, S) float32 confidence that a texel saw the source (not mirrored/filled).
+        shape: (478, 3) identity shape in pose-normalised (canonical) units.
+        light: (9, 3) spherical-harmonics coefficients of the source's light.
+    """
+
+    albedo: NDArray[np.float32]
+    texture: NDArray[np.float32]
+    valid: NDArray[np.float32]
+    shape: NDArray[np.float64]
+    light: NDArray[np.float64]
+    face: Face = field(repr=False)
+
+
+def _fit_light(
+    frame: Frame, verts: NDArray[np.float32], normals: NDArray[np.float64], skin: NDArray[np.int32], scale: float
+) -> NDArray[np.float64]:
+    """Fit SH light on skin vertices that face the camera, from a slightly blurred frame."""
+    k = int(max(3, round(scale * 0.02)) | 1)
+    x0 = int(max(0, np.floor(verts[:, 0].min()) - k))
+    y0 = int(max(0, np.floor(verts[:, 1].min()) - k))
+    x1 = int(min(frame.shape[1], np.ceil(verts[:, 0].max()) + k + 1))
+    y1 = int(min(frame.shape[0], np.ceil(verts[:, 1].max()) + k + 1))
+    region = cv2.GaussianBlur(frame[y0:y1, x0:x1], (k, k), 0).astype(np.float32)
+    facing = normals[skin, 2] < -0.15
+    idx = skin[facing]
+    if len(idx) < 20:
+        idx = skin
+    pts = verts[idx, :2] - np.array([x0, y0], np.float32)
+    samples = cv2.remap(
+        region, pts[:, 0:1].copy(), pts[:, 1:2].copy(), cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    ).reshape(-1, 3)
+    weights = np.clip(-normals[idx, 2], 0.05, 1.0)
+    return lighting.fit_sh(normals[idx], samples.astype(np.float64), weights=weights)
+
+
+def _vertex_normals_ext(model: FaceModel, verts: NDArray[np.float32]) -> NDArray[np.float64]:
+    normals = vertex_normals(verts, model.render_triangles)
+    return normals
+
+
+def prepare_source(
+    source_face: Face, *, model: FaceModel | None = None, uv_size: int = 256, frame: Frame | None = None
+) -> SourceModel:
+    """Unwrap, complete and de-light a source face.
+
+    Args:
+        source_face: the face; its ``frame`` is used unless ``frame`` is given.
+        model: the face model (the packaged one by default).
+        uv_size: texture side in texels.
+        frame: the image the face was found in.
+
+    Returns:
+        The :class:`SourceModel`.
+    """
+    model = model or load_face_model()
+    image = frame if frame is not None else source_face.frame
+    if image is None:
+        raise InputError("the source face carries no image; pass frame=")
+    verts = model.extend(source_face.landmarks_478)
+    uvr = model.uv_raster(uv_size)
+    covered = uvr.covered
+    normals = _vertex_normals_ext(model, verts)
+    skin = _skin_vertices(model)
+    light = _fit_light(image, verts, normals, skin, source_face.size)
+    # Per texel: source pixel position, depth, shading and how squarely it faces the camera.
+    attrs = np.concatenate(
+        [verts[:, :2], verts[:, 2:3], lighting.shade(normals, light), -normals[:, 2:3]], axis=1
+    )
+    per_texel = uvr.interpolate(attrs, model.render_triangles)
+    map_xy = per_texel[..., 0:2]
+    tex = cv2.remap(
+        image, map_xy[..., 0], map_xy[..., 1], cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    ).astype(np.float32)
+    # Visibility: back-facing triangles, and texels hidden behind nearer geometry.
+    visible_tri = _front_facing(verts[:, :2], model.render_triangles)
+    facing = covered & visible_tri[np.maximum(uvr.triangle, 0)]
+    occluded = _occluded(verts, model.render_triangles, map_xy, per_texel[..., 2], source_face.size)
+    cos = np.clip(per_texel[..., 6], 0.0, 1.0)
+    valid = (facing & ~occluded).astype(np.float32) * np.clip((cos - 0.1) / 0.35, 0.0, 1.0)
+    valid = cv2.GaussianBlur(valid, (5, 5), 0) * covered
+    shading = np.maximum(per_texel[..., 3:6], 1.0)
+    albedo = tex / shading
+    # Fill from the mirror texel where this side was not seen well.
+    albedo_m = albedo[:, ::-1]
+    valid_m = valid[:, ::-1]
+    w_own = valid
+    w_mir = (1.0 - valid) * valid_m
+    total = w_own + w_mir
+    skin_mean = _mean_where(albedo, (valid > 0.9) & covered)
+    filled = np.where(
+        total[..., None] > 1e-3,
+        (albedo * w_own[..., None] + albedo_m * w_mir[..., None]) / np.maximum(total, 1e-3)[..., None],
+        skin_mean,
+    ).astype(np.float32)
+    shape = to_pose_space(source_face.landmarks_478, source_face.pose)
+    return SourceModel(
+        albedo=filled,
+        texture=(filled * shading).astype(np.float32),
+        valid=np.maximum(valid, np.minimum(valid_m, 1.0)).astype(np.float32),
+        shape=shape,
+        light=light,
+        face=source_face,
+    )
+
+
+def _mean_where(image: NDArray[np.float32], mask: NDArray[np.bool_]) -> NDArray[np.float32]:
+    if mask.sum() < 16:
+        return np.full(3, 128.0, np.float32)
+    return np.asarray(image[mask].mean(0), np.float32)
+
+
+def _front_facing(points: NDArray[np.float32], triangles: NDArray[np.int32]) -> NDArray[np.bool_]:
+    a, b, c = points[triangles[:, 0]], points[triangles[:, 1]], points[triangles[:, 2]]
+    area = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+    return np.asarray(area > 0)
+
+
+def _occluded(
+    verts: NDArray[np.float32],
+    triangles: NDArray[np.int32],
+    map_xy: NDArray[np.float32],
+    texel_depth: NDArray[np.float32],
+    face_size: float,
+) -> NDArray[np.bool_]:
+    """Texels whose surface point lies behind the nearest surface at its pixel (z-buffer test)."""
+    res = 128.0
+    scale = res / max(face_size * 1.3, 1.0)
+    origin = verts[:, :2].min(0) - 2.0
+    pts = (verts[:, :2] - origin) * scale
+    hw = (int(np.ceil(pts[:, 1].max())) + 2, int(np.ceil(pts[:, 0].max())) + 2)
+    raster = rasterize(pts, triangles, hw, depth=verts[:, 2], cull_back_faces=True)
+    zbuf = raster.interpolate(verts[:, 2:3], triangles, fill=np.inf)[..., 0]
+    mx = ((map_xy[..., 0] - origin[0]) * scale).astype(np.float32)
+    my = ((map_xy[..., 1] - origin[1]) * scale).astype(np.float32)
+    near = cv2.remap(zbuf, mx, my, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=np.inf)
+    tolerance = 0.03 * face_size
+    return np.asarray(texel_depth > near + tolerance)
+
+
+class Swapper:
+    """Swaps (or fuses) one source identity onto target faces.
+
+    Args:
+        source_face: the source face, as returned by :class:`~faceweave.FaceAnalyser`
+            (it carries its image).
+        fusion, shape, color, blend, mask_mouth, mask_eyes, feather, uv_size,
+        work_size: see :class:`SwapOptions`.
+
+    Example:
+        >>> swapper = Swapper(source_face, fusion=0.7, color="lct", blend="poisson")  # doctest: +SKIP
+        >>> out = swapper.swap(frame, faces)  # doctest: +SKIP
+    """
+
+    def __init__(self, source_face: Face | SourceModel, **options: object) -> None:
+        self.model = load_face_model()
+        self.options = SwapOptions(**options).validated()  # type: ignore[arg-type]
+        if isinstance(source_face, SourceModel):
+            self.source = source_face
+        else:
+            if not isinstance(source_face, Face):
+                raise NoFaceError("no source face given")
+            self.source = prepare_source(source_face, model=self.model, uv_size=self.options.uv_size)
+        if self.source.albedo.shape[0] != self.options.uv_size:
+            raise UsageError("the prepared source was built for another uv_size")
+        self.masks = build_uv_masks(self.model, self.options)
+        self.identity = IdentityShape(self.model)
+
+    def with_options(self, **changes: object) -> Swapper:
+        """A swapper with some options changed, reusing the prepared source."""
+        opts = replace(self.options, **changes)  # type: ignore[arg-type]
+        return Swapper(self.source, **opts.__dict__)
+
+    def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
+        """Swap every given target face in ``frame``; returns a new frame."""
+        targets = [faces] if isinstance(faces, Face) else list(faces)
+        out = frame.copy()
+        if self.options.fusion <= 0.0:
+            return out
+        for face in targets:
+            out = self.swap_face(out, face)
+        return out
+
+    def output_geometry(self, target_face: Face) -> NDArray[np.float32]:
+        """(478, 3) output mesh: target pose and expression, source identity shape."""
+        amount = self.options.shape * self.options.fusion
+        target_norm = to_pose_space(target_face.landmarks_478, target_face.pose)
+        if amount <= 0:
+            return np.asarray(target_face.landmarks_478, np.float32)
+        delta = self.identity.identity_delta(self.source.shape, target_norm)
+        return from_pose_space(target_norm + amount * delta, target_face.pose).astype(np.float32)
+
+    def swap_face(self, frame: Frame, target_face: Face) -> Frame:
+        """Swap one target face in place of a copy of ``frame``."""
+        opts = self.options
+        model = self.model
+        out_verts = model.extend(self.output_geometry(target_face))
+        tgt_verts = model.extend(target_face.landmarks_478)
+        h, w = frame.shape[:2]
+        # Crop: the output mesh's box with a margin for the blend.
+        x0f, y0f = out_verts[:, :2].min(0)
+        x1f, y1f = out_verts[:, :2].max(0)
+        margin = 0.08 * max(x1f - x0f, y1f - y0f) + 4
+        x0 = int(max(0, np.floor(x0f - margin)))
+        y0 = int(max(0, np.floor(y0f - margin)))
+        x1 = int(min(w, np.ceil(x1f + margin) + 1))
+        y1 = int(min(h, np.ceil(y1f + margin) + 1))
+        if x1 - x0 < 8 or y1 - y0 < 8:
+            return frame
+        cw, ch = x1 - x0, y1 - y0
+        k = min(1.0, opts.work_size / max(cw, ch))
+        rw, rh = max(8, int(round(cw * k))), max(8, int(round(ch * k)))
+        sx, sy = (rw - 1) / max(cw - 1, 1), (rh - 1) / max(ch - 1, 1)
+        grid_pts = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * np.array([sx, sy], np.float32)
+        raster = rasterize(grid_pts, model.render_triangles, (rh, rw), depth=out_verts[:, 2], cull_back_faces=True)
+        # Per-vertex attributes: UV, target position (crop coords), target shading.
+        normals_out = vertex_normals(out_verts, model.render_triangles)
+        tgt_light = _fit_light(frame, tgt_verts, vertex_normals(tgt_verts, model.render_triangles),
+                               _skin_vertices(model), target_face.size)
+        uvs = model.uv * (opts.uv_size - 1)
+        attrs = np.concatenate(
+            [
+                uvs,
+                tgt_verts[:, :2] - np.array([x0, y0], np.float32),
+                lighting.shade(normals_out, tgt_light),
+            ],
+            axis=1,
+        )
+        maps = raster.interpolate(attrs, model.render_triangles, fill=-1.0)
+        coverage = raster.covered.astype(np.float32)
+        if (rw, rh) != (cw, ch):
+            maps = cv2.resize(maps, (cw, ch), interpolation=cv2.INTER_LINEAR)
+            coverage = cv2.resize(coverage, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        coverage = np.clip((coverage - 0.5) * 2.0, 0.0, 1.0)
+        uvx, uvy = maps[..., 0].copy(), maps[..., 1].copy()
+        mask = cv2.remap(self.masks.face, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * coverage
+        weight = cv2.remap(self.masks.source_weight, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+        target_crop = frame[y0:y1, x0:x1]
+        if opts.shape * opts.fusion > 0:
+            warped_target = cv2.remap(
+                frame, maps[..., 2] + x0, maps[..., 3] + y0, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+            ).astype(np.float32)
+            covered3 = (coverage > 0)[..., None]
+            warped_target = np.where(covered3, warped_target, target_crop.astype(np.float32))
+        else:
+            warped_target = target_crop.astype(np.float32)
+        if opts.color == "sh":
+            source = cv2.remap(self.source.albedo, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            source = source * np.maximum(maps[..., 4:7], 0.0)
+        else:
+            source = cv2.remap(self.source.texture, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        skin = cv2.remap(self.masks.skin.astype(np.float32), uvx, uvy, cv2.INTER_NEAREST) * coverage
+        if opts.color != "none" and skin.sum() > 64:
+            mode = "rct" if opts.color == "sh" else opts.color
+            strength = 0.5 if opts.color == "sh" else 1.0
+            source = color_ops.color_transfer(
+                source, warped_target, source_mask=skin, target_mask=skin, mode=mode, strength=strength
+            )
+        alpha = (opts.fusion * weight)[..., None]
+        fused = warped_target + alpha * (source - warped_target)
+        out = frame.copy()
+        out[y0:y1, x0:x1] = blend_ops.blend(fused, target_crop, mask.astype(np.float32), mode=opts.blend)
+        return out
+
+
+__all__ = ["COLOR_MODES", "BLEND_MODES", "SwapOptions", "Swapper", "SourceModel", "prepare_source", "N_LANDMARKS"]

@@ -1,0 +1,106 @@
+"""One vocabulary for the whole package.
+
+Conventions (written down once, tested in ``tests/test_types.py``):
+
+* Frames are ``uint8`` arrays of shape ``(H, W, 3)`` in **BGR** order (OpenCV's).
+* Image coordinates are ``(x, y)`` in pixels, origin at the top-left pixel centre.
+* 3D landmarks are ``(x, y, z)`` in pixels: ``x`` right, ``y`` down, ``z`` away
+  from the camera (MediaPipe's convention scaled by the image width).
+* Core maths works in ``float32``; images are converted back to ``uint8`` with
+  rounding and clipping only at the end of a processor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+Frame = NDArray[np.uint8]  # (H, W, 3) uint8 BGR
+Mask = NDArray[np.float32]  # (H, W) float32 in [0, 1]
+FloatImage = NDArray[np.float32]  # (H, W, C) float32
+Points2D = NDArray[np.float32]  # (N, 2) float32 (x, y) pixels
+Points3D = NDArray[np.float32]  # (N, 3) float32 (x, y, z) pixels
+Landmarks478 = Points3D  # (478, 3) MediaPipe face mesh with irises
+Landmarks68 = Points2D  # (68, 2) dlib / iBUG 300-W layout
+Landmarks5 = Points2D  # (5, 2) right eye, left eye, nose tip, right and left mouth corner
+Embedding = NDArray[np.float32]  # (128,) dlib identity descriptor, L2 distance
+Triangles = NDArray[np.int32]  # (T, 3) vertex indices
+Matrix2x3 = NDArray[np.float64]  # (2, 3) affine transform
+BBox = tuple[float, float, float, float]  # (x0, y0, x1, y1) pixels
+
+@dataclass(frozen=True)
+class Pose:
+    """Similarity pose of a face against the canonical face.
+
+    ``points ≈ scale * canonical @ rotation.T + translation``.
+
+    Attributes:
+        rotation: (3, 3) rotation matrix.
+        scale: pixels per canonical unit.
+        translation: (3,) translation in pixels.
+        yaw: degrees, positive when the face turns to the image's right.
+        pitch: degrees, positive when the face looks down.
+        roll: degrees, positive for a clockwise in-plane tilt.
+    """
+
+    rotation: NDArray[np.float64]
+    scale: float
+    translation: NDArray[np.float64]
+    yaw: float
+    pitch: float
+    roll: float
+
+
+@dataclass(frozen=True, eq=False)
+class Face:
+    """A face found in a frame. Immutable; the embedding is computed on first use.
+
+    Attributes:
+        bbox: (x0, y0, x1, y1) pixels.
+        score: detection confidence in [0, 1].
+        landmarks_478: (478, 3) mesh with irises, pixels.
+        landmarks_5: (5, 2) eyes, nose tip, mouth corners, pixels.
+        pose: similarity pose against the canonical face.
+        frame_shape: (H, W) of the frame it was found in.
+        frame: the frame itself (a reference, not a copy), which a source face
+            needs for its texture; None when the face was built without it.
+    """
+
+    bbox: BBox
+    score: float
+    landmarks_478: Landmarks478
+    landmarks_5: Landmarks5
+    pose: Pose
+    frame_shape: tuple[int, int]
+    frame: Frame | None = field(default=None, repr=False)
+    _embedding_fn: Callable[[], Embedding] | None = field(default=None, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def landmarks_2d(self) -> Points2D:
+        """(478, 2) image positions of the mesh."""
+        return self.landmarks_478[:, :2]
+
+    @property
+    def size(self) -> float:
+        """Geometric mean of the box sides, pixels."""
+        x0, y0, x1, y1 = self.bbox
+        return float(np.sqrt(max(x1 - x0, 1e-6) * max(y1 - y0, 1e-6)))
+
+    @property
+    def embedding(self) -> Embedding:
+        """(128,) dlib identity descriptor, computed once on first access."""
+        if "embedding" not in self._cache:
+            if self._embedding_fn is None:
+                raise ValueError("this face has no embedding backend attached")
+            self._cache["embedding"] = self._embedding_fn()
+        value: Embedding = self._cache["embedding"]
+        return value
+
+    @property
+    def has_embedding(self) -> bool:
+        return self._embedding_fn is not None or "embedding" in self._cache
