@@ -94,14 +94,15 @@ def _ring_from_edges(edges: NDArray[np.int32]) -> NDArray[np.int32]:
 
 
 def _cylindrical_uv(points: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Unwrap around a vertical axis behind the face: sides get texels, front stays undistorted."""
-    radius = 1.6
+    """Unwrap around a vertical axis behind the face (z = +radius, z points away
+    from the camera): the cheeks and temples get texels instead of being squeezed
+    as a frontal projection would, and the layout stays left-right symmetric."""
+    radius = 2.5
     x, y, z = points[:, 0], points[:, 1], points[:, 2]
-    theta = np.arctan2(x, radius + z)  # z away from the camera: the axis lies behind the face
-    u = theta * radius
-    uv = np.stack([u, y], axis=1)
-    lo = np.array([-0.95, -1.65], np.float32)
-    span = np.array([1.9, 3.3], np.float32)
+    theta = np.arctan2(x, radius - z)
+    uv = np.stack([theta * radius, y], axis=1)
+    lo = np.array([-2.15, -1.65], np.float32)
+    span = np.array([4.3, 3.3], np.float32)
     return ((uv - lo) / span).astype(np.float32)
 
 

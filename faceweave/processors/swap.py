@@ -73,8 +73,8 @@ class SwapOptions:
     blend: str = "multiband"
     mask_mouth: bool = True
     mask_eyes: bool = False
-    feather: float = 0.10
-    uv_size: int = 256
+    feather: float = 0.06
+    uv_size: int = 384
     work_size: int = 128
 
     def validated(self) -> SwapOptions:
@@ -229,27 +229,28 @@ def prepare_source(
     facing = covered & visible_tri[np.maximum(uvr.triangle, 0)]
     occluded = _occluded(verts, model.render_triangles, map_xy, per_texel[..., 2], source_face.size)
     cos = np.clip(per_texel[..., 6], 0.0, 1.0)
-    valid = (facing & ~occluded).astype(np.float32) * np.clip((cos - 0.1) / 0.35, 0.0, 1.0)
-    valid = cv2.GaussianBlur(valid, (5, 5), 0) * covered
+    seen = cv2.GaussianBlur((facing & ~occluded).astype(np.float32), (5, 5), 0) * covered
     shading = np.maximum(per_texel[..., 3:6], 1.0)
     albedo = tex / shading
-    # Fill from the mirror texel where this side was not seen well.
-    albedo_m = albedo[:, ::-1]
-    valid_m = valid[:, ::-1]
-    w_own = valid
-    w_mir = (1.0 - valid) * valid_m
+    # Where this side was seen badly (hidden, or at a grazing angle), take the mirror texel,
+    # weighted by how squarely the mirror side faced the camera.
+    seen_m, cos_m = seen[:, ::-1], cos[:, ::-1]
+    good = np.clip((cos - 0.15) / 0.3, 0.0, 1.0) * seen
+    w_own = seen * (0.05 + cos)
+    w_mir = seen_m * (0.05 + cos_m) * (1.0 - good) * (cos_m > cos)
     total = w_own + w_mir
-    skin_mean = _mean_where(albedo, (valid > 0.9) & covered)
+    skin_mean = _mean_where(albedo, (seen > 0.9) & covered)
     filled = np.where(
         total[..., None] > 1e-3,
-        (albedo * w_own[..., None] + albedo_m * w_mir[..., None]) / np.maximum(total, 1e-3)[..., None],
+        (albedo * w_own[..., None] + albedo[:, ::-1] * w_mir[..., None]) / np.maximum(total, 1e-3)[..., None],
         skin_mean,
     ).astype(np.float32)
+    valid = np.maximum(seen, seen_m).astype(np.float32)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
     return SourceModel(
         albedo=filled,
         texture=(filled * shading).astype(np.float32),
-        valid=np.maximum(valid, np.minimum(valid_m, 1.0)).astype(np.float32),
+        valid=valid,
         shape=shape,
         light=light,
         face=source_face,
