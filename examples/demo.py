@@ -43,10 +43,26 @@ def main() -> int:
     ms = (time.perf_counter() - start) * 1000
     half = swapper.with_options(fusion=0.5).swap(target, target_faces[:1])
     h = 360
-    tiles = [cv2.resize(im, (round(im.shape[1] * h / im.shape[0]), h)) for im in (source, target, half, swapped)]
+    tiles = [
+        cv2.resize(im, (round(im.shape[1] * h / im.shape[0]), h))
+        for im in (source, target, half, swapped)
+    ]
     sheet = np.concatenate(tiles, axis=1)
-    for x, label in zip(np.cumsum([0] + [t.shape[1] for t in tiles[:-1]]), ("source", "target", "fusion 0.5", "swap")):
-        cv2.putText(sheet, label, (int(x) + 8, 24), cv2.FONT_HERSHEY_SIMPLEX, 0.7, (255, 255, 255), 2, cv2.LINE_AA)
+    for x, label in zip(
+        np.cumsum([0] + [t.shape[1] for t in tiles[:-1]]),
+        ("source", "target", "fusion 0.5", "swap"),
+        strict=True,
+    ):
+        cv2.putText(
+            sheet,
+            label,
+            (int(x) + 8, 24),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.7,
+            (255, 255, 255),
+            2,
+            cv2.LINE_AA,
+        )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     write_image(args.output, sheet)
     write_image(str(Path(args.output).with_name("demo_swap.png")), swapped)

@@ -1,23 +1,22 @@
 """The Python API in the shape the product literature shows.
 
-    import faceweave as fw
-    predictor = fw.FacePredictor(model="mesh", execution_provider="cpu")
-    target_face = fw.get_one_face(frame)
-    result = predictor.swap(frame, "source.jpg", target_face)
+import faceweave as fw
+predictor = fw.FacePredictor(model="mesh", execution_provider="cpu")
+target_face = fw.get_one_face(frame)
+result = predictor.swap(frame, "source.jpg", target_face)
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import Union
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import NoFaceError, UsageError
 from faceweave.processors.swap import Swapper
 from faceweave.types import Face, Frame
 
-SourceLike = Union[str, os.PathLike, Frame, Face]
+SourceLike = str | os.PathLike | Frame | Face
 
 ENGINES = ("mesh",)
 EXECUTION_PROVIDERS = ("cpu",)
@@ -49,13 +48,15 @@ class FacePredictor:
         **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
     """
 
-    def __init__(self, model: str = "mesh", execution_provider: str = "cpu", **options: object) -> None:
+    def __init__(
+        self, model: str = "mesh", execution_provider: str = "cpu", **options: object
+    ) -> None:
         if model not in ENGINES:
             raise UsageError(f"unknown model {model!r}; available: {', '.join(ENGINES)}")
         if execution_provider not in EXECUTION_PROVIDERS:
             raise UsageError(
-                f"execution provider {execution_provider!r} is not available for the {model!r} engine; "
-                f"available: {', '.join(EXECUTION_PROVIDERS)}"
+                f"execution provider {execution_provider!r} is not available for the "
+                f"{model!r} engine; available: {', '.join(EXECUTION_PROVIDERS)}"
             )
         self.analyser = default_analyser()
         self.options = options
@@ -82,13 +83,19 @@ class FacePredictor:
         """The swapper for ``source``, reused while the same source is asked for."""
         key: object = os.fspath(source) if isinstance(source, (str, os.PathLike)) else id(source)
         cached = self._cached
-        if cached is not None and cached[0] == key and (isinstance(key, str) or cached[1] is source):
+        if (
+            cached is not None
+            and cached[0] == key
+            and (isinstance(key, str) or cached[1] is source)
+        ):
             return cached[2]
         swapper = Swapper(self.source_face(source), **self.options)
         self._cached = (key, source, swapper)
         return swapper
 
-    def swap(self, frame: Frame, source: SourceLike, target_face: Face | list[Face] | None = None) -> Frame:
+    def swap(
+        self, frame: Frame, source: SourceLike, target_face: Face | list[Face] | None = None
+    ) -> Frame:
         """Swap ``source`` onto ``target_face`` (the largest face when None) in ``frame``."""
         if target_face is None:
             target_face = get_one_face(frame)

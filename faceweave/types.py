@@ -12,8 +12,8 @@ Conventions (written down once, tested in ``tests/test_types.py``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ Embedding = NDArray[np.float32]  # (128,) dlib identity descriptor, L2 distance
 Triangles = NDArray[np.int32]  # (T, 3) vertex indices
 Matrix2x3 = NDArray[np.float64]  # (2, 3) affine transform
 BBox = tuple[float, float, float, float]  # (x0, y0, x1, y1) pixels
+
 
 @dataclass(frozen=True)
 class Pose:

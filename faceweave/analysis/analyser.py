@@ -108,7 +108,9 @@ class FaceAnalyser:
             return None
         return self.face_from_landmarks(frame, points, score)
 
-    def face_from_landmarks(self, frame: Frame, points: NDArray[np.floating], score: float = 1.0) -> Face:
+    def face_from_landmarks(
+        self, frame: Frame, points: NDArray[np.floating], score: float = 1.0
+    ) -> Face:
         """Build a Face from a (478, 3) mesh in frame pixels."""
         pts = np.asarray(points, np.float32)
         pose = estimate_pose(pts, self.model.canonical, weights=self.model.rigid_weights)

@@ -37,13 +37,17 @@ class LandmarkModel(Protocol):
 class IdentityModel(Protocol):
     """Computes a 128-D identity descriptor."""
 
-    def embed(self, frame: Frame, bbox: BBox, landmarks_5: NDArray[np.float32]) -> NDArray[np.float32]: ...
+    def embed(
+        self, frame: Frame, bbox: BBox, landmarks_5: NDArray[np.float32]
+    ) -> NDArray[np.float32]: ...
 
 
 DETECTORS: dict[str, Callable[..., FaceDetector]] = {}
 
 
-def register_detector(name: str) -> Callable[[Callable[..., FaceDetector]], Callable[..., FaceDetector]]:
+def register_detector(
+    name: str,
+) -> Callable[[Callable[..., FaceDetector]], Callable[..., FaceDetector]]:
     def wrap(ctor: Callable[..., FaceDetector]) -> Callable[..., FaceDetector]:
         DETECTORS[name] = ctor
         return ctor
@@ -59,5 +63,7 @@ def create_detector(name: str, **options: object) -> FaceDetector:
     try:
         ctor = DETECTORS[name]
     except KeyError:
-        raise UsageError(f"unknown detector {name!r}; choose from {', '.join(sorted(DETECTORS))}") from None
+        raise UsageError(
+            f"unknown detector {name!r}; choose from {', '.join(sorted(DETECTORS))}"
+        ) from None
     return ctor(**options)

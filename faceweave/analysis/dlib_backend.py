@@ -36,7 +36,9 @@ class DlibIdentity:
         self._jitter = jitter
         self._lock = threading.Lock()
 
-    def embed(self, frame: Frame, bbox: BBox, landmarks_5: NDArray[np.float32] | None = None) -> NDArray[np.float32]:
+    def embed(
+        self, frame: Frame, bbox: BBox, landmarks_5: NDArray[np.float32] | None = None
+    ) -> NDArray[np.float32]:
         rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
         rect = _rect(self._dlib, bbox)
         with self._lock:
@@ -56,7 +58,9 @@ class DlibLandmarks68:
 
     def detect(self, frame: Frame, *, upsample: int = 1) -> list[BBox]:
         rects = self._detector(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), upsample)
-        return [(float(r.left()), float(r.top()), float(r.right()), float(r.bottom())) for r in rects]
+        return [
+            (float(r.left()), float(r.top()), float(r.right()), float(r.bottom())) for r in rects
+        ]
 
     def landmarks(self, frame: Frame, bbox: BBox) -> NDArray[np.float32]:
         shape = self._predictor(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), _rect(self._dlib, bbox))

@@ -55,7 +55,9 @@ class BlazeFaceDetector:
         ranges: which models to run: ``("short", "full")`` by default.
     """
 
-    def __init__(self, *, min_score: float = 0.5, ranges: tuple[str, ...] = ("short", "full")) -> None:
+    def __init__(
+        self, *, min_score: float = 0.5, ranges: tuple[str, ...] = ("short", "full")
+    ) -> None:
         mp = _import_mediapipe()
         self._models = []
         for name in ranges:
@@ -100,7 +102,9 @@ class MeshLandmarker:
         crop_size: the crop is resized to at most this many pixels.
     """
 
-    def __init__(self, *, crop_scale: float = 2.2, crop_size: int = 256, min_score: float = 0.5) -> None:
+    def __init__(
+        self, *, crop_scale: float = 2.2, crop_size: int = 256, min_score: float = 0.5
+    ) -> None:
         mp = _import_mediapipe()
         self._mesh = mp.solutions.face_mesh.FaceMesh(
             static_image_mode=True,
@@ -127,8 +131,13 @@ class MeshLandmarker:
         out = int(min(self.crop_size, max(64, round(side))))
         s = out / side
         matrix = np.array([[s, 0, out / 2 - s * cx], [0, s, out / 2 - s * cy]], np.float64)
-        crop = cv2.warpAffine(frame, matrix, (out, out), flags=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR,
-                              borderMode=cv2.BORDER_CONSTANT)
+        crop = cv2.warpAffine(
+            frame,
+            matrix,
+            (out, out),
+            flags=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+        )
         return cv2.cvtColor(crop, cv2.COLOR_BGR2RGB), matrix
 
     @staticmethod

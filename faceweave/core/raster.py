@@ -52,7 +52,9 @@ class Raster:
         tri = triangles[flat_tri[cov]]  # (P, 3)
         wts = self.weights.reshape(-1, 3)[cov]  # (P, 3)
         out[cov] = (
-            vals[tri[:, 0]] * wts[:, 0:1] + vals[tri[:, 1]] * wts[:, 1:2] + vals[tri[:, 2]] * wts[:, 2:3]
+            vals[tri[:, 0]] * wts[:, 0:1]
+            + vals[tri[:, 1]] * wts[:, 1:2]
+            + vals[tri[:, 2]] * wts[:, 2:3]
         )
         return out.reshape(h, w, -1)
 
@@ -89,7 +91,7 @@ def rasterize(
     x0, y0 = v[:, 0, 0], v[:, 0, 1]
     x1, y1 = v[:, 1, 0], v[:, 1, 1]
     x2, y2 = v[:, 2, 0], v[:, 2, 1]
-    area = (x1 - x0) * (y2 - y0) - (x2 - x0) * (y1 - y0)
+    area: NDArray[np.float64] = (x1 - x0) * (y2 - y0) - (x2 - x0) * (y1 - y0)
     keep = area > 1e-9 if cull_back_faces else np.abs(area) > 1e-9
     vx_min, vx_max = v[:, :, 0].min(1), v[:, :, 0].max(1)
     vy_min, vy_max = v[:, :, 1].min(1), v[:, :, 1].max(1)
@@ -99,7 +101,9 @@ def rasterize(
     ymax = np.clip(np.floor(vy_max + 1e-6), 0, h - 1).astype(np.int32)
     nx = xmax - xmin + 1
     ny = ymax - ymin + 1
-    on_grid = (vx_max >= -1e-6) & (vx_min <= w - 1 + 1e-6) & (vy_max >= -1e-6) & (vy_min <= h - 1 + 1e-6)
+    on_grid = (
+        (vx_max >= -1e-6) & (vx_min <= w - 1 + 1e-6) & (vy_max >= -1e-6) & (vy_min <= h - 1 + 1e-6)
+    )
     keep &= on_grid & (nx > 0) & (ny > 0)
     ids = np.nonzero(keep)[0]
     if depth is not None and len(ids):

@@ -22,6 +22,7 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import cv2
@@ -83,9 +84,13 @@ class SwapOptions:
         if not 0.0 <= self.shape <= 1.0:
             raise UsageError(f"shape must be within [0, 1], got {self.shape}")
         if self.color not in COLOR_MODES:
-            raise UsageError(f"unknown colour mode {self.color!r}; choose from {', '.join(COLOR_MODES)}")
+            raise UsageError(
+                f"unknown colour mode {self.color!r}; choose from {', '.join(COLOR_MODES)}"
+            )
         if self.blend not in BLEND_MODES:
-            raise UsageError(f"unknown blend mode {self.blend!r}; choose from {', '.join(BLEND_MODES)}")
+            raise UsageError(
+                f"unknown blend mode {self.blend!r}; choose from {', '.join(BLEND_MODES)}"
+            )
         if not 0.0 <= self.feather <= 0.5:
             raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
         if self.uv_size < 32 or self.work_size < 32:
@@ -94,6 +99,7 @@ class SwapOptions:
 
 
 # Skin vertices used to fit lighting: the mesh minus eyes, brows, lips, irises.
+@functools.lru_cache(maxsize=4)
 def _skin_vertices(model: FaceModel) -> NDArray[np.int32]:
     exclude: set[int] = set()
     for name in ("lips", "left_eye", "right_eye", "left_eyebrow", "right_eyebrow", "irises"):
@@ -138,7 +144,9 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
     skin_tri = np.zeros(len(model.render_triangles), bool)
     skin_set = set(_skin_vertices(model).tolist())
-    skin_tri[[i for i, t in enumerate(model.render_triangles.tolist()) if all(v in skin_set for v in t)]] = True
+    skin_tri[
+        [i for i, t in enumerate(model.render_triangles.tolist()) if all(v in skin_set for v in t)]
+    ] = True
     skin = covered & skin_tri[np.maximum(raster.triangle, 0)] & (face > 0.5)
     return UVMasks(face=face, source_weight=weight.astype(np.float32), skin=skin)
 
@@ -165,7 +173,11 @@ class SourceModel:
 
 
 def _fit_light(
-    frame: Frame, verts: NDArray[np.float32], normals: NDArray[np.float64], skin: NDArray[np.int32], scale: float
+    frame: Frame,
+    verts: NDArray[np.float32],
+    normals: NDArray[np.float64],
+    skin: NDArray[np.int32],
+    scale: float,
 ) -> NDArray[np.float64]:
     """Fit SH light on skin vertices that face the camera, from a slightly blurred frame."""
     k = int(max(3, round(scale * 0.02)) | 1)
@@ -180,7 +192,11 @@ def _fit_light(
         idx = skin
     pts = verts[idx, :2] - np.array([x0, y0], np.float32)
     samples = cv2.remap(
-        region, pts[:, 0:1].copy(), pts[:, 1:2].copy(), cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        region,
+        pts[:, 0:1].copy(),
+        pts[:, 1:2].copy(),
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_REPLICATE,
     ).reshape(-1, 3)
     weights = np.clip(-normals[idx, 2], 0.05, 1.0)
     return lighting.fit_sh(normals[idx], samples.astype(np.float64), weights=weights)
@@ -192,7 +208,11 @@ def _vertex_normals_ext(model: FaceModel, verts: NDArray[np.float32]) -> NDArray
 
 
 def prepare_source(
-    source_face: Face, *, model: FaceModel | None = None, uv_size: int = 256, frame: Frame | None = None
+    source_face: Face,
+    *,
+    model: FaceModel | None = None,
+    uv_size: int = 256,
+    frame: Frame | None = None,
 ) -> SourceModel:
     """Unwrap, complete and de-light a source face.
 
@@ -242,7 +262,8 @@ def prepare_source(
     skin_mean = _mean_where(albedo, (seen > 0.9) & covered)
     filled = np.where(
         total[..., None] > 1e-3,
-        (albedo * w_own[..., None] + albedo[:, ::-1] * w_mir[..., None]) / np.maximum(total, 1e-3)[..., None],
+        (albedo * w_own[..., None] + albedo[:, ::-1] * w_mir[..., None])
+        / np.maximum(total, 1e-3)[..., None],
         skin_mean,
     ).astype(np.float32)
     valid = np.maximum(seen, seen_m).astype(np.float32)
@@ -286,7 +307,9 @@ def _occluded(
     zbuf = raster.interpolate(verts[:, 2:3], triangles, fill=np.inf)[..., 0]
     mx = ((map_xy[..., 0] - origin[0]) * scale).astype(np.float32)
     my = ((map_xy[..., 1] - origin[1]) * scale).astype(np.float32)
-    near = cv2.remap(zbuf, mx, my, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=np.inf)
+    near = cv2.remap(
+        zbuf, mx, my, cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=np.inf
+    )
     tolerance = 0.03 * face_size
     return np.asarray(texel_depth > near + tolerance)
 
@@ -301,7 +324,7 @@ class Swapper:
         work_size: see :class:`SwapOptions`.
 
     Example:
-        >>> swapper = Swapper(source_face, fusion=0.7, color="lct", blend="poisson")  # doctest: +SKIP
+        >>> swapper = Swapper(source_face, fusion=0.7, blend="poisson")  # doctest: +SKIP
         >>> out = swapper.swap(frame, faces)  # doctest: +SKIP
     """
 
@@ -313,11 +336,15 @@ class Swapper:
         else:
             if not isinstance(source_face, Face):
                 raise NoFaceError("no source face given")
-            self.source = prepare_source(source_face, model=self.model, uv_size=self.options.uv_size)
+            self.source = prepare_source(
+                source_face, model=self.model, uv_size=self.options.uv_size
+            )
         if self.source.albedo.shape[0] != self.options.uv_size:
             raise UsageError("the prepared source was built for another uv_size")
         self.masks = build_uv_masks(self.model, self.options)
         self.identity = IdentityShape(self.model)
+        # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
+        cv2.cvtColor(np.zeros((1, 1, 3), np.float32), cv2.COLOR_BGR2Lab)
 
     def with_options(self, **changes: object) -> Swapper:
         """A swapper with some options changed, reusing the prepared source."""
@@ -364,12 +391,21 @@ class Swapper:
         k = min(1.0, opts.work_size / max(cw, ch))
         rw, rh = max(8, int(round(cw * k))), max(8, int(round(ch * k)))
         sx, sy = (rw - 1) / max(cw - 1, 1), (rh - 1) / max(ch - 1, 1)
-        grid_pts = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * np.array([sx, sy], np.float32)
-        raster = rasterize(grid_pts, model.render_triangles, (rh, rw), depth=out_verts[:, 2], cull_back_faces=True)
+        grid_pts = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * np.array(
+            [sx, sy], np.float32
+        )
+        raster = rasterize(
+            grid_pts, model.render_triangles, (rh, rw), depth=out_verts[:, 2], cull_back_faces=True
+        )
         # Per-vertex attributes: UV, target position (crop coords), target shading.
         normals_out = vertex_normals(out_verts, model.render_triangles)
-        tgt_light = _fit_light(frame, tgt_verts, vertex_normals(tgt_verts, model.render_triangles),
-                               _skin_vertices(model), target_face.size)
+        tgt_light = _fit_light(
+            frame,
+            tgt_verts,
+            vertex_normals(tgt_verts, model.render_triangles),
+            _skin_vertices(model),
+            target_face.size,
+        )
         uvs = model.uv * (opts.uv_size - 1)
         attrs = np.concatenate(
             [
@@ -386,34 +422,62 @@ class Swapper:
             coverage = cv2.resize(coverage, (cw, ch), interpolation=cv2.INTER_LINEAR)
         coverage = np.clip((coverage - 0.5) * 2.0, 0.0, 1.0)
         uvx, uvy = maps[..., 0].copy(), maps[..., 1].copy()
-        mask = cv2.remap(self.masks.face, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT) * coverage
-        weight = cv2.remap(self.masks.source_weight, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+        mask = (
+            cv2.remap(self.masks.face, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+            * coverage
+        )
+        weight = cv2.remap(
+            self.masks.source_weight, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        )
         target_crop = frame[y0:y1, x0:x1]
         if opts.shape * opts.fusion > 0:
             warped_target = cv2.remap(
-                frame, maps[..., 2] + x0, maps[..., 3] + y0, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+                frame,
+                maps[..., 2] + x0,
+                maps[..., 3] + y0,
+                cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_REPLICATE,
             ).astype(np.float32)
             covered3 = (coverage > 0)[..., None]
             warped_target = np.where(covered3, warped_target, target_crop.astype(np.float32))
         else:
             warped_target = target_crop.astype(np.float32)
         if opts.color == "sh":
-            source = cv2.remap(self.source.albedo, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            source = cv2.remap(
+                self.source.albedo, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+            )
             source = source * np.maximum(maps[..., 4:7], 0.0)
         else:
-            source = cv2.remap(self.source.texture, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            source = cv2.remap(
+                self.source.texture, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+            )
         skin = cv2.remap(self.masks.skin.astype(np.float32), uvx, uvy, cv2.INTER_NEAREST) * coverage
         if opts.color != "none" and skin.sum() > 64:
             mode = "rct" if opts.color == "sh" else opts.color
             strength = 0.5 if opts.color == "sh" else 1.0
             source = color_ops.color_transfer(
-                source, warped_target, source_mask=skin, target_mask=skin, mode=mode, strength=strength
+                source,
+                warped_target,
+                source_mask=skin,
+                target_mask=skin,
+                mode=mode,
+                strength=strength,
             )
         alpha = (opts.fusion * weight)[..., None]
         fused = warped_target + alpha * (source - warped_target)
         out = frame.copy()
-        out[y0:y1, x0:x1] = blend_ops.blend(fused, target_crop, mask.astype(np.float32), mode=opts.blend)
+        out[y0:y1, x0:x1] = blend_ops.blend(
+            fused, target_crop, mask.astype(np.float32), mode=opts.blend
+        )
         return out
 
 
-__all__ = ["COLOR_MODES", "BLEND_MODES", "SwapOptions", "Swapper", "SourceModel", "prepare_source", "N_LANDMARKS"]
+__all__ = [
+    "COLOR_MODES",
+    "BLEND_MODES",
+    "SwapOptions",
+    "Swapper",
+    "SourceModel",
+    "prepare_source",
+    "N_LANDMARKS",
+]

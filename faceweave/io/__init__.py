@@ -1,0 +1,31 @@
+"""Input and output: images now; video, camera and streams later.
+
+numpy conversion happens here only: everything returned is a
+:data:`~faceweave.types.Frame` (``uint8`` BGR).
+"""
+
+from faceweave.io.image import (
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_QUALITY,
+    IMAGE_EXTENSIONS,
+    check_output_path,
+    image_extension,
+    list_images,
+    make_output_dir,
+    output_path_for,
+    read_image,
+    write_image,
+)
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "DEFAULT_QUALITY",
+    "IMAGE_EXTENSIONS",
+    "check_output_path",
+    "image_extension",
+    "list_images",
+    "make_output_dir",
+    "output_path_for",
+    "read_image",
+    "write_image",
+]

@@ -1,0 +1,401 @@
+"""Still images: read any common file into a :data:`~faceweave.types.Frame`, write one back.
+
+Reading goes through Pillow: it reports the size from the header before decoding
+(so decompression bombs are refused cheaply), it refuses truncated files instead
+of padding them with grey (``ImageFile.LOAD_TRUNCATED_IMAGES`` must stay at its
+default ``False``; faceweave never changes it), and it applies EXIF orientation.
+Writing goes through OpenCV, encoding in memory and replacing the destination
+atomically, so a crash or a full disk never leaves half an image behind.
+
+Example:
+    >>> frame = read_image("face.jpg")  # doctest: +SKIP
+    >>> write_image("out/face.png", frame)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from faceweave.errors import ImageTooLargeError, InputError, OutputError, UnsupportedFormatError
+from faceweave.types import Frame
+
+__all__ = [
+    "DEFAULT_MAX_PIXELS",
+    "DEFAULT_QUALITY",
+    "IMAGE_EXTENSIONS",
+    "check_output_path",
+    "image_extension",
+    "list_images",
+    "make_output_dir",
+    "output_path_for",
+    "read_image",
+    "write_image",
+]
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+DEFAULT_MAX_PIXELS = 64_000_000
+DEFAULT_QUALITY = 95
+
+# Pillow decoders we use; the JPEG one also opens the multi-picture (MPO) files phones write.
+_READ_FORMATS = ("BMP", "JPEG", "PNG", "WEBP")
+# Background for transparent pixels: white, as image viewers and browsers show them.
+_ALPHA_BACKGROUND = 255.0
+_PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
+_TEMP_ATTEMPTS = 8
+
+PathLike = str | os.PathLike[str]
+
+
+def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame:
+    """Read a PNG, JPEG, WebP or BMP file as a BGR frame.
+
+    Grayscale is expanded to three channels, 16-bit samples are scaled to 8 bits,
+    transparent pixels are composited over white and EXIF orientation is applied,
+    so the frame looks like the picture a viewer shows.
+
+    Args:
+        path: the image file.
+        max_pixels: refuse images with more pixels than this, checked on the
+            header before any pixel is decoded. Pillow's own decompression-bomb
+            limit (``2 * PIL.Image.MAX_IMAGE_PIXELS``) applies as well.
+
+    Returns:
+        The decoded frame.
+
+    Shape:
+        - Output: :math:`(H, W, 3)`, ``uint8``, BGR.
+
+    Raises:
+        InputError: the file is missing, a directory, unreadable, truncated or corrupt.
+        UnsupportedFormatError: the content is empty or not an image format we read.
+        ImageTooLargeError: width * height is more than ``max_pixels``.
+
+    Example:
+        >>> frame = read_image("face.jpg")  # doctest: +SKIP
+        >>> frame.shape, frame.dtype  # doctest: +SKIP
+        ((512, 512, 3), dtype('uint8'))
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not an image")
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        return _decode(handle, path, max_pixels)
+
+
+def write_image(path: PathLike, frame: Frame, *, quality: int = DEFAULT_QUALITY) -> None:
+    """Write a frame atomically; the format follows the file extension.
+
+    The image is encoded in memory, written to a hidden temporary file in the
+    destination directory (``.<name>.<random>.tmp``), flushed to disk and moved
+    over ``path`` in one step. On any failure the temporary file is removed and
+    ``path`` is left as it was.
+
+    Args:
+        path: destination; its extension is one of :data:`IMAGE_EXTENSIONS`.
+        frame: the image to write.
+        quality: 1..100 for JPEG and WebP; ignored by PNG and BMP (lossless).
+
+    Shape:
+        - frame: :math:`(H, W, 3)` BGR or :math:`(H, W)` grayscale, ``uint8``.
+
+    Raises:
+        UnsupportedFormatError: the extension is not one we write.
+        InputError: ``frame`` is not a uint8 image or ``quality`` is out of range.
+        OutputError: the directory is missing or not writable, or the write failed.
+    """
+    path = Path(path)
+    extension = image_extension(path)
+    _check_frame(frame)
+    if not 1 <= quality <= 100:
+        raise InputError(f"quality must be in 1..100, got {quality}")
+    data = _encode(frame, extension, quality, path)
+    _atomic_write(path, data)
+
+
+def image_extension(path: PathLike) -> str:
+    """The lower-case extension of ``path`` if faceweave writes that format.
+
+    Raises:
+        UnsupportedFormatError: any other extension.
+    """
+    extension = Path(path).suffix.lower()
+    if extension not in IMAGE_EXTENSIONS:
+        supported = ", ".join(IMAGE_EXTENSIONS)
+        shown = extension or "no extension"
+        raise UnsupportedFormatError(f"{path}: unsupported image format ({shown}); use {supported}")
+    return extension
+
+
+def check_output_path(path: PathLike) -> Path:
+    """Check, before any work is done, that an image can be written to ``path``.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        UnsupportedFormatError: the extension is not one we write.
+        OutputError: the directory is missing, not a directory or not writable,
+            or ``path`` is a directory.
+    """
+    path = Path(path)
+    image_extension(path)
+    _check_directory(path)
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: cannot write: permission denied on {path.parent}")
+    return path
+
+
+def make_output_dir(path: PathLike) -> Path:
+    """Create the output directory of a batch (and its parents) if needed.
+
+    Raises:
+        OutputError: it cannot be created, or ``path`` exists and is not a directory.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot create directory: {exc.strerror or exc}") from exc
+    return path
+
+
+def list_images(directory: PathLike) -> list[Path]:
+    """The image files directly inside ``directory``, sorted by name.
+
+    Files are picked by extension (any case); hidden files and sub-directories
+    are skipped.
+
+    Raises:
+        InputError: ``directory`` is missing or not a directory.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory}: no such directory")
+    return sorted(
+        entry
+        for entry in directory.iterdir()
+        if entry.suffix.lower() in IMAGE_EXTENSIONS
+        and not entry.name.startswith(".")
+        and entry.is_file()
+    )
+
+
+def output_path_for(
+    source_path: PathLike,
+    output_dir: PathLike,
+    *,
+    keep_format: bool = True,
+    default_extension: str = ".png",
+) -> Path:
+    """Where a batch writes the result for ``source_path``: same name under ``output_dir``.
+
+    Args:
+        source_path: the input image.
+        output_dir: the batch's output directory.
+        keep_format: keep the input's extension when faceweave writes it;
+            otherwise (or when it does not) use ``default_extension``.
+        default_extension: one of :data:`IMAGE_EXTENSIONS`.
+
+    Example:
+        >>> output_path_for("in/a.JPG", "out").as_posix()
+        'out/a.JPG'
+        >>> output_path_for("in/a.jpg", "out", keep_format=False).as_posix()
+        'out/a.png'
+    """
+    source_path = Path(source_path)
+    if default_extension.lower() not in IMAGE_EXTENSIONS:
+        raise UnsupportedFormatError(f"unsupported default extension {default_extension!r}")
+    name = source_path.name
+    if not (keep_format and source_path.suffix.lower() in IMAGE_EXTENSIONS):
+        name = source_path.stem + default_extension
+    return Path(output_dir) / name
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def _decode(handle: BinaryIO, path: Path, max_pixels: int) -> Frame:
+    try:
+        with warnings.catch_warnings():
+            # We enforce our own limit below; Pillow's warning would only be noise.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(handle, formats=_READ_FORMATS)
+    except Image.DecompressionBombError as exc:
+        raise ImageTooLargeError(f"{path}: image too large: {exc}") from exc
+    except UnidentifiedImageError as exc:
+        if path.stat().st_size == 0:
+            raise UnsupportedFormatError(f"{path}: empty file") from exc
+        raise UnsupportedFormatError(
+            f"{path}: not a supported image (PNG, JPEG, WebP or BMP)"
+        ) from exc
+    except (OSError, ValueError, SyntaxError) as exc:  # Pillow's broken-header errors
+        raise InputError(f"{path}: corrupt image header: {_one_line(exc)}") from exc
+    with image:
+        width, height = image.size
+        if width * height > max_pixels:
+            raise ImageTooLargeError(
+                f"{path}: {width}x{height} is {width * height} pixels, "
+                f"more than the limit of {max_pixels}"
+            )
+        if width == 0 or height == 0:
+            raise InputError(f"{path}: image has no pixels ({width}x{height})")
+        try:
+            image.load()
+        except (OSError, ValueError, SyntaxError, EOFError) as exc:
+            raise InputError(f"{path}: truncated or corrupt image: {_one_line(exc)}") from exc
+        upright = _apply_orientation(image)
+        return _to_bgr(upright, path)
+
+
+def _apply_orientation(image: Image.Image) -> Image.Image:
+    try:
+        return ImageOps.exif_transpose(image)
+    except Exception:  # noqa: BLE001 - a broken EXIF block must not hide readable pixels
+        return image
+
+
+def _to_bgr(image: Image.Image, path: Path) -> Frame:
+    mode = image.mode
+    if mode.startswith("I;16") or mode == "I":
+        samples = np.asarray(image).astype(np.float32)
+        gray = np.clip(np.rint(samples / 257.0), 0, 255).astype(np.uint8)
+        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+    has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
+        mode in ("P", "L", "RGB") and "transparency" in image.info
+    )
+    try:
+        if has_alpha:
+            rgba = np.asarray(image.convert("RGBA"), dtype=np.float32)
+            alpha = rgba[:, :, 3:4] / 255.0
+            rgb = rgba[:, :, :3] * alpha + _ALPHA_BACKGROUND * (1.0 - alpha)
+            rgb_u8 = np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+        else:
+            rgb_u8 = np.asarray(image.convert("RGB"), dtype=np.uint8)
+    except (OSError, ValueError) as exc:
+        raise UnsupportedFormatError(f"{path}: unsupported pixel mode {mode}") from exc
+    bgr: Frame = np.ascontiguousarray(rgb_u8[:, :, ::-1])
+    return bgr
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _check_frame(frame: NDArray[np.generic]) -> None:
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
+        dtype = getattr(frame, "dtype", type(frame).__name__)
+        raise InputError(f"frame must be a uint8 numpy array, got {dtype}")
+    if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] == 3)):
+        raise InputError(f"frame must have shape (H, W, 3) or (H, W), got {frame.shape}")
+    if frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise InputError(f"frame has no pixels: {frame.shape}")
+
+
+def _encode(frame: Frame, extension: str, quality: int, path: Path) -> bytes:
+    params: list[int] = []
+    if extension in (".jpg", ".jpeg"):
+        params = [cv2.IMWRITE_JPEG_QUALITY, quality]
+    elif extension == ".webp":
+        params = [cv2.IMWRITE_WEBP_QUALITY, quality]
+    elif extension == ".png":
+        params = [cv2.IMWRITE_PNG_COMPRESSION, _PNG_COMPRESSION]
+    try:
+        ok, buffer = cv2.imencode(extension, np.ascontiguousarray(frame), params)
+    except cv2.error as exc:
+        raise OutputError(f"{path}: cannot encode image: {_one_line(exc)}") from exc
+    if not ok:
+        raise OutputError(f"{path}: cannot encode image as {extension}")
+    return buffer.tobytes()
+
+
+def _check_directory(path: Path) -> None:
+    directory = path.parent
+    if not directory.exists():
+        raise OutputError(f"{path}: directory {directory} does not exist")
+    if not directory.is_dir():
+        raise OutputError(f"{path}: {directory} is not a directory")
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    _check_directory(path)
+    directory = path.parent
+    temp_path: Path | None = None
+    try:
+        with _temp_file(path) as (fd, temp_path):
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        os.replace(temp_path, path)
+        temp_path = None
+        _fsync_directory(directory)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {exc.strerror or _one_line(exc)}") from exc
+    finally:
+        if temp_path is not None:
+            with contextlib.suppress(OSError):
+                temp_path.unlink()
+
+
+@contextlib.contextmanager
+def _temp_file(path: Path) -> Iterator[tuple[int, Path]]:
+    """Create ``.<name>.<random>.tmp`` beside ``path``; yields (fd, temp path).
+
+    ``os.open`` with mode 0o666 lets the umask decide the final permissions, as a
+    plain ``open(path, "wb")`` would (``tempfile.mkstemp`` would force 0o600).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for attempt in range(_TEMP_ATTEMPTS):
+        temp_path = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(temp_path, flags, 0o666)
+        except FileExistsError:
+            if attempt == _TEMP_ATTEMPTS - 1:
+                raise
+            continue
+        try:
+            yield fd, temp_path
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temp_path.unlink()
+            raise
+        finally:
+            os.close(fd)
+        return
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable where the platform allows it (POSIX)."""
+    if os.name != "posix":
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,501 @@
+"""Tests for the ``faceweave`` command.
+
+Fast tests call :func:`faceweave.apps.cli.main` in-process for argument handling
+and error reporting. End-to-end tests run ``python -m faceweave`` in a subprocess
+on package-shipped photographs (scikit-image's astronaut, matplotlib's Grace
+Hopper) and are marked ``slow``: each one loads the face models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from faceweave.apps import cli
+from faceweave.errors import EXIT_ERROR, EXIT_NO_FACE, EXIT_OK, EXIT_USAGE
+from faceweave.io import read_image, write_image
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 300
+PROGRESS_BAR = re.compile(r"^faceweave:\s+\d+%\|")  # tqdm, drawn with carriage returns
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def message_lines(self) -> list[str]:
+        """Non-blank stderr lines other than the progress bar."""
+        lines = self.stderr.replace("\r", "\n").splitlines()
+        return [line for line in lines if line.strip() and not PROGRESS_BAR.match(line)]
+
+
+def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    environment.pop("FACEWEAVE_DEBUG", None)
+    environment.update(env or {})
+    completed = subprocess.run(
+        [sys.executable, "-m", "faceweave", *map(str, args)],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    return Result(completed.returncode, completed.stdout, completed.stderr)
+
+
+def _assert_one_error_line(result: Result, *fragments: str) -> None:
+    """Exactly one line of stderr besides the progress bar: faceweave's error."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(result.message_lines) == 1, result.stderr
+    line = result.message_lines[0]
+    assert line.startswith("faceweave: error: "), line
+    for fragment in fragments:
+        assert fragment in line, line
+
+
+def _assert_no_temp_files(*roots: Path) -> None:
+    for root in roots:
+        assert [p for p in root.rglob("*.tmp")] == []
+
+
+# --- images ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Images:
+    root: Path
+    source_png: Path  # the astronaut
+    target_png: Path  # Grace Hopper, lossless copy
+    target_jpg: Path  # Grace Hopper, the original JPEG
+    grey_png: Path  # no face
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Images:
+    skimage_data = pytest.importorskip("skimage.data")
+    cbook = pytest.importorskip("matplotlib.cbook")
+    root = tmp_path_factory.mktemp("images")
+    source_png = root / "astronaut.png"
+    Image.fromarray(skimage_data.astronaut()).save(source_png)
+    # matplotlib >= 3.8: asfileobj=False gives the path of the shipped file.
+    hopper = Path(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
+    target_jpg = root / "hopper.jpg"
+    shutil.copyfile(hopper, target_jpg)
+    target_png = root / "hopper.png"
+    Image.open(hopper).convert("RGB").save(target_png)
+    grey_png = root / "grey.png"
+    write_image(grey_png, np.full((256, 256, 3), 128, dtype=np.uint8))
+    return Images(root, source_png, target_png, target_jpg, grey_png)
+
+
+@pytest.fixture(scope="module")
+def target_faces(images: Images, tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """``analyse --json`` of the target, run once for the module."""
+    result = _run("analyse", images.target_png, "--json", cwd=tmp_path_factory.mktemp("cwd"))
+    assert result.returncode == EXIT_OK, result.stderr
+    faces = json.loads(result.stdout)
+    assert isinstance(faces, list)
+    return faces
+
+
+def _face_box(faces: list[dict], shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    x0, y0, x1, y1 = faces[0]["bbox"]
+    height, width = shape[:2]
+    return (max(int(x0), 0), max(int(y0), 0), min(int(x1), width), min(int(y1), height))
+
+
+def _far_from_face(box: tuple[int, int, int, int], shape: tuple[int, ...]) -> np.ndarray:
+    """Pixels outside the face box grown by half its size on each side."""
+    x0, y0, x1, y1 = box
+    grow_x, grow_y = (x1 - x0) // 2, (y1 - y0) // 2
+    far = np.ones(shape[:2], dtype=bool)
+    far[max(y0 - grow_y, 0) : y1 + grow_y, max(x0 - grow_x, 0) : x1 + grow_x] = False
+    return far
+
+
+# --- fast, in-process ------------------------------------------------------------------------
+
+
+def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == EXIT_OK
+    assert "swap" in capsys.readouterr().out
+    assert cli.main(["swap", "--help"]) == EXIT_OK
+    assert "--fusion" in capsys.readouterr().out
+    assert cli.main(["analyze", "--help"]) == EXIT_OK
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--fusion", "1.5"],
+        ["--fusion", "-0.1"],
+        ["--fusion", "nan"],
+        ["--fusion", "much"],
+        ["--quality", "0"],
+        ["--quality", "101"],
+        ["--max-faces", "0"],
+        ["--max-pixels", "-5"],
+        ["--reference-distance", "-1"],
+        ["--color", "purple"],
+        ["--blend", "smudge"],
+        ["--face-order", "random"],
+    ],
+)
+def test_bad_option_values_are_usage_errors(
+    extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["swap", "-s", "a.png", "-t", "b.png", "-o", str(tmp_path / "out.png"), *extra]
+    assert cli.main(argv) == EXIT_USAGE
+    assert extra[0] in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_required_and_no_command_are_usage_errors() -> None:
+    assert cli.main([]) == EXIT_USAGE
+    assert cli.main(["swap", "--source", "a.png"]) == EXIT_USAGE
+    assert cli.main(["analyse"]) == EXIT_USAGE
+    assert cli.main(["dance"]) == EXIT_USAGE
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--face-selector", "reference"],
+        ["--face-selector", "many", "--reference-face", "r.png"],
+    ],
+)
+def test_reference_options_must_fit(
+    extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["swap", "-s", "a.png", "-t", "b.png", "-o", str(tmp_path / "o.png"), *extra]
+    assert cli.main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("faceweave: error: ")
+    assert "--reference-face" in err
+
+
+def test_missing_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["swap", "-s", "a.png", "-t", str(tmp_path / "nope.png"), "-o", "o.png"]
+    assert cli.main(argv) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err == f"faceweave: error: {tmp_path / 'nope.png'}: no such file\n"
+
+
+def test_unsupported_output_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "t.png"
+    write_image(target, np.zeros((8, 8, 3), dtype=np.uint8))
+    argv = ["swap", "-s", str(target), "-t", str(target), "-o", str(tmp_path / "o.gif")]
+    assert cli.main(argv) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("faceweave: error: ") and "unsupported image format" in err
+    assert err.count("\n") == 1
+
+
+def test_batch_output_must_differ_from_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_image(tmp_path / "t.png", np.zeros((8, 8, 3), dtype=np.uint8))
+    argv = ["swap", "-s", "a.png", "-t", str(tmp_path), "-o", str(tmp_path / ".")]
+    assert cli.main(argv) == EXIT_USAGE
+    assert "--output" in capsys.readouterr().err
+
+
+def test_batch_of_empty_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "in").mkdir()
+    argv = ["swap", "-s", "a.png", "-t", str(tmp_path / "in"), "-o", str(tmp_path / "out")]
+    assert cli.main(argv) == EXIT_ERROR
+    assert "no images" in capsys.readouterr().err
+
+
+def test_keyboard_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    write_image(tmp_path / "t.png", np.zeros((8, 8, 3), dtype=np.uint8))
+    monkeypatch.setattr(cli, "read_image", interrupted)
+    argv = ["swap", "-s", "a.png", "-t", str(tmp_path / "t.png"), "-o", str(tmp_path / "o.png")]
+    assert cli.main(argv) == 130
+    assert capsys.readouterr().err == "faceweave: interrupted\n"
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_unexpected_error_is_one_line_unless_debugging(
+    debug: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom\non two lines")
+
+    write_image(tmp_path / "t.png", np.zeros((8, 8, 3), dtype=np.uint8))
+    monkeypatch.setattr(cli, "read_image", broken)
+    if debug:
+        monkeypatch.setenv("FACEWEAVE_DEBUG", "1")
+    else:
+        monkeypatch.delenv("FACEWEAVE_DEBUG", raising=False)
+    argv = ["swap", "-s", "a.png", "-t", str(tmp_path / "t.png"), "-o", str(tmp_path / "o.png")]
+    assert cli.main(argv) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.endswith("faceweave: internal error: RuntimeError: boom on two lines\n")
+    assert ("Traceback" in err) is debug
+
+
+def test_defaults_live_in_module_constants() -> None:
+    args = cli.build_parser().parse_args(["swap", "-s", "a", "-t", "b", "-o", "c.png"])
+    assert args.fusion == cli.DEFAULT_FUSION
+    assert args.color == cli.DEFAULT_COLOR
+    assert args.blend == cli.DEFAULT_BLEND
+    assert args.face_order == cli.DEFAULT_FACE_ORDER
+    assert args.max_faces == cli.DEFAULT_MAX_FACES
+    assert args.mask_mouth is cli.DEFAULT_MASK_MOUTH
+    assert args.mask_eyes is cli.DEFAULT_MASK_EYES
+    assert args.quality == cli.DEFAULT_QUALITY
+    assert args.max_pixels == cli.DEFAULT_MAX_PIXELS
+    no_mouth = cli.build_parser().parse_args(
+        ["swap", "-s", "a", "-t", "b", "-o", "c.png", "--no-mask-mouth", "--mask-eyes"]
+    )
+    assert no_mouth.mask_mouth is False and no_mouth.mask_eyes is True
+
+
+# --- end to end, in a subprocess -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_missing_source(images: Images, tmp_path: Path) -> None:
+    output = tmp_path / "out.png"
+    result = _run("swap", "-s", "nope.png", "-t", images.target_png, "-o", output, cwd=tmp_path)
+    assert result.returncode == EXIT_ERROR
+    _assert_one_error_line(result, "nope.png", "no such file")
+    assert result.stderr.strip() == result.message_lines[0]
+    assert not output.exists()
+
+
+@pytest.mark.slow
+def test_fusion_out_of_range_is_usage_error(images: Images, tmp_path: Path) -> None:
+    output = tmp_path / "out.png"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.target_png, "-o", output,
+        "--fusion", "1.5", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_USAGE
+    assert "--fusion" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not output.exists()
+
+
+@pytest.mark.slow
+def test_analyse_json(images: Images, target_faces: list[dict]) -> None:
+    assert len(target_faces) >= 1
+    height, width = read_image(images.target_png).shape[:2]
+    face = target_faces[0]
+    x0, y0, x1, y1 = face["bbox"]
+    assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height
+    assert 0.0 <= face["score"] <= 1.0
+    assert set(face["pose"]) == {"yaw", "pitch", "roll"}
+    assert np.asarray(face["landmarks_5"]).shape == (5, 2)
+    assert "landmarks_478" not in face
+
+
+@pytest.mark.slow
+def test_analyze_alias_with_landmarks_and_debug(images: Images, tmp_path: Path) -> None:
+    debug = tmp_path / "debug.png"
+    result = _run(
+        "analyze", images.target_jpg, "--json", "--landmarks", "--debug", debug, cwd=tmp_path
+    )
+    assert result.returncode == EXIT_OK, result.stderr
+    faces = json.loads(result.stdout)
+    assert np.asarray(faces[0]["landmarks_478"]).shape == (478, 3)
+    assert debug.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert read_image(debug).shape == read_image(images.target_jpg).shape
+    _assert_no_temp_files(tmp_path)
+
+
+@pytest.mark.slow
+def test_analyse_text_and_no_face(images: Images, tmp_path: Path) -> None:
+    result = _run("analyse", images.target_png, cwd=tmp_path)
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "face 0: box" in result.stdout
+    result = _run("analyse", images.grey_png, "--json", cwd=tmp_path)
+    assert result.returncode == EXIT_NO_FACE
+    assert json.loads(result.stdout) == []
+    _assert_one_error_line(result, "no face")
+
+
+@pytest.mark.slow
+def test_swap_image_to_image(images: Images, target_faces: list[dict], tmp_path: Path) -> None:
+    output = tmp_path / "out.png"
+    debug = tmp_path / "debug.png"
+    result = _run(
+        "swap", "--source", images.source_png, "--target", images.target_png,
+        "--output", output, "--debug", debug, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    assert result.message_lines == []  # nothing on stderr, not even library logs
+    target = read_image(images.target_png)
+    swapped = read_image(output)
+    assert swapped.shape == target.shape
+    difference = np.abs(swapped.astype(np.int16) - target.astype(np.int16)).max(axis=2)
+    x0, y0, x1, y1 = _face_box(target_faces, target.shape)
+    assert difference[y0:y1, x0:x1].mean() > 3.0  # the face changed
+    far = _far_from_face((x0, y0, x1, y1), target.shape)
+    assert difference[far].mean() < 0.5  # the rest did not
+    assert np.mean(difference[far] > 2) < 0.01
+    assert debug.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _assert_no_temp_files(tmp_path, images.root)
+
+
+@pytest.mark.slow
+def test_swap_to_jpeg_output_keeps_extension_format(images: Images, tmp_path: Path) -> None:
+    output = tmp_path / "out.jpg"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.target_jpg, "-o", output,
+        "--quality", "80", "--color", "rct", "--blend", "alpha", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    assert output.read_bytes()[:2] == b"\xff\xd8"
+    assert read_image(output).shape == read_image(images.target_jpg).shape
+
+
+@pytest.mark.slow
+def test_fusion_zero_returns_the_target(images: Images, tmp_path: Path) -> None:
+    output = tmp_path / "out.png"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.target_png, "-o", output,
+        "--fusion", "0", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    target = read_image(images.target_png).astype(np.int16)
+    assert np.abs(read_image(output).astype(np.int16) - target).max() <= 1
+
+
+@pytest.mark.slow
+def test_source_without_face(images: Images, tmp_path: Path) -> None:
+    output = tmp_path / "out.png"
+    result = _run(
+        "swap", "-s", images.grey_png, "-t", images.target_png, "-o", output, cwd=tmp_path
+    )
+    assert result.returncode == EXIT_NO_FACE
+    _assert_one_error_line(result, "grey.png", "no face")
+    assert not output.exists()
+
+
+@pytest.mark.slow
+def test_target_without_face(images: Images, tmp_path: Path) -> None:
+    output = tmp_path / "out.png"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.grey_png, "-o", output, cwd=tmp_path
+    )
+    assert result.returncode == EXIT_NO_FACE
+    _assert_one_error_line(result, "grey.png", "no face")
+    assert not output.exists()
+
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.grey_png, "-o", output,
+        "--skip-no-face", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    assert result.message_lines == [
+        f"faceweave: {images.grey_png}: no face found; written unchanged"
+    ]
+    np.testing.assert_array_equal(read_image(output), read_image(images.grey_png))
+    _assert_no_temp_files(tmp_path)
+
+
+@pytest.mark.slow
+def test_unwritable_output(images: Images, tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("not a directory")
+    output = tmp_path / "a_file" / "out.png"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.target_png, "-o", output, cwd=tmp_path
+    )
+    assert result.returncode == EXIT_ERROR
+    _assert_one_error_line(result, "out.png")
+    assert not output.exists()
+    _assert_no_temp_files(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions"
+)
+def test_read_only_output_directory(images: Images, tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        result = _run(
+            "swap", "-s", images.source_png, "-t", images.target_png, "-o", locked / "out.png",
+            cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == EXIT_ERROR
+        _assert_one_error_line(result, "out.png")
+        assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o755)
+
+
+@pytest.mark.slow
+def test_batch_with_a_corrupt_file(images: Images, tmp_path: Path) -> None:
+    batch = tmp_path / "in"
+    batch.mkdir()
+    shutil.copyfile(images.target_png, batch / "a.png")
+    (batch / "b_broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(300))
+    shutil.copyfile(images.target_jpg, batch / "c.jpg")
+    (batch / "notes.txt").write_text("not an image, not processed")
+    output_dir = tmp_path / "out" / "nested"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", batch, "-o", output_dir, cwd=tmp_path
+    )  # progress bar on, to check error lines survive it
+    assert result.returncode == EXIT_ERROR
+    _assert_one_error_line(result, "b_broken.png")
+    assert sorted(p.name for p in output_dir.iterdir()) == ["a.png", "c.jpg"]
+    assert (output_dir / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (output_dir / "c.jpg").read_bytes()[:2] == b"\xff\xd8"
+    assert read_image(output_dir / "a.png").shape == read_image(images.target_png).shape
+    _assert_no_temp_files(tmp_path)
+
+
+@pytest.mark.slow
+def test_batch_exit_code_and_skip_no_face(images: Images, tmp_path: Path) -> None:
+    batch = tmp_path / "in"
+    batch.mkdir()
+    shutil.copyfile(images.target_png, batch / "face.png")
+    shutil.copyfile(images.grey_png, batch / "grey.png")
+    result = _run(
+        "swap", "-s", images.source_png, "-t", batch, "-o", tmp_path / "out", "--quiet",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_NO_FACE
+    _assert_one_error_line(result, "grey.png", "no face")
+    assert "it/s" not in result.stderr and "image/s" not in result.stderr  # --quiet: no bar
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["face.png"]
+
+    result = _run(
+        "swap", "-s", images.source_png, "-t", batch, "-o", tmp_path / "out2", "--quiet",
+        "--skip-no-face", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["face.png", "grey.png"]
+    _assert_no_temp_files(tmp_path)

@@ -1,0 +1,452 @@
+"""Tests for faceweave.io.image: formats, conversions, broken files, limits, atomic writes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import time
+import tracemalloc
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image, ImageFile
+
+from faceweave.errors import (
+    FaceweaveError,
+    ImageTooLargeError,
+    InputError,
+    OutputError,
+    UnsupportedFormatError,
+)
+from faceweave.io import (
+    IMAGE_EXTENSIONS,
+    image_extension,
+    list_images,
+    output_path_for,
+    read_image,
+    write_image,
+)
+from faceweave.io import image as image_io
+
+
+def _smooth_frame(height: int = 48, width: int = 64) -> np.ndarray:
+    """A smooth colour gradient: lossy codecs reproduce it closely."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    frame = np.stack(
+        [255 * x / (width - 1), 255 * y / (height - 1), 128 + 60 * np.sin(x / 9)], axis=2
+    )
+    return np.rint(frame).astype(np.uint8)
+
+
+def _noise_frame(height: int = 120, width: int = 160) -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+def _leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _bomb_png(side: int) -> bytes:
+    """A valid 1-bit palette PNG of side x side black pixels, a few hundred KB on disk."""
+    header = struct.pack(">IIBBBBB", side, side, 1, 3, 0, 0, 0)  # 1 bit, palette
+    compressor = zlib.compressobj(9)
+    row = bytes(1 + (side + 7) // 8)  # filter byte 0 + packed zero bits
+    block = row * 256
+    parts = []
+    for start in range(0, side, 256):
+        rows = min(256, side - start)
+        parts.append(compressor.compress(block if rows == 256 else row * rows))
+    parts.append(compressor.flush())
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"PLTE", b"\x00\x00\x00")
+        + _png_chunk(b"IDAT", b"".join(parts))
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+# --- round trips -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extension", IMAGE_EXTENSIONS)
+def test_round_trip_each_format(tmp_path: Path, extension: str) -> None:
+    frame = _smooth_frame()
+    path = tmp_path / f"image{extension}"
+    write_image(path, frame)
+    back = read_image(path)
+    assert back.dtype == np.uint8
+    assert back.shape == frame.shape
+    assert back.flags.c_contiguous
+    error = np.abs(back.astype(np.int16) - frame.astype(np.int16))
+    if extension in (".png", ".bmp"):
+        assert error.max() == 0
+    else:
+        assert error.mean() < 2.0
+    assert _leftovers(tmp_path) == []
+
+
+def test_upper_case_extension(tmp_path: Path) -> None:
+    frame = _smooth_frame()
+    write_image(tmp_path / "IMAGE.PNG", frame)
+    np.testing.assert_array_equal(read_image(tmp_path / "IMAGE.PNG"), frame)
+
+
+def test_read_is_bgr(tmp_path: Path) -> None:
+    Image.new("RGB", (4, 3), (255, 0, 0)).save(tmp_path / "red.png")
+    frame = read_image(tmp_path / "red.png")
+    assert frame.shape == (3, 4, 3)
+    assert frame[0, 0].tolist() == [0, 0, 255]
+
+
+def test_write_accepts_path_string_and_grayscale_frame(tmp_path: Path) -> None:
+    gray = _smooth_frame()[:, :, 0]
+    write_image(str(tmp_path / "gray.png"), gray)
+    back = read_image(str(tmp_path / "gray.png"))
+    assert back.shape == (*gray.shape, 3)
+    for channel in range(3):
+        np.testing.assert_array_equal(back[:, :, channel], gray)
+
+
+def test_quality_changes_jpeg_size(tmp_path: Path) -> None:
+    frame = _noise_frame()
+    write_image(tmp_path / "low.jpg", frame, quality=10)
+    write_image(tmp_path / "high.jpg", frame, quality=95)
+    assert (tmp_path / "low.jpg").stat().st_size < (tmp_path / "high.jpg").stat().st_size
+
+
+# --- conversions on read ---------------------------------------------------------------------
+
+
+def test_grayscale_input(tmp_path: Path) -> None:
+    gray = _smooth_frame()[:, :, 1]
+    Image.fromarray(gray, mode="L").save(tmp_path / "gray.png")
+    frame = read_image(tmp_path / "gray.png")
+    assert frame.shape == (*gray.shape, 3)
+    assert frame.dtype == np.uint8
+    for channel in range(3):
+        np.testing.assert_array_equal(frame[:, :, channel], gray)
+
+
+def test_rgba_input_composited_over_white(tmp_path: Path) -> None:
+    rgba = np.zeros((10, 10, 4), dtype=np.uint8)
+    rgba[:, :5] = (0, 0, 255, 255)  # opaque blue on the left
+    rgba[:, 5:] = (0, 0, 0, 0)  # fully transparent black on the right
+    Image.fromarray(rgba, mode="RGBA").save(tmp_path / "rgba.png")
+    frame = read_image(tmp_path / "rgba.png")
+    assert frame.shape == (10, 10, 3)
+    assert frame[0, 0].tolist() == [255, 0, 0]  # BGR blue
+    assert frame[0, 9].tolist() == [255, 255, 255]
+
+
+def test_half_transparent_pixels_blend(tmp_path: Path) -> None:
+    rgba = np.full((2, 2, 4), (0, 0, 0, 128), dtype=np.uint8)
+    Image.fromarray(rgba, mode="RGBA").save(tmp_path / "half.png")
+    frame = read_image(tmp_path / "half.png")
+    assert np.all(np.abs(frame.astype(int) - 127) <= 1)
+
+
+def test_palette_with_transparency(tmp_path: Path) -> None:
+    image = Image.new("P", (4, 4), 0)
+    image.putpalette([255, 0, 0, 0, 255, 0] + [0] * 762)
+    image.putpixel((3, 3), 1)
+    image.save(tmp_path / "palette.png", transparency=1)
+    frame = read_image(tmp_path / "palette.png")
+    assert frame[0, 0].tolist() == [0, 0, 255]
+    assert frame[3, 3].tolist() == [255, 255, 255]
+
+
+def test_16_bit_grayscale(tmp_path: Path) -> None:
+    values = np.array([[0, 257, 32896, 65535]], dtype=np.uint16)
+    assert cv2.imwrite(str(tmp_path / "deep.png"), values)
+    frame = read_image(tmp_path / "deep.png")
+    assert frame.shape == (1, 4, 3)
+    assert frame[0, :, 0].tolist() == [0, 1, 128, 255]
+
+
+def test_16_bit_colour(tmp_path: Path) -> None:
+    bgr16 = np.zeros((2, 3, 3), dtype=np.uint16)
+    bgr16[..., 0] = 65535  # blue, full
+    bgr16[..., 2] = 32896  # red, half
+    assert cv2.imwrite(str(tmp_path / "deep.png"), bgr16)
+    frame = read_image(tmp_path / "deep.png")
+    assert frame.dtype == np.uint8
+    assert frame.shape == (2, 3, 3)
+    assert np.all(np.abs(frame[0, 0].astype(int) - [255, 0, 128]) <= 1)
+
+
+def test_exif_orientation_is_applied(tmp_path: Path) -> None:
+    stored = np.zeros((20, 40, 3), dtype=np.uint8)
+    stored[:8, :8] = (255, 0, 0)  # red marker in the stored top-left corner (RGB)
+    image = Image.fromarray(stored, mode="RGB")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to display
+    image.save(tmp_path / "rotated.jpg", exif=exif.tobytes(), quality=95)
+    frame = read_image(tmp_path / "rotated.jpg")
+    assert frame.shape == (40, 20, 3)
+    # After a clockwise quarter turn the stored top-left lands at the top-right.
+    assert frame[2, 17, 2] > 200 and frame[2, 17, 0] < 60
+    assert frame[37, 2, 2] < 60
+
+
+# --- broken and unsupported files ------------------------------------------------------------
+
+
+def test_truncated_images_stay_refused_by_default() -> None:
+    # faceweave relies on Pillow's default; nothing may switch it on globally.
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is False
+
+
+@pytest.mark.parametrize("extension", [".png", ".jpg"])
+def test_truncated_file_raises(tmp_path: Path, extension: str) -> None:
+    ok, encoded = cv2.imencode(extension, _noise_frame())
+    assert ok
+    data = encoded.tobytes()
+    path = tmp_path / f"cut{extension}"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError) as info:
+        read_image(path)
+    message = str(info.value)
+    assert str(path) in message
+    assert "\n" not in message
+
+
+def test_non_image_bytes_raise(tmp_path: Path) -> None:
+    path = tmp_path / "notes.png"
+    path.write_bytes(b"this is not an image at all\n" * 10)
+    with pytest.raises(UnsupportedFormatError, match="notes.png"):
+        read_image(path)
+
+
+def test_empty_file_raises(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jpg"
+    path.write_bytes(b"")
+    with pytest.raises(UnsupportedFormatError, match="empty"):
+        read_image(path)
+
+
+def test_corrupt_png_header_raises(tmp_path: Path) -> None:
+    path = tmp_path / "header.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)
+    with pytest.raises(InputError, match="header.png"):
+        read_image(path)
+
+
+def test_other_image_formats_are_unsupported(tmp_path: Path) -> None:
+    path = tmp_path / "anim.gif"
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(path)
+    with pytest.raises(UnsupportedFormatError):
+        read_image(path)
+
+
+def test_missing_file_raises(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        read_image(tmp_path / "missing.png")
+
+
+def test_directory_raises(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="directory"):
+        read_image(tmp_path)
+
+
+def test_errors_are_value_errors_too(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        read_image(tmp_path / "missing.png")
+    with pytest.raises(FaceweaveError):
+        read_image(tmp_path / "missing.png")
+
+
+# --- size limits -----------------------------------------------------------------------------
+
+
+def test_too_large_small_png(tmp_path: Path) -> None:
+    path = tmp_path / "small.png"
+    write_image(path, _smooth_frame(100, 100))
+    with pytest.raises(ImageTooLargeError, match="small.png"):
+        read_image(path, max_pixels=100 * 100 - 1)
+    assert read_image(path, max_pixels=100 * 100).shape == (100, 100, 3)
+
+
+@pytest.mark.parametrize("side", [9_000, 20_000])
+def test_decompression_bomb_refused_before_decoding(tmp_path: Path, side: int) -> None:
+    # 9000^2 is over our default limit but under Pillow's; 20000^2 is over both.
+    path = tmp_path / "bomb.png"
+    path.write_bytes(_bomb_png(side))
+    assert path.stat().st_size < 2_000_000
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ImageTooLargeError, match="bomb.png"):
+            read_image(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 1.0
+    assert peak < 10_000_000  # the pixels alone would be side * side * 3 bytes
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def test_write_unsupported_extension(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedFormatError, match="tiff"):
+        write_image(tmp_path / "out.tiff", _smooth_frame())
+    with pytest.raises(UnsupportedFormatError):
+        write_image(tmp_path / "out", _smooth_frame())
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        np.zeros((4, 4, 3), dtype=np.float32),
+        np.zeros((4, 4, 4), dtype=np.uint8),
+        np.zeros((0, 4, 3), dtype=np.uint8),
+    ],
+)
+def test_write_rejects_bad_frames(tmp_path: Path, frame: np.ndarray) -> None:
+    with pytest.raises(InputError):
+        write_image(tmp_path / "out.png", frame)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("quality", [0, 101])
+def test_write_rejects_bad_quality(tmp_path: Path, quality: int) -> None:
+    with pytest.raises(InputError, match="quality"):
+        write_image(tmp_path / "out.jpg", _smooth_frame(), quality=quality)
+
+
+def test_write_leaves_no_temp_files_and_honours_umask(tmp_path: Path) -> None:
+    old_umask = os.umask(0o022)
+    try:
+        write_image(tmp_path / "a.png", _smooth_frame())
+        write_image(tmp_path / "a.png", _noise_frame())  # overwrite in place
+    finally:
+        os.umask(old_umask)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png"]
+    if os.name == "posix":
+        assert (tmp_path / "a.png").stat().st_mode & 0o777 == 0o644
+    assert read_image(tmp_path / "a.png").shape == (120, 160, 3)
+
+
+def test_failed_replace_leaves_no_partial_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_replace(src: object, dst: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(image_io.os, "replace", failing_replace)
+    with pytest.raises(OutputError, match="out.png"):
+        write_image(tmp_path / "out.png", _smooth_frame())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_replace_keeps_previous_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "out.png"
+    write_image(path, _smooth_frame())
+    before = path.read_bytes()
+
+    def failing_replace(src: object, dst: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(image_io.os, "replace", failing_replace)
+    with pytest.raises(OutputError):
+        write_image(path, _noise_frame())
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.png"]
+
+
+def test_disk_full_during_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_write = os.write
+    calls = []
+
+    def short_then_full(fd: int, data: bytes | memoryview) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data)[:100])  # a short write first
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(image_io.os, "write", short_then_full)
+    with pytest.raises(OutputError, match="No space left"):
+        write_image(tmp_path / "out.png", _noise_frame())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupt_during_write_removes_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(image_io.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_image(tmp_path / "out.png", _smooth_frame())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="does not exist"):
+        write_image(tmp_path / "nope" / "out.png", _smooth_frame())
+
+
+def test_parent_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="not a directory"):
+        write_image(tmp_path / "file" / "out.png", _smooth_frame())
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions"
+)
+def test_read_only_directory(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        with pytest.raises(OutputError) as info:
+            write_image(locked / "out.png", _smooth_frame())
+        assert "\n" not in str(info.value)
+        assert list(locked.iterdir()) == []
+    finally:
+        locked.chmod(0o755)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def test_image_extension() -> None:
+    assert image_extension("a/B.JPEG") == ".jpeg"
+    with pytest.raises(UnsupportedFormatError):
+        image_extension("a/b.gif")
+
+
+def test_output_path_for() -> None:
+    assert output_path_for("in/face.JPG", "out") == Path("out/face.JPG")
+    assert output_path_for(Path("in/face.webp"), Path("out")) == Path("out/face.webp")
+    assert output_path_for("in/face.jpg", "out", keep_format=False) == Path("out/face.png")
+    assert output_path_for("in/face.tif", "out") == Path("out/face.png")
+    assert output_path_for("in/face.jpg", "out", keep_format=False, default_extension=".bmp") == (
+        Path("out/face.bmp")
+    )
+    with pytest.raises(UnsupportedFormatError):
+        output_path_for("in/face.jpg", "out", default_extension=".gif")
+
+
+def test_list_images(tmp_path: Path) -> None:
+    for name in ["b.PNG", "a.jpg", "c.webp", ".hidden.png", "notes.txt", "d.bmp", "e.jpeg"]:
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "sub.png").mkdir()
+    names = [p.name for p in list_images(tmp_path)]
+    assert names == ["a.jpg", "b.PNG", "c.webp", "d.bmp", "e.jpeg"]
+    with pytest.raises(InputError):
+        list_images(tmp_path / "a.jpg")
