@@ -1,0 +1,187 @@
+"""Tests of faceweave.core.color."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from faceweave.core.color import COLOR_MODES, color_transfer, masked_mean_cov
+from faceweave.errors import InputError
+
+
+def _face(shape: tuple[int, int], mean: tuple[float, float, float], std: float, seed: int):
+    """A smooth random colour image around ``mean`` (BGR), float32."""
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(size=(*shape, 3)).astype(np.float32)
+    noise = cv2.GaussianBlur(noise, (0, 0), 2.0)
+    noise /= noise.std(axis=(0, 1))
+    image = np.asarray(mean, np.float32) + std * noise
+    return np.clip(image, 0, 255).astype(np.float32)
+
+
+def _disc(shape: tuple[int, int], radius: int) -> np.ndarray:
+    mask = np.zeros(shape, np.float32)
+    cv2.circle(mask, (shape[1] // 2, shape[0] // 2), radius, 1.0, -1)
+    return mask
+
+
+def _lab_stats(image: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lab = cv2.cvtColor(image.astype(np.float32) / 255, cv2.COLOR_BGR2Lab)[mask >= 0.5]
+    return lab.mean(axis=0), lab.std(axis=0)
+
+
+def test_masked_mean_cov_matches_numpy_and_ignores_outside() -> None:
+    image = _face((40, 50), (90, 120, 160), 15, seed=1)
+    mask = np.zeros((40, 50), np.float32)
+    mask[5:30, 10:40] = 0.8
+    image[mask == 0] = 0  # outside pixels must not dilute the statistics
+    mean, cov = masked_mean_cov(image, mask)
+    selected = image[mask >= 0.5].astype(np.float64)
+    np.testing.assert_allclose(mean, selected.mean(axis=0), rtol=1e-9)
+    np.testing.assert_allclose(cov, np.cov(selected.T, bias=True), rtol=1e-6, atol=1e-6)
+    assert mean.dtype == np.float64 and cov.shape == (3, 3)
+
+
+def test_masked_mean_cov_accepts_pixel_lists_and_min_weight() -> None:
+    pixels = np.array([[10, 20, 30]] * 20 + [[200, 200, 200]] * 20, np.uint8)
+    weights = np.array([1.0] * 20 + [0.3] * 20)
+    mean, cov = masked_mean_cov(pixels, weights)
+    np.testing.assert_allclose(mean, [10, 20, 30])
+    np.testing.assert_allclose(cov, 0.0, atol=1e-9)
+    mean_all, _ = masked_mean_cov(pixels, weights, min_weight=0.2)
+    np.testing.assert_allclose(mean_all, [105, 110, 115])
+
+
+def test_masked_mean_cov_subsamples_large_masks_faithfully() -> None:
+    image = _face((400, 400), (80, 110, 150), 20, seed=2)
+    mask = np.ones((400, 400), np.float32)
+    mean, cov = masked_mean_cov(image, mask)
+    full = image.reshape(-1, 3).astype(np.float64)
+    np.testing.assert_allclose(mean, full.mean(axis=0), atol=0.5)
+    np.testing.assert_allclose(np.sqrt(np.diag(cov)), full.std(axis=0), rtol=0.03)
+
+
+def test_masked_mean_cov_rejects_tiny_and_mismatched_masks() -> None:
+    image = np.zeros((10, 10, 3), np.float32)
+    tiny = np.zeros((10, 10), np.float32)
+    tiny[0, :5] = 1
+    with pytest.raises(InputError, match="at least 16"):
+        masked_mean_cov(image, tiny)
+    with pytest.raises(ValueError):
+        masked_mean_cov(image, np.ones((10, 9), np.float32))
+
+
+def test_rct_matches_target_lab_statistics() -> None:
+    source = _face((64, 64), (70, 100, 150), 12, seed=3)
+    target = _face((48, 80), (130, 140, 120), 20, seed=4)
+    source_mask, target_mask = _disc((64, 64), 26), _disc((48, 80), 20)
+    out = color_transfer(
+        source, target, source_mask=source_mask, target_mask=target_mask, mode="rct"
+    )
+    assert out.shape == source.shape and out.dtype == np.float32
+    mean_out, std_out = _lab_stats(out, source_mask)
+    mean_t, std_t = _lab_stats(target, target_mask)
+    np.testing.assert_allclose(mean_out, mean_t, atol=0.3)
+    np.testing.assert_allclose(std_out, std_t, rtol=0.03)
+
+
+def test_lct_matches_target_covariance() -> None:
+    source = _face((64, 64), (70, 100, 150), 12, seed=5)
+    target = _face((50, 70), (130, 140, 120), 18, seed=6)
+    # Correlated target channels: a diagonal (per-channel) transfer could not match these.
+    target[..., 2] = 0.5 * target[..., 2] + 0.5 * target[..., 1]
+    source_mask, target_mask = _disc((64, 64), 26), _disc((50, 70), 20)
+    out = color_transfer(
+        source, target, source_mask=source_mask, target_mask=target_mask, mode="lct"
+    )
+    mean_out, cov_out = masked_mean_cov(out, source_mask)
+    mean_t, cov_t = masked_mean_cov(target, target_mask)
+    np.testing.assert_allclose(mean_out, mean_t, atol=0.2)
+    # The ridge adds about one grey level squared per channel.
+    np.testing.assert_allclose(cov_out, cov_t, atol=3.0)
+
+
+@pytest.mark.parametrize("mode", ["rct", "lct"])
+def test_strength_interpolates(mode: str) -> None:
+    source = _face((32, 32), (70, 100, 150), 12, seed=7)
+    target = _face((32, 32), (140, 120, 90), 15, seed=8)
+    mask = np.ones((32, 32), np.float32)
+    kwargs = {"source_mask": mask, "target_mask": mask, "mode": mode}
+    zero = color_transfer(source, target, strength=0.0, **kwargs)
+    half = color_transfer(source, target, strength=0.5, **kwargs)
+    full = color_transfer(source, target, strength=1.0, **kwargs)
+    np.testing.assert_array_equal(zero, source)
+    np.testing.assert_allclose(half, (source + full) / 2, atol=1e-3)
+    assert np.abs(full - source).mean() > 20
+
+
+@pytest.mark.parametrize("mode", ["none", "sh"])
+def test_passthrough_modes_return_source_as_float(mode: str) -> None:
+    source = np.random.default_rng(9).integers(0, 256, (20, 24, 3), dtype=np.uint8)
+    mask = np.ones((20, 24), np.float32)
+    out = color_transfer(source, source, source_mask=mask, target_mask=mask, mode=mode)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, source)
+
+
+def test_uint8_inputs_and_identity_transfer() -> None:
+    image = _face((40, 40), (90, 110, 140), 15, seed=10).round().astype(np.uint8)
+    mask = _disc((40, 40), 15)
+    for mode in ("rct", "lct"):
+        out = color_transfer(image, image, source_mask=mask, target_mask=mask, mode=mode)
+        np.testing.assert_allclose(out, image, atol=0.6)
+
+
+def test_grey_source_does_not_explode() -> None:
+    grey = np.full((40, 40, 3), 128, np.float32)
+    grey += np.random.default_rng(11).normal(0, 0.01, (40, 40, 1)).astype(np.float32)
+    target = _face((40, 40), (60, 120, 200), 25, seed=12)
+    mask = np.ones((40, 40), np.float32)
+    for mode in ("rct", "lct"):
+        out = color_transfer(grey, target, source_mask=mask, target_mask=mask, mode=mode)
+        assert np.isfinite(out).all() and out.min() >= 0 and out.max() <= 255
+        # A flat source is shifted onto the target's mean; its noise is not blown up
+        # to the target's spread (std ~25).
+        assert out.std(axis=(0, 1)).max() < 4.0
+        if mode == "rct":
+            np.testing.assert_allclose(
+                _lab_stats(out, mask)[0], _lab_stats(target, mask)[0], atol=0.5
+            )
+        else:
+            np.testing.assert_allclose(out.mean(axis=(0, 1)), target.mean(axis=(0, 1)), atol=0.5)
+
+
+def test_rejects_bad_arguments() -> None:
+    image = np.zeros((20, 20, 3), np.float32)
+    mask = np.ones((20, 20), np.float32)
+    with pytest.raises(InputError, match="unknown colour mode"):
+        color_transfer(image, image, source_mask=mask, target_mask=mask, mode="hist")
+    with pytest.raises(InputError, match="strength"):
+        color_transfer(image, image, source_mask=mask, target_mask=mask, strength=1.5)
+    with pytest.raises(InputError, match="target_mask"):
+        color_transfer(image, image, source_mask=mask, target_mask=mask[:10])
+    with pytest.raises(InputError, match="source"):
+        color_transfer(image[..., 0], image, source_mask=mask, target_mask=mask)
+    assert set(COLOR_MODES) == {"none", "rct", "lct", "sh"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    mode=st.sampled_from(["rct", "lct"]),
+    strength=st.floats(0.0, 1.0),
+)
+def test_output_is_always_finite_and_in_range(seed: int, mode: str, strength: float) -> None:
+    rng = np.random.default_rng(seed)
+    source = rng.integers(0, 256, (24, 20, 3)).astype(np.uint8)
+    target = (rng.integers(0, 256, (1, 1, 3)) * rng.random((18, 22, 1))).astype(np.float32)
+    mask_s = (rng.random((24, 20)) < 0.7).astype(np.float32)
+    mask_t = np.ones((18, 22), np.float32)
+    out = color_transfer(
+        source, target, source_mask=mask_s, target_mask=mask_t, mode=mode, strength=strength
+    )
+    assert out.shape == (24, 20, 3) and out.dtype == np.float32
+    assert np.isfinite(out).all() and out.min() >= 0.0 and out.max() <= 255.0
