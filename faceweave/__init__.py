@@ -22,7 +22,14 @@ from faceweave.errors import (
     UsageError,
 )
 from faceweave.processors.debug import draw_debug
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SourceModel, SwapOptions, Swapper, prepare_source
+from faceweave.processors.swap import (
+    BLEND_MODES,
+    COLOR_MODES,
+    SourceModel,
+    SwapOptions,
+    Swapper,
+    prepare_source,
+)
 from faceweave.types import Face, Frame, Pose
 
 __version__ = "0.1.0"

@@ -26,10 +26,64 @@ HOLE_NONE, HOLE_EYE_LEFT, HOLE_EYE_RIGHT, HOLE_MOUTH = 0, 1, 2, 3
 # Rigid vertices (forehead, nose bridge, eye corners, cheekbones, temples):
 # they barely move with expression, so poses are fitted on them.
 RIGID_VERTICES = (
-    10, 151, 9, 8, 168, 6, 197, 195, 5, 4, 1, 19, 94, 2, 98, 327,
-    33, 133, 263, 362, 130, 359, 243, 463, 226, 446, 31, 261, 117, 346,
-    123, 352, 116, 345, 34, 264, 127, 356, 162, 389, 21, 251, 54, 284,
-    103, 332, 67, 297, 109, 338, 108, 337, 69, 299, 104, 333, 105, 334,
+    10,
+    151,
+    9,
+    8,
+    168,
+    6,
+    197,
+    195,
+    5,
+    4,
+    1,
+    19,
+    94,
+    2,
+    98,
+    327,
+    33,
+    133,
+    263,
+    362,
+    130,
+    359,
+    243,
+    463,
+    226,
+    446,
+    31,
+    261,
+    117,
+    346,
+    123,
+    352,
+    116,
+    345,
+    34,
+    264,
+    127,
+    356,
+    162,
+    389,
+    21,
+    251,
+    54,
+    284,
+    103,
+    332,
+    67,
+    297,
+    109,
+    338,
+    108,
+    337,
+    69,
+    299,
+    104,
+    333,
+    105,
+    334,
 )
 
 
@@ -129,13 +183,19 @@ def load_face_model() -> FaceModel:
         codes.append(np.full(len(fan), k + 1, np.int8))
     render = np.concatenate([tris, *fans], axis=0)
     hole = np.concatenate(codes)
-    extended = np.concatenate([canonical, np.stack([canonical[lp].mean(0) for lp in loops])], axis=0)
+    extended = np.concatenate(
+        [canonical, np.stack([canonical[lp].mean(0) for lp in loops])], axis=0
+    )
     # Orient every render triangle counter-clockwise on screen for a frontal face.
     p = extended[:, :2]
     a, b, c = p[render[:, 0]], p[render[:, 1]], p[render[:, 2]]
     cross = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
     render[cross < 0] = render[cross < 0][:, [0, 2, 1]]
-    regions = {k[len("regions_") :]: v.astype(np.int32) for k, v in data.items() if k.startswith("regions_")}
+    regions = {
+        k[len("regions_") :]: v.astype(np.int32)
+        for k, v in data.items()
+        if k.startswith("regions_")
+    }
     regions["face_oval_ring"] = _ring_from_edges(data["face_oval_edges"])
     weights = np.full(N_LANDMARKS, 0.05)
     weights[list(RIGID_VERTICES)] = 1.0

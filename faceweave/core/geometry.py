@@ -87,10 +87,14 @@ def to_pose_space(points: NDArray[np.floating], pose: Pose) -> NDArray[np.float6
 
 def from_pose_space(points: NDArray[np.floating], pose: Pose) -> NDArray[np.float64]:
     """Apply a pose to canonical-space points. Shape (N, 3) -> (N, 3)."""
-    return np.asarray(pose.scale * np.asarray(points, np.float64) @ pose.rotation.T + pose.translation)
+    return np.asarray(
+        pose.scale * np.asarray(points, np.float64) @ pose.rotation.T + pose.translation
+    )
 
 
-def vertex_normals(vertices: NDArray[np.floating], triangles: NDArray[np.integer]) -> NDArray[np.float64]:
+def vertex_normals(
+    vertices: NDArray[np.floating], triangles: NDArray[np.integer]
+) -> NDArray[np.float64]:
     """Area-weighted unit vertex normals, oriented towards the camera (z < 0) for a frontal face.
 
     Triangles are counter-clockwise on screen (x right, y down) when they face the camera.

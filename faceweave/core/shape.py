@@ -26,7 +26,9 @@ class IdentityShape:
     def __init__(self, model: FaceModel) -> None:
         self.model = model
         anchors = set(model.regions["nose"].tolist()) | set(_EYE_CORNERS)
-        anchors |= set(model.regions["left_eyebrow"].tolist()) | set(model.regions["right_eyebrow"].tolist())
+        anchors |= set(model.regions["left_eyebrow"].tolist()) | set(
+            model.regions["right_eyebrow"].tolist()
+        )
         fixed = set(model.regions["face_oval"].tolist())
         anchors -= fixed
         n = N_LANDMARKS
@@ -39,7 +41,10 @@ class IdentityShape:
         for iris_first in (468, 473):
             iris = list(range(iris_first, iris_first + 5))
             centre = model.canonical[iris_first]
-            ring = min(model.loops[:2], key=lambda lp: float(np.linalg.norm(model.canonical[lp].mean(0) - centre)))
+            ring = min(
+                model.loops[:2],
+                key=lambda lp: float(np.linalg.norm(model.canonical[lp].mean(0) - centre)),
+            )
             for i in iris:
                 adj[i, ring] = 1.0
                 adj[ring, i] = 1.0

@@ -34,6 +34,14 @@ def draw_debug(frame: Frame, faces: list[Face], *, mesh: bool = True, mask: bool
             f"#{index} {face.score:.2f} yaw {face.pose.yaw:+.0f} pitch {face.pose.pitch:+.0f} "
             f"roll {face.pose.roll:+.0f}"
         )
-        cv2.putText(out, label, (x0, max(12, y0 - 6)), cv2.FONT_HERSHEY_SIMPLEX, 0.4 * thickness, (0, 255, 255),
-                    thickness, cv2.LINE_AA)
+        cv2.putText(
+            out,
+            label,
+            (x0, max(12, y0 - 6)),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.4 * thickness,
+            (0, 255, 255),
+            thickness,
+            cv2.LINE_AA,
+        )
     return out

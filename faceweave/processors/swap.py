@@ -160,6 +160,8 @@ class SourceModel:
             and hidden texels filled from their mirror.
         texture: (S, S, 3) float32 the same under the source's own light.
         valid: (S, S) float32 confidence that a texel saw the source (not mirrored/filled).
+        occluder: (S, S) float32 likelihood that a forehead/temple texel shows hair or
+            a hat rather than skin (those texels keep the target's pixels).
         shape: (478, 3) identity shape in pose-normalised (canonical) units.
         light: (9, 3) spherical-harmonics coefficients of the source's light.
     """
@@ -167,6 +169,7 @@ class SourceModel:
     albedo: NDArray[np.float32]
     texture: NDArray[np.float32]
     valid: NDArray[np.float32]
+    occluder: NDArray[np.float32]
     shape: NDArray[np.float64]
     light: NDArray[np.float64]
     face: Face = field(repr=False)
@@ -200,6 +203,24 @@ def _fit_light(
     ).reshape(-1, 3)
     weights = np.clip(-normals[idx, 2], 0.05, 1.0)
     return lighting.fit_sh(normals[idx], samples.astype(np.float64), weights=weights)
+
+
+def _clamped_shading(
+    normals: NDArray[np.float64],
+    light: NDArray[np.float64],
+    fit_normals: NDArray[np.float64],
+    skin: NDArray[np.int32],
+) -> NDArray[np.float64]:
+    """SH shading at vertices, clamped around the level seen on the fitted skin.
+
+    An order-2 fit on one side of a face extrapolates wildly for normals it never
+    saw (the far cheek of a profile): clamp to [0.35, 1.6] x the median skin level.
+    """
+    shading = lighting.shade(normals, light)
+    seen = skin[fit_normals[skin, 2] < -0.15]
+    ref = np.median(lighting.shade(fit_normals[seen if len(seen) else skin], light), axis=0)
+    ref = np.maximum(ref, 1.0)
+    return np.asarray(np.clip(shading, 0.35 * ref, 1.6 * ref))
 
 
 def _vertex_normals_ext(model: FaceModel, verts: NDArray[np.float32]) -> NDArray[np.float64]:
@@ -237,7 +258,13 @@ def prepare_source(
     light = _fit_light(image, verts, normals, skin, source_face.size)
     # Per texel: source pixel position, depth, shading and how squarely it faces the camera.
     attrs = np.concatenate(
-        [verts[:, :2], verts[:, 2:3], lighting.shade(normals, light), -normals[:, 2:3]], axis=1
+        [
+            verts[:, :2],
+            verts[:, 2:3],
+            _clamped_shading(normals, light, normals, skin),
+            -normals[:, 2:3],
+        ],
+        axis=1,
     )
     per_texel = uvr.interpolate(attrs, model.render_triangles)
     map_xy = per_texel[..., 0:2]
@@ -267,15 +294,49 @@ def prepare_source(
         skin_mean,
     ).astype(np.float32)
     valid = np.maximum(seen, seen_m).astype(np.float32)
+    occluder = _forehead_occluders(model, uv_size, filled, covered)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
     return SourceModel(
         albedo=filled,
         texture=(filled * shading).astype(np.float32),
         valid=valid,
+        occluder=occluder,
         shape=shape,
         light=light,
         face=source_face,
     )
+
+
+def _forehead_occluders(
+    model: FaceModel, size: int, albedo: NDArray[np.float32], covered: NDArray[np.bool_]
+) -> NDArray[np.float32]:
+    """Hair over the forehead (bangs) is not the source's face: find it by colour.
+
+    Skin statistics come from the cheeks and nose (below the eyes); forehead and
+    temple texels far from them in Lab (robust z-score) are marked as occluders.
+    """
+    raster = model.uv_raster(size)
+    y = raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
+    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    lab = cv2.cvtColor(
+        np.clip(albedo / max(float(albedo.max()), 1.0), 0, 1).astype(np.float32), cv2.COLOR_BGR2Lab
+    )
+    cheeks = covered & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    if cheeks.sum() < 50:
+        return np.zeros((size, size), np.float32)
+    samples = lab[cheeks]
+    med = np.median(samples, axis=0)
+    mad = np.median(np.abs(samples - med), axis=0) * 1.4826 + np.array([2.0, 1.5, 1.5])
+    z = np.sqrt((((lab - med) / mad) ** 2).sum(-1))
+    x = raster.interpolate(model.canonical_extended[:, 0:1], model.render_triangles)[..., 0]
+    eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
+    temples = (np.abs(x) > eye_outer_x) & (y < mouth_y)
+    region = covered & ((y < brow_y - 0.05) | temples)
+    ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region
+    ramp = cv2.morphologyEx(ramp.astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+    return np.asarray(cv2.GaussianBlur(ramp, (0, 0), size * 0.01), np.float32)
 
 
 def _mean_where(image: NDArray[np.float32], mask: NDArray[np.bool_]) -> NDArray[np.float32]:
@@ -342,6 +403,9 @@ class Swapper:
         if self.source.albedo.shape[0] != self.options.uv_size:
             raise UsageError("the prepared source was built for another uv_size")
         self.masks = build_uv_masks(self.model, self.options)
+        self._source_weight = (self.masks.source_weight * (1.0 - self.source.occluder)).astype(
+            np.float32
+        )
         self.identity = IdentityShape(self.model)
         # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
         cv2.cvtColor(np.zeros((1, 1, 3), np.float32), cv2.COLOR_BGR2Lab)
@@ -399,10 +463,11 @@ class Swapper:
         )
         # Per-vertex attributes: UV, target position (crop coords), target shading.
         normals_out = vertex_normals(out_verts, model.render_triangles)
+        tgt_normals = vertex_normals(tgt_verts, model.render_triangles)
         tgt_light = _fit_light(
             frame,
             tgt_verts,
-            vertex_normals(tgt_verts, model.render_triangles),
+            tgt_normals,
             _skin_vertices(model),
             target_face.size,
         )
@@ -411,7 +476,7 @@ class Swapper:
             [
                 uvs,
                 tgt_verts[:, :2] - np.array([x0, y0], np.float32),
-                lighting.shade(normals_out, tgt_light),
+                _clamped_shading(normals_out, tgt_light, tgt_normals, _skin_vertices(model)),
             ],
             axis=1,
         )
@@ -427,7 +492,7 @@ class Swapper:
             * coverage
         )
         weight = cv2.remap(
-            self.masks.source_weight, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+            self._source_weight, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
         )
         target_crop = frame[y0:y1, x0:x1]
         if opts.shape * opts.fusion > 0:
