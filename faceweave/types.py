@@ -43,7 +43,7 @@ class Pose:
         rotation: (3, 3) rotation matrix.
         scale: pixels per canonical unit.
         translation: (3,) translation in pixels.
-        yaw: degrees, positive when the face turns to the image's right.
+        yaw: degrees, positive when the nose points to the image's left.
         pitch: degrees, positive when the face looks down.
         roll: degrees, positive for a clockwise in-plane tilt.
     """

@@ -119,10 +119,12 @@ class FaceAnalyser:
         if self.with_embedding:
             x0, y0, x1, y1 = box
             dlib_box = (x0, y0 + 0.22 * (y1 - y0), x1, y1)  # dlib boxes start at the brows
-            lm5 = landmarks_5_from_mesh(pts)
+            from faceweave.analysis.dlib_backend import MESH_TO_DLIB5
+
+            dlib5 = pts[list(MESH_TO_DLIB5), :2].copy()
 
             def embed_fn() -> NDArray[np.float32]:
-                return self.identity.embed(frame, dlib_box, lm5)
+                return self.identity.embed(frame, dlib_box, dlib5)
 
         return Face(
             bbox=box,

@@ -38,7 +38,7 @@ class IdentityModel(Protocol):
     """Computes a 128-D identity descriptor."""
 
     def embed(
-        self, frame: Frame, bbox: BBox, landmarks_5: NDArray[np.float32]
+        self, frame: Frame, bbox: BBox, points: NDArray[np.floating] | None = None
     ) -> NDArray[np.float32]: ...
 
 

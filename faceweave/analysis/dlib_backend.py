@@ -25,6 +25,11 @@ def _models():  # type: ignore[no-untyped-def]
     return dlib, frm
 
 
+# Face-mesh vertices at dlib's 5 points: image-right eye outer/inner corner,
+# image-left eye outer/inner corner, base of the nose (checked against dlib's fit).
+MESH_TO_DLIB5 = (263, 362, 33, 133, 2)
+
+
 class DlibIdentity:
     """dlib's ResNet face descriptor (128-D, same person when L2 distance < 0.6)."""
 
@@ -37,12 +42,28 @@ class DlibIdentity:
         self._lock = threading.Lock()
 
     def embed(
-        self, frame: Frame, bbox: BBox, landmarks_5: NDArray[np.float32] | None = None
+        self, frame: Frame, bbox: BBox, points: NDArray[np.floating] | None = None
     ) -> NDArray[np.float32]:
+        """Descriptor of the face in ``bbox``.
+
+        Args:
+            frame: uint8 BGR image.
+            bbox: (x0, y0, x1, y1) dlib-style box (brows to chin).
+            points: optional (5, 2) points in dlib's 5-point layout (see
+                :data:`MESH_TO_DLIB5`). They align the face chip more stably than
+                dlib's own 5-point fit, which jumps by pixels when the box moves by
+                one (glasses, turned heads).
+        """
         rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
         rect = _rect(self._dlib, bbox)
         with self._lock:
-            shape = self._shape5(rgb, rect)
+            if points is None:
+                shape = self._shape5(rgb, rect)
+            else:
+                parts = self._dlib.points()
+                for x, y in np.asarray(points, np.float64)[:, :2]:
+                    parts.append(self._dlib.point(int(round(x)), int(round(y))))
+                shape = self._dlib.full_object_detection(rect, parts)
             desc = self._net.compute_face_descriptor(rgb, shape, self._jitter)
         return np.asarray(desc, np.float32)
 

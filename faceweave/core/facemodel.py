@@ -153,7 +153,9 @@ def _cylindrical_uv(points: NDArray[np.float32]) -> NDArray[np.float32]:
     as a frontal projection would, and the layout stays left-right symmetric."""
     radius = 2.5
     x, y, z = points[:, 0], points[:, 1], points[:, 2]
-    theta = np.arctan2(x, radius - z)
+    # The nose is flattened onto the cheek plane (z >= 0): projecting its protrusion
+    # would fold the UV layout over the nose wings.
+    theta = np.arctan2(x, radius - np.maximum(z, 0.0))
     uv = np.stack([theta * radius, y], axis=1)
     lo = np.array([-2.15, -1.65], np.float32)
     span = np.array([4.3, 3.3], np.float32)

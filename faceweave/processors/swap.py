@@ -458,9 +458,9 @@ class Swapper:
         grid_pts = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * np.array(
             [sx, sy], np.float32
         )
-        raster = rasterize(
-            grid_pts, model.render_triangles, (rh, rw), depth=out_verts[:, 2], cull_back_faces=True
-        )
+        # No back-face culling: mesh noise makes a few small triangles face away
+        # (nose wings) and culling would punch holes; the depth order hides the rest.
+        raster = rasterize(grid_pts, model.render_triangles, (rh, rw), depth=out_verts[:, 2])
         # Per-vertex attributes: UV, target position (crop coords), target shading.
         normals_out = vertex_normals(out_verts, model.render_triangles)
         tgt_normals = vertex_normals(tgt_verts, model.render_triangles)
@@ -480,11 +480,14 @@ class Swapper:
             ],
             axis=1,
         )
-        maps = raster.interpolate(attrs, model.render_triangles, fill=-1.0)
+        maps = raster.interpolate(attrs, model.render_triangles, fill=0.0)
         coverage = raster.covered.astype(np.float32)
         if (rw, rh) != (cw, ch):
+            # Normalised upsampling: uncovered grid pixels carry no weight, so values
+            # next to the mesh border are not pulled towards a placeholder.
             maps = cv2.resize(maps, (cw, ch), interpolation=cv2.INTER_LINEAR)
             coverage = cv2.resize(coverage, (cw, ch), interpolation=cv2.INTER_LINEAR)
+            maps = maps / np.maximum(coverage, 1e-6)[..., None]
         coverage = np.clip((coverage - 0.5) * 2.0, 0.0, 1.0)
         uvx, uvy = maps[..., 0].copy(), maps[..., 1].copy()
         mask = (

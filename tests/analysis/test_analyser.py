@@ -1,0 +1,145 @@
+"""Tests for faceweave.analysis.analyser on the package-shipped faces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faceweave.analysis.analyser import FaceAnalyser, check_frame, landmarks_5_from_mesh, mesh_bbox
+from faceweave.errors import InputError, UsageError
+from faceweave.types import Face, Pose
+
+
+@pytest.fixture(params=["astronaut", "grace_hopper"])
+def frame_and_faces(request: pytest.FixtureRequest) -> tuple[np.ndarray, list[Face]]:
+    name = request.param
+    return request.getfixturevalue(name), request.getfixturevalue(f"{name}_faces")
+
+
+class TestGetFaces:
+    def test_one_face(self, frame_and_faces: tuple[np.ndarray, list[Face]]) -> None:
+        _, faces = frame_and_faces
+        assert len(faces) == 1
+        assert isinstance(faces[0], Face)
+
+    def test_bbox_inside_image(self, frame_and_faces: tuple[np.ndarray, list[Face]]) -> None:
+        frame, faces = frame_and_faces
+        x0, y0, x1, y1 = faces[0].bbox
+        h, w = frame.shape[:2]
+        assert 0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h
+        assert faces[0].size > 50
+        assert faces[0].frame_shape == (h, w)
+        assert faces[0].frame is frame
+
+    def test_landmarks(self, frame_and_faces: tuple[np.ndarray, list[Face]]) -> None:
+        _, faces = frame_and_faces
+        face = faces[0]
+        assert face.landmarks_478.shape == (478, 3) and face.landmarks_478.dtype == np.float32
+        assert face.landmarks_5.shape == (5, 2) and face.landmarks_5.dtype == np.float32
+        assert np.all(np.isfinite(face.landmarks_478))
+        x0, y0, x1, y1 = face.bbox
+        lm5 = face.landmarks_5
+        assert np.all((lm5[:, 0] >= x0) & (lm5[:, 0] <= x1) & (lm5[:, 1] >= y0) & (lm5[:, 1] <= y1))
+        assert lm5[0, 0] < lm5[1, 0] and lm5[3, 0] < lm5[4, 0]  # image-left first
+        assert lm5[2, 1] > lm5[:2, 1].max() and lm5[3:, 1].min() > lm5[2, 1]  # eyes, nose, mouth
+
+    def test_pose_roughly_frontal(self, frame_and_faces: tuple[np.ndarray, list[Face]]) -> None:
+        _, faces = frame_and_faces
+        pose = faces[0].pose
+        assert isinstance(pose, Pose)
+        assert abs(pose.yaw) < 20 and abs(pose.pitch) < 30 and abs(pose.roll) < 20
+        assert pose.scale > 10
+
+    def test_embedding(self, frame_and_faces: tuple[np.ndarray, list[Face]]) -> None:
+        _, faces = frame_and_faces
+        emb = faces[0].embedding
+        assert emb.shape == (128,) and emb.dtype == np.float32
+        assert np.all(np.isfinite(emb)) and 0.5 < np.linalg.norm(emb) < 3.0  # dlib: not unit length
+        assert faces[0].embedding is emb  # cached
+
+    def test_same_person_close(
+        self, astronaut_face: Face, astronaut_flipped_faces: list[Face]
+    ) -> None:
+        assert len(astronaut_flipped_faces) == 1
+        assert (
+            np.linalg.norm(astronaut_face.embedding - astronaut_flipped_faces[0].embedding) < 0.45
+        )
+
+    def test_flipped_mesh_mirrors(
+        self, astronaut_face: Face, astronaut_flipped_faces: list[Face]
+    ) -> None:
+        flipped = astronaut_flipped_faces[0]
+        w = astronaut_face.frame_shape[1]
+        x0, y0, x1, y1 = astronaut_face.bbox
+        assert flipped.bbox == pytest.approx((w - 1 - x1, y0, w - 1 - x0, y1), abs=6)
+        assert flipped.pose.roll == pytest.approx(-astronaut_face.pose.roll, abs=4)
+
+    def test_embedding_stable_for_same_pixels(
+        self, pair_faces: list[Face], astronaut_face: Face, grace_hopper_face: Face
+    ) -> None:
+        """The same face pixels pasted into a wider frame must keep their identity descriptor."""
+        left, right = sorted(pair_faces, key=lambda f: f.bbox[0])
+        d_left = float(np.linalg.norm(left.embedding - astronaut_face.embedding))
+        d_right = float(np.linalg.norm(right.embedding - grace_hopper_face.embedding))
+        assert d_left < 0.2 and d_right < 0.2, (
+            "ENGINE BUG (analyser/dlib_backend): identical face pixels give descriptors "
+            f"{d_left:.2f} / {d_right:.2f} apart. The mesh box moves about 1 px and dlib's 5-point "
+            "predictor, run on that box, jumps (glasses); landmarks_5 passed to "
+            "DlibIdentity.embed is never used for alignment"
+        )
+
+    def test_different_people_far(self, astronaut_face: Face, grace_hopper_face: Face) -> None:
+        assert np.linalg.norm(astronaut_face.embedding - grace_hopper_face.embedding) > 0.6
+
+    def test_grey_image_has_no_face(self, analyser: FaceAnalyser) -> None:
+        assert analyser.get_faces(np.full((240, 320, 3), 127, np.uint8)) == []
+
+    def test_two_faces(self, pair_faces: list[Face], pair_frame: np.ndarray) -> None:
+        assert len(pair_faces) == 2
+        w_left = pair_frame.shape[1] // 2
+        centres = sorted((f.bbox[0] + f.bbox[2]) / 2 for f in pair_faces)
+        assert centres[0] < w_left < centres[1]
+        assert pair_faces[0].size >= pair_faces[1].size  # largest first
+
+    def test_max_faces(self, pair_frame: np.ndarray) -> None:
+        faces = FaceAnalyser(max_faces=1, with_embedding=False).get_faces(pair_frame)
+        assert len(faces) == 1
+        assert not faces[0].has_embedding
+
+
+class TestInvalidFrames:
+    @pytest.mark.parametrize(
+        "frame",
+        [
+            np.zeros((64, 64, 3), np.float32),
+            np.zeros((64, 64), np.uint8),
+            np.zeros((64, 64, 4), np.uint8),
+            np.zeros((4, 4, 3), np.uint8),
+            [[0, 0, 0]],
+        ],
+        ids=["float", "2d", "bgra", "tiny", "list"],
+    )
+    def test_raise_input_error(self, analyser: FaceAnalyser, frame: object) -> None:
+        with pytest.raises(InputError):
+            analyser.get_faces(frame)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            check_frame(frame)
+
+    def test_check_frame_passes_valid(self) -> None:
+        frame = np.zeros((8, 8, 3), np.uint8)
+        assert check_frame(frame) is frame
+
+    def test_unknown_detector(self) -> None:
+        with pytest.raises(UsageError):
+            FaceAnalyser(detector="nope").detect(np.zeros((32, 32, 3), np.uint8))
+
+
+class TestHelpers:
+    def test_landmarks_5_from_mesh(self, astronaut_face: Face) -> None:
+        lm5 = landmarks_5_from_mesh(astronaut_face.landmarks_478)
+        np.testing.assert_array_equal(lm5, astronaut_face.landmarks_5)
+        np.testing.assert_allclose(lm5[2], astronaut_face.landmarks_478[1, :2])
+
+    def test_mesh_bbox(self) -> None:
+        pts = np.array([[3.0, 4.0, 1.0], [10.0, -2.0, 0.0], [5.0, 9.0, 2.0]])
+        assert mesh_bbox(pts) == (3.0, -2.0, 10.0, 9.0)

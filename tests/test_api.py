@@ -1,0 +1,114 @@
+"""Tests for faceweave.api: the FacePredictor / get_one_face convenience layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import faceweave as fw
+from faceweave.errors import NoFaceError, UsageError
+from faceweave.types import Face
+
+
+@pytest.fixture(scope="module")
+def predictor() -> fw.FacePredictor:
+    return fw.FacePredictor(model="mesh", execution_provider="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference_swap(
+    predictor: fw.FacePredictor,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    astronaut: np.ndarray,
+) -> np.ndarray:
+    return predictor.swap(grace_hopper, astronaut, grace_hopper_face)
+
+
+def test_swap_source_frame(reference_swap: np.ndarray, grace_hopper: np.ndarray) -> None:
+    assert reference_swap.shape == grace_hopper.shape and reference_swap.dtype == np.uint8
+    assert np.abs(reference_swap.astype(np.int16) - grace_hopper).mean() > 0.5
+
+
+def test_swap_source_path(
+    predictor: fw.FacePredictor,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    astronaut: np.ndarray,
+    reference_swap: np.ndarray,
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "source.png"
+    assert cv2.imwrite(str(path), astronaut)
+    for source in (path, str(path)):
+        out = predictor.swap(grace_hopper, source, grace_hopper_face)
+        np.testing.assert_array_equal(out, reference_swap)
+
+
+def test_swap_source_face(
+    predictor: fw.FacePredictor,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    astronaut_face: Face,
+    reference_swap: np.ndarray,
+) -> None:
+    out = predictor.swap(grace_hopper, astronaut_face, grace_hopper_face)
+    assert np.abs(out.astype(np.int16) - reference_swap).max() <= 2
+
+
+def test_swap_default_target(
+    predictor: fw.FacePredictor, grace_hopper: np.ndarray, astronaut_face: Face
+) -> None:
+    out = predictor.swap(grace_hopper, astronaut_face)
+    assert out.shape == grace_hopper.shape
+    assert np.abs(out.astype(np.int16) - grace_hopper).mean() > 0.5
+
+
+def test_swapper_cached(predictor: fw.FacePredictor, astronaut_face: Face) -> None:
+    assert predictor.swapper(astronaut_face) is predictor.swapper(astronaut_face)
+
+
+def test_options_forwarded(
+    grace_hopper: np.ndarray, grace_hopper_face: Face, astronaut_face: Face
+) -> None:
+    out = fw.FacePredictor(fusion=0.0).swap(grace_hopper, astronaut_face, grace_hopper_face)
+    np.testing.assert_array_equal(out, grace_hopper)
+    with pytest.raises(UsageError):
+        fw.FacePredictor(fusion=3.0).swap(grace_hopper, astronaut_face, grace_hopper_face)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"model": "inswapper_128"}, {"execution_provider": "cuda"}, {"model": ""}]
+)
+def test_unknown_model_or_provider(kwargs: dict) -> None:
+    with pytest.raises(UsageError):
+        fw.FacePredictor(**kwargs)
+
+
+def test_get_one_face_grey_is_none() -> None:
+    assert fw.get_one_face(np.full((200, 200, 3), 127, np.uint8)) is None
+    assert fw.get_many_faces(np.full((200, 200, 3), 127, np.uint8)) == []
+
+
+def test_get_one_face(astronaut: np.ndarray) -> None:
+    face = fw.get_one_face(astronaut)
+    assert isinstance(face, Face)
+    assert face.landmarks_478.shape == (478, 3)
+
+
+def test_source_without_face(
+    predictor: fw.FacePredictor, grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    grey = np.full((200, 200, 3), 127, np.uint8)
+    with pytest.raises(NoFaceError):
+        predictor.swap(grace_hopper, grey, grace_hopper_face)
+    with pytest.raises(ValueError):
+        predictor.source_face(grey)
+
+
+def test_target_without_face(predictor: fw.FacePredictor, astronaut_face: Face) -> None:
+    with pytest.raises(NoFaceError):
+        predictor.swap(np.full((200, 200, 3), 127, np.uint8), astronaut_face)
