@@ -391,7 +391,10 @@ def summary_table(s: dict[str, Any]) -> str:
             "fusion sweep: strictly monotonic pairs",
             f"{s['monotonic_pairs']} / {s['n_fusion_pairs']}",
         ),
-        ("fusion 0: max abs diff to target (grey levels)", str(s["fusion0_max_diff"])),
+        (
+            "fusion 0: max abs diff to target (grey levels)",
+            "-" if s["fusion0_max_diff"] is None else str(s["fusion0_max_diff"]),
+        ),
         ("Swapper.swap ms median / p95", f"{s['swap_ms_median']:.1f} / {s['swap_ms_p95']:.1f}"),
     ]
     return markdown_table(("metric", "value"), rows)
