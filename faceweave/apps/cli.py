@@ -68,7 +68,7 @@ PROG = "faceweave"
 # --- defaults: the one place the command line's settings are chosen ---------------------------
 DEFAULT_FUSION = 1.0
 COLOR_CHOICES = ("none", "rct", "lct", "sh")
-DEFAULT_COLOR = "sh"
+DEFAULT_COLOR = "lct"
 BLEND_CHOICES = ("alpha", "multiband", "poisson")
 DEFAULT_BLEND = "multiband"
 FACE_SELECTOR_CHOICES = ("one", "many", "reference")

@@ -70,11 +70,11 @@ class SwapOptions:
 
     fusion: float = 1.0
     shape: float = 0.6
-    color: str = "sh"
+    color: str = "lct"
     blend: str = "multiband"
     mask_mouth: bool = True
     mask_eyes: bool = False
-    feather: float = 0.06
+    feather: float = 0.03
     uv_size: int = 384
     work_size: int = 128
 
@@ -107,6 +107,16 @@ def _skin_vertices(model: FaceModel) -> NDArray[np.int32]:
     for loop in model.loops:
         exclude.update(loop.tolist())
     return np.array([i for i in range(468) if i not in exclude], np.int32)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_skin(model: FaceModel, size: int) -> NDArray[np.bool_]:
+    """Texels on skin triangles (no eye, brow, lip or hole vertex)."""
+    skin_set = set(_skin_vertices(model).tolist())
+    tris = model.render_triangles
+    skin_tri = np.array([all(v in skin_set for v in t) for t in tris.tolist()], bool)
+    raster = model.uv_raster(size)
+    return np.asarray(raster.covered & skin_tri[np.maximum(raster.triangle, 0)])
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,12 +152,7 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         weight[(hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)] = 0.0
     k = max(3, int(size * 0.012) | 1)
     weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
-    skin_tri = np.zeros(len(model.render_triangles), bool)
-    skin_set = set(_skin_vertices(model).tolist())
-    skin_tri[
-        [i for i, t in enumerate(model.render_triangles.tolist()) if all(v in skin_set for v in t)]
-    ] = True
-    skin = covered & skin_tri[np.maximum(raster.triangle, 0)] & (face > 0.5)
+    skin = _uv_skin(model, size) & (face > 0.5)
     return UVMasks(face=face, source_weight=weight.astype(np.float32), skin=skin)
 
 
@@ -282,9 +287,21 @@ def prepare_source(
     # Where this side was seen badly (hidden, or at a grazing angle), take the mirror texel,
     # weighted by how squarely the mirror side faced the camera.
     seen_m, cos_m = seen[:, ::-1], cos[:, ::-1]
-    good = np.clip((cos - 0.15) / 0.3, 0.0, 1.0) * seen
-    w_own = seen * (0.05 + cos)
-    w_mir = seen_m * (0.05 + cos_m) * (1.0 - good) * (cos_m > cos)
+    # Prefer the mirror texel only where it faced the camera markedly better (turned
+    # heads, profiles); frontal faces keep their own, asymmetric, details.
+    t = np.clip((cos_m * seen_m - cos * seen - 0.1) / 0.3, 0.0, 1.0)
+    t = t * t * (3 - 2 * t)
+    if abs(source_face.pose.yaw) > 35.0:
+        # Strongly turned heads: the mesh underestimates the turn (a 90 degree profile
+        # reads as ~55), so its far half maps background; take that whole half from the mirror.
+        half = uv_size // 2
+        left_cos = float(cos[:, :half][covered[:, :half]].mean())
+        right_cos = float(cos[:, half:][covered[:, half:]].mean())
+        u = np.linspace(0.0, 1.0, uv_size, dtype=np.float32)[None, :]
+        side = (0.5 - u) if left_cos < right_cos else (u - 0.5)
+        t = np.maximum(t, np.clip(side / 0.03, 0.0, 1.0) * (seen_m > 0.5))
+    w_own = seen * (1.0 - t) + 1e-4 * seen
+    w_mir = seen_m * t
     total = w_own + w_mir
     skin_mean = _mean_where(albedo, (seen > 0.9) & covered)
     filled = np.where(
@@ -334,7 +351,10 @@ def _forehead_occluders(
     eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
     temples = (np.abs(x) > eye_outer_x) & (y < mouth_y)
     region = covered & ((y < brow_y - 0.05) | temples)
-    ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region
+    # Elsewhere on skin (not eyes, brows, lips) only clear outliers count: background
+    # at a profile's silhouette, a microphone, glasses frames.
+    inner = _uv_skin(model, size) & ~region
+    ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
     ramp = cv2.morphologyEx(ramp.astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     return np.asarray(cv2.GaussianBlur(ramp, (0, 0), size * 0.01), np.float32)
 
