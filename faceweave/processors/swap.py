@@ -66,6 +66,8 @@ class SwapOptions:
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
         uv_size: side of the UV texture in texels.
         work_size: faces are rasterised at most this many pixels wide.
+        process_size: faces are swapped at most this many pixels wide, then
+            composited back into the full-resolution frame.
     """
 
     fusion: float = 1.0
@@ -76,7 +78,8 @@ class SwapOptions:
     mask_eyes: bool = False
     feather: float = 0.03
     uv_size: int = 384
-    work_size: int = 128
+    work_size: int = 96
+    process_size: int = 256
 
     def validated(self) -> SwapOptions:
         if not 0.0 <= self.fusion <= 1.0:
@@ -93,8 +96,8 @@ class SwapOptions:
             )
         if not 0.0 <= self.feather <= 0.5:
             raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
-        if self.uv_size < 32 or self.work_size < 32:
-            raise UsageError("uv_size and work_size must be at least 32")
+        if min(self.uv_size, self.work_size, self.process_size) < 32:
+            raise UsageError("uv_size, work_size and process_size must be at least 32")
         return self
 
 
@@ -423,7 +426,8 @@ class Swapper:
         if self.source.albedo.shape[0] != self.options.uv_size:
             raise UsageError("the prepared source was built for another uv_size")
         self.masks = build_uv_masks(self.model, self.options)
-        self._source_weight = (self.masks.source_weight * (1.0 - self.source.occluder)).astype(
+        source_weight = self.masks.source_weight * (1.0 - self.source.occluder)
+        self._uv_aux = np.dstack([self.masks.face, source_weight, self.masks.skin]).astype(
             np.float32
         )
         self.identity = IdentityShape(self.model)
@@ -442,7 +446,7 @@ class Swapper:
         if self.options.fusion <= 0.0:
             return out
         for face in targets:
-            out = self.swap_face(out, face)
+            self._swap_into(out, face)
         return out
 
     def output_geometry(self, target_face: Face) -> NDArray[np.float32]:
@@ -455,7 +459,14 @@ class Swapper:
         return from_pose_space(target_norm + amount * delta, target_face.pose).astype(np.float32)
 
     def swap_face(self, frame: Frame, target_face: Face) -> Frame:
-        """Swap one target face in place of a copy of ``frame``."""
+        """Swap one target face; returns a new frame."""
+        out = frame.copy()
+        self._swap_into(out, target_face)
+        return out
+
+    def _swap_into(self, out: Frame, target_face: Face) -> None:
+        """Swap one target face, writing into ``out`` (which holds the target frame)."""
+        frame = out
         opts = self.options
         model = self.model
         out_verts = model.extend(self.output_geometry(target_face))
@@ -470,10 +481,14 @@ class Swapper:
         x1 = int(min(w, np.ceil(x1f + margin) + 1))
         y1 = int(min(h, np.ceil(y1f + margin) + 1))
         if x1 - x0 < 8 or y1 - y0 < 8:
-            return frame
+            return
         cw, ch = x1 - x0, y1 - y0
-        k = min(1.0, opts.work_size / max(cw, ch))
-        rw, rh = max(8, int(round(cw * k))), max(8, int(round(ch * k)))
+        # Processing size: large faces are swapped at most process_size pixels wide and
+        # composited back at full resolution (the source texture has no more detail).
+        ps = min(1.0, opts.process_size / max(cw, ch))
+        pw, ph = max(8, int(round(cw * ps))), max(8, int(round(ch * ps)))
+        k = min(1.0, opts.work_size / max(pw, ph))
+        rw, rh = max(8, int(round(pw * k))), max(8, int(round(ph * k)))
         sx, sy = (rw - 1) / max(cw - 1, 1), (rh - 1) / max(ch - 1, 1)
         grid_pts = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * np.array(
             [sx, sy], np.float32
@@ -481,83 +496,87 @@ class Swapper:
         # No back-face culling: mesh noise makes a few small triangles face away
         # (nose wings) and culling would punch holes; the depth order hides the rest.
         raster = rasterize(grid_pts, model.render_triangles, (rh, rw), depth=out_verts[:, 2])
-        # Per-vertex attributes: UV, target position (crop coords), target shading.
-        normals_out = vertex_normals(out_verts, model.render_triangles)
-        tgt_normals = vertex_normals(tgt_verts, model.render_triangles)
-        tgt_light = _fit_light(
-            frame,
-            tgt_verts,
-            tgt_normals,
-            _skin_vertices(model),
-            target_face.size,
-        )
-        uvs = model.uv * (opts.uv_size - 1)
-        attrs = np.concatenate(
-            [
-                uvs,
-                tgt_verts[:, :2] - np.array([x0, y0], np.float32),
-                _clamped_shading(normals_out, tgt_light, tgt_normals, _skin_vertices(model)),
-            ],
-            axis=1,
-        )
-        maps = raster.interpolate(attrs, model.render_triangles, fill=0.0)
+        # Per-vertex attributes: UV, target position (processing-crop pixels), and for
+        # the SH mode the target's shading.
+        to_proc = np.array([(pw - 1) / max(cw - 1, 1), (ph - 1) / max(ch - 1, 1)], np.float32)
+        columns = [
+            model.uv * (opts.uv_size - 1),
+            (tgt_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
+        ]
+        if opts.color == "sh":
+            tgt_normals = vertex_normals(tgt_verts, model.render_triangles)
+            skin_vertices = _skin_vertices(model)
+            tgt_light = _fit_light(frame, tgt_verts, tgt_normals, skin_vertices, target_face.size)
+            normals_out = vertex_normals(out_verts, model.render_triangles)
+            columns.append(_clamped_shading(normals_out, tgt_light, tgt_normals, skin_vertices))
+        maps = raster.interpolate(np.concatenate(columns, axis=1), model.render_triangles)
         coverage = raster.covered.astype(np.float32)
-        if (rw, rh) != (cw, ch):
+        if (rw, rh) != (pw, ph):
             # Normalised upsampling: uncovered grid pixels carry no weight, so values
             # next to the mesh border are not pulled towards a placeholder.
-            maps = cv2.resize(maps, (cw, ch), interpolation=cv2.INTER_LINEAR)
-            coverage = cv2.resize(coverage, (cw, ch), interpolation=cv2.INTER_LINEAR)
-            maps = maps / np.maximum(coverage, 1e-6)[..., None]
+            maps = cv2.resize(maps, (pw, ph), interpolation=cv2.INTER_LINEAR)
+            coverage = cv2.resize(coverage, (pw, ph), interpolation=cv2.INTER_LINEAR)
+            maps /= np.maximum(coverage, 1e-6)[..., None]
         coverage = np.clip((coverage - 0.5) * 2.0, 0.0, 1.0)
         uvx, uvy = maps[..., 0].copy(), maps[..., 1].copy()
-        mask = (
-            cv2.remap(self.masks.face, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
-            * coverage
-        )
-        weight = cv2.remap(
-            self._source_weight, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
-        )
+        # Face mask, source weight and skin texels in one lookup.
+        aux = cv2.remap(self._uv_aux, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+        mask = np.ascontiguousarray(aux[..., 0] * coverage)
+        weight = aux[..., 1]
+        skin = (aux[..., 2] > 0.5) * coverage
         target_crop = frame[y0:y1, x0:x1]
+        target_proc = (
+            target_crop
+            if (pw, ph) == (cw, ch)
+            else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_AREA)
+        )
+        target_f = target_proc.astype(np.float32)
         if opts.shape * opts.fusion > 0:
             warped_target = cv2.remap(
-                frame,
-                maps[..., 2] + x0,
-                maps[..., 3] + y0,
+                target_proc,
+                maps[..., 2],
+                maps[..., 3],
                 cv2.INTER_LINEAR,
                 borderMode=cv2.BORDER_REPLICATE,
             ).astype(np.float32)
-            covered3 = (coverage > 0)[..., None]
-            warped_target = np.where(covered3, warped_target, target_crop.astype(np.float32))
+            np.copyto(warped_target, target_f, where=(coverage <= 0)[..., None])
         else:
-            warped_target = target_crop.astype(np.float32)
+            warped_target = target_f
+        texture = self.source.albedo if opts.color == "sh" else self.source.texture
+        source = cv2.remap(texture, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         if opts.color == "sh":
-            source = cv2.remap(
-                self.source.albedo, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-            )
-            source = source * np.maximum(maps[..., 4:7], 0.0)
-        else:
-            source = cv2.remap(
-                self.source.texture, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-            )
-        skin = cv2.remap(self.masks.skin.astype(np.float32), uvx, uvy, cv2.INTER_NEAREST) * coverage
+            source *= np.maximum(maps[..., 4:7], 0.0)
         if opts.color != "none" and skin.sum() > 64:
-            mode = "rct" if opts.color == "sh" else opts.color
-            strength = 0.5 if opts.color == "sh" else 1.0
             source = color_ops.color_transfer(
                 source,
                 warped_target,
                 source_mask=skin,
                 target_mask=skin,
-                mode=mode,
-                strength=strength,
+                mode="rct" if opts.color == "sh" else opts.color,
+                strength=0.5 if opts.color == "sh" else 1.0,
             )
         alpha = (opts.fusion * weight)[..., None]
         fused = warped_target + alpha * (source - warped_target)
-        out = frame.copy()
-        out[y0:y1, x0:x1] = blend_ops.blend(
-            fused, target_crop, mask.astype(np.float32), mode=opts.blend
-        )
-        return out
+        blended = blend_ops.blend(fused, target_proc, mask, mode=opts.blend)
+        if (pw, ph) == (cw, ch):
+            out[y0:y1, x0:x1] = blended
+        else:
+            # Composite the upsampled swap with the full-resolution target: outside the
+            # mask the target keeps every pixel of its own detail.
+            up = cv2.resize(blended, (cw, ch), interpolation=cv2.INTER_LINEAR)
+            support = (
+                cv2.dilate(mask, np.ones((3, 3), np.uint8))
+                if opts.blend == "alpha"
+                else _support(mask)
+            )
+            m = cv2.resize(support, (cw, ch), interpolation=cv2.INTER_LINEAR)
+            out[y0:y1, x0:x1] = cv2.blendLinear(up, target_crop, m, 1.0 - m)
+
+
+def _support(mask: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Where a multiband/Poisson blend may have changed pixels: the mask grown and feathered."""
+    grown = cv2.dilate((mask > 0).astype(np.uint8), np.ones((9, 9), np.uint8)).astype(np.float32)
+    return np.asarray(cv2.GaussianBlur(grown, (9, 9), 0) * grown, np.float32)
 
 
 __all__ = [
