@@ -1,0 +1,1017 @@
+"""Video files through PyAV: decode to :data:`~faceweave.types.Frame`, encode them back.
+
+Reading decodes with FFmpeg's threads and hands out :class:`VideoFrame` objects that
+keep the stream's own timestamps (``pts``), so variable-frame-rate video stays in sync
+with its audio. A truncated or partly corrupt file is read as far as it decodes: the
+reader logs one warning on the ``faceweave`` logger, records it in
+:attr:`VideoReader.warnings` and ends the stream cleanly.
+
+Writing encodes H.264 (``libx264``) by default, VP9 for ``.webm``. The audio of a source
+file is copied packet by packet, unchanged, interleaved with the video as it is
+written; where the output container cannot hold the source's audio codec it is
+re-encoded (AAC, or Opus for WebM) and the writer says so in
+:attr:`VideoWriter.warnings`. The display rotation (phone videos) is written back as a
+display matrix. The file is written to a hidden temporary file beside the destination
+(``.<name>.<random>.tmp``) and moved over it only when complete, so an error or Ctrl-C
+never leaves half a video behind.
+
+Timelines: every time in seconds here (``VideoFrame.time``, ``start``/``end``,
+``trim_start``/``trim_end``) is measured from the start of the source's video stream,
+so that trimming video and audio by the same numbers keeps them in sync.
+
+Example:
+    >>> stats = transcode("in.mp4", "out.mp4", lambda f: f.image)  # doctest: +SKIP
+    >>> with VideoReader("in.mp4", start=2.0, end=4.0) as reader:  # doctest: +SKIP
+    ...     for frame in reader:
+    ...         print(frame.index, frame.time, frame.image.shape)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import os
+import time as _time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from types import TracebackType
+from typing import Any, cast
+
+import av
+import av.error
+import cv2
+import numpy as np
+from av.video.stream import VideoStream
+
+from faceweave.errors import InputError, OutputError, UnsupportedFormatError
+from faceweave.io.image import (
+    PathLike,
+    _check_directory,
+    _check_frame,
+    _fsync_directory,
+    _one_line,
+    _temp_file,
+)
+from faceweave.types import Frame
+
+__all__ = [
+    "DEFAULT_CRF",
+    "DEFAULT_PRESET",
+    "VIDEO_EXTENSIONS",
+    "VideoFrame",
+    "VideoInfo",
+    "VideoReader",
+    "VideoWriter",
+    "probe_video",
+    "transcode",
+    "video_extension",
+]
+
+logger = logging.getLogger("faceweave")
+
+DEFAULT_PRESET = "veryfast"
+DEFAULT_CRF = 18  # x264 scale: 0 lossless, 18 visually lossless, 23 x264's default, 51 worst
+
+# extension -> (FFmpeg muxer, default video encoder, audio encoder when copying is impossible)
+_CONTAINERS: dict[str, tuple[str, str, str]] = {
+    ".mp4": ("mp4", "libx264", "aac"),
+    ".mov": ("mov", "libx264", "aac"),
+    ".mkv": ("matroska", "libx264", "aac"),
+    ".webm": ("webm", "libvpx-vp9", "libopus"),
+    ".avi": ("avi", "mpeg4", "aac"),  # MPEG-4 Part 2 (Xvid-like): what AVI players expect
+}
+VIDEO_EXTENSIONS = tuple(_CONTAINERS)
+
+# Errors FFmpeg raises on damaged data, as opposed to a missing file or a bug.
+_DATA_ERRORS = (av.error.InvalidDataError, av.error.EOFError, av.error.FFmpegError, OSError)
+# How far ahead of the video audio packets are muxed; the muxer interleaves the rest.
+_AUDIO_LEAD_S = 0.5
+# A video stream ending this much (or 3 frames) before its announced length is truncated.
+_TRUNCATION_TOLERANCE_S = 0.5
+_X264_PRESETS = (
+    "ultrafast",
+    "superfast",
+    "veryfast",
+    "faster",
+    "fast",
+    "medium",
+    "slow",
+    "slower",
+    "veryslow",
+    "placebo",
+)
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What :func:`probe_video` finds in a file.
+
+    Attributes:
+        width: coded frame width in pixels (before rotation).
+        height: coded frame height in pixels (before rotation).
+        fps: average frame rate; 0.0 when the container does not say.
+        frame_count: frames in the video stream as the container reports them, or an
+            estimate from duration * fps; 0 when unknown.
+        duration: seconds; 0.0 when unknown.
+        codec: video codec name (``"h264"``, ``"vp9"``...).
+        has_audio: the file has an audio stream.
+        audio_codec: its codec name, or None.
+        rotation: clockwise degrees (0, 90, 180 or 270) a player turns the picture for
+            display, from the display matrix (the old ``rotate`` tag convention).
+        time_base: the video stream's time base: one ``pts`` tick in seconds.
+    """
+
+    width: int
+    height: int
+    fps: float
+    frame_count: int
+    duration: float
+    codec: str
+    has_audio: bool
+    audio_codec: str | None
+    rotation: int
+    time_base: Fraction
+
+
+@dataclass
+class VideoFrame:
+    """One decoded picture with its timestamp.
+
+    Attributes:
+        image: the picture, not rotated (as stored in the file).
+        pts: presentation timestamp in the video stream's time base, as in the file;
+            only a missing or backward timestamp (AVI with B-frames) is replaced by the
+            previous one plus one frame, so ``pts`` always increases.
+        time: seconds from the start of the video stream.
+        index: 0, 1, 2... in the order the reader yields frames.
+
+    Shape:
+        - image: :math:`(H, W, 3)`, ``uint8``, BGR.
+    """
+
+    image: Frame
+    pts: int
+    time: float
+    index: int
+
+
+def video_extension(path: PathLike) -> str:
+    """The lower-case extension of ``path`` if faceweave writes that container.
+
+    Raises:
+        UnsupportedFormatError: any other extension.
+    """
+    extension = Path(path).suffix.lower()
+    if extension not in _CONTAINERS:
+        supported = ", ".join(VIDEO_EXTENSIONS)
+        shown = extension or "no extension"
+        raise UnsupportedFormatError(f"{path}: unsupported video format ({shown}); use {supported}")
+    return extension
+
+
+def probe_video(path: PathLike) -> VideoInfo:
+    """Describe a video file: size, rate, length, codecs and rotation.
+
+    The rotation is read from the first decoded frame (FFmpeg attaches the stream's
+    display matrix to frames), so probing decodes one frame.
+
+    Raises:
+        InputError: the file is missing, unreadable or has no video stream.
+        UnsupportedFormatError: not a container or video codec FFmpeg can read.
+    """
+    with VideoReader(path) as reader:
+        rotation = 0
+        with contextlib.suppress(StopIteration):
+            next(iter(reader))
+            rotation = reader.rotation
+        return reader._info(rotation)
+
+
+class VideoReader:
+    """Decode a video file frame by frame; a context manager and an iterable.
+
+    Args:
+        path: the video file (or an FFmpeg URL).
+        start: first second to yield (inclusive), from the start of the video stream.
+            The reader seeks to the key frame before it and drops earlier frames.
+        end: stop before this second (exclusive).
+        threads: let FFmpeg decode with several threads (frame and slice threading).
+
+    Attributes:
+        warnings: one line per problem met while decoding (damaged data, seek failure).
+        decode_errors: how many packets failed to decode.
+        rotation: clockwise display rotation in degrees, known after the first frame.
+        start_pts: the raw ``pts`` that maps to ``start`` (the stream start without trim).
+
+    Raises:
+        InputError: the file is missing, unreadable or has no video stream.
+        UnsupportedFormatError: not a container or video codec FFmpeg can read.
+
+    Example:
+        >>> with VideoReader("clip.mp4", end=1.0) as reader:  # doctest: +SKIP
+        ...     images = [frame.image for frame in reader]
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+        threads: bool = True,
+    ) -> None:
+        self.path = path
+        if start is not None and start < 0:
+            raise InputError(f"start must be >= 0 seconds, got {start}")
+        if end is not None and start is not None and end <= start:
+            raise InputError(f"end ({end} s) must be after start ({start} s)")
+        self.start = start
+        self.end = end
+        self.warnings: list[str] = []
+        self.decode_errors = 0
+        self.rotation = 0
+        self._container = _open_input(path)
+        try:
+            self._stream = _video_stream(self._container, path)
+            if threads:
+                self._stream.thread_type = "AUTO"
+        except BaseException:
+            self._container.close()
+            raise
+        self._time_base: Fraction = self._stream.time_base or Fraction(1, 90000)
+        self._origin_pts = self._stream.start_time or 0
+        self.start_pts = self._origin_pts + (
+            round(start / self._time_base) if start is not None else 0
+        )
+        self._logged = False
+        self._closed = False
+
+    @property
+    def time_base(self) -> Fraction:
+        """One ``pts`` tick of the video stream, in seconds."""
+        return self._time_base
+
+    @property
+    def average_rate(self) -> Fraction | None:
+        """The average frame rate as a fraction, None when unknown."""
+        rate = self._stream.average_rate or self._stream.guessed_rate
+        return Fraction(rate) if rate else None
+
+    @property
+    def info(self) -> VideoInfo:
+        """Stream properties (rotation is 0 until a frame was decoded; see :func:`probe_video`)."""
+        return self._info(self.rotation)
+
+    def _info(self, rotation: int) -> VideoInfo:
+        stream = self._stream
+        rate = self.average_rate
+        fps = float(rate) if rate else 0.0
+        if stream.duration is not None:
+            duration = float(stream.duration * self._time_base)
+        elif self._container.duration is not None:
+            duration = self._container.duration / av.time_base
+        else:
+            duration = 0.0
+        frame_count = stream.frames or (round(duration * fps) if fps else 0)
+        audio = self._container.streams.audio
+        return VideoInfo(
+            width=stream.codec_context.width,
+            height=stream.codec_context.height,
+            fps=fps,
+            frame_count=frame_count,
+            duration=duration,
+            codec=stream.codec_context.name,
+            has_audio=bool(audio),
+            audio_codec=audio[0].codec_context.name if audio else None,
+            rotation=rotation,
+            time_base=self._time_base,
+        )
+
+    def __enter__(self) -> VideoReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the file. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._container.close()
+
+    def __iter__(self) -> Iterator[VideoFrame]:
+        if self._closed:
+            raise InputError(f"{self.path}: reader is closed")
+        self._seek_to_start()
+        index = 0
+        last_pts: int | None = None
+        end_pts = (
+            self._origin_pts + round(self.end / self._time_base) if self.end is not None else None
+        )
+        frame_ticks = self._frame_ticks()
+        for av_frame in self._frames():
+            pts = av_frame.pts
+            if pts is None:  # raw streams without timestamps: count frames
+                pts = self._origin_pts if last_pts is None else last_pts + frame_ticks
+            elif last_pts is not None and pts <= last_pts:
+                # Timestamps going backwards (B-frames in AVI): keep the order, step one frame.
+                pts = last_pts + frame_ticks
+            if pts < self.start_pts:
+                continue
+            if end_pts is not None and pts >= end_pts:
+                return
+            if index == 0:
+                self.rotation = _clockwise(av_frame.rotation)
+            last_pts = pts
+            image = cast(Frame, av_frame.to_ndarray(format="bgr24"))
+            yield VideoFrame(
+                image=image,
+                pts=pts,
+                time=float((pts - self._origin_pts) * self._time_base),
+                index=index,
+            )
+            index += 1
+        self._check_complete(last_pts)
+
+    def _check_complete(self, last_pts: int | None) -> None:
+        """Warn when the frames stop well before the length the header announces.
+
+        A cut-off Matroska or fragmented file often ends without any decode error; its
+        header still says how long it should be.
+        """
+        expected = self._expected_duration()
+        if expected is None:
+            return
+        if self.end is not None:
+            expected = min(expected, self.end)
+        reached = float((last_pts - self._origin_pts) * self._time_base) if last_pts else 0.0
+        rate = self.average_rate
+        tolerance = max(_TRUNCATION_TOLERANCE_S, 3 / float(rate) if rate else 0.0)
+        if reached + tolerance < expected:
+            self._warn(
+                f"video ends at {reached:.2f} s of {expected:.2f} s (truncated file?); "
+                "kept the frames that decode"
+            )
+
+    def _expected_duration(self) -> float | None:
+        if self._stream.duration:
+            return float(self._stream.duration * self._time_base)
+        if self._container.duration:
+            start = self._container.start_time or 0
+            origin = float(self._origin_pts * self._time_base)
+            return (self._container.duration + start) / av.time_base - origin
+        return None
+
+    def _frame_ticks(self) -> int:
+        rate = self.average_rate
+        return max(1, round(1 / (rate * self._time_base))) if rate else 1
+
+    def _seek_to_start(self) -> None:
+        if self.start is None or self.start <= 0:
+            return
+        try:
+            self._container.seek(self.start_pts, stream=self._stream, backward=True)
+        except _DATA_ERRORS as exc:
+            # Decoding from the beginning and dropping frames is slower but still right.
+            self._warn(f"cannot seek to {self.start:.3f} s ({_one_line(exc)}); decoding from 0")
+
+    def _frames(self) -> Iterator[av.VideoFrame]:
+        """Decoded frames; damaged packets are skipped, a broken container ends the stream."""
+        packets = self._container.demux(self._stream)
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except _DATA_ERRORS as exc:
+                self._warn(f"stream ends early ({_one_line(exc)}); kept the frames decoded so far")
+                yield from self._flush()
+                return
+            try:
+                decoded = packet.decode()
+            except _DATA_ERRORS as exc:
+                self.decode_errors += 1
+                self._warn(f"damaged data skipped ({_one_line(exc)})")
+                continue
+            for av_frame in decoded:
+                if av_frame.is_corrupt:
+                    self._warn("damaged frame decoded with artefacts")
+                yield av_frame
+
+    def _flush(self) -> Iterator[av.VideoFrame]:
+        with contextlib.suppress(*_DATA_ERRORS):
+            yield from self._stream.decode(None)
+
+    def _warn(self, message: str) -> None:
+        line = f"{self.path}: {message}"
+        if line not in self.warnings:
+            self.warnings.append(line)
+        if not self._logged:
+            self._logged = True
+            logger.warning("%s", line)
+
+
+class VideoWriter:
+    """Encode frames into a video file, atomically, optionally copying a source's audio.
+
+    Args:
+        path: destination; its extension (:data:`VIDEO_EXTENSIONS`) picks the container.
+        width: frame width in pixels.
+        height: frame height in pixels.
+        fps: frame rate; used for frames written without a timestamp and as the
+            encoder's rate-control hint. Defaults to ``1 / time_base`` when omitted.
+        time_base: seconds per ``pts`` tick of :meth:`write`; pass the source stream's
+            time base to keep its timestamps exactly. Defaults to ``1 / fps``.
+        codec: video encoder; default ``libx264`` (``libvpx-vp9`` for ``.webm``).
+        preset: x264 speed preset (``ultrafast`` ... ``veryslow``), mapped to the
+            nearest setting of other encoders.
+        crf: quality on the x264 CRF scale (0 lossless, 18 visually lossless, 51 worst),
+            mapped to the equivalent of other encoders (x265 CRF+5, VP9 CRF*63/51,
+            NVENC CQ, MPEG-4 qscale); None lets the encoder choose.
+        pix_fmt: encoder pixel format. With chroma subsampling (``yuv420p``) the
+            width and height must be even: an odd one is padded by one pixel that
+            repeats the last column or row, so the output is one pixel larger.
+        audio_from: a file whose first audio stream is copied into the output.
+        trim_start: the second of ``audio_from`` (from the start of its video stream)
+            that becomes 0 in the output; audio packets before it are dropped.
+        trim_end: the second of ``audio_from`` where its audio stops.
+        rotation: clockwise display rotation in degrees (a multiple of 90), written
+            as a display matrix; the pixels are not rotated.
+        metadata: container metadata (``title``, ``comment``...).
+        encoder_options: extra FFmpeg options for the video encoder; they win over
+            the ones derived from ``preset`` and ``crf``.
+
+    Attributes:
+        warnings: one line per compromise made (audio re-encoded, option ignored).
+        frames_written: frames passed to :meth:`write` so far.
+        audio_mode: ``"copy"``, ``"encode"`` or ``"none"``.
+
+    Raises:
+        UnsupportedFormatError: unknown extension, or an encoder this PyAV build lacks
+            or the container cannot hold.
+        InputError: bad sizes or rates, or ``audio_from`` cannot be read.
+        OutputError: the directory is missing or not writable.
+
+    Example:
+        >>> with VideoWriter("out.mp4", width=640, height=480, fps=30) as writer:  # doctest: +SKIP
+        ...     for image in images:
+        ...         writer.write(image)
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        *,
+        width: int,
+        height: int,
+        fps: float | Fraction | None = None,
+        time_base: Fraction | None = None,
+        codec: str | None = None,
+        preset: str = DEFAULT_PRESET,
+        crf: int | None = DEFAULT_CRF,
+        pix_fmt: str = "yuv420p",
+        audio_from: PathLike | None = None,
+        trim_start: float = 0.0,
+        trim_end: float | None = None,
+        rotation: int = 0,
+        metadata: dict[str, str] | None = None,
+        encoder_options: dict[str, str] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        extension = video_extension(self.path)
+        format_name, default_codec, audio_encoder = _CONTAINERS[extension]
+        _check_directory(self.path)
+        if width <= 0 or height <= 0:
+            raise InputError(f"frame size must be positive, got {width}x{height}")
+        if rotation % 90:
+            raise InputError(f"rotation must be a multiple of 90 degrees, got {rotation}")
+        if trim_start < 0 or (trim_end is not None and trim_end <= trim_start):
+            raise InputError(f"bad audio trim range {trim_start}..{trim_end} s")
+        self._rate, self._time_base = _rate_and_time_base(fps, time_base)
+        # AVI has no timestamps, only a frame counter: encode at 1/fps there, so a
+        # variable frame rate becomes a constant one (frames keep their nearest slot).
+        self._codec_time_base = 1 / self._rate if format_name == "avi" else self._time_base
+        self.width, self.height = width, height
+        self.warnings: list[str] = []
+        self.frames_written = 0
+        self.audio_mode = "none"
+        self._closed = True  # until the temporary file exists: nothing to clean up
+        self._last_pts: int | None = None
+        self._trim_start = trim_start
+        self._trim_end = trim_end
+
+        codec_name = codec or default_codec
+        supported = _supported_codecs(format_name)
+        _check_encoder(codec_name, supported, self.path)
+        video_format = _pixel_format(pix_fmt)
+        # Chroma subsampling halves a dimension: it must be even (see pix_fmt above).
+        self._pad_x = width % 2 if video_format.chroma_width(2) < 2 else 0
+        self._pad_y = height % 2 if video_format.chroma_height(2) < 2 else 0
+        options = _encoder_options(codec_name, preset, crf, self.warnings)
+        if format_name == "avi":
+            # AVI stores no presentation timestamps: B-frames would come back out of order.
+            options["bf"] = "0"
+        options.update(encoder_options or {})
+
+        self._audio = (
+            _AudioSource(audio_from, trim_start, trim_end, non_negative=format_name == "avi")
+            if audio_from is not None
+            else None
+        )
+        self._stack = contextlib.ExitStack()
+        self._closed = False
+        try:
+            self._fd, self._temp_path = self._stack.enter_context(_temp_file(self.path))
+            container_options = {"movflags": "+faststart"} if format_name in ("mp4", "mov") else {}
+            self._container = av.open(
+                str(self._temp_path), "w", format=format_name, options=container_options
+            )
+            self._stack.callback(self._container.close)
+            if metadata:
+                self._container.metadata.update(metadata)
+            self._video = cast(
+                VideoStream,
+                self._container.add_stream(codec_name, rate=self._rate, options=options),
+            )
+            self._video.width = width + self._pad_x
+            self._video.height = height + self._pad_y
+            self._video.pix_fmt = pix_fmt
+            self._video.codec_context.time_base = self._codec_time_base
+            self._video.time_base = self._codec_time_base
+            if rotation % 360 and format_name == "avi":
+                self.warnings.append(f"{self.path}: AVI cannot store a rotation; dropped")
+            elif rotation % 360:
+                # PyAV takes counter-clockwise degrees; ours are clockwise (the 'rotate' tag's).
+                self._video.set_display_rotation(-(rotation % 360))
+            if self._audio is not None:
+                self.audio_mode = self._audio.attach(
+                    self._container, supported, audio_encoder, self.warnings
+                )
+        except BaseException as exc:
+            self.abort()
+            if isinstance(exc, av.error.FFmpegError):
+                raise OutputError(f"{self.path}: cannot start writing: {_one_line(exc)}") from exc
+            raise
+
+    @property
+    def time_base(self) -> Fraction:
+        """Seconds per ``pts`` tick of :meth:`write`."""
+        return self._time_base
+
+    def __enter__(self) -> VideoWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def write(self, image: Frame, pts: int | None = None, time: float | None = None) -> None:
+        """Encode one frame at its timestamp.
+
+        Args:
+            image: the picture, ``width`` x ``height``.
+            pts: timestamp in :attr:`time_base` ticks from the start of the output.
+            time: timestamp in seconds, used when ``pts`` is None. With neither, the
+                frame follows the previous one after ``1 / fps``. A timestamp that does
+                not increase is moved one tick after the previous frame. AVI stores
+                frames at ``1 / fps`` only: there, timestamps are rounded to that grid.
+
+        Shape:
+            - image: :math:`(H, W, 3)`, ``uint8``, BGR.
+
+        Raises:
+            InputError: wrong dtype or size.
+            OutputError: the encoder or the disk failed (the temporary file is removed).
+        """
+        if self._closed:
+            raise OutputError(f"{self.path}: writer is closed")
+        _check_frame(image)
+        if image.shape[:2] != (self.height, self.width) or image.ndim != 3:
+            raise InputError(
+                f"frame must be ({self.height}, {self.width}, 3) for this writer, got {image.shape}"
+            )
+        if pts is None:
+            if time is not None:
+                pts = round(time / self._time_base)
+            else:
+                pts = round(self.frames_written / (self._rate * self._time_base))
+        seconds = float(pts * self._time_base)
+        if self._codec_time_base != self._time_base:
+            pts = round(pts * self._time_base / self._codec_time_base)
+        if self._last_pts is not None and pts <= self._last_pts:
+            pts = self._last_pts + 1
+        self._last_pts = pts
+        if self._pad_x or self._pad_y:
+            image = cv2.copyMakeBorder(image, 0, self._pad_y, 0, self._pad_x, cv2.BORDER_REPLICATE)
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+        frame.pts = pts
+        frame.time_base = self._codec_time_base
+        try:
+            self._container.mux(self._video.encode(frame))
+            if self._audio is not None:
+                self._audio.pump(self._container, seconds + _AUDIO_LEAD_S)
+        except (av.error.FFmpegError, OSError) as exc:
+            self.abort()
+            raise OutputError(f"{self.path}: cannot write video: {_one_line(exc)}") from exc
+        self.frames_written += 1
+
+    def close(self) -> None:
+        """Flush the encoder, copy the remaining audio and move the file into place.
+
+        Raises:
+            OutputError: nothing was written, or finishing the file failed; nothing is
+                left at ``path`` (an older file there is kept).
+        """
+        if self._closed:
+            return
+        if self.frames_written == 0:
+            self.abort()
+            raise OutputError(f"{self.path}: no frames were written")
+        try:
+            self._container.mux(self._video.encode(None))
+            if self._audio is not None:
+                self._audio.pump(self._container, math.inf)
+                self._audio.flush(self._container)
+                self.warnings.extend(self._audio.warnings)
+            self._container.close()
+            os.fsync(self._fd)  # same file: PyAV reopened the path _temp_file created
+            os.replace(self._temp_path, self.path)
+        except BaseException as exc:
+            self.abort()
+            if isinstance(exc, av.error.FFmpegError | OSError):
+                raise OutputError(f"{self.path}: cannot finish video: {_one_line(exc)}") from exc
+            raise
+        self._closed = True
+        if self._audio is not None:
+            self._audio.close()
+        self._stack.close()
+        _fsync_directory(self.path.parent)
+
+    def abort(self) -> None:
+        """Stop without producing a file: the temporary file is removed. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._audio is not None:
+            self._audio.close()
+        with contextlib.suppress(Exception):
+            self._stack.close()  # closes the container and the temporary file's descriptor
+        temp_path = getattr(self, "_temp_path", None)
+        if temp_path is not None:
+            with contextlib.suppress(OSError):
+                temp_path.unlink()
+
+    def __del__(self) -> None:
+        # A writer dropped without close() must not leave its temporary file behind.
+        if not getattr(self, "_closed", True):
+            self.abort()
+
+
+class _AudioSource:
+    """The audio stream of a source file, copied (or re-encoded) into a writer's output."""
+
+    def __init__(
+        self, path: PathLike, trim_start: float, trim_end: float | None, *, non_negative: bool
+    ) -> None:
+        self.path = path
+        # AVI cannot store negative timestamps; FFmpeg would shift the video to make room.
+        self._non_negative = non_negative
+        self._offset: int | None = None
+        self.warnings: list[str] = []
+        self._container = _open_input(path)
+        audio = self._container.streams.audio
+        self._in = audio[0] if audio else None
+        video = self._container.streams.video
+        video_start = video[0].start_time if video else None
+        origin = float(video_start * video[0].time_base) if video_start and video else 0.0
+        self._start = origin + trim_start  # source seconds that become 0 in the output
+        self._end = origin + trim_end if trim_end is not None else None
+        self._trimmed = trim_start > 0
+        self._packets: Iterator[av.Packet] | None = None
+        self._pending: av.Packet | None = None
+        self._out: Any = None
+        self._encode = False
+        self._done = self._in is None
+
+    def attach(
+        self, container: Any, supported: set[str], encoder: str, writer_warnings: list[str]
+    ) -> str:
+        """Add the output audio stream; returns ``"copy"``, ``"encode"`` or ``"none"``."""
+        if self._in is None:
+            return "none"
+        name = self._in.codec_context.name
+        if name in supported:
+            self._out = container.add_stream_from_template(self._in)
+            mode = "copy"
+        else:
+            self._encode = True
+            rate = 48000 if "opus" in encoder else (self._in.codec_context.sample_rate or 48000)
+            self._out = container.add_stream(encoder, rate=rate)
+            self._out.layout = self._in.codec_context.layout.name if self._in.layout else "stereo"
+            writer_warnings.append(
+                f"{self.path}: audio codec {name} cannot go into this container; "
+                f"re-encoded to {encoder}"
+            )
+            mode = "encode"
+        self._packets = self._container.demux(self._in)
+        return mode
+
+    def pump(self, container: Any, until: float) -> None:
+        """Mux source audio up to ``until`` output seconds."""
+        if self._done or self._in is None or self._packets is None:
+            return
+        time_base = self._in.time_base or Fraction(1, 48000)
+        while True:
+            packet = self._pending or self._next_packet()
+            self._pending = None
+            if packet is None:
+                self._done = True
+                return
+            pts = packet.pts if packet.pts is not None else packet.dts
+            if pts is None:
+                continue
+            start = float(pts * time_base)
+            if self._end is not None and start >= self._end:
+                self._done = True
+                return
+            if self._trimmed and start + float((packet.duration or 0) * time_base) <= self._start:
+                continue
+            if start - self._start > until:
+                self._pending = packet
+                return
+            if self._encode:
+                self._encode_packet(container, packet)
+                continue
+            if self._offset is None:
+                self._offset = round(self._start / time_base)
+                if self._non_negative:  # the AAC priming packet: start the audio at 0
+                    self._offset = min(
+                        self._offset, pts, packet.dts if packet.dts is not None else pts
+                    )
+            packet.pts = pts - self._offset
+            if packet.dts is not None:
+                packet.dts -= self._offset
+            packet.stream = self._out
+            container.mux(packet)
+
+    def _next_packet(self) -> av.Packet | None:
+        assert self._packets is not None
+        while True:
+            try:
+                packet = next(self._packets)
+            except StopIteration:
+                return None
+            except _DATA_ERRORS as exc:
+                self.warnings.append(f"{self.path}: audio ends early ({_one_line(exc)})")
+                return None
+            if packet.size:
+                return packet
+
+    def _encode_packet(self, container: Any, packet: av.Packet) -> None:
+        try:
+            frames: list[Any] = packet.decode()  # AudioFrame (PyAV types it by stream)
+        except _DATA_ERRORS:
+            return
+        for frame in frames:
+            if frame.time is None:
+                continue
+            frame.pts = round((frame.time - self._start) * frame.sample_rate)
+            frame.time_base = Fraction(1, frame.sample_rate)
+            if frame.pts < 0:
+                continue
+            container.mux(self._out.encode(frame))
+
+    def flush(self, container: Any) -> None:
+        if self._encode and self._out is not None:
+            container.mux(self._out.encode(None))
+
+    def close(self) -> None:
+        self._container.close()
+
+
+def transcode(
+    src: PathLike,
+    dst: PathLike,
+    process: Callable[[VideoFrame], Frame] | None = None,
+    *,
+    start: float | None = None,
+    end: float | None = None,
+    keep_audio: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+    **writer_options: Any,
+) -> dict[str, Any]:
+    """Decode ``src``, pass every frame through ``process``, encode to ``dst``.
+
+    Timestamps are kept (variable frame rate stays in sync), the audio is copied
+    unchanged over the same time range, the rotation and the container's metadata are
+    written back. Synchronous and single-threaded apart from FFmpeg's own threads.
+
+    Args:
+        src: input video.
+        dst: output video (atomic: nothing appears there unless it succeeds).
+        process: frame -> new image of the same size; None copies the pictures.
+        start: first second of ``src`` to keep.
+        end: second of ``src`` where to stop.
+        keep_audio: copy the source's audio.
+        progress: called as ``progress(frames_done, frames_expected)`` after each frame;
+            ``frames_expected`` is an estimate, 0 when unknown.
+        **writer_options: :class:`VideoWriter` arguments (``codec``, ``preset``,
+            ``crf``, ``pix_fmt``, ``metadata``...).
+
+    Returns:
+        ``frames`` written, ``decode_warnings`` (list of lines), ``decode_errors``,
+        ``writer_warnings``, ``audio`` (``"copy"``, ``"encode"`` or ``"none"``),
+        ``seconds`` of wall time and ``fps`` achieved.
+
+    Raises:
+        InputError: ``src`` cannot be read, has no video stream or no frame decodes.
+        UnsupportedFormatError: see :class:`VideoReader` and :class:`VideoWriter`.
+        OutputError: ``dst`` cannot be written.
+    """
+    video_extension(dst)
+    began = _time.perf_counter()
+    writer: VideoWriter | None = None
+    with VideoReader(src, start=start, end=end) as reader:
+        info = reader.info
+        expected = info.frame_count
+        if info.fps and (start or end is not None):
+            span = (end if end is not None else info.duration) - (start or 0.0)
+            trimmed = max(0, round(span * info.fps))
+            expected = min(expected, trimmed) if expected else trimmed
+        try:
+            for frame in reader:
+                if writer is None:
+                    options: dict[str, Any] = {
+                        "time_base": reader.time_base,
+                        "fps": reader.average_rate,
+                        "rotation": reader.rotation,
+                        "metadata": _copyable_metadata(reader),
+                        "audio_from": src if keep_audio and info.has_audio else None,
+                        "trim_start": start or 0.0,
+                        "trim_end": end,
+                    }
+                    options.update(writer_options)
+                    height, width = frame.image.shape[:2]
+                    writer = VideoWriter(dst, width=width, height=height, **options)
+                image = process(frame) if process is not None else frame.image
+                writer.write(image, pts=frame.pts - reader.start_pts)
+                if progress is not None:
+                    progress(frame.index + 1, int(expected))
+            if writer is None:
+                detail = f" ({reader.warnings[0]})" if reader.warnings else ""
+                raise InputError(f"{src}: no video frame could be decoded{detail}")
+            writer.close()
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+    seconds = _time.perf_counter() - began
+    return {
+        "frames": writer.frames_written,
+        "decode_warnings": list(reader.warnings),
+        "decode_errors": reader.decode_errors,
+        "writer_warnings": list(writer.warnings),
+        "audio": writer.audio_mode,
+        "seconds": seconds,
+        "fps": writer.frames_written / seconds if seconds > 0 else 0.0,
+    }
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _open_input(path: PathLike) -> Any:
+    text = os.fspath(path)
+    is_url = "://" in text
+    if not is_url:
+        local = Path(text)
+        if not local.exists():
+            raise InputError(f"{path}: no such file")
+        if local.is_dir():
+            raise InputError(f"{path}: is a directory, not a video")
+        if local.stat().st_size == 0:
+            raise UnsupportedFormatError(f"{path}: empty file")
+    try:
+        return av.open(text, "r", timeout=10.0 if is_url else None)
+    except av.error.InvalidDataError as exc:
+        raise UnsupportedFormatError(f"{path}: not a video file FFmpeg can read") from exc
+    except (av.error.FFmpegError, OSError) as exc:
+        raise InputError(f"{path}: cannot open: {_one_line(exc)}") from exc
+
+
+def _video_stream(container: Any, path: PathLike) -> Any:
+    streams = container.streams.video
+    if not streams:
+        kinds = ", ".join(sorted({stream.type for stream in container.streams})) or "nothing"
+        raise InputError(f"{path}: no video stream (contains {kinds})")
+    stream = streams[0]
+    if stream.codec_context is None:
+        raise UnsupportedFormatError(f"{path}: video codec not supported by FFmpeg")
+    return stream
+
+
+def _clockwise(counter_clockwise: float | None) -> int:
+    return int(round(-(counter_clockwise or 0)) % 360)
+
+
+def _rate_and_time_base(
+    fps: float | Fraction | None, time_base: Fraction | None
+) -> tuple[Fraction, Fraction]:
+    if fps is None and time_base is None:
+        raise InputError("give fps or time_base")
+    rate = Fraction(fps).limit_denominator(1001) if fps is not None else None
+    tb = Fraction(time_base) if time_base is not None else None
+    if (rate is not None and rate <= 0) or (tb is not None and tb <= 0):
+        raise InputError(f"fps and time_base must be positive, got {fps} and {time_base}")
+    if rate is None:
+        assert tb is not None
+        rate = 1 / tb
+    return rate, tb if tb is not None else 1 / rate
+
+
+def _supported_codecs(format_name: str) -> set[str]:
+    with av.open(io.BytesIO(), "w", format=format_name) as probe:
+        return set(probe.supported_codecs)
+
+
+def _check_encoder(codec_name: str, supported: set[str], path: Path) -> None:
+    try:
+        encoder = av.codec.Codec(codec_name, "w")
+    except (av.error.FFmpegError, ValueError) as exc:
+        raise UnsupportedFormatError(
+            f"{path}: video encoder {codec_name!r} is not available in this PyAV build"
+        ) from exc
+    if encoder.type != "video":
+        raise UnsupportedFormatError(f"{path}: {codec_name!r} is not a video encoder")
+    if encoder.name not in supported and codec_name not in supported:
+        raise UnsupportedFormatError(
+            f"{path}: the {path.suffix} container cannot hold {codec_name} video"
+        )
+
+
+def _pixel_format(pix_fmt: str) -> av.VideoFormat:
+    try:
+        return av.VideoFormat(pix_fmt)
+    except (ValueError, av.error.FFmpegError) as exc:
+        raise UnsupportedFormatError(f"unknown pixel format {pix_fmt!r}") from exc
+
+
+def _encoder_options(
+    codec_name: str, preset: str, crf: int | None, warnings: list[str]
+) -> dict[str, str]:
+    if preset not in _X264_PRESETS:
+        raise InputError(f"unknown preset {preset!r}; use one of {', '.join(_X264_PRESETS)}")
+    if crf is not None and not 0 <= crf <= 51:
+        raise InputError(f"crf must be in 0..51, got {crf}")
+    speed = _X264_PRESETS.index(preset)  # 0 fastest .. 9 slowest
+    options: dict[str, str] = {}
+    if codec_name in ("libx264", "libx265"):
+        options["preset"] = preset
+        if crf is not None:
+            options["crf"] = str(crf if codec_name == "libx264" else min(51, crf + 5))
+        if codec_name == "libx265":
+            options["x265-params"] = "log-level=error"
+    elif codec_name in ("libvpx-vp9", "libvpx"):
+        options["deadline"] = "realtime" if speed <= 2 else "good"
+        options["cpu-used"] = str(max(0, 8 - speed))
+        options["row-mt"] = "1"
+        if crf is not None:
+            options["crf"] = str(round(crf * 63 / 51))
+            options["b"] = "0"
+    elif codec_name.endswith("_nvenc"):
+        options["preset"] = f"p{min(7, 1 + speed * 6 // 9)}"
+        if crf is not None:
+            options["rc"] = "vbr"
+            options["cq"] = str(crf)
+    elif codec_name == "mpeg4":
+        if crf is not None:
+            qscale = max(1, min(31, round(1 + crf * 30 / 51)))
+            # A constant quantiser, like ffmpeg's -q:v (which PyAV cannot pass per frame).
+            options["qmin"] = options["qmax"] = str(qscale)
+    elif crf is not None:
+        warnings.append(f"crf and preset are not mapped for {codec_name}; encoder defaults used")
+    return options
+
+
+def _copyable_metadata(reader: VideoReader) -> dict[str, str]:
+    # Tags the muxer recomputes (encoder, brands) would be wrong or duplicated if copied.
+    skip = {"encoder", "major_brand", "minor_version", "compatible_brands", "creation_time"}
+    return {
+        key: value for key, value in reader._container.metadata.items() if key.lower() not in skip
+    }

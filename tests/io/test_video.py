@@ -1,0 +1,401 @@
+"""Video io: synthetic clips written with PyAV itself, transcoded and checked packet by packet."""
+
+from __future__ import annotations
+
+import logging
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from faceweave.errors import InputError, OutputError, UnsupportedFormatError
+from faceweave.io.video import (
+    VideoFrame,
+    VideoReader,
+    VideoWriter,
+    probe_video,
+    transcode,
+    video_extension,
+)
+
+WIDTH, HEIGHT, FPS = 64, 48, 30
+SAMPLE_RATE = 44100
+VFR_TIME_BASE = Fraction(1, 90000)
+
+
+def _image(index: int, width: int = WIDTH, height: int = HEIGHT) -> np.ndarray:
+    """A frame showing its index as 8 black/white bars on top and a red block bottom-left."""
+    image = np.full((height, width, 3), 128, np.uint8)
+    bar = width // 8
+    for bit in range(8):
+        image[: height // 2, bit * bar : (bit + 1) * bar] = 255 if index >> bit & 1 else 0
+    image[height // 2 :, : width // 2] = (0, 0, 200)
+    return image
+
+
+def _index_of(image: np.ndarray) -> int:
+    height, width = image.shape[:2]
+    bar = width // 8
+    top = image[: height // 2, :, 1].astype(float)
+    bits = [top[:, bit * bar + 2 : (bit + 1) * bar - 2].mean() > 128 for bit in range(8)]
+    return sum(1 << bit for bit, on in enumerate(bits) if on)
+
+
+def make_clip(
+    path: Path,
+    *,
+    frames: int = 30,
+    width: int = WIDTH,
+    height: int = HEIGHT,
+    audio: bool = True,
+    video: bool = True,
+    pts: list[int] | None = None,
+    time_base: Fraction = Fraction(1, FPS),
+    rotation: int | None = None,
+    options: dict[str, str] | None = None,
+) -> Path:
+    """Write a clip: x264 frames (given pts, else 0, 1, 2... at 1/FPS) and a 440 Hz AAC sine."""
+    with av.open(str(path), "w", options=options or {}) as out:
+        if video:
+            stream = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.codec_context.time_base = time_base
+            if rotation is not None:
+                stream.set_display_rotation(rotation)
+        if audio:
+            audio_stream = out.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+        if video:
+            for index in range(frames):
+                frame = av.VideoFrame.from_ndarray(_image(index, width, height), format="bgr24")
+                frame.pts = pts[index] if pts is not None else index
+                frame.time_base = time_base
+                out.mux(stream.encode(frame))
+            out.mux(stream.encode(None))
+        if audio:
+            total = int(SAMPLE_RATE * frames / FPS)
+            for begin in range(0, total, 1024):
+                count = min(1024, total - begin)
+                t = np.arange(begin, begin + count) / SAMPLE_RATE
+                samples = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
+                frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout="mono")
+                frame.sample_rate = SAMPLE_RATE
+                frame.pts = begin
+                out.mux(audio_stream.encode(frame))
+            out.mux(audio_stream.encode(None))
+    return path
+
+
+def audio_packets(path: Path) -> list[tuple[float, bytes]]:
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        return [
+            (float(packet.pts * stream.time_base), bytes(packet))
+            for packet in container.demux(stream)
+            if packet.size
+        ]
+
+
+def video_times(path: Path) -> list[float]:
+    with av.open(str(path)) as container:
+        return [float(frame.time) for frame in container.decode(video=0)]
+
+
+def decoded_indices(path: Path) -> list[int]:
+    with VideoReader(path) as reader:
+        return [_index_of(frame.image) for frame in reader]
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(entry.name for entry in directory.iterdir() if entry.name.startswith("."))
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1 s, 30 frames of 64x48 at 30 fps with mono AAC audio, mp4."""
+    return make_clip(tmp_path_factory.mktemp("clip") / "clip.mp4")
+
+
+# --- probing and reading ------------------------------------------------------------------------
+
+
+def test_probe_reports_the_stream(clip: Path) -> None:
+    info = probe_video(clip)
+    assert (info.width, info.height) == (WIDTH, HEIGHT)
+    assert info.fps == pytest.approx(FPS)
+    assert info.frame_count == 30
+    assert info.duration == pytest.approx(1.0, abs=1 / FPS)
+    assert info.codec == "h264"
+    assert info.has_audio and info.audio_codec == "aac"
+    assert info.rotation == 0
+
+
+def test_reader_yields_bgr_frames_with_timestamps(clip: Path) -> None:
+    with VideoReader(clip) as reader:
+        frames = list(reader)
+    assert len(frames) == 30
+    first = frames[0]
+    assert isinstance(first, VideoFrame)
+    assert first.image.shape == (HEIGHT, WIDTH, 3) and first.image.dtype == np.uint8
+    assert [frame.index for frame in frames] == list(range(30))
+    assert [_index_of(frame.image) for frame in frames] == list(range(30))
+    times = [frame.time for frame in frames]
+    assert times == pytest.approx([i / FPS for i in range(30)], abs=1e-3)
+    # the red block is bottom-left: BGR order, not RGB
+    assert first.image[-5, 5, 2] > 150 and first.image[-5, 5, 0] < 50
+    assert reader.warnings == []
+
+
+def test_reader_trims(clip: Path) -> None:
+    with VideoReader(clip, start=0.3, end=0.6) as reader:
+        frames = list(reader)
+    assert [_index_of(frame.image) for frame in frames] == list(range(9, 18))
+    assert frames[0].index == 0 and frames[0].time == pytest.approx(0.3, abs=1e-3)
+
+
+# --- transcoding ----------------------------------------------------------------------------
+
+
+def test_transcode_identity_keeps_frames_duration_and_audio_packets(
+    clip: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.mp4"
+    calls: list[tuple[int, int]] = []
+    stats = transcode(clip, out, lambda f: f.image, progress=lambda d, t: calls.append((d, t)))
+    assert stats["frames"] == 30 and stats["audio"] == "copy"
+    assert stats["decode_warnings"] == [] and stats["decode_errors"] == 0
+    assert calls[-1] == (30, 30)
+    source, result = probe_video(clip), probe_video(out)
+    assert result.frame_count == source.frame_count
+    assert result.duration == pytest.approx(source.duration, abs=1 / FPS)
+    assert decoded_indices(out) == list(range(30))
+    assert audio_packets(out) == audio_packets(clip)
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("extension", [".mkv", ".mov", ".avi"])
+def test_transcode_copies_audio_into_other_containers(
+    clip: Path, tmp_path: Path, extension: str
+) -> None:
+    out = tmp_path / f"out{extension}"
+    stats = transcode(clip, out)
+    assert stats["audio"] == "copy"
+    assert decoded_indices(out) == list(range(30))
+    source = audio_packets(clip)
+    copied = audio_packets(out)
+    assert [data for _, data in copied] == [data for _, data in source]
+    # Matroska and AVI shift the AAC priming packet (-23 ms) to 0 and store coarser
+    # timestamps: compare the spacing, and the audio/video offset where it is kept.
+    source_times = np.array([t for t, _ in source])
+    copied_times = np.array([t for t, _ in copied])
+    np.testing.assert_allclose(
+        copied_times - copied_times[0], source_times - source_times[0], atol=1.5e-3
+    )
+    if extension != ".avi":  # AVI has no timestamps finer than a frame
+        offset = copied_times[0] - video_times(out)[0]
+        assert offset == pytest.approx(source_times[0] - video_times(clip)[0], abs=1.5e-3)
+
+
+def test_webm_encodes_vp9_and_reencodes_aac_to_opus(clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.webm"
+    stats = transcode(clip, out)
+    assert stats["audio"] == "encode"
+    assert any("re-encoded" in line for line in stats["writer_warnings"])
+    info = probe_video(out)
+    assert info.codec == "vp9" and info.audio_codec == "opus"
+    assert info.duration == pytest.approx(1.0, abs=0.05)
+    assert len(decoded_indices(out)) == 30
+
+
+def test_vfr_timestamps_preserved(tmp_path: Path) -> None:
+    # irregular gaps: 33, 44, 22, 33... ms
+    pts = [i * 3000 + (i % 3) * 1000 for i in range(30)]
+    source = make_clip(tmp_path / "vfr.mp4", pts=pts, time_base=VFR_TIME_BASE)
+    out = tmp_path / "vfr_out.mp4"
+    transcode(source, out)
+    expected = video_times(source)
+    assert expected == pytest.approx([p / 90000 for p in pts], abs=1e-4)
+    assert video_times(out) == pytest.approx(expected, abs=1e-4)
+    assert audio_packets(out) == audio_packets(source)
+
+
+def test_trim_gives_the_right_frames_and_audio(clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "trim.mp4"
+    stats = transcode(clip, out, start=0.3, end=0.7)
+    assert stats["frames"] == 12
+    assert decoded_indices(out) == list(range(9, 21))
+    assert video_times(out)[0] == pytest.approx(0.0, abs=1e-3)
+    source = audio_packets(clip)
+    kept = audio_packets(out)
+    # packets overlapping [0.3, 0.7), unchanged bytes, shifted by 0.3 s
+    frame_s = 1024 / SAMPLE_RATE
+    wanted = [(t - 0.3, data) for t, data in source if t + frame_s > 0.3 and t < 0.7]
+    assert [data for _, data in kept] == [data for _, data in wanted]
+    assert [t for t, _ in kept] == pytest.approx([t for t, _ in wanted], abs=1 / SAMPLE_RATE)
+
+
+def test_odd_dimensions_are_padded(tmp_path: Path) -> None:
+    out = tmp_path / "odd.mp4"
+    with VideoWriter(out, width=63, height=47, fps=FPS) as writer:
+        for index in range(5):
+            writer.write(_image(index, 63, 47))
+    info = probe_video(out)
+    assert (info.width, info.height) == (64, 48)
+    with VideoReader(out) as reader:
+        images = [frame.image for frame in reader]
+    assert len(images) == 5
+    # the padding repeats the last column and row
+    np.testing.assert_allclose(images[0][:, 63].astype(float), images[0][:, 62], atol=12)
+    np.testing.assert_allclose(images[0][47].astype(float), images[0][46], atol=12)
+
+
+def test_rotation_metadata_is_kept(tmp_path: Path) -> None:
+    source = make_clip(tmp_path / "rot.mp4", frames=5, audio=False, rotation=-90)
+    if probe_video(source).rotation != 90:
+        pytest.skip("this PyAV/FFmpeg build does not round-trip the display matrix")
+    out = tmp_path / "rot_out.mp4"
+    transcode(source, out)
+    info = probe_video(out)
+    assert info.rotation == 90
+    assert (info.width, info.height) == (WIDTH, HEIGHT)  # pixels are not rotated
+
+
+def test_writer_keeps_container_metadata(tmp_path: Path) -> None:
+    out = tmp_path / "meta.mkv"
+    with VideoWriter(out, width=WIDTH, height=HEIGHT, fps=FPS, metadata={"title": "t1"}) as w:
+        w.write(_image(0))
+    with av.open(str(out)) as container:
+        assert container.metadata.get("title") == "t1"
+
+
+# --- damaged and wrong input ----------------------------------------------------------------
+
+
+def test_truncated_input_gives_a_valid_file_and_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = make_clip(tmp_path / "full.mkv", frames=60)
+    data = source.read_bytes()
+    truncated = tmp_path / "cut.mkv"
+    truncated.write_bytes(data[: len(data) * 6 // 10])
+    out = tmp_path / "cut_out.mp4"
+    with caplog.at_level(logging.WARNING, logger="faceweave"):
+        stats = transcode(truncated, out)
+    assert 10 < stats["frames"] < 60
+    indices = decoded_indices(out)
+    assert indices == list(range(len(indices)))
+    assert len(indices) == stats["frames"]
+    assert stats["decode_warnings"]
+    assert len([r for r in caplog.records if r.name == "faceweave"]) == 1
+
+
+def test_truncated_faststart_mp4_keeps_the_decodable_frames(tmp_path: Path) -> None:
+    source = make_clip(tmp_path / "full.mp4", frames=60, options={"movflags": "+faststart"})
+    data = source.read_bytes()
+    truncated = tmp_path / "cut.mp4"
+    truncated.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "cut_out.mp4"
+    stats = transcode(truncated, out)
+    assert 0 < stats["frames"] < 60
+    assert len(decoded_indices(out)) == stats["frames"]
+
+
+def test_mp4_without_its_index_is_one_clear_error(clip: Path, tmp_path: Path) -> None:
+    # the moov atom is at the end of a plain mp4: cutting it leaves nothing playable
+    truncated = tmp_path / "cut.mp4"
+    truncated.write_bytes(clip.read_bytes()[:2000])
+    with pytest.raises(InputError) as info:
+        transcode(truncated, tmp_path / "out.mp4")
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "out.mp4").exists() and leftovers(tmp_path) == []
+
+
+def test_audio_only_file_is_an_input_error(tmp_path: Path) -> None:
+    source = make_clip(tmp_path / "audio.m4a", video=False)
+    with pytest.raises(InputError, match="no video stream"):
+        probe_video(source)
+    with pytest.raises(InputError, match="no video stream"):
+        transcode(source, tmp_path / "out.mp4")
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_random_bytes_are_not_a_video(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(InputError) as info:  # UnsupportedFormatError is an InputError
+        VideoReader(junk)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_and_empty_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        VideoReader(tmp_path / "nope.mp4")
+    empty = tmp_path / "empty.mp4"
+    empty.touch()
+    with pytest.raises(UnsupportedFormatError, match="empty"):
+        VideoReader(empty)
+
+
+def test_unknown_output_extension(clip: Path, tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedFormatError, match="unsupported video format"):
+        video_extension("a.flv")
+    with pytest.raises(UnsupportedFormatError):
+        VideoWriter(tmp_path / "out.xyz", width=WIDTH, height=HEIGHT, fps=FPS)
+    with pytest.raises(UnsupportedFormatError):
+        transcode(clip, tmp_path / "out.gif")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unavailable_encoder(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedFormatError, match="not available"):
+        VideoWriter(tmp_path / "out.mp4", width=WIDTH, height=HEIGHT, fps=FPS, codec="nope264")
+    with pytest.raises(UnsupportedFormatError, match="cannot hold"):
+        VideoWriter(tmp_path / "out.webm", width=WIDTH, height=HEIGHT, fps=FPS, codec="libx264")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- atomic output --------------------------------------------------------------------------
+
+
+def test_failure_mid_write_leaves_nothing(clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.mp4"
+
+    def explode(frame: VideoFrame) -> np.ndarray:
+        if frame.index == 10:
+            raise RuntimeError("model crashed")
+        return frame.image
+
+    with pytest.raises(RuntimeError, match="model crashed"):
+        transcode(clip, out, explode)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupt_leaves_old_file_untouched(tmp_path: Path) -> None:
+    out = tmp_path / "out.mp4"
+    out.write_bytes(b"old")
+    with pytest.raises(KeyboardInterrupt):
+        with VideoWriter(out, width=WIDTH, height=HEIGHT, fps=FPS) as writer:
+            writer.write(_image(0))
+            raise KeyboardInterrupt
+    assert out.read_bytes() == b"old"
+    assert leftovers(tmp_path) == []
+
+
+def test_writer_checks_frames_and_needs_one(tmp_path: Path) -> None:
+    out = tmp_path / "out.mp4"
+    writer = VideoWriter(out, width=WIDTH, height=HEIGHT, fps=FPS)
+    with pytest.raises(InputError, match="must be"):
+        writer.write(np.zeros((10, 10, 3), np.uint8))
+    with pytest.raises(OutputError, match="no frames"):
+        writer.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_timestamps_from_seconds(tmp_path: Path) -> None:
+    out = tmp_path / "times.mp4"
+    times = [0.0, 0.05, 0.07, 0.2, 0.21]
+    with VideoWriter(out, width=WIDTH, height=HEIGHT, time_base=Fraction(1, 1000)) as writer:
+        for index, t in enumerate(times):
+            writer.write(_image(index), time=t)
+    assert video_times(out) == pytest.approx(times, abs=1e-3)
