@@ -1,0 +1,326 @@
+"""Faces followed from frame to frame: track ids, cheap tracking, smoothing, frame sampling.
+
+Per frame, :meth:`FaceTracker.update` does the least work that keeps the faces right:
+
+1. **Static frame**: if the face region (the whole frame when there is no face)
+   barely changed since the last computed frame, the previous faces are
+   returned as they are (counted as ``reused``).
+2. **Skipped frame** (``frame_skip=N``): between every N-th frame the previous
+   faces are carried along by the median optical flow of a few mesh points
+   (motion compensation, counted as ``skipped``).
+3. **Tracking mode**: each live track's mesh is fitted in a crop around the
+   box predicted from its previous mesh; the detector does not run (``fits``).
+4. **Detection**: on the first frame, every ``redetect_every`` analysed frames,
+   when a track was lost or when there is no track, the detector runs
+   (``detections``) and its faces are matched to the tracks by box IoU
+   (Hungarian assignment); unmatched faces start new tracks.
+
+Each track's landmarks pass through a One-Euro filter, and the Face is rebuilt
+from the smoothed mesh so its pose and box follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import linear_sum_assignment
+
+from faceweave.errors import UsageError
+from faceweave.pipeline.smoothing import OneEuroFilter
+from faceweave.types import BBox, Face, Frame
+
+_FLOW_POINTS = np.arange(0, 468, 8)  # ~60 mesh vertices spread over the face, irises excluded
+_WORK_SIDE = 640  # longest side of the grey image used for change detection and optical flow
+
+
+class TrackingAnalyser(Protocol):
+    """What the tracker needs from :class:`~faceweave.analysis.analyser.FaceAnalyser`."""
+
+    def get_faces(self, frame: Frame) -> list[Face]: ...
+
+    def face_from_box(self, frame: Frame, bbox: BBox, score: float = 1.0) -> Face | None: ...
+
+    def face_from_landmarks(
+        self, frame: Frame, points: NDArray[np.floating], score: float = 1.0
+    ) -> Face: ...
+
+
+@dataclass(frozen=True)
+class TrackedFace:
+    """A face with an identity that lasts across frames.
+
+    Attributes:
+        track_id: stable id, from 0, never reused within a tracker.
+        face: the (smoothed) face in this frame.
+        age: frames since the track started.
+        lost: consecutive frames its mesh was not found; 0 when found in this frame
+            (a lost face's geometry is carried by optical flow for ``hold_lost`` frames).
+    """
+
+    track_id: int
+    face: Face
+    age: int
+    lost: int
+
+
+@dataclass
+class TrackerCounters:
+    """How much work the tracker did, for benchmarks."""
+
+    frames: int = 0
+    detections: int = 0  # detector runs
+    fits: int = 0  # mesh fits in tracking mode (crop around the predicted box)
+    reused: int = 0  # static frames answered with the previous faces
+    skipped: int = 0  # frames between analyses, carried by motion compensation
+
+
+@dataclass(eq=False)
+class _Track:
+    track_id: int
+    face: Face
+    raw: NDArray[np.float32]  # last unsmoothed (478, 3) mesh: boxes are predicted from it
+    score: float
+    smoother: OneEuroFilter | None
+    velocity: NDArray[np.float32] = field(default_factory=lambda: np.zeros(2, np.float32))
+    age: int = 0
+    lost: int = 0
+
+
+def _iou(a: BBox, b: BBox) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _box(points: NDArray[np.floating]) -> BBox:
+    p = np.asarray(points)[:, :2]
+    return (float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max()))
+
+
+class FaceTracker:
+    """Keeps faces and their ids from frame to frame at a fraction of the detector's cost.
+
+    Args:
+        analyser: a :class:`~faceweave.analysis.analyser.FaceAnalyser` (or anything
+            with ``get_faces``, ``face_from_box`` and ``face_from_landmarks``).
+        redetect_every: run the detector at least every this many analysed frames.
+        max_faces: at most this many tracks.
+        iou_match: least box IoU for a detection to continue a track.
+        max_lost: a track lost for more frames than this is dropped (its id retired).
+        hold_lost: a lost track is still returned, moved by optical flow, for this
+            many frames (avoids flicker when one fit fails); 0 returns found faces only.
+        box_margin: the tracking crop's box grows by this fraction of its size per side.
+        smoothing: filter landmarks with a One-Euro filter.
+        min_cutoff: One-Euro cutoff in Hz for a still face (lower: less jitter, more lag).
+        beta: One-Euro speed coefficient in Hz per px/s (higher: less lag when moving).
+        static_threshold: mean absolute grey-level difference (0-255) of the face
+            region below which a frame counts as unchanged; 0 disables reuse.
+        frame_skip: analyse every N-th frame, carry faces by optical flow between.
+
+    Example:
+        >>> tracker = FaceTracker(FaceAnalyser(), redetect_every=10)
+        >>> for packet in packets:  # doctest: +SKIP
+        ...     tracked = tracker.update(packet.image, packet.time)
+    """
+
+    def __init__(
+        self,
+        analyser: TrackingAnalyser,
+        *,
+        redetect_every: int = 10,
+        max_faces: int = 8,
+        iou_match: float = 0.3,
+        max_lost: int = 5,
+        hold_lost: int = 2,
+        box_margin: float = 0.1,
+        smoothing: bool = True,
+        min_cutoff: float = 1.0,
+        beta: float = 0.05,
+        static_threshold: float = 0.0,
+        frame_skip: int = 1,
+    ) -> None:
+        if redetect_every < 1 or frame_skip < 1 or max_faces < 1:
+            raise UsageError("redetect_every, frame_skip and max_faces must be >= 1")
+        if not 0 <= hold_lost <= max_lost:
+            raise UsageError("hold_lost must be between 0 and max_lost")
+        self.analyser = analyser
+        self.redetect_every = redetect_every
+        self.max_faces = max_faces
+        self.iou_match = iou_match
+        self.max_lost = max_lost
+        self.hold_lost = hold_lost
+        self.box_margin = box_margin
+        self.smoothing = smoothing
+        self.min_cutoff = min_cutoff
+        self.beta = beta
+        self.static_threshold = static_threshold
+        self.frame_skip = frame_skip
+        self.counters = TrackerCounters()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every track (after a seek or a scene cut); ids keep counting up."""
+        self._tracks: list[_Track] = []
+        self._output: list[TrackedFace] = []
+        self._grey: NDArray[np.uint8] | None = None  # grey of the last computed frame
+        self._since_detect = 0
+        self._since_analysis = 0
+        self._next_id = getattr(self, "_next_id", 0)
+
+    def update(self, frame: Frame, time: float) -> list[TrackedFace]:
+        """The faces in this frame, ordered by track id.
+
+        Args:
+            frame: (H, W, 3) uint8 BGR.
+            time: media time in seconds (drives the smoothing; may be irregular).
+        """
+        self.counters.frames += 1
+        grey = self._work_grey(frame)
+        if self._is_static(grey):
+            self.counters.reused += 1
+            return self._output
+        carry = (
+            self.frame_skip > 1
+            and self._tracks
+            and self._since_analysis < self.frame_skip - 1
+            and not any(t.lost for t in self._tracks)
+        )
+        if carry:
+            self.counters.skipped += 1
+            self._since_analysis += 1
+            for track in self._tracks:
+                self._carry(track, frame, grey, time)
+        else:
+            self._since_analysis = 0
+            self._analyse(frame, grey, time)
+        self._grey = grey
+        for track in self._tracks:
+            track.age += 1
+        self._output = [
+            TrackedFace(t.track_id, t.face, t.age, t.lost)
+            for t in sorted(self._tracks, key=lambda t: t.track_id)
+            if t.lost <= self.hold_lost
+        ]
+        return self._output
+
+    # -- analysis ----------------------------------------------------------------------------
+
+    def _analyse(self, frame: Frame, grey: NDArray[np.uint8], time: float) -> None:
+        tracks = self._tracks
+        detect = (
+            not tracks
+            or self._since_detect + 1 >= self.redetect_every
+            or any(t.lost for t in tracks)
+        )
+        unmatched = list(tracks)
+        if detect:
+            self.counters.detections += 1
+            self._since_detect = 0
+            faces = self.analyser.get_faces(frame)
+            pairs = self._match(tracks, faces)
+            for ti, fi in pairs:
+                self._found(tracks[ti], faces[fi], frame, time)
+            matched = {ti for ti, _ in pairs}
+            unmatched = [t for i, t in enumerate(tracks) if i not in matched]
+            new_faces = [f for i, f in enumerate(faces) if i not in {fi for _, fi in pairs}]
+        else:
+            self._since_detect += 1
+            new_faces = []
+        for track in unmatched:  # tracking mode: fit the mesh around the predicted box
+            self.counters.fits += 1
+            face = self.analyser.face_from_box(frame, self._predicted_box(track), track.score)
+            if face is not None:
+                self._found(track, face, frame, time)
+            else:
+                track.lost += 1
+                if track.lost <= self.hold_lost:
+                    self._carry(track, frame, grey, time)
+        self._tracks = [t for t in tracks if t.lost <= self.max_lost]
+        for face in new_faces:
+            if len(self._tracks) >= self.max_faces:
+                break
+            smoother = OneEuroFilter(self.min_cutoff, self.beta) if self.smoothing else None
+            track = _Track(self._next_id, face, face.landmarks_478, face.score, smoother)
+            self._next_id += 1
+            self._found(track, face, frame, time)
+            self._tracks.append(track)
+
+    def _match(self, tracks: list[_Track], faces: list[Face]) -> list[tuple[int, int]]:
+        """(track index, face index) pairs with IoU >= iou_match, best total IoU."""
+        if not tracks or not faces:
+            return []
+        iou = np.array([[_iou(self._predicted_box(t, 0.0), f.bbox) for f in faces] for t in tracks])
+        rows, cols = linear_sum_assignment(-iou)
+        return [
+            (int(r), int(c)) for r, c in zip(rows, cols, strict=True) if iou[r, c] >= self.iou_match
+        ]
+
+    def _found(self, track: _Track, face: Face, frame: Frame, time: float) -> None:
+        raw = np.asarray(face.landmarks_478, np.float32)
+        # Per-frame motion, for the next box prediction; unknown after frames without a mesh.
+        moved = raw[:, :2].mean(0) - track.raw[:, :2].mean(0)
+        track.velocity = (moved if track.lost == 0 else np.zeros(2)).astype(np.float32)
+        track.raw, track.score, track.lost = raw, face.score, 0
+        track.face = self._smoothed(track, face, frame, time)
+
+    def _smoothed(self, track: _Track, face: Face, frame: Frame, time: float) -> Face:
+        if track.smoother is None:
+            return face
+        points = track.smoother(face.landmarks_478, time).astype(np.float32)
+        return self.analyser.face_from_landmarks(frame, points, track.score)
+
+    def _predicted_box(self, track: _Track, margin: float | None = None) -> BBox:
+        """The box of the last raw mesh, moved by the track's velocity and grown by a margin."""
+        m = self.box_margin if margin is None else margin
+        x0, y0, x1, y1 = _box(track.raw)
+        dx, dy = (float(v) for v in track.velocity)
+        mx, my = m * (x1 - x0), m * (y1 - y0)
+        return (x0 + dx - mx, y0 + dy - my, x1 + dx + mx, y1 + dy + my)
+
+    # -- cheap frames ------------------------------------------------------------------------
+
+    def _work_grey(self, frame: Frame) -> NDArray[np.uint8]:
+        grey = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+        scale = _WORK_SIDE / max(grey.shape)
+        if scale < 1:
+            size = (round(grey.shape[1] * scale), round(grey.shape[0] * scale))
+            grey = cv2.resize(grey, size, interpolation=cv2.INTER_AREA)
+        return np.asarray(grey, np.uint8)
+
+    def _is_static(self, grey: NDArray[np.uint8]) -> bool:
+        previous = self._grey
+        if self.static_threshold <= 0 or previous is None or previous.shape != grey.shape:
+            return False
+        region = (slice(None), slice(None))
+        if self._output:  # only the faces matter: background motion must not hide a blink
+            s = grey.shape[1] / self._output[0].face.frame_shape[1]
+            boxes = np.array([t.face.bbox for t in self._output]) * s
+            x0, y0 = np.floor(boxes[:, :2].min(0)).astype(int)
+            x1, y1 = np.ceil(boxes[:, 2:].max(0)).astype(int) + 1
+            region = (slice(max(y0, 0), max(y1, 1)), slice(max(x0, 0), max(x1, 1)))
+        diff = cv2.absdiff(previous[region], grey[region])
+        return diff.size > 0 and float(diff.mean()) < self.static_threshold
+
+    def _carry(self, track: _Track, frame: Frame, grey: NDArray[np.uint8], time: float) -> None:
+        """Move a track's mesh by the median optical flow of a few of its vertices."""
+        shift = np.zeros(2, np.float32)
+        if self._grey is not None and self._grey.shape == grey.shape:
+            s = grey.shape[1] / frame.shape[1]
+            old = (track.raw[_FLOW_POINTS, :2] * s).reshape(-1, 1, 2).astype(np.float32)
+            new, status, _ = cv2.calcOpticalFlowPyrLK(
+                self._grey, grey, old, None, winSize=(21, 21), maxLevel=3
+            )
+            good = status.ravel() == 1
+            if good.sum() >= 3:
+                shift = (np.median((new - old).reshape(-1, 2)[good], axis=0) / s).astype(np.float32)
+        raw = track.raw.copy()
+        raw[:, :2] += shift
+        track.raw, track.velocity = raw, shift
+        face = self.analyser.face_from_landmarks(frame, raw, track.score)
+        track.face = self._smoothed(track, face, frame, time)

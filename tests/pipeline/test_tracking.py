@@ -1,0 +1,262 @@
+"""Tests for faceweave.pipeline.tracking: ids, detection schedule, smoothing, frame sampling.
+
+The logic is tested with a fake analyser whose faces sit where the test puts
+them; one test runs the real analyser on a moving package photo.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import cv2
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.errors import UsageError
+from faceweave.pipeline.tracking import FaceTracker, TrackedFace
+from faceweave.types import BBox, Face, Frame
+
+_BLANK = np.zeros((480, 640, 3), np.uint8)
+
+
+class FakeAnalyser:
+    """Faces where ``self.faces`` says ((cx, cy, size) pixels); real Face objects.
+
+    ``face_from_box`` finds a face when its centre lies inside the box, like a
+    mesh fit that sees the face in its crop.
+    """
+
+    def __init__(self, noise: float = 0.0, seed: int = 0) -> None:
+        self.real = FaceAnalyser(with_embedding=False)  # only face_from_landmarks: no model loads
+        self.canonical = self.real.model.canonical
+        self.faces: list[tuple[float, float, float]] = []
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+        self.calls: Counter[str] = Counter()
+
+    def mesh(self, cx: float, cy: float, size: float) -> NDArray[np.float32]:
+        span = float(np.ptp(self.canonical[:, 0]))
+        points = self.canonical * (size / span) + np.array([cx, cy, 0], np.float32)
+        points[:, :2] += self.rng.normal(0, self.noise, points[:, :2].shape) if self.noise else 0
+        return points.astype(np.float32)
+
+    def get_faces(self, frame: Frame) -> list[Face]:
+        self.calls["get_faces"] += 1
+        return [self.face_from_landmarks(frame, self.mesh(*f), 0.9) for f in self.faces]
+
+    def face_from_box(self, frame: Frame, bbox: BBox, score: float = 1.0) -> Face | None:
+        self.calls["face_from_box"] += 1
+        x0, y0, x1, y1 = bbox
+        for cx, cy, size in self.faces:
+            if x0 <= cx <= x1 and y0 <= cy <= y1:
+                return self.face_from_landmarks(frame, self.mesh(cx, cy, size), score)
+        return None
+
+    def face_from_landmarks(
+        self, frame: Frame, points: NDArray[np.floating], score: float = 1.0
+    ) -> Face:
+        return self.real.face_from_landmarks(frame, points, score)
+
+
+def _centre(tracked: TrackedFace) -> NDArray[np.float64]:
+    return np.asarray(tracked.face.landmarks_478[:, :2].mean(0), np.float64)
+
+
+def _texture(shape: tuple[int, int], seed: int = 0) -> Frame:
+    """Smooth random texture: optical flow has something to lock on to."""
+    noise = np.random.default_rng(seed).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    return np.ascontiguousarray(cv2.GaussianBlur(noise, (0, 0), 2.0))
+
+
+class TestIdentity:
+    def test_one_moving_face_keeps_its_id_and_detects_every_n(self) -> None:
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=5, smoothing=False)
+        for i in range(20):
+            fake.faces = [(200 + 4 * i, 200 + 2 * i, 120)]
+            tracked = tracker.update(_BLANK, i / 30)
+            assert [t.track_id for t in tracked] == [0]
+            assert tracked[0].lost == 0 and tracked[0].age == i + 1
+            np.testing.assert_allclose(
+                _centre(tracked[0]), fake.mesh(*fake.faces[0])[:, :2].mean(0)
+            )
+        assert fake.calls["get_faces"] == tracker.counters.detections == 4  # frames 0, 5, 10, 15
+        assert fake.calls["face_from_box"] == tracker.counters.fits == 16
+
+    def test_two_faces_keep_their_ids(self) -> None:
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=3, smoothing=False)
+        for i in range(15):
+            fake.faces = [(150 + 5 * i, 240, 100), (500 - 5 * i, 240, 80)]  # approach each other
+            tracked = tracker.update(_BLANK, i / 30)
+            assert [t.track_id for t in tracked] == [0, 1]
+            assert _centre(tracked[0])[0] == pytest.approx(150 + 5 * i, abs=2)
+            assert _centre(tracked[1])[0] == pytest.approx(500 - 5 * i, abs=2)
+
+    def test_new_face_found_at_next_detection(self) -> None:
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=4, smoothing=False)
+        fake.faces = [(150, 200, 100)]
+        counts = []
+        for i in range(9):
+            if i == 2:
+                fake.faces.append((450, 200, 100))
+            counts.append(len(tracker.update(_BLANK, i / 30)))
+        assert counts == [1, 1, 1, 1, 2, 2, 2, 2, 2]
+        assert [t.track_id for t in tracker.update(_BLANK, 0.3)] == [0, 1]
+
+    def test_lost_face_triggers_detection_then_is_dropped(self) -> None:
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=100, smoothing=False, max_lost=3, hold_lost=1)
+        fake.faces = [(200, 200, 100)]
+        tracker.update(_BLANK, 0.0)
+        tracker.update(_BLANK, 0.1)
+        assert tracker.counters.detections == 1
+        fake.faces = []
+        lost = [[t.lost for t in tracker.update(_BLANK, 0.2 + i / 10)] for i in range(5)]
+        assert lost == [[1], [], [], [], []]  # held one frame, then hidden, dropped after 3
+        assert tracker.counters.detections == 1 + 4  # every frame while a track was lost or none
+        fake.faces = [(200, 200, 100)]
+        assert [t.track_id for t in tracker.update(_BLANK, 1.0)] == [1]  # a new id
+
+    def test_short_loss_keeps_the_id(self) -> None:
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=100, smoothing=False, max_lost=5)
+        fake.faces = [(200, 200, 100)]
+        tracker.update(_BLANK, 0.0)
+        fake.faces = []
+        tracker.update(_BLANK, 0.1)
+        tracker.update(_BLANK, 0.2)
+        fake.faces = [(210, 205, 100)]
+        tracked = tracker.update(_BLANK, 0.3)
+        assert [(t.track_id, t.lost) for t in tracked] == [(0, 0)]
+
+    def test_max_faces(self) -> None:
+        fake = FakeAnalyser()
+        fake.faces = [(100 + 150 * k, 200, 100) for k in range(4)]
+        tracked = FaceTracker(fake, max_faces=2).update(_BLANK, 0.0)
+        assert [t.track_id for t in tracked] == [0, 1]
+
+    def test_reset_forgets_tracks_but_not_ids(self) -> None:
+        fake = FakeAnalyser()
+        fake.faces = [(200, 200, 100)]
+        tracker = FaceTracker(fake)
+        tracker.update(_BLANK, 0.0)
+        tracker.reset()
+        assert [t.track_id for t in tracker.update(_BLANK, 0.1)] == [1]
+        assert tracker.counters.detections == 2
+
+    def test_bad_arguments(self) -> None:
+        with pytest.raises(UsageError):
+            FaceTracker(FakeAnalyser(), redetect_every=0)
+        with pytest.raises(UsageError):
+            FaceTracker(FakeAnalyser(), max_lost=1, hold_lost=2)
+
+
+class TestSmoothing:
+    def test_smoothing_reduces_jitter_on_a_still_face(self) -> None:
+        spread = {}
+        for smoothing in (False, True):
+            fake = FakeAnalyser(noise=1.0, seed=3)
+            fake.faces = [(300, 240, 150)]
+            tracker = FaceTracker(fake, smoothing=smoothing)
+            meshes = [tracker.update(_BLANK, i / 30)[0].face.landmarks_478 for i in range(60)]
+            spread[smoothing] = np.stack(meshes)[20:, :, :2].std(axis=0).mean()
+        assert spread[True] < spread[False] / 2
+
+    def test_smoothed_face_is_rebuilt(self) -> None:
+        fake = FakeAnalyser(noise=1.0)
+        fake.faces = [(300, 240, 150)]
+        tracker = FaceTracker(fake)
+        for i in range(5):
+            face = tracker.update(_BLANK, i / 30)[0].face
+        x0, y0, x1, y1 = face.bbox
+        points = face.landmarks_478
+        assert (x0, y0) == pytest.approx(tuple(points[:, :2].min(0)))
+        assert face.pose.translation[:2] == pytest.approx(points[:, :2].mean(0), abs=3)
+
+
+class TestFrameSampling:
+    def test_static_frames_reuse_previous_faces(self) -> None:
+        fake = FakeAnalyser()
+        fake.faces = [(300, 240, 150)]
+        frame = _texture((480, 640))
+        tracker = FaceTracker(fake, static_threshold=2.0)
+        first = tracker.update(frame, 0.0)
+        noisy = np.clip(frame.astype(np.int16) + 1, 0, 255).astype(np.uint8)  # under threshold
+        assert tracker.update(noisy, 0.1) is first
+        assert tracker.update(frame, 0.2) is first
+        assert tracker.counters.reused == 2 and tracker.counters.fits == 0
+        moved = np.roll(frame, 6, axis=1)
+        assert tracker.update(moved, 0.3) is not first
+        assert tracker.counters.fits == 1
+
+    def test_background_change_outside_faces_is_static(self) -> None:
+        fake = FakeAnalyser()
+        fake.faces = [(150, 150, 100)]
+        frame = _texture((480, 640))
+        tracker = FaceTracker(fake, static_threshold=1.0)
+        first = tracker.update(frame, 0.0)
+        changed = frame.copy()
+        changed[300:, 400:] = 255  # far from the face
+        assert tracker.update(changed, 0.1) is first
+
+    def test_static_disabled_by_default(self) -> None:
+        fake = FakeAnalyser()
+        fake.faces = [(300, 240, 150)]
+        tracker = FaceTracker(fake)
+        for i in range(3):
+            tracker.update(_BLANK, i / 30)
+        assert tracker.counters.reused == 0 and tracker.counters.fits == 2
+
+    def test_frame_skip_carries_faces_with_motion_compensation(self) -> None:
+        fake = FakeAnalyser()
+        base = _texture((480, 640), seed=1)
+        tracker = FaceTracker(fake, frame_skip=3, smoothing=False)
+        errors = []
+        for i in range(12):
+            dx, dy = 3 * i, 2 * i
+            fake.faces = [(250 + dx, 200 + dy, 140)]
+            frame = np.ascontiguousarray(np.roll(base, (dy, dx), axis=(0, 1)))
+            tracked = tracker.update(frame, i / 30)
+            assert [t.track_id for t in tracked] == [0]
+            errors.append(np.abs(_centre(tracked[0]) - (250 + dx, 200 + dy)).max())
+        assert tracker.counters.skipped == 8  # frames 1, 2, 4, 5, 7, 8, 10, 11
+        assert tracker.counters.detections + tracker.counters.fits == 4
+        assert max(errors) < 0.5
+
+    def test_frame_skip_analyses_at_once_without_tracks(self) -> None:
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, frame_skip=4)
+        tracker.update(_BLANK, 0.0)
+        fake.faces = [(300, 240, 150)]
+        assert len(tracker.update(_BLANK, 0.1)) == 1
+        assert tracker.counters.skipped == 0
+
+
+def test_real_analyser_on_moving_photo(analyser: FaceAnalyser, astronaut: np.ndarray) -> None:
+    """The astronaut drifting 1.5 px per frame, with sensor noise: one id, few detections."""
+    rng = np.random.default_rng(0)
+    frames = []
+    for i in range(20):
+        shift = np.array([[1, 0, 1.5 * i], [0, 1, 0.75 * i]], np.float64)
+        moved = cv2.warpAffine(astronaut, shift, (512, 512), borderMode=cv2.BORDER_REFLECT)
+        noisy = moved.astype(np.int16) + rng.normal(0, 6, moved.shape).round().astype(np.int16)
+        frames.append(np.clip(noisy, 0, 255).astype(np.uint8))
+    tracks = {}
+    for smoothing in (False, True):
+        tracker = FaceTracker(analyser, redetect_every=5, smoothing=smoothing)
+        tracks[smoothing] = [tracker.update(frame, i / 30) for i, frame in enumerate(frames)]
+        assert all([t.track_id for t in tracked] == [0] for tracked in tracks[smoothing])
+        assert tracker.counters.detections == 4 and tracker.counters.fits == 16
+    raw = np.stack([t[0].face.landmarks_478[:, :2] for t in tracks[False]])
+    smooth = np.stack([t[0].face.landmarks_478[:, :2] for t in tracks[True]])
+    # The face moves at constant speed: frame-to-frame acceleration is jitter.
+    jitter_raw = np.abs(np.diff(raw, 2, axis=0))[5:].mean()
+    jitter_smooth = np.abs(np.diff(smooth, 2, axis=0))[5:].mean()
+    assert jitter_smooth < jitter_raw / 2
+    assert np.abs(smooth[-5:] - raw[-5:]).mean() < 3  # and follows the motion with little lag
+    motion = raw[-1].mean(0) - raw[0].mean(0)
+    assert motion == pytest.approx((1.5 * 19, 0.75 * 19), abs=2)
