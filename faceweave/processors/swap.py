@@ -131,11 +131,14 @@ class UVMasks:
         source_weight: (S, S) float32 where the source's texture may be used
             (0 in the mouth interior and, with ``mask_eyes``, the eyes).
         skin: (S, S) bool texels used for colour statistics.
+        edge: (S, S) float32, 1 at the face oval fading to 0 inwards: where the
+            target's own hair, hands or background may overlap the fitted mesh.
     """
 
     face: NDArray[np.float32]
     source_weight: NDArray[np.float32]
     skin: NDArray[np.bool_]
+    edge: NDArray[np.float32]
 
 
 def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
@@ -147,6 +150,7 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     width = max(options.feather * size, 1.0)
     t = np.clip(dist / width, 0.0, 1.0)
     face = (t * t * (3 - 2 * t)).astype(np.float32)  # smoothstep: no visible edge in the ramp
+    band = (1.0 - np.clip(dist / (0.22 * size), 0.0, 1.0)) * covered
     hole = np.where(covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
     weight = covered.astype(np.float32)
     if options.mask_mouth:
@@ -156,7 +160,9 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     k = max(3, int(size * 0.012) | 1)
     weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
     skin = _uv_skin(model, size) & (face > 0.5)
-    return UVMasks(face=face, source_weight=weight.astype(np.float32), skin=skin)
+    return UVMasks(
+        face=face, source_weight=weight.astype(np.float32), skin=skin, edge=band.astype(np.float32)
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -313,7 +319,10 @@ def prepare_source(
         / np.maximum(total, 1e-3)[..., None],
         skin_mean,
     ).astype(np.float32)
-    valid = np.maximum(seen, seen_m).astype(np.float32)
+    # How squarely the texel actually used (own or mirror) faced the source camera:
+    # grazing texels at the face's edge are smeared and mixed with hair or background.
+    used_cos = (w_own * cos + w_mir * cos_m) / np.maximum(total, 1e-3)
+    valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     occluder = _forehead_occluders(model, uv_size, filled, covered)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
     return SourceModel(
@@ -426,10 +435,10 @@ class Swapper:
         if self.source.albedo.shape[0] != self.options.uv_size:
             raise UsageError("the prepared source was built for another uv_size")
         self.masks = build_uv_masks(self.model, self.options)
-        source_weight = self.masks.source_weight * (1.0 - self.source.occluder)
-        self._uv_aux = np.dstack([self.masks.face, source_weight, self.masks.skin]).astype(
-            np.float32
-        )
+        source_weight = self.masks.source_weight * (1.0 - self.source.occluder) * self.source.valid
+        self._uv_aux = np.dstack(
+            [self.masks.face, source_weight, self.masks.skin, self.masks.edge]
+        ).astype(np.float32)
         self.identity = IdentityShape(self.model)
         # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
         cv2.cvtColor(np.zeros((1, 1, 3), np.float32), cv2.COLOR_BGR2Lab)
@@ -456,7 +465,12 @@ class Swapper:
         if amount <= 0:
             return np.asarray(target_face.landmarks_478, np.float32)
         delta = self.identity.identity_delta(self.source.shape, target_norm)
-        return from_pose_space(target_norm + amount * delta, target_face.pose).astype(np.float32)
+        # Keep the target's silhouette: no shape change where the surface is seen edge-on
+        # (moving a turned head's outline would smear the background next to it).
+        normals = vertex_normals(target_face.landmarks_478, self.model.triangles)
+        facing = np.clip((np.abs(normals[:, 2:3]) - 0.25) / 0.35, 0.0, 1.0)
+        moved = target_norm + amount * facing * delta
+        return from_pose_space(moved, target_face.pose).astype(np.float32)
 
     def swap_face(self, frame: Frame, target_face: Face) -> Frame:
         """Swap one target face; returns a new frame."""
@@ -499,15 +513,18 @@ class Swapper:
         # Per-vertex attributes: UV, target position (processing-crop pixels), and for
         # the SH mode the target's shading.
         to_proc = np.array([(pw - 1) / max(cw - 1, 1), (ph - 1) / max(ch - 1, 1)], np.float32)
+        normals_out = vertex_normals(out_verts, model.render_triangles)
         columns = [
             model.uv * (opts.uv_size - 1),
             (tgt_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
+            # Grazing surface (a turned head's silhouette): where the fitted mesh may
+            # overhang the real face onto background.
+            np.clip((0.85 - np.abs(normals_out[:, 2:3])) / 0.4, 0.0, 1.0),
         ]
         if opts.color == "sh":
             tgt_normals = vertex_normals(tgt_verts, model.render_triangles)
             skin_vertices = _skin_vertices(model)
             tgt_light = _fit_light(frame, tgt_verts, tgt_normals, skin_vertices, target_face.size)
-            normals_out = vertex_normals(out_verts, model.render_triangles)
             columns.append(_clamped_shading(normals_out, tgt_light, tgt_normals, skin_vertices))
         maps = raster.interpolate(np.concatenate(columns, axis=1), model.render_triangles)
         coverage = raster.covered.astype(np.float32)
@@ -524,6 +541,7 @@ class Swapper:
         mask = np.ascontiguousarray(aux[..., 0] * coverage)
         weight = aux[..., 1]
         skin = (aux[..., 2] > 0.5) * coverage
+        edge = np.maximum(aux[..., 3], maps[..., 4])
         target_crop = frame[y0:y1, x0:x1]
         target_proc = (
             target_crop
@@ -531,6 +549,9 @@ class Swapper:
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_AREA)
         )
         target_f = target_proc.astype(np.float32)
+        keep_target = 1.0 - _target_occluders(target_proc, skin, edge, (rw, rh))
+        mask *= keep_target
+        weight = weight * keep_target  # also in the texture: no glow across the blend
         if opts.shape * opts.fusion > 0:
             warped_target = cv2.remap(
                 target_proc,
@@ -545,7 +566,7 @@ class Swapper:
         texture = self.source.albedo if opts.color == "sh" else self.source.texture
         source = cv2.remap(texture, uvx, uvy, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
         if opts.color == "sh":
-            source *= np.maximum(maps[..., 4:7], 0.0)
+            source *= np.maximum(maps[..., 5:8], 0.0)
         if opts.color != "none" and skin.sum() > 64:
             source = color_ops.color_transfer(
                 source,
@@ -555,7 +576,9 @@ class Swapper:
                 mode="rct" if opts.color == "sh" else opts.color,
                 strength=0.5 if opts.color == "sh" else 1.0,
             )
-        alpha = (opts.fusion * weight)[..., None]
+        # Outside the mask the foreground is the target itself, so a multiband or
+        # Poisson blend has nothing foreign to spread across the seam (no glow).
+        alpha = (opts.fusion * weight * np.clip(mask * 20.0, 0.0, 1.0))[..., None]
         fused = warped_target + alpha * (source - warped_target)
         blended = blend_ops.blend(fused, target_proc, mask, mode=opts.blend)
         if (pw, ph) == (cw, ch):
@@ -571,6 +594,29 @@ class Swapper:
             )
             m = cv2.resize(support, (cw, ch), interpolation=cv2.INTER_LINEAR)
             out[y0:y1, x0:x1] = cv2.blendLinear(up, target_crop, m, 1.0 - m)
+
+
+def _target_occluders(
+    target: Frame, skin: NDArray[np.floating], edge: NDArray[np.float32], grid: tuple[int, int]
+) -> NDArray[np.float32]:
+    """Near the face's edge, target pixels far from the target's skin colour are not face:
+    background past a turned head's silhouette, hair over the forehead, a hand. They
+    stay the target's. Computed on the coarse grid and upsampled (it is smooth)."""
+    h, w = target.shape[:2]
+    small = cv2.resize(target, grid, interpolation=cv2.INTER_AREA).astype(np.float32)
+    skin_small = cv2.resize(
+        np.ascontiguousarray(skin, np.float32), grid, interpolation=cv2.INTER_AREA
+    )
+    pixels = small[skin_small > 0.9]
+    if len(pixels) < 32:
+        return np.zeros((h, w), np.float32)
+    mean = pixels.mean(0)
+    cov = np.cov(pixels, rowvar=False) + np.eye(3) * 16.0
+    diff = small.reshape(-1, 3) - mean
+    z2 = np.einsum("ij,jk,ik->i", diff, np.linalg.inv(cov), diff).reshape(small.shape[:2])
+    occl = np.clip((np.sqrt(z2) - 3.5) / 2.0, 0.0, 1.0).astype(np.float32)
+    occl = cv2.GaussianBlur(occl, (3, 3), 0)
+    return np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
 
 
 def _support(mask: NDArray[np.float32]) -> NDArray[np.float32]:
