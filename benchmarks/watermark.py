@@ -1,0 +1,244 @@
+"""Watermark robustness, false positives, invisibility and speed.
+
+For every image of the face set (package images, plus the still images of
+``../shared/data/faces`` when present; read only), marks it with a job id and checks
+that :func:`faceweave.provenance.detect_watermark` recovers exactly that id after:
+JPEG quality 75, a 0.5x resize (INTER_AREA and INTER_LINEAR), both together (in both
+orders), WebP quality 80, and a PNG round trip. Also: detections on the unmarked
+originals (and their JPEG / half-size versions, and random-noise images), which must
+be zero, the PSNR of the mark, and embed / detect times at 1080p.
+
+Prints markdown tables; writes ``out/bench/watermark.json`` (nothing else, nothing
+outside ``out/``).
+
+Usage:
+    python benchmarks/watermark.py [--faces DIR | --no-shared] [--strength 2.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    DEFAULT_OUT_DIR,
+    SHARED_FACES_DIR,
+    checked_out_dir,
+    environment,
+    environment_line,
+    markdown_table,
+    read_frame,
+    write_json,
+)
+
+from faceweave.provenance.watermark import (  # noqa: E402
+    DEFAULT_STRENGTH,
+    MIN_CONFIDENCE,
+    detect_watermark,
+    embed_watermark,
+    watermark_id,
+)
+
+Image = NDArray[np.uint8]
+Attack = Callable[[Image], Image]
+JOB_ID = "bench-2f1c9a1e-5d0b-4c43-9f57-4f3a0b6e2d11"  # long: exercises the hashed id
+
+
+def _encode(image: Image, extension: str, params: list[int]) -> Image:
+    ok, buffer = cv2.imencode(extension, image, params)
+    assert ok
+    decoded = cv2.imdecode(buffer, cv2.IMREAD_COLOR)
+    assert decoded is not None
+    return decoded
+
+
+def jpeg(image: Image, quality: int = 75) -> Image:
+    return _encode(image, ".jpg", [cv2.IMWRITE_JPEG_QUALITY, quality])
+
+
+def half(image: Image, interpolation: int = cv2.INTER_AREA) -> Image:
+    height, width = image.shape[:2]
+    size = (max(1, round(width * 0.5)), max(1, round(height * 0.5)))
+    return cv2.resize(image, size, interpolation=interpolation)
+
+
+ATTACKS: dict[str, Attack] = {
+    "none": lambda f: f,
+    "png": lambda f: _encode(f, ".png", []),
+    "jpeg75": jpeg,
+    "half_area": half,
+    "half_linear": lambda f: half(f, cv2.INTER_LINEAR),
+    "half+jpeg75": lambda f: jpeg(half(f)),
+    "jpeg75+half_linear": lambda f: half(jpeg(f), cv2.INTER_LINEAR),
+    "webp80": lambda f: _encode(f, ".webp", [cv2.IMWRITE_WEBP_QUALITY, 80]),
+}
+HEADLINE = ("jpeg75", "half_area", "half+jpeg75")
+
+
+def package_images() -> list[tuple[str, Image]]:
+    """skimage astronaut, coffee, chelsea, camera and matplotlib's grace_hopper (if installed)."""
+    images: list[tuple[str, Image]] = []
+    try:
+        from skimage import data as skdata
+
+        for name in ("astronaut", "coffee", "chelsea", "camera"):
+            rgb = getattr(skdata, name)()
+            code = cv2.COLOR_GRAY2BGR if rgb.ndim == 2 else cv2.COLOR_RGB2BGR
+            images.append((name, cv2.cvtColor(rgb, code)))
+    except ImportError:
+        pass
+    try:
+        from matplotlib import cbook
+
+        path = Path(cbook.get_sample_data("grace_hopper.jpg", asfileobj=False))
+        images.append(("grace_hopper", read_frame(path)))
+    except (ImportError, OSError, ValueError):
+        pass
+    return images
+
+
+def folder_images(folder: Path) -> list[tuple[str, Image]]:
+    if not folder.is_dir():
+        return []
+    paths = sorted(
+        p for p in folder.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".webp")
+    )
+    return [(p.stem.removeprefix("img_"), read_frame(p)) for p in paths]
+
+
+def noise_images(count: int) -> list[tuple[str, Image]]:
+    rng = np.random.default_rng(7)
+    images = []
+    for i in range(count):
+        height, width = 240 + 97 * i, 320 + 61 * i
+        noise = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        if i % 2:  # smooth noise looks more like a picture to the detector
+            noise = cv2.GaussianBlur(noise, (0, 0), 1.5 + i)
+        images.append((f"noise{i}", noise))
+    return images
+
+
+def psnr(a: Image, b: Image) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10.0 * np.log10(255.0**2 / mse)
+
+
+def timings_1080p(image: Image, repeats: int) -> dict[str, float]:
+    frame = cv2.resize(image, (1920, 1080), interpolation=cv2.INTER_CUBIC)
+    embed_watermark(frame, JOB_ID)  # warm-up: layout and trellis are built once
+    embed_ms, detect_ms = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        marked = embed_watermark(frame, JOB_ID)
+        middle = time.perf_counter()
+        detect_watermark(marked)
+        end = time.perf_counter()
+        embed_ms.append((middle - start) * 1e3)
+        detect_ms.append((end - middle) * 1e3)
+    return {"embed_ms": float(np.median(embed_ms)), "detect_ms": float(np.median(detect_ms))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--faces", type=Path, default=SHARED_FACES_DIR)
+    parser.add_argument("--no-shared", action="store_true", help="package images only")
+    parser.add_argument("--strength", type=float, default=DEFAULT_STRENGTH)
+    parser.add_argument("--repeats", type=int, default=20, help="timing repeats at 1080p")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR)
+    args = parser.parse_args(argv)
+    out_dir = checked_out_dir(args.out)
+
+    images = package_images() + ([] if args.no_shared else folder_images(args.faces))
+    expected = watermark_id(JOB_ID)
+    rows: list[dict[str, Any]] = []
+    for name, image in images:
+        marked = embed_watermark(image, JOB_ID, strength=args.strength)
+        row: dict[str, Any] = {
+            "image": name,
+            "size": f"{image.shape[1]}x{image.shape[0]}",
+            "short_side": min(image.shape[:2]),
+            "psnr": psnr(image, marked),
+        }
+        for attack, fn in ATTACKS.items():
+            result = detect_watermark(fn(marked))
+            row[attack] = result.found and result.payload == expected
+            row[f"{attack}_confidence"] = result.confidence
+        rows.append(row)
+
+    false_positives: list[dict[str, Any]] = []
+    null_confidence: list[float] = []
+    for name, image in images + noise_images(8):
+        for attack in ("none", "jpeg75", "half_area"):
+            result = detect_watermark(ATTACKS[attack](image))
+            null_confidence.append(result.confidence)
+            if result.found:
+                false_positives.append({"image": name, "attack": attack, "payload": result.payload})
+    null_checks = len(null_confidence)
+
+    def rate(subset: list[dict[str, Any]], attack: str) -> str:
+        hits = sum(bool(r[attack]) for r in subset)
+        return f"{hits}/{len(subset)} ({100.0 * hits / max(1, len(subset)):.1f}%)"
+
+    large = [r for r in rows if r["short_side"] >= 256]
+    env = environment()
+    timing = timings_1080p(images[0][1], args.repeats) if images else {}
+    print(environment_line(env))
+    print(f"\nstrength {args.strength} (RMS grey levels), job id {JOB_ID!r} -> {expected!r}\n")
+    table = [[attack, rate(rows, attack), rate(large, attack)] for attack in ATTACKS]
+    print(
+        markdown_table(
+            ["attack", f"all images (n={len(rows)})", f"short side >= 256 (n={len(large)})"],
+            table,
+        )
+    )
+    psnrs = np.array([r["psnr"] for r in rows])
+    marked_confidence = [r[f"{a}_confidence"] for r in rows for a in ATTACKS if r[a]]
+    print()
+    summary = [
+        [
+            "false positives (unmarked, incl. JPEG/half, noise)",
+            f"{len(false_positives)}/{null_checks}",
+        ],
+        ["PSNR dB min / median", f"{psnrs.min():.2f} / {np.median(psnrs):.2f}"],
+        ["confidence, found marks: min", f"{min(marked_confidence, default=float('nan')):.3f}"],
+        ["confidence, unmarked: max", f"{max(null_confidence, default=float('nan')):.3f}"],
+        ["MIN_CONFIDENCE", f"{MIN_CONFIDENCE}"],
+        ["embed ms @1080p (median)", f"{timing.get('embed_ms', float('nan')):.1f}"],
+        ["detect ms @1080p (median)", f"{timing.get('detect_ms', float('nan')):.1f}"],
+    ]
+    print(markdown_table(["measure", "value"], summary))
+    misses = [
+        f"{r['image']} ({r['size']}): " + ", ".join(a for a in ATTACKS if not r[a])
+        for r in rows
+        if not all(r[a] for a in ATTACKS)
+    ]
+    if misses:
+        print("\nmissed:\n" + "\n".join(f"- {m}" for m in misses))
+    write_json(
+        out_dir / "watermark.json",
+        {
+            "environment": env,
+            "strength": args.strength,
+            "rows": rows,
+            "false_positives": false_positives,
+            "null_checks": null_checks,
+            "null_confidence_max": max(null_confidence, default=None),
+            "timing_1080p": timing,
+        },
+    )
+    headline_ok = all(sum(bool(r[a]) for r in rows) >= 0.95 * len(rows) for a in HEADLINE)
+    return 0 if headline_ok and not false_positives else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""verify(): watermark and labels of marked / unmarked images and videos, and the report text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from faceweave.errors import InputError
+from faceweave.io.image import write_image
+from faceweave.io.video import VideoWriter
+from faceweave.provenance.labels import image_labels, video_metadata, write_labeled_image
+from faceweave.provenance.verify import VerifyReport, format_report, verify
+from faceweave.provenance.watermark import embed_watermark, watermark_id
+
+JOB = "job-7"
+LONG_JOB = "2f1c9a1e-5d0b-4c43-9f57-4f3a0b6e2d11"
+
+
+def test_marked_labelled_jpeg(tmp_path: Path, astronaut: np.ndarray) -> None:
+    path = tmp_path / "swap.jpg"
+    write_labeled_image(path, embed_watermark(astronaut, LONG_JOB), image_labels(LONG_JOB))
+    report = verify(path)
+    assert report.kind == "image" and report.size == (512, 512)
+    assert report.marked and report.watermark.payload == watermark_id(LONG_JOB)
+    assert report.labels["faceweave:job"] == LONG_JOB
+    assert report.labels_agree is True
+    text = format_report(report)
+    assert "watermark: FOUND - synthetic, faceweave" in text
+    assert watermark_id(LONG_JOB) in text and "faceweave:synthetic=true" in text
+
+
+def test_stripped_and_resized_copy_still_marked(tmp_path: Path, astronaut: np.ndarray) -> None:
+    """Metadata gone, picture halved and re-encoded: the watermark still speaks."""
+    small = cv2.resize(embed_watermark(astronaut, JOB), (256, 256), interpolation=cv2.INTER_AREA)
+    path = tmp_path / "copy.jpg"
+    write_image(path, small, quality=75)
+    report = verify(path)
+    assert report.marked and report.watermark.payload == JOB
+    assert report.labels == {}
+    assert "labels: none" in format_report(report)
+
+
+def test_unmarked_image(tmp_path: Path, grace_hopper: np.ndarray) -> None:
+    path = tmp_path / "plain.png"
+    write_image(path, grace_hopper)
+    report = verify(path)
+    assert not report.marked and report.watermark.payload is None
+    assert report.labels == {} and report.labels_agree is None
+    assert "watermark: not found" in format_report(report)
+
+
+def test_forged_labels_on_unmarked_image(tmp_path: Path, astronaut: np.ndarray) -> None:
+    path = tmp_path / "forged.png"
+    write_labeled_image(path, astronaut, image_labels(JOB))
+    report = verify(path)
+    assert not report.marked and report.labels["faceweave:synthetic"] == "true"
+
+
+def test_labels_naming_another_job_are_flagged(tmp_path: Path, astronaut: np.ndarray) -> None:
+    path = tmp_path / "mixed.png"
+    write_labeled_image(path, embed_watermark(astronaut, JOB), image_labels("other"))
+    report = verify(path)
+    assert report.labels_agree is False
+    assert "warning: the labels name another job" in format_report(report)
+
+
+def _video(path: Path, frame: np.ndarray, *, job: str | None) -> None:
+    height, width = frame.shape[:2]
+    metadata = video_metadata(job) if job else None
+    with VideoWriter(path, width=width, height=height, fps=10, metadata=metadata) as writer:
+        for i in range(12):
+            moving = np.roll(frame, 3 * i, axis=1)  # content changes, the mark does not move
+            writer.write(embed_watermark(moving, job) if job else moving)
+
+
+def test_marked_mp4(tmp_path: Path, astronaut: np.ndarray) -> None:
+    path = tmp_path / "swap.mp4"
+    _video(path, cv2.resize(astronaut, (384, 288)), job=JOB)
+    report = verify(path, video_frames=3)
+    assert report.kind == "video" and report.size == (384, 288)
+    assert report.marked and report.watermark.payload == JOB
+    assert report.watermark.frames == 3 and report.watermark.frames_found >= 2
+    assert report.labels["faceweave:job"] == JOB
+    assert "3 frames" in format_report(report)
+
+
+def test_unmarked_mp4(tmp_path: Path, astronaut: np.ndarray) -> None:
+    path = tmp_path / "plain.mp4"
+    _video(path, cv2.resize(astronaut, (384, 288)), job=None)
+    report = verify(path, video_frames=2)
+    assert not report.marked and report.labels == {}
+
+
+def test_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError):
+        verify(tmp_path / "missing.png")
+    garbage = tmp_path / "garbage.png"
+    garbage.write_bytes(b"not an image at all")
+    with pytest.raises(InputError):  # UnsupportedFormatError is an InputError
+        verify(garbage)
+    (tmp_path / "a.png").write_bytes(b"")
+    with pytest.raises(InputError):
+        verify(tmp_path / "a.png", video_frames=0)
+
+
+def test_report_is_frozen(tmp_path: Path, astronaut: np.ndarray) -> None:
+    path = tmp_path / "x.png"
+    write_image(path, astronaut)
+    report = verify(path)
+    assert isinstance(report, VerifyReport)
+    with pytest.raises(AttributeError):
+        report.kind = "video"  # type: ignore[misc]

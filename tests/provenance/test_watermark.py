@@ -1,0 +1,297 @@
+"""Watermark: round trip, robustness (JPEG q75, half resize, both), no false positives, PSNR."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from faceweave.errors import InputError
+from faceweave.provenance.watermark import (
+    CODED_BITS,
+    STATEMENT,
+    WatermarkResult,
+    _decide,
+    _encode_message,
+    _message_bytes,
+    _parse_message,
+    _viterbi,
+    detect_watermark,
+    detect_watermark_frames,
+    embed_watermark,
+    watermark_id,
+)
+
+SHARED_FACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "faces"
+JOB = "job-42"
+LONG_JOB = "2f1c9a1e-5d0b-4c43-9f57-4f3a0b6e2d11"
+
+
+def _package_images() -> dict[str, np.ndarray]:
+    from matplotlib import cbook
+    from skimage import data
+
+    images = {}
+    for name in ("astronaut", "coffee", "chelsea", "camera"):
+        rgb = getattr(data, name)()
+        code = cv2.COLOR_GRAY2BGR if rgb.ndim == 2 else cv2.COLOR_RGB2BGR
+        images[name] = np.ascontiguousarray(cv2.cvtColor(rgb, code))
+    with cbook.get_sample_data("grace_hopper.jpg") as handle:
+        buffer = np.frombuffer(handle.read(), np.uint8)
+    images["grace_hopper"] = cv2.imdecode(buffer, cv2.IMREAD_COLOR)
+    return images
+
+
+PACKAGE_IMAGES = _package_images()
+
+
+def _synthetic(height: int, width: int, seed: int) -> np.ndarray:
+    """Smooth gradients plus texture: a picture-like test frame."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    base = np.stack(
+        [128 + 60 * np.sin(x / (20 + 10 * c) + c) * np.cos(y / 37) for c in range(3)], axis=2
+    )
+    texture = cv2.GaussianBlur(rng.normal(0, 25, (height, width, 3)).astype(np.float32), (0, 0), 2)
+    return np.clip(base + texture, 0, 255).astype(np.uint8)
+
+
+def _jpeg(frame: np.ndarray, quality: int = 75) -> np.ndarray:
+    ok, buffer = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    assert ok
+    return cv2.imdecode(buffer, cv2.IMREAD_COLOR)
+
+
+def _reencode(frame: np.ndarray, extension: str) -> np.ndarray:
+    ok, buffer = cv2.imencode(extension, frame, [cv2.IMWRITE_WEBP_QUALITY, 80])
+    assert ok
+    return cv2.imdecode(buffer, cv2.IMREAD_COLOR)
+
+
+def _half(frame: np.ndarray, interpolation: int = cv2.INTER_AREA) -> np.ndarray:
+    height, width = frame.shape[:2]
+    return cv2.resize(frame, (round(width / 2), round(height / 2)), interpolation=interpolation)
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return 10.0 * np.log10(255.0**2 / mse)
+
+
+ATTACKS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "none": lambda f: f,
+    "jpeg75": _jpeg,
+    "half_area": _half,
+    "half_linear": lambda f: _half(f, cv2.INTER_LINEAR),
+    "half_then_jpeg75": lambda f: _jpeg(_half(f)),
+    "jpeg75_then_half_linear": lambda f: _half(_jpeg(f), cv2.INTER_LINEAR),
+    "png": lambda f: _reencode(f, ".png"),
+    "webp80": lambda f: _reencode(f, ".webp"),
+}
+
+
+@pytest.fixture(scope="module")
+def marked_package() -> dict[str, np.ndarray]:
+    return {name: embed_watermark(image, JOB) for name, image in PACKAGE_IMAGES.items()}
+
+
+# --- message layer -----------------------------------------------------------------------------
+
+
+def test_watermark_id_short_and_hashed() -> None:
+    assert watermark_id("job-42") == "job-42"
+    assert watermark_id(b"12345678") == "12345678"
+    hashed = watermark_id(LONG_JOB)
+    assert hashed.startswith("#") and len(hashed) == 17
+    assert watermark_id(LONG_JOB.encode()) == hashed
+    assert watermark_id(b"\xff\xfe") != "\xff\xfe"  # not UTF-8: hashed
+    with pytest.raises(InputError):
+        watermark_id("")
+
+
+@settings(max_examples=60, deadline=None)
+@given(payload=st.one_of(st.text(min_size=1, max_size=40), st.binary(min_size=1, max_size=40)))
+def test_message_round_trip_random_payloads(payload: str | bytes) -> None:
+    message = _message_bytes(payload)
+    codeword = _encode_message(message)
+    assert codeword.shape == (CODED_BITS,)
+    soft = 1.0 - 2.0 * codeword.astype(np.float64)
+    assert _viterbi(soft) == message
+    assert _parse_message(message) == watermark_id(payload)
+
+
+def test_code_corrects_errors() -> None:
+    message = _message_bytes(JOB)
+    soft = 1.0 - 2.0 * _encode_message(message).astype(np.float64)
+    rng = np.random.default_rng(0)
+    flips = rng.choice(CODED_BITS, CODED_BITS // 10, replace=False)
+    soft[flips] *= -1.0
+    soft += rng.normal(0.0, 0.3, soft.shape)
+    result = _decide(soft)
+    assert result.found and result.payload == JOB
+    assert result.bit_errors >= len(flips) - 5
+
+
+def test_corrupted_message_fails_crc() -> None:
+    message = bytearray(_message_bytes(JOB))
+    message[5] ^= 0x01
+    assert _parse_message(bytes(message)) is None
+
+
+# --- embedding ---------------------------------------------------------------------------------
+
+
+def test_embed_returns_new_frame_same_shape(astronaut: np.ndarray) -> None:
+    marked = embed_watermark(astronaut, JOB)
+    assert marked.shape == astronaut.shape and marked.dtype == np.uint8
+    assert marked is not astronaut
+    assert not np.array_equal(marked, astronaut)
+
+
+def test_embed_is_deterministic(astronaut: np.ndarray) -> None:
+    assert np.array_equal(embed_watermark(astronaut, JOB), embed_watermark(astronaut, JOB))
+
+
+@pytest.mark.parametrize("name", sorted(PACKAGE_IMAGES))
+def test_invisible_psnr_at_least_40db(name: str, marked_package: dict[str, np.ndarray]) -> None:
+    assert _psnr(PACKAGE_IMAGES[name], marked_package[name]) >= 40.0
+
+
+def test_luma_only_change(astronaut: np.ndarray) -> None:
+    marked = embed_watermark(astronaut, JOB).astype(np.int16)
+    delta = marked - astronaut.astype(np.int16)
+    unclipped = (astronaut > 3).all(axis=2) & (astronaut < 252).all(axis=2)
+    assert np.array_equal(delta[unclipped, 0], delta[unclipped, 1])
+    assert np.array_equal(delta[unclipped, 1], delta[unclipped, 2])
+
+
+@pytest.mark.parametrize("bad", [np.zeros((64, 64), np.uint8), np.zeros((64, 64, 3), np.float32)])
+def test_embed_rejects_bad_frames(bad: np.ndarray) -> None:
+    with pytest.raises(InputError):
+        embed_watermark(bad, JOB)
+
+
+def test_embed_rejects_bad_strength_and_payload(astronaut: np.ndarray) -> None:
+    with pytest.raises(InputError):
+        embed_watermark(astronaut, JOB, strength=0.0)
+    with pytest.raises(InputError):
+        embed_watermark(astronaut, "")
+
+
+# --- detection ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("name", sorted(PACKAGE_IMAGES))
+def test_survives_attacks_on_package_images(
+    name: str, attack: str, marked_package: dict[str, np.ndarray]
+) -> None:
+    result = detect_watermark(ATTACKS[attack](marked_package[name]))
+    assert result.found, result
+    assert result.payload == JOB
+    assert result.statement == STATEMENT
+
+
+@pytest.mark.parametrize(
+    ("height", "width"), [(256, 256), (480, 640), (720, 1280), (1080, 1920), (300, 1200)]
+)
+def test_survives_jpeg_and_half_on_synthetic_sizes(height: int, width: int) -> None:
+    frame = _synthetic(height, width, seed=height + width)
+    marked = embed_watermark(frame, LONG_JOB)
+    assert _psnr(frame, marked) >= 40.0
+    for attack in ("jpeg75", "half_area", "half_then_jpeg75"):
+        result = detect_watermark(ATTACKS[attack](marked))
+        assert result.found and result.payload == watermark_id(LONG_JOB), (attack, result)
+
+
+def test_survives_4k() -> None:
+    frame = cv2.resize(PACKAGE_IMAGES["coffee"], (3840, 2160), interpolation=cv2.INTER_CUBIC)
+    result = detect_watermark(_jpeg(_half(embed_watermark(frame, JOB))))
+    assert result.found and result.payload == JOB
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(payload=st.text(min_size=1, max_size=24))
+def test_random_payloads_survive_jpeg_and_half(payload: str, astronaut: np.ndarray) -> None:
+    result = detect_watermark(_jpeg(_half(embed_watermark(astronaut, payload))))
+    assert result.found and result.payload == watermark_id(payload)
+
+
+def _unmarked_images() -> list[tuple[str, np.ndarray]]:
+    images = list(PACKAGE_IMAGES.items())
+    rng = np.random.default_rng(3)
+    for i in range(4):
+        noise = rng.integers(0, 256, (200 + 90 * i, 260 + 70 * i, 3), dtype=np.uint8)
+        images.append((f"noise{i}", noise))
+        images.append((f"smooth_noise{i}", cv2.GaussianBlur(noise, (0, 0), 2.0 + i)))
+    images.append(("flat", np.full((300, 300, 3), 128, np.uint8)))
+    images.append(("synthetic", _synthetic(480, 640, seed=1)))
+    return images
+
+
+@pytest.mark.parametrize(("name", "image"), _unmarked_images(), ids=lambda v: str(v)[:16])
+def test_no_false_positive_on_unmarked(name: str, image: np.ndarray) -> None:
+    for attack in ("none", "jpeg75", "half_area"):
+        result = detect_watermark(ATTACKS[attack](image))
+        assert not result.found, (name, attack, result)
+        assert result.payload is None and result.statement is None
+
+
+def _shared_faces() -> list[Path]:
+    if not SHARED_FACES.is_dir():
+        return []
+    return sorted(p for p in SHARED_FACES.iterdir() if p.suffix.lower() in (".jpg", ".png"))
+
+
+@pytest.mark.skipif(not _shared_faces(), reason="../shared/data/faces not present")
+def test_no_false_positive_on_development_set() -> None:
+    from faceweave.io.image import read_image
+
+    for path in _shared_faces():
+        result = detect_watermark(read_image(path))
+        assert not result.found, (path.name, result)
+
+
+@pytest.mark.skipif(not _shared_faces(), reason="../shared/data/faces not present")
+def test_development_set_rate_at_least_95_percent() -> None:
+    from faceweave.io.image import read_image
+
+    paths = [p for p in _shared_faces() if min(read_image(p).shape[:2]) >= 256][::3]
+    hits = 0
+    for path in paths:
+        marked = embed_watermark(read_image(path), JOB)
+        result = detect_watermark(_jpeg(_half(marked)))
+        hits += result.found and result.payload == JOB
+    assert hits >= 0.95 * len(paths)
+
+
+def test_detect_rejects_bad_frames() -> None:
+    with pytest.raises(InputError):
+        detect_watermark(np.zeros((64, 64), np.uint8))
+
+
+def test_video_frames_soft_combining(astronaut: np.ndarray) -> None:
+    marked = embed_watermark(astronaut, JOB)
+    rng = np.random.default_rng(5)
+    # Heavy noise: single frames are unreliable, the combination is not.
+    frames = [
+        np.clip(marked + rng.normal(0, 12, marked.shape), 0, 255).astype(np.uint8) for _ in range(6)
+    ]
+    frames = [_jpeg(_half(f), 60) for f in frames]
+    result = detect_watermark_frames(frames)
+    assert isinstance(result, WatermarkResult)
+    assert result.found and result.payload == JOB
+    assert result.frames == 6 and 0 <= result.frames_found <= 6
+    unmarked = detect_watermark_frames([astronaut, _jpeg(astronaut)])
+    assert not unmarked.found and unmarked.frames == 2
+    with pytest.raises(InputError):
+        detect_watermark_frames([])
