@@ -29,6 +29,14 @@ def _import_mediapipe():  # type: ignore[no-untyped-def]
     return mp
 
 
+def _scaled(det: Detection, factor: float) -> Detection:
+    if factor == 1.0:
+        return det
+    x0, y0, x1, y1 = det.bbox
+    kps = None if det.keypoints is None else det.keypoints * np.float32(factor)
+    return Detection((x0 * factor, y0 * factor, x1 * factor, y1 * factor), det.score, kps)
+
+
 def _nms(dets: list[Detection], iou_threshold: float) -> list[Detection]:
     dets = sorted(dets, key=lambda d: -d.score)
     kept: list[Detection] = []
@@ -77,8 +85,20 @@ class BlazeFaceDetector:
         self._lock = threading.Lock()
 
     def detect(self, frame: Frame) -> list[Detection]:
-        rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
-        found = self._detect_rgb(rgb, (0, 0))
+        h, w = frame.shape[:2]
+        # BlazeFace looks at 128-192 px: hand it a 640 px copy, not a full 1080p frame
+        # (MediaPipe's own copy and resize of a large frame cost more than the model).
+        scale = min(1.0, 640.0 / max(h, w))
+        small = (
+            frame
+            if scale == 1.0
+            else cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+        )
+        found = [
+            _scaled(d, 1.0 / scale)
+            for d in self._detect_rgb(cv2.cvtColor(small, cv2.COLOR_BGR2RGB), (0, 0))
+        ]
+        rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB) if self.tiles > 1 else small
         if self.tiles > 1 and max(rgb.shape[:2]) >= 480:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
