@@ -1,4 +1,4 @@
-"""The ``faceweave`` command: ``swap`` faces in images and ``analyse`` the faces in one.
+"""The ``faceweave`` command: ``swap`` faces in images and videos, go ``live``, ``analyse``.
 
 Thin by design: it parses arguments, reads and writes files through
 :mod:`faceweave.io` and calls the engine's public API; no image maths here.
@@ -16,9 +16,17 @@ Exit codes (also in the README):
 A batch (a directory as ``--target``) goes on after a failed file and exits
 with the most severe code seen: 1 ranks above 3.
 
+A video (``--target`` with a video extension) is written with its audio, and the
+decoder's warnings (a truncated file, damaged data) are one ``faceweave: warning:``
+line each; what decodes is processed. A live session ends cleanly on Ctrl-C, ``q``
+in its window or after ``--duration``, and exits 0.
+
 Example:
     $ faceweave swap --source me.jpg --target photo.jpg --output out.png
     $ faceweave swap --source me.jpg --target photos/ --output swapped/ --quiet
+    $ faceweave swap --source me.jpg --target clip.mp4 --output out.mp4
+    $ faceweave swap --map a.jpg=person_a.jpg --map b.jpg=person_b.jpg -t group.mp4 -o out.mp4
+    $ faceweave live --source me.jpg --output udp://127.0.0.1:27000 --stats stats.json
     $ faceweave analyse photo.jpg --json
 """
 
@@ -27,6 +35,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
+import math
 import os
 import sys
 import traceback
@@ -43,6 +53,7 @@ from faceweave.errors import (
     FaceweaveError,
     InputError,
     NoFaceError,
+    OutputError,
     UsageError,
 )
 from faceweave.io import (
@@ -56,9 +67,11 @@ from faceweave.io import (
     read_image,
     write_image,
 )
+from faceweave.io.video import VIDEO_EXTENSIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     import faceweave as fw
+    from faceweave.pipeline.video_job import VideoJobStats
     from faceweave.types import Face, Frame
 
 __all__ = ["build_parser", "main"]
@@ -79,6 +92,13 @@ DEFAULT_FACE_ORDER = "large-small"
 DEFAULT_MAX_FACES = 8
 DEFAULT_MASK_MOUTH = True
 DEFAULT_MASK_EYES = False
+# Video (the encoder's own defaults live in faceweave.io.video: libx264, veryfast, CRF 18).
+DEFAULT_REDETECT_EVERY = 10
+DEFAULT_FRAME_SKIP = 1
+# Live.
+DEFAULT_LIVE_OUTPUT = "window"
+LIVE_FACE_SELECTOR_CHOICES = ("one", "many")
+DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
 DEBUG_ENV = "FACEWEAVE_DEBUG"  # "1": print tracebacks with errors
@@ -123,11 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``faceweave`` command."""
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Swap faces in images, or list the faces an image contains.",
+        description="Swap faces in images and videos or live, or list the faces in an image.",
         epilog=f"Set {DEBUG_ENV}=1 to print tracebacks with errors.",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_swap_parser(commands)
+    _add_live_parser(commands)
     _add_analyse_parser(commands)
     return parser
 
@@ -139,16 +160,27 @@ def _add_swap_parser(commands: Any) -> None:
         description=(
             "Put the face of SRC onto the faces of TGT. TGT may be a directory of images: "
             "OUT is then a directory (created if needed) and every image is processed; "
-            "a failed image is reported on one line and the batch goes on."
+            "a failed image is reported on one line and the batch goes on. TGT may be a "
+            f"video ({', '.join(VIDEO_EXTENSIONS)}): OUT is then a video, with TGT's audio. "
+            "--map SRC=REF (repeatable) replaces the person who looks like REF with SRC, "
+            "so N sources go to N people."
         ),
     )
     swap.set_defaults(command=_run_swap)
-    swap.add_argument("--source", "-s", required=True, type=Path, metavar="SRC")
+    swap.add_argument("--source", "-s", type=Path, metavar="SRC", help="the face to put in")
     swap.add_argument(
-        "--target", "-t", required=True, type=Path, metavar="TGT", help="image or directory"
+        "--map",
+        action="append",
+        type=_mapping,
+        default=None,
+        metavar="SRC=REF",
+        help="put SRC on the person who looks like REF (repeatable; replaces --source)",
     )
     swap.add_argument(
-        "--output", "-o", required=True, type=Path, metavar="OUT", help="image or directory"
+        "--target", "-t", required=True, type=Path, metavar="TGT", help="image, directory or video"
+    )
+    swap.add_argument(
+        "--output", "-o", required=True, type=Path, metavar="OUT", help="image, directory or video"
     )
     swap.add_argument(
         "--fusion",
@@ -210,6 +242,78 @@ def _add_swap_parser(commands: Any) -> None:
         help="JPEG/WebP quality 1..100 (default %(default)s)",
     )
     swap.add_argument("--quiet", "-q", action="store_true", help="no progress bar or notes")
+    video = swap.add_argument_group("video targets")
+    video.add_argument("--encoder", metavar="NAME", help="video encoder (default libx264)")
+    video.add_argument("--preset", metavar="NAME", help="x264 speed preset (default veryfast)")
+    video.add_argument("--crf", type=_crf, metavar="0..51", help="quality, x264 scale (18)")
+    video.add_argument("--fps", type=_positive_float, help="output frame rate (default: keep)")
+    video.add_argument("--trim-start", type=_non_negative_float, metavar="SECONDS")
+    video.add_argument("--trim-end", type=_positive_float, metavar="SECONDS")
+    video.add_argument(
+        "--frame-skip",
+        type=_positive_int,
+        metavar="N",
+        help=f"analyse every N-th frame, track between (default {DEFAULT_FRAME_SKIP})",
+    )
+    video.add_argument(
+        "--redetect-every",
+        type=_positive_int,
+        metavar="N",
+        help=f"run the face detector every N analysed frames (default {DEFAULT_REDETECT_EVERY})",
+    )
+
+
+def _add_live_parser(commands: Any) -> None:
+    live = commands.add_parser(
+        "live",
+        help="swap faces live: camera or file -> window, virtual camera, stream or file",
+        description=(
+            "Swap the face of SRC onto a camera (or a video file played at its own pace) "
+            "and show, send or record the result. Window keys: n next source, +/- fusion, "
+            "e swap on/off, q or Esc quit. Ctrl-C stops cleanly."
+        ),
+    )
+    live.set_defaults(command=_run_live)
+    live.add_argument(
+        "--source",
+        "-s",
+        required=True,
+        action="append",
+        type=Path,
+        metavar="SRC",
+        help="source face (repeatable: n switches)",
+    )
+    where = live.add_mutually_exclusive_group()
+    where.add_argument("--camera", type=_camera, metavar="INDEX|DEVICE", help="default 0")
+    where.add_argument("--input", "-i", type=Path, metavar="VIDEO", help="a file at real time")
+    live.add_argument("--loop", action="store_true", help="play --input in a loop")
+    live.add_argument(
+        "--output",
+        "-o",
+        default=DEFAULT_LIVE_OUTPUT,
+        metavar="OUT",
+        help="window, virtualcam, udp://HOST:PORT, rtmp://HOST/APP/KEY or FILE (default window)",
+    )
+    live.add_argument("--fusion", type=_unit_interval, default=DEFAULT_FUSION)
+    live.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
+    live.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
+    live.add_argument(
+        "--face-selector", choices=LIVE_FACE_SELECTOR_CHOICES, default=DEFAULT_FACE_SELECTOR
+    )
+    live.add_argument(
+        "--max-faces", type=_positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N"
+    )
+    live.add_argument(
+        "--redetect-every", type=_positive_int, default=DEFAULT_REDETECT_EVERY, metavar="N"
+    )
+    live.add_argument("--frame-skip", type=_positive_int, default=DEFAULT_FRAME_SKIP, metavar="N")
+    live.add_argument("--width", type=_positive_int, help="camera frame width")
+    live.add_argument("--height", type=_positive_int, help="camera frame height")
+    live.add_argument("--fps", type=_positive_float, help="camera frame rate")
+    live.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="stop after")
+    live.add_argument("--stats", type=Path, metavar="FILE.json", help="write the session's stats")
+    live.add_argument("--quiet", "-q", action="store_true", help="no summary line")
+    _add_common_options(live)
 
 
 def _add_analyse_parser(commands: Any) -> None:
@@ -247,10 +351,15 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class _SwapJob:
-    """What every target image of one ``swap`` run goes through."""
+    """What every target image of one ``swap`` run goes through.
+
+    ``swappers`` holds one swapper per source; with ``map_references`` (``--map``)
+    source ``i`` goes to the face nearest ``map_references[i]``, else source 0 goes
+    to the faces the selector picks.
+    """
 
     analyser: fw.FaceAnalyser
-    swapper: fw.Swapper
+    swappers: list[fw.Swapper]
     selector: str
     reference_face: Face | None
     reference_distance: float
@@ -259,6 +368,7 @@ class _SwapJob:
     max_pixels: int
     quality: int
     quiet: bool
+    map_references: list[Face] | None = None
 
     def run(self, target_path: Path, output_path: Path, debug_path: Path | None) -> str | None:
         """Swap the faces of one target image and write the result.
@@ -267,35 +377,98 @@ class _SwapJob:
             A note for the user when the target was written unchanged, else ``None``.
         """
         import faceweave as fw
+        from faceweave.pipeline.tracking import TrackedFace
+        from faceweave.pipeline.video_job import FaceRouter, SwapTarget, swap_targets
 
         target_frame = read_image(target_path, max_pixels=self.max_pixels)
         faces = self.analyser.get_faces(target_frame)
-        target_faces = fw.select_faces(
-            faces,
-            selector=self.selector,
-            reference=self.reference_face,
-            max_distance=self.reference_distance,
-            order=self.face_order,
-        )
+        targets: list[SwapTarget]
+        if self.map_references is not None:
+            router = FaceRouter(
+                "map", references=self.map_references, max_distance=self.reference_distance
+            )
+            targets = router.route(
+                [TrackedFace(i, face, 0, 0) for i, face in enumerate(faces)], recheck=True
+            )
+        else:
+            selected = fw.select_faces(
+                faces,
+                selector=self.selector,
+                reference=self.reference_face,
+                max_distance=self.reference_distance,
+                order=self.face_order,
+            )
+            targets = [SwapTarget(face, 0, i) for i, face in enumerate(selected)]
         if debug_path is not None:
-            write_image(debug_path, fw.draw_debug(target_frame, target_faces))
-        if not target_faces:
+            write_image(debug_path, fw.draw_debug(target_frame, [t.face for t in targets]))
+        if not targets:
             what = "no face matching the reference" if faces else "no face"
             if not self.skip_no_face:
                 raise NoFaceError(f"{target_path}: {what} found in the target")
             write_image(output_path, target_frame, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
-        output_frame = self.swapper.swap(target_frame, target_faces)
+        output_frame = swap_targets(target_frame, targets, self.swappers)
         write_image(output_path, output_frame, quality=self.quality)
         return None
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """The faces asked for on the command line: paths, not yet analysed."""
+
+    sources: list[Path]
+    references: list[Path]  # one for --reference-face, one per source for --map
+    selector: str  # one, many, reference or map
+
+
+def _resolve_sources(args: argparse.Namespace) -> _Sources:
+    if args.map:
+        if args.source is not None or args.reference_face is not None or args.face_selector:
+            raise UsageError("--map replaces --source, --reference-face and --face-selector")
+        return _Sources([s for s, _ in args.map], [r for _, r in args.map], "map")
+    if args.source is None:
+        raise UsageError("give --source SRC, or --map SRC=REF (repeatable)")
+    selector = _resolve_selector(args.face_selector, args.reference_face)
+    references = [args.reference_face] if selector == "reference" else []
+    return _Sources([args.source], references, selector)
+
+
+def _load_faces(
+    analyser: fw.FaceAnalyser, paths: list[Path], role: str, max_pixels: int
+) -> list[Face]:
+    """The largest face of each image (each image is read once even when repeated)."""
+    by_path: dict[Path, Face] = {}
+    for path in paths:
+        if path not in by_path:
+            frame = read_image(path, max_pixels=max_pixels)
+            by_path[path] = _first_face(analyser, frame, path, role)
+    return [by_path[path] for path in paths]
+
+
+def _swap_options(args: argparse.Namespace) -> fw.SwapOptions:
+    import faceweave as fw
+
+    return fw.SwapOptions(
+        fusion=args.fusion,
+        color=args.color,
+        blend=args.blend,
+        mask_mouth=args.mask_mouth,
+        mask_eyes=args.mask_eyes,
+    ).validated()
 
 
 def _run_swap(args: argparse.Namespace) -> int:
     import faceweave as fw
 
-    selector = _resolve_selector(args.face_selector, args.reference_face)
+    wanted = _resolve_sources(args)
     target_path: Path = args.target
     output_path: Path = args.output
+    if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
+        return _run_swap_video(args, wanted)
+    video_only = [name for name in _VIDEO_OPTIONS if getattr(args, name) is not None]
+    if video_only:
+        flag = "--" + video_only[0].replace("_", "-")
+        raise UsageError(f"{flag} is for video targets ({', '.join(VIDEO_EXTENSIONS)})")
     batch = target_path.is_dir()
     # Check everything cheap before loading models or decoding anything.
     if batch:
@@ -312,38 +485,25 @@ def _run_swap(args: argparse.Namespace) -> int:
         check_output_path(output_path)
         if args.debug is not None:
             check_output_path(args.debug)
-    source_frame = read_image(args.source, max_pixels=args.max_pixels)
-    reference_frame = (
-        read_image(args.reference_face, max_pixels=args.max_pixels)
-        if selector == "reference"
-        else None
-    )
+    for path in [*wanted.sources, *wanted.references]:
+        read_image(path, max_pixels=args.max_pixels)  # unreadable inputs fail before models load
 
     analyser = fw.FaceAnalyser(max_faces=args.max_faces)
-    source_face = _first_face(analyser, source_frame, args.source, "source")
-    reference_face = (
-        _first_face(analyser, reference_frame, args.reference_face, "reference")
-        if reference_frame is not None
-        else None
-    )
+    source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
+    reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+    options = _swap_options(args)
     job = _SwapJob(
         analyser=analyser,
-        swapper=fw.Swapper(
-            source_face,
-            fusion=args.fusion,
-            color=args.color,
-            blend=args.blend,
-            mask_mouth=args.mask_mouth,
-            mask_eyes=args.mask_eyes,
-        ),
-        selector=selector,
-        reference_face=reference_face,
+        swappers=[fw.Swapper(face, **options.__dict__) for face in source_faces],
+        selector=wanted.selector,
+        reference_face=reference_faces[0] if wanted.selector == "reference" else None,
         reference_distance=args.reference_distance,
         face_order=args.face_order,
         skip_no_face=args.skip_no_face,
         max_pixels=args.max_pixels,
         quality=args.quality,
         quiet=args.quiet,
+        map_references=reference_faces if wanted.selector == "map" else None,
     )
     if not batch:
         note = job.run(target_path, output_path, args.debug)
@@ -351,6 +511,225 @@ def _run_swap(args: argparse.Namespace) -> int:
             _note(note)
         return EXIT_OK
     return _run_batch(job, targets, make_output_dir(output_path), args.debug)
+
+
+# argparse destinations of the options that only mean something for a video target
+_VIDEO_OPTIONS = (
+    "encoder",
+    "preset",
+    "crf",
+    "fps",
+    "trim_start",
+    "trim_end",
+    "frame_skip",
+    "redetect_every",
+)
+
+
+def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
+    import faceweave as fw
+    from faceweave.io.video import probe_video, video_extension
+    from faceweave.pipeline.video_job import swap_video
+
+    target_path: Path = args.target
+    output_path: Path = args.output
+    if args.debug is not None:
+        raise UsageError("--debug is for image targets")
+    if output_path.is_dir():
+        output_path = output_path / target_path.name
+    video_extension(output_path)
+    if not output_path.parent.is_dir():
+        raise OutputError(f"{output_path}: directory {output_path.parent} does not exist")
+    if output_path.resolve() == target_path.resolve():
+        raise UsageError("--output must not be the --target video")
+    if args.trim_start is not None and args.trim_end is not None:
+        if args.trim_end <= args.trim_start:
+            raise UsageError("--trim-end must be after --trim-start")
+    probe_video(target_path)  # missing file, no video stream, unknown codec: before models load
+    for path in [*wanted.sources, *wanted.references]:
+        read_image(path, max_pixels=args.max_pixels)
+
+    analyser = fw.FaceAnalyser(max_faces=args.max_faces)
+    source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
+    reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+    from tqdm import tqdm
+
+    with (
+        tqdm(total=None, desc=PROG, unit="frame", file=sys.stderr, disable=args.quiet) as progress,
+        _decoder_warnings(progress.write),
+    ):
+
+        def advance(done: int, expected: int) -> None:
+            if expected and progress.total != expected:
+                progress.total = max(expected, done)
+            progress.update(done - progress.n)
+
+        stats = swap_video(
+            source_faces,
+            target_path,
+            output_path,
+            analyser=analyser,
+            options=_swap_options(args),
+            selector=wanted.selector,
+            references=reference_faces,
+            reference_distance=args.reference_distance,
+            face_order=args.face_order,
+            codec=args.encoder,
+            preset=args.preset or _default_preset(),
+            crf=args.crf if args.crf is not None else _default_crf(),
+            fps=args.fps,
+            trim_start=args.trim_start,
+            trim_end=args.trim_end,
+            frame_skip=args.frame_skip or DEFAULT_FRAME_SKIP,
+            redetect_every=args.redetect_every or DEFAULT_REDETECT_EVERY,
+            max_faces=args.max_faces,
+            progress=advance,
+        )
+    return _report_video(stats, target_path, output_path, args)
+
+
+def _report_video(
+    stats: VideoJobStats, target_path: Path, output_path: Path, args: argparse.Namespace
+) -> int:
+    if not args.quiet:
+        for line in stats.warnings:
+            if "audio" in line or "crf" in line or "rotation" in line:  # the writer's notes
+                _note(line)
+        _note(
+            f"{output_path}: {stats.frames_written} frames, {stats.faces_swapped} faces swapped "
+            f"in {stats.frames_swapped} frames, {stats.fps:.1f} fps, audio {stats.audio}"
+        )
+    if stats.frames_swapped == 0:
+        what = "no face matching the reference" if args.reference_face or args.map else "no face"
+        message = f"{target_path}: {what} found in any frame; written unchanged"
+        if not args.skip_no_face:
+            _error(message)
+            return EXIT_NO_FACE
+        if not args.quiet:
+            _note(message)
+    return EXIT_OK
+
+
+def _default_preset() -> str:
+    from faceweave.io.video import DEFAULT_PRESET
+
+    return DEFAULT_PRESET
+
+
+def _default_crf() -> int:
+    from faceweave.io.video import DEFAULT_CRF
+
+    return DEFAULT_CRF
+
+
+class _LineHandler(logging.Handler):
+    """faceweave's library warnings as ``faceweave: warning: ...`` lines, each once."""
+
+    def __init__(self, write: Callable[..., None] | None) -> None:
+        super().__init__(logging.WARNING)
+        self.write = write
+        self.seen: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = f"{PROG}: warning: {_one_line(record.getMessage())}"
+        if line not in self.seen:
+            self.seen.add(line)
+            _say(line, self.write)
+
+
+@contextlib.contextmanager
+def _decoder_warnings(write: Callable[..., None] | None = None) -> Iterator[None]:
+    logger = logging.getLogger("faceweave")
+    handler = _LineHandler(write)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+# --- live ------------------------------------------------------------------------------------
+
+
+def _run_live(args: argparse.Namespace) -> int:
+    import faceweave as fw
+    from faceweave.io.camera import Camera, FilePacer, LiveSource
+    from faceweave.io.outputs import check_output_spec, open_output
+    from faceweave.pipeline.live import LiveControls, run_live
+
+    # Cheap checks first: no display, unknown URL scheme, bad file extension, bad paths.
+    check_output_spec(args.output)
+    if args.input is not None and (args.width or args.height or args.fps):
+        raise UsageError("--width, --height and --fps set the camera; not used with --input")
+    if args.loop and args.input is None:
+        raise UsageError("--loop is for --input")
+    if args.stats is not None and not args.stats.parent.is_dir():
+        raise OutputError(f"{args.stats}: directory {args.stats.parent} does not exist")
+    for path in args.source:
+        read_image(path, max_pixels=args.max_pixels)
+
+    capture: LiveSource = (
+        FilePacer(args.input, loop=args.loop)
+        if args.input is not None
+        else Camera(
+            args.camera if args.camera is not None else 0,
+            width=args.width,
+            height=args.height,
+            fps=args.fps,
+        )
+    )
+    with _decoder_warnings(), contextlib.ExitStack() as cleanup:
+        cleanup.callback(capture.close)  # run_live closes it too; twice is safe
+        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=False)
+        source_faces = _load_faces(analyser, list(args.source), "source", args.max_pixels)
+        options = fw.SwapOptions(
+            fusion=args.fusion,
+            color=args.color,
+            blend=args.blend,
+            mask_mouth=DEFAULT_MASK_MOUTH,
+            mask_eyes=DEFAULT_MASK_EYES,
+        ).validated()
+        controls = LiveControls(fusion=args.fusion)
+        output = open_output(
+            args.output, capture.width, capture.height, capture.fps, on_key=controls.on_key
+        )
+        stats = run_live(
+            capture,
+            output,
+            source_faces,
+            analyser=analyser,
+            options=options,
+            selector=args.face_selector,
+            controls=controls,
+            redetect_every=args.redetect_every,
+            frame_skip=args.frame_skip,
+            max_faces=args.max_faces,
+            duration=args.duration,
+        )
+    if args.stats is not None:
+        _write_stats(args.stats, stats.as_dict())
+    if not args.quiet:
+        _note(stats.summary())
+    return EXIT_OK
+
+
+def _write_stats(path: Path, payload: dict[str, Any]) -> None:
+    def clean(value: Any) -> Any:  # JSON has no NaN: a timing without samples is null
+        if isinstance(value, float):
+            return None if math.isnan(value) else round(value, 3)
+        if isinstance(value, dict):
+            return {key: clean(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(item) for item in value]
+        return value
+
+    try:
+        path.write_text(json.dumps(clean(payload), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write stats: {exc.strerror or exc}") from exc
 
 
 def _run_batch(job: _SwapJob, targets: list[Path], output_dir: Path, debug: Path | None) -> int:
@@ -467,6 +846,34 @@ def _non_negative_float(text: str) -> float:
     if not value >= 0.0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    value = _float(text)
+    if not (value > 0.0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _crf(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
+    if not 0 <= value <= 51:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 51, got {text}")
+    return value
+
+
+def _mapping(text: str) -> tuple[Path, Path]:
+    source, sep, reference = text.partition("=")
+    if not sep or not source or not reference:
+        raise argparse.ArgumentTypeError(f"expected SRC=REF (two image paths), got {text!r}")
+    return Path(source), Path(reference)
+
+
+def _camera(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
 
 
 def _positive_int(text: str) -> int:

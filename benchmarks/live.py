@@ -1,0 +1,166 @@
+"""Live session: a simulated 720p30 camera for N seconds; latency, drops, queues and memory.
+
+The "camera" is a 10 s synthetic clip (scikit-image's astronaut, face one third of
+the frame height, swaying left and right, 1280x720 at 30 fps) played in a loop at
+real time by ``faceweave.io.camera.FilePacer``: like a camera it never waits
+for the pipeline, and a frame more than one period late is dropped at capture.
+The session is ``faceweave.pipeline.run_live`` (queues of one frame, oldest
+dropped) with Grace Hopper as the source. The output is ``--output``: ``null``
+(default: frames are discarded, so the numbers are the engine's), or any live
+output spec (``out/bench/live/rec.mp4``, ``udp://127.0.0.1:27000``...).
+
+Reported: capture-to-output latency p50/p95/p99, output fps, frames captured /
+processed / dropped (by place), per-stage ms, and once a second the queue sizes
+and the resident memory, with the memory growth between the first and the last
+quarter of the run (it should be ~0: no leak, no queue build-up).
+
+Example:
+    python benchmarks/live.py --seconds 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    DEFAULT_OUT_DIR,
+    checked_out_dir,
+    environment,
+    environment_line,
+    markdown_table,
+    package_images,
+    write_json,
+)
+
+import faceweave as fw  # noqa: E402
+from faceweave.io.camera import FilePacer  # noqa: E402
+from faceweave.io.outputs import open_output  # noqa: E402
+from faceweave.pipeline import Packet, run_live  # noqa: E402
+
+SIZE = (1280, 720)
+FPS = 30
+CLIP_SECONDS = 10
+
+
+class NullOutput:
+    """Discards frames: measures the engine without an encoder or a display."""
+
+    def write(self, packet: Packet) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def make_camera_clip(path: Path, photo: NDArray[np.uint8], face_box: tuple[float, ...]) -> Path:
+    w, h = SIZE
+    x0, y0, x1, y1 = face_box
+    s = h / 3 / (y1 - y0)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "18"})
+        video.width, video.height, video.pix_fmt = w, h, "yuv420p"
+        for i in range(CLIP_SECONDS * FPS):
+            dx = 120 * np.sin(2 * np.pi * i / (4 * FPS))  # sway, period 4 s
+            m = np.array([[s, 0, w / 2 - s * cx + dx], [0, s, h / 2 - s * cy]], np.float64)
+            image = cv2.warpAffine(photo, m, (w, h), borderMode=cv2.BORDER_REFLECT_101)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts = i
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+    return path
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="session length")
+    parser.add_argument("--output", default="null", help="null or a live output spec")
+    parser.add_argument("--redetect-every", type=int, default=10)
+    parser.add_argument("--frame-skip", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR / "live")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out_dir = checked_out_dir(args.out)
+    env = environment()
+    print(environment_line(env), flush=True)
+    images = {img.name: img.frame for img, _ in package_images()}
+    if "astronaut" not in images or "grace_hopper" not in images:
+        print("scikit-image and matplotlib are needed for the test faces", file=sys.stderr)
+        return 2
+    analyser = fw.FaceAnalyser(with_embedding=False)
+    source = analyser.get_faces(images["grace_hopper"])[0]
+    target_box = analyser.get_faces(images["astronaut"])[0].bbox
+    with tempfile.TemporaryDirectory() as tmp:
+        clip = make_camera_clip(Path(tmp) / "camera.mp4", images["astronaut"], target_box)
+        capture = FilePacer(clip, loop=True)
+        output: Any = (
+            NullOutput()
+            if args.output == "null"
+            else open_output(args.output, capture.width, capture.height, capture.fps)
+        )
+        print(f"live: {SIZE[0]}x{SIZE[1]}@{FPS} for {args.seconds:.0f} s -> {args.output}")
+        began = time.perf_counter()
+        stats = run_live(
+            capture,
+            output,
+            [source],
+            analyser=analyser,
+            redetect_every=args.redetect_every,
+            frame_skip=args.frame_skip,
+            duration=args.seconds,
+        )
+        print(f"  {stats.summary()} ({time.perf_counter() - began:.1f} s)")
+    samples = stats.samples
+    quarter = max(1, len(samples) // 4)
+    rss_first = float(np.mean([s["rss_mib"] for s in samples[:quarter]])) if samples else 0.0
+    rss_last = float(np.mean([s["rss_mib"] for s in samples[-quarter:]])) if samples else 0.0
+    max_queue = (
+        [max(q) for q in zip(*(s["queues"] for s in samples), strict=True)] if samples else []
+    )
+    lat = stats.latency_ms
+    rows = [
+        ("latency p50 / p95 / p99 ms", f"{lat.p50:.0f} / {lat.p95:.0f} / {lat.p99:.0f}"),
+        ("output fps", f"{stats.fps:.1f}"),
+        ("frames captured / processed / dropped",
+         f"{stats.frames_captured} / {stats.frames_processed} / {stats.frames_dropped}"),
+        ("dropped by", ", ".join(f"{k} {v}" for k, v in stats.dropped_by.items())),
+        ("stage mean ms", ", ".join(
+            f"{k} {t.mean:.1f}" for k, t in stats.stage_ms.items() if t.count)),
+        ("max queue sizes (analyse, swap, sink)", str(max_queue)),
+        ("RSS first / last quarter MiB", f"{rss_first:.0f} / {rss_last:.0f}"),
+        ("tracker", str(stats.tracker.__dict__)),
+    ]  # fmt: skip
+    table = markdown_table(("live " + f"{SIZE[1]}p{FPS}", "value"), rows)
+    print()
+    print(table)
+    report = {
+        "benchmark": "live",
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "environment": env,
+        "stats": stats.as_dict(),
+        "rss_growth_mib": rss_last - rss_first,
+        "max_queue_sizes": max_queue,
+        "markdown": table,
+    }
+    write_json(out_dir / "live.json", report)
+    print(f"wrote {out_dir / 'live.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,348 @@
+"""Video files end to end: throughput, flicker, and reference selection on a multi-person clip.
+
+1. **Throughput** (always): synthetic clips at 480p, 720p and 1080p (16:9, 30 fps,
+   ``--frames`` frames, default 90) are built with PyAV from scikit-image's
+   astronaut: the photo is scaled so her face is one third of the frame height,
+   centred, edges mirrored (as in ``speed.py``), and slides 3 px per frame; a
+   440 Hz AAC tone is the audio track. The source face is matplotlib's Grace
+   Hopper. ``faceweave.pipeline.swap_video`` runs the whole job (decode + track +
+   swap + encode libx264 veryfast CRF 18 + audio copy); the report gives frames
+   per second and the mean milliseconds per frame of each pipeline stage. Stages run
+   on their own threads, so the fps is set by the slowest stage, not their sum.
+2. **Flicker** (when ``../shared/data/faces`` holds vid_p02..vid_p06): for each
+   clip, the mean absolute frame-to-frame change inside the swapped face's box
+   of the output, divided by the same measure on the input. 1.0 means the swap
+   adds no temporal noise; above 1 it shimmers.
+3. **Reference selection** (``vid_p01_hamilton_clip.mp4``): ``--face-selector
+   reference`` with a photo of Lin-Manuel Miranda (``img_p10``) as the reference.
+   Ground truth, independent of the job's tracker: every ``--gt-every``-th input
+   frame is analysed afresh and each face's dlib identity distance to the
+   reference decides who he is (< 0.6). Reported: the fraction of frames where he
+   is visible in which he was swapped and nobody else was, and the frames where
+   someone else was swapped. A contact sheet of every 15th output frame is
+   written under ``out/`` (these clips are for internal use only: nothing derived
+   from them is written anywhere else).
+
+Example:
+    python benchmarks/video.py
+    python benchmarks/video.py --resolutions 480p --frames 60 --no-shared
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import av
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    DEFAULT_OUT_DIR,
+    SHARED_FACES_DIR,
+    checked_out_dir,
+    environment,
+    environment_line,
+    markdown_table,
+    package_images,
+    peak_rss_mib,
+    write_json,
+)
+
+import faceweave as fw  # noqa: E402
+from faceweave.io import read_image  # noqa: E402
+from faceweave.pipeline import Packet, VideoJobStats, swap_video  # noqa: E402
+from faceweave.pipeline.tracking import _iou  # noqa: E402
+
+RESOLUTIONS = {"480p": (854, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
+FLICKER_CLIPS = (
+    "vid_p02_woman_expressions.mp4",
+    "vid_p03_man_greenscreen.mp4",
+    "vid_p04_woman_talking.mp4",
+    "vid_p05_man_suit_talking.mp4",
+    "vid_p06_man_glasses_vertical.mp4",
+)
+HAMILTON = "vid_p01_hamilton_clip.mp4"
+MIRANDA = "img_p10_lin_manuel_miranda.png"
+FPS = 30
+SLIDE_PX = 3
+
+
+def make_clip(
+    path: Path, photo: NDArray[np.uint8], face_box: tuple[float, ...], size: tuple[int, int], n: int
+) -> Path:
+    """The photo scaled so the face is 1/3 of the height, sliding SLIDE_PX a frame, AAC tone."""
+    w, h = size
+    x0, y0, x1, y1 = face_box
+    s = h / 3 / (y1 - y0)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "16"})
+        video.width, video.height, video.pix_fmt = w, h, "yuv420p"
+        audio = out.add_stream("aac", rate=48000, layout="stereo")
+        for i in range(n):
+            dx = (i - n / 2) * SLIDE_PX * h / 480
+            m = np.array([[s, 0, w / 2 - s * cx + dx], [0, s, h / 2 - s * cy]], np.float64)
+            image = cv2.warpAffine(photo, m, (w, h), borderMode=cv2.BORDER_REFLECT_101)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts = i
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        total = 48000 * n // FPS
+        for begin in range(0, total, 1024):
+            t = np.arange(begin, min(total, begin + 1024)) / 48000
+            tone = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+            chunk = av.AudioFrame.from_ndarray(
+                np.stack([tone, tone]).reshape(1, -1), format="flt", layout="stereo"
+            )
+            chunk.sample_rate, chunk.pts = 48000, begin
+            out.mux(audio.encode(chunk))
+        out.mux(audio.encode(None))
+    return path
+
+
+def stage_means(stats: VideoJobStats) -> dict[str, float]:
+    return {name: round(t.mean, 2) for name, t in stats.stage_ms.items() if t.count}
+
+
+def throughput(
+    args: argparse.Namespace, analyser: fw.FaceAnalyser, source: fw.Face, photo: NDArray[np.uint8]
+) -> dict[str, Any]:
+    face = analyser.get_faces(photo)[0]
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for res in args.resolutions:
+            clip = make_clip(
+                Path(tmp) / f"{res}.mp4", photo, face.bbox, RESOLUTIONS[res], args.frames
+            )
+            stats = swap_video([source], clip, Path(tmp) / f"{res}_out.mp4", analyser=analyser)
+            results[res] = {
+                "fps": round(stats.fps, 2),
+                "frames": stats.frames_written,
+                "frames_swapped": stats.frames_swapped,
+                "seconds": round(stats.seconds, 2),
+                "stage_ms": stage_means(stats),
+                "tracker": stats.tracker.__dict__,
+                "audio": stats.audio,
+            }
+            print(
+                f"  {res}: {stats.fps:.1f} fps ({stats.frames_written} frames, "
+                f"{stats.frames_swapped} swapped) stages {stage_means(stats)}",
+                flush=True,
+            )
+    return results
+
+
+def _decode(path: Path) -> list[NDArray[np.uint8]]:
+    with av.open(str(path)) as container:
+        return [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+
+
+def flicker(folder: Path, analyser: fw.FaceAnalyser, source: fw.Face, work: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name in FLICKER_CLIPS:
+        clip = folder / name
+        if not clip.exists():
+            continue
+        boxes: dict[int, tuple[float, float, float, float]] = {}
+
+        def record(packet: Packet, boxes: dict[int, Any] = boxes) -> None:
+            targets = packet.data.get("targets", [])
+            if targets:
+                boxes[packet.index] = targets[0].face.bbox
+
+        output = work / f"flicker_{clip.stem}.mp4"
+        stats = swap_video([source], clip, output, analyser=analyser, on_frame=record)
+        before, after = _decode(clip), _decode(output)
+        change_in, change_out = [], []
+        for i in range(1, min(len(before), len(after))):
+            if i not in boxes or i - 1 not in boxes:
+                continue
+            x0, y0, x1, y1 = (int(round(v)) for v in boxes[i])
+            region = (slice(max(0, y0), y1), slice(max(0, x0), x1))
+            change_in.append(
+                np.abs(before[i][region].astype(np.float32) - before[i - 1][region]).mean()
+            )
+            change_out.append(
+                np.abs(after[i][region].astype(np.float32) - after[i - 1][region]).mean()
+            )
+        ratio = (
+            float(np.mean(change_out) / max(np.mean(change_in), 1e-6))
+            if change_in
+            else float("nan")
+        )
+        results[clip.stem] = {
+            "flicker_ratio": round(ratio, 3),
+            "input_change": round(float(np.mean(change_in)), 3) if change_in else None,
+            "output_change": round(float(np.mean(change_out)), 3) if change_out else None,
+            "frames": stats.frames_written,
+            "frames_swapped": stats.frames_swapped,
+            "fps": round(stats.fps, 1),
+        }
+        print(
+            f"  {clip.stem}: flicker x{ratio:.3f} "
+            f"({stats.frames_swapped}/{stats.frames_written} swapped)",
+            flush=True,
+        )
+        output.unlink()
+    return results
+
+
+def reference_selection(
+    folder: Path, analyser: fw.FaceAnalyser, source: fw.Face, out_dir: Path, gt_every: int
+) -> dict[str, Any] | None:
+    clip, ref_path = folder / HAMILTON, folder / MIRANDA
+    if not clip.exists() or not ref_path.exists():
+        return None
+    reference = analyser.get_faces(read_image(ref_path))[0]
+    swapped: dict[int, list[tuple[float, float, float, float]]] = {}
+    sheet: list[NDArray[np.uint8]] = []
+
+    def record(packet: Packet) -> None:
+        swapped[packet.index] = [t.face.bbox for t in packet.data.get("targets", [])]
+        if packet.index % 15 == 0:
+            thumb = cv2.resize(packet.image, (320, 180), interpolation=cv2.INTER_AREA)
+            cv2.putText(
+                thumb, str(packet.index), (6, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (0, 255, 255), 2
+            )
+            sheet.append(thumb)
+
+    output = out_dir / "hamilton_reference.mp4"
+    stats = swap_video(
+        [source],
+        clip,
+        output,
+        analyser=analyser,
+        selector="reference",
+        references=[reference],
+        on_frame=record,
+    )
+    truth = fw.FaceAnalyser(max_faces=10)
+    visible = hit = wrong = 0
+    checked = 0
+    for i, image in enumerate(_decode(clip)):
+        if i % gt_every:
+            continue
+        checked += 1
+        faces = truth.get_faces(image)
+        distances = [fw.face_distance(f, reference) for f in faces]
+        him = [f.bbox for f, d in zip(faces, distances, strict=True) if d < 0.6]
+        others = [f.bbox for f, d in zip(faces, distances, strict=True) if d >= 0.6]
+        boxes = swapped.get(i, [])
+        on_him = any(_iou(b, h) > 0.3 for b in boxes for h in him)
+        on_others = any(
+            _iou(b, o) > 0.3 and not any(_iou(b, h) > 0.3 for h in him)
+            for b in boxes
+            for o in others
+        )
+        if him:
+            visible += 1
+            hit += on_him and not on_others
+        wrong += on_others or (bool(boxes) and not him)
+    grid = _contact_sheet(sheet)
+    sheet_path = out_dir / "hamilton_reference_sheet.jpg"
+    cv2.imwrite(str(sheet_path), grid)
+    result = {
+        "frames": stats.frames_written,
+        "frames_checked": checked,
+        "frames_with_him": visible,
+        "swapped_him_only": hit,
+        "rate": round(hit / visible, 3) if visible else None,
+        "frames_with_wrong_swap": wrong,
+        "fps": round(stats.fps, 1),
+        "identity_checks": stats.identity_checks,
+        "tracks": stats.tracks,
+        "contact_sheet": str(sheet_path),
+    }
+    print(f"  hamilton: {result}", flush=True)
+    return result
+
+
+def _contact_sheet(thumbs: list[NDArray[np.uint8]], columns: int = 4) -> NDArray[np.uint8]:
+    if not thumbs:
+        return np.zeros((180, 320, 3), np.uint8)
+    while len(thumbs) % columns:
+        thumbs.append(np.zeros_like(thumbs[0]))
+    rows = [np.hstack(thumbs[i : i + columns]) for i in range(0, len(thumbs), columns)]
+    return np.vstack(rows)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--resolutions", nargs="+", default=list(RESOLUTIONS), choices=list(RESOLUTIONS)
+    )
+    parser.add_argument("--frames", type=int, default=90, help="frames per synthetic clip")
+    parser.add_argument("--faces", type=Path, default=SHARED_FACES_DIR, help="shared videos folder")
+    parser.add_argument("--no-shared", action="store_true", help="skip flicker and selection")
+    parser.add_argument("--gt-every", type=int, default=3, help="ground truth every N-th frame")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR / "video")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    began = time.perf_counter()
+    out_dir = checked_out_dir(args.out)
+    env = environment()
+    print(environment_line(env), flush=True)
+    images = {img.name: img.frame for img, _ in package_images()}
+    if "astronaut" not in images or "grace_hopper" not in images:
+        print("scikit-image and matplotlib are needed for the test faces", file=sys.stderr)
+        return 2
+    analyser = fw.FaceAnalyser()
+    source = analyser.get_faces(images["grace_hopper"])[0]
+    report: dict[str, Any] = {"benchmark": "video", "environment": env}
+    print("throughput (decode + track + swap + encode + audio copy):", flush=True)
+    report["throughput"] = throughput(args, analyser, source, images["astronaut"])
+    shared = not args.no_shared and args.faces.is_dir()
+    if shared:
+        print("flicker (output / input frame-to-frame change in the face box):", flush=True)
+        report["flicker"] = flicker(args.faces, analyser, source, out_dir)
+        print("reference selection on the Hamilton clip:", flush=True)
+        report["reference_selection"] = reference_selection(
+            args.faces, analyser, source, out_dir, args.gt_every
+        )
+    else:
+        print(f"shared videos skipped ({args.faces} absent or --no-shared)")
+    rows = [
+        (
+            res,
+            f"{r['fps']:.1f}",
+            *(
+                f"{r['stage_ms'].get(s, float('nan')):.1f}"
+                for s in ("source", "analyse", "select", "swap", "sink")
+            ),
+        )
+        for res, r in report["throughput"].items()
+    ]
+    table = markdown_table(
+        ("resolution", "fps", "decode ms", "analyse ms", "select ms", "swap ms", "encode ms"), rows
+    )
+    print()
+    print(table)
+    if shared and report.get("flicker"):
+        print()
+        print(
+            markdown_table(
+                ("clip", "flicker ratio"),
+                [(k, v["flicker_ratio"]) for k, v in report["flicker"].items()],
+            )
+        )
+    report["peak_rss_mib"] = peak_rss_mib()
+    report["runtime_s"] = round(time.perf_counter() - began, 1)
+    report["markdown"] = table
+    write_json(out_dir / "video.json", report)
+    print(f"wrote {out_dir / 'video.json'} in {report['runtime_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,203 @@
+"""Live input: a camera through OpenCV, or a video file played at its own pace.
+
+Both are iterables of :class:`~faceweave.pipeline.stages.Packet` whose
+``captured_at`` is stamped (``time.perf_counter()``) the moment the frame arrives,
+so the pipeline measures capture-to-output latency from there. ``pts`` is None
+(live frames have no container timestamp); ``time`` is seconds since the first frame.
+
+:class:`FilePacer` stands in for a camera in tests and benchmarks: it sleeps until
+each frame is due, and like a camera it does not wait for a slow consumer: a frame
+that is more than one frame period late is dropped (counted in ``dropped``).
+
+Example:
+    >>> with Camera(0, width=1280, height=720, fps=30) as camera:  # doctest: +SKIP
+    ...     for packet in camera:
+    ...         show(packet.image)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+import cv2
+import numpy as np
+
+from faceweave.errors import InputError
+from faceweave.io.image import PathLike
+from faceweave.io.video import VideoReader
+from faceweave.pipeline.stages import Packet
+
+__all__ = ["Camera", "FilePacer", "LiveSource"]
+
+# A camera that returns no frame this many times in a row is gone (unplugged, closed).
+_MAX_READ_FAILURES = 30
+
+
+class LiveSource:
+    """Common surface of live inputs: size, rate, counters, context manager, iteration."""
+
+    width: int
+    height: int
+    fps: float
+    captured: int = 0  # frames that arrived
+    dropped: int = 0  # frames dropped before entering the pipeline (late file frames)
+
+    def __iter__(self) -> Iterator[Packet]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __enter__(self) -> LiveSource:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Camera(LiveSource):
+    """A camera (or any source ``cv2.VideoCapture`` opens) as a stream of packets.
+
+    Args:
+        device: camera index (0 is the default camera) or a device path / URL.
+        width: requested frame width; the driver may pick the nearest it supports.
+        height: requested frame height.
+        fps: requested frame rate.
+
+    Raises:
+        InputError: the device cannot be opened (missing, or busy in another program).
+    """
+
+    def __init__(
+        self,
+        device: int | str,
+        *,
+        width: int | None = None,
+        height: int | None = None,
+        fps: float | None = None,
+    ) -> None:
+        self.device = device
+        self._capture = cv2.VideoCapture(device)
+        if not self._capture.isOpened():
+            self._capture.release()
+            name = f"camera {device}" if isinstance(device, int) else f"{device}"
+            raise InputError(
+                f"{name}: cannot open the camera (no such device, no permission, "
+                "or in use by another program)"
+            )
+        if width:
+            self._capture.set(cv2.CAP_PROP_FRAME_WIDTH, width)
+        if height:
+            self._capture.set(cv2.CAP_PROP_FRAME_HEIGHT, height)
+        if fps:
+            self._capture.set(cv2.CAP_PROP_FPS, fps)
+        self.width = int(self._capture.get(cv2.CAP_PROP_FRAME_WIDTH)) or (width or 640)
+        self.height = int(self._capture.get(cv2.CAP_PROP_FRAME_HEIGHT)) or (height or 480)
+        self.fps = float(self._capture.get(cv2.CAP_PROP_FPS)) or float(fps or 30.0)
+        self._closed = False
+
+    def __iter__(self) -> Iterator[Packet]:
+        start: float | None = None
+        failures = 0
+        index = 0
+        while not self._closed:
+            ok, image = self._capture.read()
+            now = time.perf_counter()
+            if not ok or image is None:
+                failures += 1
+                if failures >= _MAX_READ_FAILURES:
+                    return
+                continue
+            failures = 0
+            start = now if start is None else start
+            self.captured += 1
+            if image.ndim == 2:
+                image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+            yield Packet(
+                index=index,
+                pts=None,
+                time=now - start,
+                image=np.ascontiguousarray(image[:, :, :3]),
+                captured_at=now,
+            )
+            index += 1
+
+    def close(self) -> None:
+        """Release the device. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._capture.release()
+
+
+class FilePacer(LiveSource):
+    """A video file played at its own frame rate, as if it were a camera.
+
+    Args:
+        path: the video file.
+        loop: start again at the end instead of stopping.
+        realtime: sleep until each frame is due; False yields as fast as it decodes.
+
+    Attributes:
+        dropped: frames skipped because they were already more than a frame late.
+
+    Raises:
+        InputError: the file cannot be read or has no video stream.
+    """
+
+    def __init__(self, path: PathLike, *, loop: bool = False, realtime: bool = True) -> None:
+        self.path = Path(path)
+        self.loop = loop
+        self.realtime = realtime
+        self._reader = VideoReader(path)
+        info = self._reader.info
+        self.width, self.height = info.width, info.height
+        self.fps = info.fps or 30.0
+        self._closed = False
+
+    def __iter__(self) -> Iterator[Packet]:
+        period = 1.0 / self.fps
+        start: float | None = None
+        offset = 0.0  # media time of the current loop's start
+        index = 0
+        while not self._closed:
+            last = 0.0
+            for frame in self._reader:
+                due_media = offset + frame.time
+                last = frame.time
+                if start is None:
+                    start = time.perf_counter() - due_media
+                due = start + due_media
+                now = time.perf_counter()
+                if self.realtime:
+                    if now < due:
+                        time.sleep(due - now)
+                        now = time.perf_counter()
+                    elif now - due > period:
+                        self.dropped += 1  # a camera would have overwritten it by now
+                        continue
+                self.captured += 1
+                yield Packet(
+                    index=index, pts=None, time=due_media, image=frame.image, captured_at=now
+                )
+                index += 1
+                if self._closed:
+                    return
+            if not self.loop:
+                return
+            offset += last + period
+            self._reader.close()
+            self._reader = VideoReader(self.path)
+
+    def close(self) -> None:
+        """Release the file. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._reader.close()

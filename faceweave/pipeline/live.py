@@ -1,0 +1,328 @@
+"""Live face swap: camera (or a paced file) -> analyse -> swap -> window, stream or file.
+
+::
+
+    capture --q--> analyse (FaceTracker + FaceRouter) --q--> swap --q--> output (caller's thread)
+    ------------------------ Pipeline(mode="latest", queue_size=1) ------------------------
+
+Queues hold one frame and drop the oldest when full, so a frame that waited
+behind a slow stage is replaced by a newer one and latency cannot creep up; every
+drop is counted. The output runs in the caller's thread (GUI windows need that).
+
+A run ends at the end of the input, after ``duration`` seconds, when the window's
+``q``/Esc is pressed or on Ctrl-C: all of them stop the pipeline cleanly, finish the
+output (a file is finalised) and return the :class:`LiveStats`. A second Ctrl-C
+interrupts at once.
+
+Example:
+    >>> with Camera(0) as camera:  # doctest: +SKIP
+    ...     output = open_output("window", camera.width, camera.height, camera.fps)
+    ...     stats = run_live(camera, output, [source_face], duration=60)
+    >>> print(stats.summary())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.errors import UsageError
+from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
+from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
+from faceweave.pipeline.video_job import FaceRouter, build_swappers, swap_targets
+from faceweave.processors.swap import SourceModel, SwapOptions, Swapper
+from faceweave.types import Face
+
+if (
+    TYPE_CHECKING
+):  # pragma: no cover - io.camera imports pipeline.stages: no import cycle at run time
+    from faceweave.io.camera import LiveSource
+    from faceweave.io.outputs import FrameOutput
+
+__all__ = ["LiveControls", "LiveStats", "run_live"]
+
+FUSION_STEP = 0.1
+LIVE_SELECTORS = ("one", "many")
+
+
+@dataclass
+class LiveControls:
+    """What the keyboard changes while a session runs (read by the swap stage).
+
+    Attributes:
+        source_index: which source is swapped in (taken modulo the number of sources).
+        fusion: 0 keeps the target, 1 is a full swap.
+        enabled: swap at all (``e`` toggles it: there is no other effect yet).
+    """
+
+    source_index: int = 0
+    fusion: float = 1.0
+    enabled: bool = True
+
+    def on_key(self, key: str) -> None:
+        """``n`` next source, ``+``/``-`` fusion, ``e`` toggle; other keys are ignored."""
+        if key == "n":
+            self.source_index += 1
+        elif key in ("+", "="):
+            self.fusion = round(min(1.0, self.fusion + FUSION_STEP), 3)
+        elif key in ("-", "_"):
+            self.fusion = round(max(0.0, self.fusion - FUSION_STEP), 3)
+        elif key == "e":
+            self.enabled = not self.enabled
+
+
+@dataclass(frozen=True)
+class LiveStats:
+    """What a live session did.
+
+    Attributes:
+        frames_captured: frames the input delivered.
+        frames_processed: frames written to the output.
+        frames_dropped: frames lost on the way: late at capture plus dropped by queues.
+        dropped_by: drops per place (``capture`` and the stage whose queue was full).
+        latency_ms: capture to output written, per frame.
+        fps: frames_processed / wall_s.
+        wall_s: session length in seconds.
+        stage_ms: milliseconds per frame in ``source``, ``analyse``, ``swap``, ``sink``.
+        tracker: the tracker's work counters.
+        samples: once a second: ``t`` (s), ``rss_mib`` and ``queues`` (sizes).
+        stopped_by: ``end``, ``duration``, ``quit`` or ``interrupt``.
+    """
+
+    frames_captured: int
+    frames_processed: int
+    frames_dropped: int
+    dropped_by: dict[str, int]
+    latency_ms: Timing
+    fps: float
+    wall_s: float
+    stage_ms: dict[str, Timing]
+    tracker: TrackerCounters
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    stopped_by: str = "end"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (NaN where a timing has no sample)."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for the terminal."""
+        lat = self.latency_ms
+        return (
+            f"{self.frames_processed} frames in {self.wall_s:.1f} s ({self.fps:.1f} fps), "
+            f"latency p50 {lat.p50:.0f} ms p95 {lat.p95:.0f} ms p99 {lat.p99:.0f} ms, "
+            f"{self.frames_captured} captured, {self.frames_dropped} dropped"
+        )
+
+
+def run_live(
+    capture: LiveSource,
+    output: FrameOutput,
+    sources: Sequence[Face | SourceModel | Swapper],
+    *,
+    analyser: FaceAnalyser | None = None,
+    options: SwapOptions | None = None,
+    selector: str = "one",
+    controls: LiveControls | None = None,
+    redetect_every: int = 10,
+    frame_skip: int = 1,
+    max_faces: int = 4,
+    queue_size: int = 1,
+    duration: float | None = None,
+    sample_every: float = 1.0,
+    handle_sigint: bool = True,
+) -> LiveStats:
+    """Run a live session until the input ends, ``duration`` passes, quit or Ctrl-C.
+
+    The session owns ``capture`` and ``output``: both are closed when it ends (a
+    file output is finalised; after an error it is removed instead).
+
+    Args:
+        capture: a :class:`~faceweave.io.camera.Camera` or
+            :class:`~faceweave.io.camera.FilePacer`.
+        output: from :func:`~faceweave.io.outputs.open_output`; a window's keys go to
+            ``controls`` when it was opened with ``on_key=controls.on_key``.
+        sources: source faces; ``n`` cycles through them.
+        analyser: the face analyser (a new one when None).
+        options: swap options; the fusion starts at ``controls.fusion``.
+        selector: ``one`` (the largest face, followed while its track lives) or ``many``.
+        controls: live settings shared with the window (new ones when None).
+        redetect_every: run the detector at least every N analysed frames.
+        frame_skip: analyse every N-th frame, carry faces by optical flow between.
+        max_faces: at most this many tracked faces.
+        queue_size: frames each queue holds (1: always the newest).
+        duration: stop after this many seconds.
+        sample_every: seconds between memory/queue samples.
+        handle_sigint: turn the first Ctrl-C into a clean stop (main thread only).
+
+    Returns:
+        The :class:`LiveStats`.
+    """
+    if selector not in LIVE_SELECTORS:
+        raise UsageError(f"live face selector must be one of {', '.join(LIVE_SELECTORS)}")
+    if duration is not None and duration <= 0:
+        raise UsageError(f"duration must be positive, got {duration}")
+    controls = controls or LiveControls(fusion=options.fusion if options else 1.0)
+    base = build_swappers(sources, replace(options or SwapOptions(), fusion=1.0))
+    variants: dict[tuple[int, float], Swapper] = {}
+    analyser = analyser or FaceAnalyser(max_faces=max_faces, with_embedding=False)
+    tracker = FaceTracker(
+        analyser, redetect_every=redetect_every, frame_skip=frame_skip, max_faces=max_faces
+    )
+    router = FaceRouter(selector)
+
+    def analyse(packet: Packet) -> Packet:
+        packet.data["targets"] = router.route(tracker.update(packet.image, packet.time))
+        return packet
+
+    def swap(packet: Packet) -> Packet:
+        fusion = controls.fusion
+        if not controls.enabled or fusion <= 0 or not packet.data["targets"]:
+            return packet
+        index = controls.source_index % len(base)
+        key = (index, fusion)
+        if key not in variants:  # prepared once per (source, fusion) the user visits
+            variants[key] = (
+                base[index] if fusion == 1.0 else base[index].with_options(fusion=fusion)
+            )
+        targets = [replace(t, source_index=0) for t in packet.data["targets"]]
+        packet.image = swap_targets(packet.image, targets, [variants[key]])
+        return packet
+
+    latencies: list[float] = []
+    stopped_by = ["end"]
+    pipeline: Pipeline
+
+    def sink(packet: Packet) -> None:
+        output.write(packet)
+        latencies.append((time.perf_counter() - packet.captured_at) * 1e3)
+        if getattr(output, "quit_requested", False):
+            stop("quit")
+
+    def stop(reason: str) -> None:
+        if stopped_by[0] == "end":
+            stopped_by[0] = reason
+        pipeline.stop()
+
+    pipeline = Pipeline(
+        iter(capture),
+        [Stage("analyse", analyse), Stage("swap", swap)],
+        sink,
+        queue_size=queue_size,
+        mode="latest",
+    )
+    sampler = _Sampler(pipeline, sample_every)
+    timer = threading.Timer(duration, stop, args=("duration",)) if duration else None
+    began = time.perf_counter()
+    ok = False
+    try:
+        with _sigint_stops(lambda: stop("interrupt"), enabled=handle_sigint):
+            sampler.start()
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            run = pipeline.run()
+        ok = True
+    finally:
+        if timer is not None:
+            timer.cancel()
+        sampler.stop()
+        capture.close()
+        _finish(output, ok)
+    wall = time.perf_counter() - began
+    dropped_by = {"capture": capture.dropped, **run.dropped}
+    return LiveStats(
+        frames_captured=capture.captured + capture.dropped,
+        frames_processed=len(latencies),
+        frames_dropped=sum(dropped_by.values()),
+        dropped_by=dropped_by,
+        latency_ms=Timing.of(latencies),
+        fps=len(latencies) / wall if wall > 0 else 0.0,
+        wall_s=wall,
+        stage_ms=dict(run.stage_ms),
+        tracker=replace(tracker.counters),
+        samples=sampler.samples,
+        stopped_by=stopped_by[0],
+    )
+
+
+def _finish(output: FrameOutput, ok: bool) -> None:
+    abort = getattr(output, "abort", None)
+    if not ok and abort is not None:
+        abort()
+    else:
+        output.close()
+
+
+@contextlib.contextmanager
+def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
+    """The first Ctrl-C calls ``stop``; the second raises KeyboardInterrupt as usual."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pressed = [False]
+
+    def handler(signum: int, frame: object) -> None:
+        if pressed[0]:
+            raise KeyboardInterrupt
+        pressed[0] = True
+        stop()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _Sampler:
+    """Records resident memory and queue sizes on a timer thread."""
+
+    def __init__(self, pipeline: Pipeline, every: float) -> None:
+        self.pipeline = pipeline
+        self.every = every
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="faceweave-sampler", daemon=True)
+        self._start = time.perf_counter()
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(1.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            # Queue sizes are internal to Pipeline; read-only peeking, for monitoring only.
+            queues = getattr(self.pipeline, "_queues", [])
+            self.samples.append(
+                {
+                    "t": round(time.perf_counter() - self._start, 3),
+                    "rss_mib": round(rss_mib(), 1),
+                    "queues": [q.qsize() for q in queues],
+                }
+            )
+
+
+def rss_mib() -> float:
+    """Resident memory of this process now, in MiB (peak RSS where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as handle:
+            pages = int(handle.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 1024

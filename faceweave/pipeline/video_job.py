@@ -1,0 +1,485 @@
+"""Swap faces through a whole video file: decode -> track -> select -> swap -> encode.
+
+::
+
+    VideoReader --> analyse (FaceTracker) --> select (FaceRouter) --> swap --> VideoWriter
+                    -------------------- Pipeline(mode="ordered") -------------------
+
+Every decoded frame is written, in order, at its own timestamp; the audio of the
+source is copied packet by packet (:class:`~faceweave.io.video.VideoWriter`), the
+display rotation and the container's tags are written back, and the output appears
+only when complete: on any error or Ctrl-C the writer is aborted and neither the
+output nor its temporary file is left behind.
+
+Which face gets which source is decided per *track* (:class:`FaceRouter`): for
+``reference`` selection and ``map`` (N sources onto N identities) the identity
+distance is computed when a track starts and re-checked each time the detector
+sees it again, so the identity check costs one embedding per track and detection,
+not one per frame. Frames where no (selected) face is found are written unchanged.
+
+Example:
+    >>> stats = swap_video([source_face], "clip.mp4", "out.mp4")  # doctest: +SKIP
+    >>> print(stats.fps, stats.frames_written)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.selection import SELECTORS, face_distance, order_faces
+from faceweave.errors import InputError, UsageError
+from faceweave.io.image import PathLike
+from faceweave.io.video import (
+    DEFAULT_CRF,
+    DEFAULT_PRESET,
+    VideoReader,
+    VideoWriter,
+    _copyable_metadata,
+    video_extension,
+)
+from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
+from faceweave.pipeline.tracking import FaceTracker, TrackedFace, TrackerCounters
+from faceweave.processors.swap import SourceModel, SwapOptions, Swapper
+from faceweave.types import Face, Frame
+
+__all__ = [
+    "ROUTER_MODES",
+    "FaceRouter",
+    "SwapTarget",
+    "VideoJobStats",
+    "build_swappers",
+    "swap_targets",
+    "swap_video",
+]
+
+ROUTER_MODES = (*SELECTORS, "map")
+# Identity distances of a track are averaged over its last few checks: one bad angle
+# at a re-detection must not flip who the track is.
+_IDENTITY_HISTORY = 3
+_FAR = 1e6  # cost of an impossible pairing in the assignment
+
+
+@dataclass(frozen=True)
+class SwapTarget:
+    """One target face of one frame and the source it gets.
+
+    Attributes:
+        face: the face in this frame.
+        source_index: index into the job's sources.
+        track_id: the tracker's id of the face (its position for a still image).
+        distance: identity distance to its reference, None when not compared.
+    """
+
+    face: Face
+    source_index: int
+    track_id: int
+    distance: float | None = None
+
+
+class FaceRouter:
+    """Decides, per track, which target faces get which source.
+
+    Args:
+        mode: ``one`` (one face, kept while its track lives), ``many`` (every face
+            gets source 0), ``reference`` (faces within ``max_distance`` of
+            ``references[0]`` get source 0), ``map`` (``references[i]`` names the
+            person who gets source ``i``; each reference goes to at most one face
+            per frame, the nearest, by an optimal assignment).
+        references: reference faces (one for ``reference``, one per source for ``map``).
+        max_distance: identity distance threshold (dlib descriptors, same person < 0.6).
+        order: face order for ``one`` (see :func:`~faceweave.order_faces`).
+
+    Attributes:
+        identity_checks: embeddings compared so far (one per track and re-detection).
+        tracks_seen: distinct track ids routed so far.
+
+    Example:
+        >>> router = FaceRouter("map", references=[ref_a, ref_b])  # doctest: +SKIP
+        >>> targets = router.route(tracker.update(frame, t), recheck=True)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        mode: str = "one",
+        *,
+        references: Sequence[Face] = (),
+        max_distance: float = 0.6,
+        order: str = "large-small",
+    ) -> None:
+        if mode not in ROUTER_MODES:
+            raise UsageError(
+                f"unknown face selector {mode!r}; choose from {', '.join(ROUTER_MODES)}"
+            )
+        if mode == "reference" and len(references) != 1:
+            raise UsageError("face selector 'reference' needs exactly one reference face")
+        if mode == "map" and not references:
+            raise UsageError("mapping sources to identities needs one reference face per source")
+        order_faces([], order)  # validates the order name
+        self.mode = mode
+        self.references = list(references)
+        self.max_distance = max_distance
+        self.order = order
+        self.identity_checks = 0
+        self._distances: dict[int, deque[np.ndarray]] = {}
+        self._chosen: int | None = None  # the track followed in mode "one"
+        self._seen: set[int] = set()
+
+    @property
+    def tracks_seen(self) -> int:
+        return len(self._seen)
+
+    def route(self, tracked: Sequence[TrackedFace], *, recheck: bool = False) -> list[SwapTarget]:
+        """The faces to swap in this frame and their sources.
+
+        Args:
+            tracked: this frame's faces with their track ids.
+            recheck: the detector ran on this frame: check identities again.
+        """
+        self._seen.update(t.track_id for t in tracked)
+        if self.mode == "many":
+            return [SwapTarget(t.face, 0, t.track_id) for t in tracked]
+        if self.mode == "one":
+            return self._route_one(tracked)
+        distances = self._identity_distances(tracked, recheck)
+        if self.mode == "reference":
+            chosen = [(t, float(distances[t.track_id][0])) for t in tracked]
+            chosen = [(t, d) for t, d in chosen if d <= self.max_distance]
+            chosen.sort(key=lambda pair: pair[1])
+            return [SwapTarget(t.face, 0, t.track_id, d) for t, d in chosen]
+        return self._route_map(tracked, distances)
+
+    def _route_one(self, tracked: Sequence[TrackedFace]) -> list[SwapTarget]:
+        by_id = {t.track_id: t for t in tracked}
+        if self._chosen not in by_id:
+            ordered = order_faces([t.face for t in tracked], self.order)
+            self._chosen = next(
+                (t.track_id for t in tracked if ordered and t.face is ordered[0]), None
+            )
+        if self._chosen is None:
+            return []
+        return [SwapTarget(by_id[self._chosen].face, 0, self._chosen)]
+
+    def _route_map(
+        self, tracked: Sequence[TrackedFace], distances: dict[int, np.ndarray]
+    ) -> list[SwapTarget]:
+        if not tracked:
+            return []
+        matrix = np.array([distances[t.track_id] for t in tracked], np.float64)
+        cost = np.where(matrix <= self.max_distance, matrix, _FAR)
+        rows, cols = linear_sum_assignment(cost)
+        targets = [
+            SwapTarget(tracked[r].face, int(c), tracked[r].track_id, float(matrix[r, c]))
+            for r, c in zip(rows, cols, strict=True)
+            if cost[r, c] < _FAR
+        ]
+        return sorted(targets, key=lambda target: target.source_index)
+
+    def _identity_distances(
+        self, tracked: Sequence[TrackedFace], recheck: bool
+    ) -> dict[int, np.ndarray]:
+        """Mean distance of each track to every reference over its last checks."""
+        alive = {t.track_id for t in tracked}
+        for track_id in [k for k in self._distances if k not in alive]:
+            del self._distances[track_id]  # ids are never reused: forget dead tracks
+        result: dict[int, np.ndarray] = {}
+        for t in tracked:
+            history = self._distances.get(t.track_id)
+            # A face held by optical flow (lost > 0) is not a fresh look at the person.
+            if history is None or (recheck and t.lost == 0):
+                row = np.array([face_distance(t.face, ref) for ref in self.references])
+                self.identity_checks += 1
+                if history is None:
+                    history = self._distances[t.track_id] = deque(maxlen=_IDENTITY_HISTORY)
+                history.append(row)
+            result[t.track_id] = np.mean(np.stack(history), axis=0)
+        return result
+
+
+def build_swappers(
+    sources: Sequence[Face | SourceModel | Swapper], options: SwapOptions | None = None
+) -> list[Swapper]:
+    """One :class:`Swapper` per source (sources already given as swappers are kept)."""
+    if not sources:
+        raise UsageError("give at least one source face")
+    opts = (options or SwapOptions()).validated()
+    return [s if isinstance(s, Swapper) else Swapper(s, **asdict(opts)) for s in sources]
+
+
+def swap_targets(image: Frame, targets: Sequence[SwapTarget], swappers: Sequence[Swapper]) -> Frame:
+    """Swap every target with its source; the image itself when there is nothing to swap."""
+    out = image
+    for index in sorted({t.source_index for t in targets}):
+        faces = [t.face for t in targets if t.source_index == index]
+        out = swappers[index].swap(out, faces)
+    return out
+
+
+@dataclass(frozen=True)
+class VideoJobStats:
+    """What :func:`swap_video` did.
+
+    Attributes:
+        frames_read: frames decoded (after trimming and ``fps`` resampling).
+        frames_written: frames encoded (duplicates inserted by ``fps`` included).
+        frames_expected: the container's frame count for the range, 0 when unknown.
+        frames_swapped: frames where at least one face was swapped.
+        faces_swapped: faces swapped over all frames.
+        tracks: distinct face tracks seen.
+        identity_checks: identity embeddings compared (reference and map selection).
+        seconds: wall time of the whole job.
+        fps: frames_written / seconds.
+        stage_ms: milliseconds per frame in ``source`` (decode), ``analyse``,
+            ``select``, ``swap`` and ``sink`` (encode and audio).
+        tracker: the tracker's work counters.
+        audio: ``"copy"``, ``"encode"`` or ``"none"``.
+        warnings: decoder and writer warnings, one line each.
+        decode_errors: packets that failed to decode.
+    """
+
+    frames_read: int
+    frames_written: int
+    frames_expected: int
+    frames_swapped: int
+    faces_swapped: int
+    tracks: int
+    identity_checks: int
+    seconds: float
+    fps: float
+    stage_ms: dict[str, Timing]
+    tracker: TrackerCounters
+    audio: str
+    warnings: tuple[str, ...] = ()
+    decode_errors: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        data = asdict(self)
+        data["warnings"] = list(self.warnings)
+        return data
+
+
+@dataclass
+class _Resampler:
+    """Constant output rate: later frames of a slot are dropped, empty slots repeat a frame."""
+
+    fps: Fraction
+    last_read: int = -1
+    last_written: int = -1
+    previous: Frame | None = field(default=None, repr=False)
+
+    def slot(self, seconds: float) -> int | None:
+        """The output slot of a frame at ``seconds``, None when that slot is taken."""
+        index = round(seconds * self.fps)
+        if index <= self.last_read:
+            return None
+        self.last_read = index
+        return index
+
+
+def swap_video(
+    sources: Sequence[Face | SourceModel | Swapper],
+    target_path: PathLike,
+    output_path: PathLike,
+    *,
+    analyser: FaceAnalyser | None = None,
+    options: SwapOptions | None = None,
+    selector: str = "one",
+    references: Sequence[Face] = (),
+    reference_distance: float = 0.6,
+    face_order: str = "large-small",
+    codec: str | None = None,
+    preset: str = DEFAULT_PRESET,
+    crf: int | None = DEFAULT_CRF,
+    fps: float | None = None,
+    trim_start: float | None = None,
+    trim_end: float | None = None,
+    keep_audio: bool = True,
+    frame_skip: int = 1,
+    redetect_every: int = 10,
+    max_faces: int = 8,
+    queue_size: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+    on_frame: Callable[[Packet], None] | None = None,
+) -> VideoJobStats:
+    """Swap faces through a video file, keeping its audio, timing and rotation.
+
+    Args:
+        sources: source faces (or prepared sources, or swappers); with ``map`` one per
+            reference, else only the first is used.
+        target_path: the video to process.
+        output_path: where to write it; its extension picks the container (atomic).
+        analyser: the face analyser (a new one when None).
+        options: swap options for sources that are not swappers already.
+        selector: ``one``, ``many``, ``reference`` or ``map`` (see :class:`FaceRouter`).
+        references: reference faces for ``reference`` (one) and ``map`` (one per source).
+        reference_distance: identity distance threshold.
+        face_order: order used by ``one``.
+        codec: video encoder (``libx264`` by default, VP9 for ``.webm``).
+        preset: x264 speed preset.
+        crf: quality on the x264 CRF scale, None for the encoder's default.
+        fps: output frame rate; None keeps every frame at its own timestamp. Otherwise
+            frames are dropped or repeated to a constant rate.
+        trim_start: first second of the target to process.
+        trim_end: second of the target where to stop.
+        keep_audio: copy the target's audio over the same range.
+        frame_skip: analyse every N-th frame; faces are carried by optical flow between.
+        redetect_every: run the face detector at least every N analysed frames.
+        max_faces: at most this many tracked faces.
+        queue_size: frames buffered between stages.
+        progress: called as ``progress(frames_written, frames_expected)`` after each
+            frame; ``frames_expected`` is 0 when unknown.
+        on_frame: called with every packet after it is written (``data["targets"]``
+            holds its :class:`SwapTarget` list); for benchmarks and previews.
+
+    Returns:
+        The :class:`VideoJobStats`.
+
+    Raises:
+        InputError: the target cannot be read, has no video stream or no frame decodes.
+        UnsupportedFormatError: unknown output extension or encoder.
+        OutputError: the output cannot be written (nothing is left behind).
+        UsageError: options that do not fit together.
+        KeyboardInterrupt: interrupted; nothing is left behind.
+    """
+    began = time.perf_counter()
+    video_extension(output_path)
+    if fps is not None and fps <= 0:
+        raise UsageError(f"fps must be positive, got {fps}")
+    mode = selector
+    if mode == "map" and len(sources) != len(references):
+        raise UsageError(f"map: {len(sources)} sources but {len(references)} reference faces")
+    router = FaceRouter(
+        mode, references=references, max_distance=reference_distance, order=face_order
+    )
+    swappers = build_swappers(sources if mode == "map" else list(sources)[:1], options)
+    analyser = analyser or FaceAnalyser(max_faces=max_faces)
+    tracker = FaceTracker(
+        analyser, redetect_every=redetect_every, frame_skip=frame_skip, max_faces=max_faces
+    )
+    reader = VideoReader(target_path, start=trim_start, end=trim_end)
+    writer: VideoWriter | None = None
+    try:
+        info = reader.info
+        expected = _expected_frames(info.frame_count, info.duration, info.fps, trim_start, trim_end)
+        resampler = _Resampler(Fraction(fps).limit_denominator(1001)) if fps else None
+        if resampler is not None and info.fps:
+            expected = round((expected / info.fps) * float(resampler.fps)) if expected else 0
+        counts = {"read": 0, "swapped_frames": 0, "swapped_faces": 0}
+
+        def packets() -> Any:
+            for frame in reader:
+                pts: int | None = frame.pts - reader.start_pts
+                seconds = frame.time - (trim_start or 0.0)
+                if resampler is not None:
+                    pts = resampler.slot(seconds)
+                    if pts is None:
+                        continue
+                counts["read"] += 1
+                yield Packet(index=frame.index, pts=pts, time=frame.time, image=frame.image)
+
+        def analyse(packet: Packet) -> Packet:
+            detections = tracker.counters.detections
+            packet.data["tracked"] = tracker.update(packet.image, packet.time)
+            packet.data["redetected"] = tracker.counters.detections > detections
+            return packet
+
+        def select(packet: Packet) -> Packet:
+            packet.data["targets"] = router.route(
+                packet.data["tracked"], recheck=packet.data["redetected"]
+            )
+            return packet
+
+        def swap(packet: Packet) -> Packet:
+            targets: list[SwapTarget] = packet.data["targets"]
+            packet.image = swap_targets(packet.image, targets, swappers)
+            return packet
+
+        def sink(packet: Packet) -> None:
+            nonlocal writer
+            if writer is None:
+                height, width = packet.image.shape[:2]
+                writer = VideoWriter(
+                    output_path,
+                    width=width,
+                    height=height,
+                    fps=resampler.fps if resampler else reader.average_rate,
+                    time_base=1 / resampler.fps if resampler else reader.time_base,
+                    codec=codec,
+                    preset=preset,
+                    crf=crf,
+                    audio_from=target_path if keep_audio and info.has_audio else None,
+                    trim_start=trim_start or 0.0,
+                    trim_end=trim_end,
+                    rotation=reader.rotation,
+                    metadata=_copyable_metadata(reader),
+                )
+            assert packet.pts is not None
+            if resampler is not None and resampler.previous is not None:
+                for slot in range(resampler.last_written + 1, packet.pts):
+                    writer.write(resampler.previous, pts=slot)  # a gap: repeat the last frame
+            writer.write(packet.image, pts=packet.pts)
+            if resampler is not None:
+                resampler.last_written, resampler.previous = packet.pts, packet.image
+            targets = packet.data.get("targets", [])
+            counts["swapped_frames"] += bool(targets)
+            counts["swapped_faces"] += len(targets)
+            if on_frame is not None:
+                on_frame(packet)
+            if progress is not None:
+                progress(writer.frames_written, int(expected))
+
+        pipeline = Pipeline(
+            packets(),
+            [Stage("analyse", analyse), Stage("select", select), Stage("swap", swap)],
+            sink,
+            queue_size=queue_size,
+            mode="ordered",
+        )
+        run = pipeline.run()
+        if writer is None:
+            detail = f" ({reader.warnings[0]})" if reader.warnings else ""
+            raise InputError(f"{target_path}: no video frame could be decoded{detail}")
+        writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    finally:
+        reader.close()
+    seconds = time.perf_counter() - began
+    return VideoJobStats(
+        frames_read=counts["read"],
+        frames_written=writer.frames_written,
+        frames_expected=int(expected),
+        frames_swapped=counts["swapped_frames"],
+        faces_swapped=counts["swapped_faces"],
+        tracks=router.tracks_seen,
+        identity_checks=router.identity_checks,
+        seconds=seconds,
+        fps=writer.frames_written / seconds if seconds > 0 else 0.0,
+        stage_ms=dict(run.stage_ms),
+        tracker=replace(tracker.counters),
+        audio=writer.audio_mode,
+        warnings=tuple([*reader.warnings, *writer.warnings]),
+        decode_errors=reader.decode_errors,
+    )
+
+
+def _expected_frames(
+    frame_count: int, duration: float, fps: float, start: float | None, end: float | None
+) -> int:
+    expected = frame_count
+    if fps and (start or end is not None):
+        span = (end if end is not None else duration) - (start or 0.0)
+        trimmed = max(0, round(span * fps))
+        expected = min(expected, trimmed) if expected else trimmed
+    return int(expected)

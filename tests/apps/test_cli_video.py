@@ -1,0 +1,243 @@
+"""``faceweave swap`` with video targets and ``--map``: exit codes, one-line messages, audio.
+
+Clips are built here with PyAV from skimage's astronaut (sliding 2 px a frame, 30 fps)
+with a 440 Hz AAC tone. In-process tests call :func:`faceweave.apps.cli.main`; the
+``slow`` ones run ``python -m faceweave`` in a subprocess to see the real stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from faceweave.apps import cli
+from faceweave.errors import EXIT_ERROR, EXIT_NO_FACE, EXIT_OK, EXIT_USAGE
+from faceweave.io import read_image, write_image
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROGRESS_BAR = re.compile(r"^faceweave:\s+(\d+%\||\d+frame)")
+FPS = 30
+
+
+def make_clip(
+    path: Path,
+    scene: np.ndarray | None,
+    *,
+    frames: int = 30,
+    size: tuple[int, int] = (320, 240),
+    audio: bool = True,
+    video: bool = True,
+) -> Path:
+    """``scene`` (None: grey) sliding 2 px a frame, x264, plus an AAC tone."""
+    width, height = size
+    if scene is not None:
+        wide = cv2.resize(scene, (round(scene.shape[1] * height / scene.shape[0]), height))
+    with av.open(str(path), "w") as out:
+        if video:
+            stream = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        if audio:
+            tone = out.add_stream("aac", rate=44100, layout="mono")
+        for index in range(frames if video else 0):
+            canvas = np.full((height, width, 3), 90, np.uint8)
+            if scene is not None:
+                x = (width - wide.shape[1]) // 2 - frames + index * 2
+                x0, x1 = max(0, x), min(width, x + wide.shape[1])
+                canvas[:, x0:x1] = wide[:, x0 - x : x1 - x]
+            frame = av.VideoFrame.from_ndarray(canvas, format="bgr24")
+            frame.pts = index
+            out.mux(stream.encode(frame))
+        if video:
+            out.mux(stream.encode(None))
+        if audio:
+            total = 44100 * frames // FPS
+            for begin in range(0, total, 1024):
+                t = np.arange(begin, min(total, begin + 1024)) / 44100
+                samples = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
+                chunk = av.AudioFrame.from_ndarray(samples, format="flt", layout="mono")
+                chunk.sample_rate, chunk.pts = 44100, begin
+                out.mux(tone.encode(chunk))
+            out.mux(tone.encode(None))
+    return path
+
+
+def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    env.pop("FACEWEAVE_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "faceweave", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+def _message_lines(stderr: str) -> list[str]:
+    lines = stderr.replace("\r", "\n").splitlines()
+    return [line for line in lines if line.strip() and not PROGRESS_BAR.match(line)]
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    with av.open(str(path)) as container:
+        return [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+
+
+def _audio(path: Path) -> list[bytes]:
+    with av.open(str(path)) as container:
+        return [bytes(p) for p in container.demux(audio=0) if p.size]
+
+
+@pytest.fixture(scope="module")
+def files(
+    tmp_path_factory: pytest.TempPathFactory, astronaut: np.ndarray, grace_hopper: np.ndarray
+) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("cli_video")
+    write_image(root / "hopper.png", grace_hopper)
+    write_image(root / "astronaut.png", astronaut)
+    return {
+        "hopper": root / "hopper.png",
+        "astronaut": root / "astronaut.png",
+        "clip": make_clip(root / "clip.mp4", astronaut),
+    }
+
+
+# --- in-process: argument handling and errors ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (["--map", "a.png=b.png", "--source", "a.png"], "--map replaces"),
+        (["--crf", "20"], "--crf is for video targets"),
+        ([], "give --source SRC, or --map SRC=REF"),
+    ],
+)
+def test_source_and_video_options_must_fit(
+    extra: list[str], fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if "--map" not in extra and extra != []:
+        extra = [*extra, "--source", "a.png"]
+    argv = ["swap", "-t", "b.png", "-o", str(tmp_path / "o.png"), *extra]
+    assert cli.main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("faceweave: error: ") and fragment in err
+
+
+@pytest.mark.parametrize("extra", [["--map", "a.png"], ["--crf", "60"], ["--fps", "0"]])
+def test_bad_video_option_values(
+    extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["swap", "-s", "a.png", "-t", "b.mp4", "-o", str(tmp_path / "o.mp4"), *extra]
+    assert cli.main(argv) == EXIT_USAGE
+    assert extra[0] in capsys.readouterr().err
+
+
+def test_no_video_stream_is_one_line(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sound = make_clip(tmp_path / "sound.mp4", None, video=False)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(sound), "-o", str(tmp_path / "o.mp4")]
+    assert cli.main(argv) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err == f"faceweave: error: {sound}: no video stream (contains audio)\n"
+    assert not (tmp_path / "o.mp4").exists()
+
+
+def test_unsupported_video_output_and_trim(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"])]
+    assert cli.main([*base, "-o", str(tmp_path / "o.gif")]) == EXIT_ERROR
+    assert "unsupported video format" in capsys.readouterr().err
+    argv = [*base, "-o", str(tmp_path / "o.mp4"), "--trim-start", "1", "--trim-end", "0.5"]
+    assert cli.main(argv) == EXIT_USAGE
+    assert "--trim-end" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_video_without_faces_exits_3_unless_skipped(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grey = make_clip(tmp_path / "grey.mp4", None, frames=6)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(grey), "--quiet"]
+    assert cli.main([*argv, "-o", str(tmp_path / "a.mp4")]) == EXIT_NO_FACE
+    assert "no face found in any frame" in capsys.readouterr().err
+    assert cli.main([*argv, "-o", str(tmp_path / "b.mp4"), "--skip-no-face"]) == EXIT_OK
+    assert len(_frames(tmp_path / "b.mp4")) == 6
+
+
+def test_map_on_a_group_photo(
+    files: dict[str, Path],
+    tmp_path: Path,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two sources told apart by tint (no colour transfer): each lands on its own person."""
+    h = grace_hopper.shape[0]
+    group = np.ascontiguousarray(np.hstack([cv2.resize(astronaut, (h, h)), grace_hopper]))
+    write_image(tmp_path / "group.png", group)
+    hopper = grace_hopper.astype(np.float32)
+    write_image(tmp_path / "red.png", np.clip(hopper * (0.5, 0.6, 1.6), 0, 255).astype(np.uint8))
+    write_image(tmp_path / "blue.png", np.clip(hopper * (1.6, 0.6, 0.5), 0, 255).astype(np.uint8))
+    argv = [
+        "swap",
+        "--map",
+        f"{tmp_path / 'red.png'}={files['astronaut']}",
+        "--map",
+        f"{tmp_path / 'blue.png'}={files['hopper']}",
+        "-t",
+        str(tmp_path / "group.png"),
+        "-o",
+        str(tmp_path / "out.png"),
+        "--color",
+        "none",
+    ]
+    assert cli.main(argv) == EXIT_OK, capsys.readouterr().err
+    change = read_image(tmp_path / "out.png").astype(float) - group
+    left, right = change[:, :h], change[:, h:]
+    redness = [float(c[..., 2].sum() - c[..., 0].sum()) / 1e6 for c in (left, right)]
+    assert redness[0] > 0.5 and redness[1] < -0.5, redness
+
+
+# --- end to end, in a subprocess -------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_swap_video_end_to_end(files: dict[str, Path], tmp_path: Path) -> None:
+    output = tmp_path / "out.mp4"
+    result = _run("swap", "-s", files["hopper"], "-t", files["clip"], "-o", output, cwd=tmp_path)
+    assert result.returncode == EXIT_OK, result.stderr
+    assert re.search(r"30/30 \[.*frame/s\]", result.stderr), result.stderr  # bar: fps and ETA
+    lines = _message_lines(result.stderr)
+    assert len(lines) == 1 and "30 frames, 30 faces swapped" in lines[0], result.stderr
+    assert len(_frames(output)) == 30
+    assert _audio(output) == _audio(files["clip"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4"]
+
+
+@pytest.mark.slow
+def test_truncated_video_gives_output_and_one_warning(
+    files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    full = make_clip(tmp_path / "full.mkv", astronaut, frames=30)
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(full.read_bytes()[: full.stat().st_size * 6 // 10])
+    output = tmp_path / "out.mp4"
+    result = _run("swap", "-s", files["hopper"], "-t", cut, "-o", output, "--quiet", cwd=tmp_path)
+    assert result.returncode == EXIT_OK, result.stderr
+    lines = _message_lines(result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("faceweave: warning: "), result.stderr
+    assert "cut.mkv" in lines[0]
+    assert 5 <= len(_frames(output)) < 30

@@ -1,0 +1,152 @@
+"""run_live with a paced file as the camera: outputs, stats, stop conditions, keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from test_video_job import make_clip  # same folder: on sys.path under pytest
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.apps import cli
+from faceweave.errors import EXIT_OK, EXIT_USAGE, UsageError
+from faceweave.io.camera import FilePacer
+from faceweave.io.image import write_image
+from faceweave.io.outputs import FileOutput
+from faceweave.pipeline.live import LiveControls, run_live
+from faceweave.types import Face
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def live_clip(tmp_path_factory: pytest.TempPathFactory, astronaut: np.ndarray) -> Path:
+    """2 s of the sliding astronaut at 320x240, 30 fps."""
+    return make_clip(
+        tmp_path_factory.mktemp("live") / "talk.mp4", astronaut, frames=60, size=(320, 240)
+    )
+
+
+def test_controls_follow_the_keys() -> None:
+    controls = LiveControls(fusion=0.95)
+    for key in "n+-e?":
+        controls.on_key(key)
+    assert controls.source_index == 1
+    assert controls.fusion == pytest.approx(0.9)  # +0.1 capped at 1, then -0.1
+    assert controls.enabled is False
+
+
+def test_run_live_records_a_file_with_stats(
+    live_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    capture = FilePacer(live_clip)
+    output = FileOutput(tmp_path / "rec.mp4", capture.width, capture.height, capture.fps)
+    stats = run_live(
+        capture,
+        output,
+        [grace_hopper_face],
+        analyser=analyser,
+        sample_every=0.5,
+        handle_sigint=False,
+    )
+    assert stats.stopped_by == "end"
+    assert stats.frames_captured == 60
+    assert stats.frames_processed + stats.frames_dropped == stats.frames_captured
+    assert stats.frames_processed >= 30
+    lat = stats.latency_ms
+    assert 0 < lat.p50 <= lat.p95 <= lat.p99 < 1000
+    assert {"source", "analyse", "swap", "sink"} <= set(stats.stage_ms)
+    assert stats.samples and all(s["rss_mib"] > 0 for s in stats.samples)
+    with av.open(str(tmp_path / "rec.mp4")) as container:
+        frames = list(container.decode(video=0))
+    assert len(frames) == stats.frames_processed
+    assert 1.6 < frames[-1].time < 2.2  # real-time pacing kept in the timestamps
+    json.dumps(stats.as_dict())
+
+
+def test_run_live_stops_after_duration(
+    live_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    capture = FilePacer(live_clip, loop=True)
+    output = FileOutput(tmp_path / "rec.mkv", capture.width, capture.height, capture.fps)
+    controls = LiveControls(enabled=False)
+    stats = run_live(
+        capture,
+        output,
+        [grace_hopper_face],
+        analyser=analyser,
+        duration=0.7,
+        controls=controls,
+        handle_sigint=False,
+    )
+    assert stats.stopped_by == "duration"
+    assert 0.6 < stats.wall_s < 2.0
+    assert (tmp_path / "rec.mkv").exists()
+    with pytest.raises(UsageError):
+        run_live(capture, output, [grace_hopper_face], selector="reference")
+
+
+def test_live_window_without_display_is_one_line(
+    live_clip: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    source = tmp_path / "src.png"
+    write_image(source, np.zeros((64, 64, 3), np.uint8))
+    code = cli.main(["live", "--source", str(source), "--input", str(live_clip)])
+    assert code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == "faceweave: error: no display: use --output FILE|udp://|rtmp://|virtualcam\n"
+
+
+@pytest.mark.slow
+def test_live_cli_file_to_file_with_stats(
+    live_clip: Path, tmp_path: Path, grace_hopper: np.ndarray
+) -> None:
+    source = tmp_path / "me.png"
+    write_image(source, grace_hopper)
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    env.pop("FACEWEAVE_DEBUG", None)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faceweave",
+            "live",
+            "--source",
+            str(source),
+            "--input",
+            str(live_clip),
+            "--output",
+            str(tmp_path / "out.mp4"),
+            "--duration",
+            "2",
+            "--stats",
+            str(tmp_path / "s.json"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == EXIT_OK, completed.stderr
+    lines = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "latency p50" in lines[0], completed.stderr
+    stats = json.loads((tmp_path / "s.json").read_text())
+    for key in ("p50", "p95", "p99"):
+        assert stats["latency_ms"][key] > 0
+    assert stats["frames_captured"] >= 50 and stats["frames_processed"] > 0
+    assert {"analyse", "swap"} <= set(stats["stage_ms"])
+    with av.open(str(tmp_path / "out.mp4")) as container:
+        assert container.streams.video[0].frames == stats["frames_processed"]

@@ -1,0 +1,337 @@
+"""swap_video and FaceRouter on synthetic clips built from the package faces.
+
+Clips: the scene (skimage's astronaut, or the astronaut and matplotlib's Grace
+Hopper side by side) scaled to the frame height and slid 2 pixels per frame,
+x264 at 30 fps, with a 440 Hz AAC tone; 30 frames.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.errors import InputError, UsageError
+from faceweave.pipeline.tracking import TrackedFace
+from faceweave.pipeline.video_job import FaceRouter, swap_video
+from faceweave.processors.swap import SwapOptions
+from faceweave.types import Face
+
+FPS = 30
+STEP = 2  # pixels the scene moves per frame
+
+
+def make_clip(
+    path: Path,
+    scene: np.ndarray | None,
+    *,
+    frames: int = 30,
+    size: tuple[int, int] = (480, 360),
+    audio: bool = True,
+) -> Path:
+    """Write ``scene`` (None: plain grey) sliding right by STEP px a frame, with an AAC tone."""
+    width, height = size
+    if scene is not None:
+        scale = height / scene.shape[0]
+        wide = cv2.resize(scene, (round(scene.shape[1] * scale), height))
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "18"})
+        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        if audio:
+            tone = out.add_stream("aac", rate=44100, layout="mono")
+        for index in range(frames):
+            canvas = np.full((height, width, 3), 90, np.uint8)
+            if scene is not None:
+                x = (width - wide.shape[1]) // 2 - frames * STEP // 2 + index * STEP
+                x0, x1 = max(0, x), min(width, x + wide.shape[1])
+                canvas[:, x0:x1] = wide[:, x0 - x : x1 - x]
+            frame = av.VideoFrame.from_ndarray(canvas, format="bgr24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        if audio:
+            total = 44100 * frames // FPS
+            for begin in range(0, total, 1024):
+                t = np.arange(begin, min(total, begin + 1024)) / 44100
+                samples = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
+                chunk = av.AudioFrame.from_ndarray(samples, format="flt", layout="mono")
+                chunk.sample_rate, chunk.pts = 44100, begin
+                out.mux(tone.encode(chunk))
+            out.mux(tone.encode(None))
+    return path
+
+
+def pair_scene(astronaut: np.ndarray, grace_hopper: np.ndarray) -> np.ndarray:
+    """Astronaut left, Grace Hopper right, same height."""
+    h = grace_hopper.shape[0]
+    return np.hstack([cv2.resize(astronaut, (h, h)), grace_hopper])
+
+
+def decode(path: Path) -> tuple[list[np.ndarray], list[int]]:
+    with av.open(str(path)) as container:
+        frames = list(container.decode(video=0))
+    return [f.to_ndarray(format="bgr24") for f in frames], [int(f.pts) for f in frames]
+
+
+def audio_packets(path: Path) -> list[bytes]:
+    with av.open(str(path)) as container:
+        return [bytes(p) for p in container.demux(audio=0) if p.size]
+
+
+def tinted(frame: np.ndarray, bgr: tuple[float, float, float]) -> np.ndarray:
+    return np.clip(frame.astype(np.float32) * np.array(bgr, np.float32), 0, 255).astype(np.uint8)
+
+
+def box_of(faces: list[Face], shape: tuple[int, ...]) -> tuple[slice, slice]:
+    x0, y0, x1, y1 = faces[0].bbox
+    h, w = shape[:2]
+    return slice(max(0, int(y0)), min(h, int(y1))), slice(max(0, int(x0)), min(w, int(x1)))
+
+
+def mean_diff(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.float32) - b.astype(np.float32)).mean())
+
+
+@pytest.fixture(scope="module")
+def astronaut_clip(tmp_path_factory: pytest.TempPathFactory, astronaut: np.ndarray) -> Path:
+    return make_clip(tmp_path_factory.mktemp("clips") / "astronaut.mp4", astronaut)
+
+
+@pytest.fixture(scope="module")
+def pair_clip(
+    tmp_path_factory: pytest.TempPathFactory, astronaut: np.ndarray, grace_hopper: np.ndarray
+) -> Path:
+    scene = pair_scene(astronaut, grace_hopper)
+    return make_clip(tmp_path_factory.mktemp("clips") / "pair.mp4", scene, size=(640, 360))
+
+
+# --- FaceRouter ------------------------------------------------------------------------------
+
+
+def _tracked(faces: list[Face]) -> list[TrackedFace]:
+    return [TrackedFace(i, face, 0, 0) for i, face in enumerate(faces)]
+
+
+def test_router_map_gives_each_identity_its_source(
+    pair_faces: list[Face], astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    assert len(pair_faces) == 2
+    router = FaceRouter("map", references=[grace_hopper_face, astronaut_face])
+    targets = router.route(_tracked(pair_faces), recheck=True)
+    by_source = {t.source_index: t.face for t in targets}
+    assert set(by_source) == {0, 1}
+    assert by_source[0].bbox[0] > by_source[1].bbox[0]  # Grace Hopper is on the right
+    checks = router.identity_checks
+    router.route(_tracked(pair_faces), recheck=False)  # cached per track
+    assert router.identity_checks == checks
+    router.route(_tracked(pair_faces), recheck=True)  # re-detected: checked again
+    assert router.identity_checks == checks + 2
+
+
+def test_router_reference_one_and_many(
+    pair_faces: list[Face], grace_hopper_face: Face, astronaut_face: Face
+) -> None:
+    tracked = _tracked(pair_faces)
+    chosen = FaceRouter("reference", references=[astronaut_face]).route(tracked)
+    assert len(chosen) == 1 and chosen[0].face.bbox[0] == min(f.bbox[0] for f in pair_faces)
+    assert chosen[0].distance is not None and chosen[0].distance < 0.6
+    assert len(FaceRouter("many").route(tracked)) == 2
+    one = FaceRouter("one")
+    first = one.route(tracked)
+    assert len(first) == 1
+    # The chosen track is kept while it lives, even when another face becomes larger.
+    assert one.route(list(reversed(tracked)))[0].track_id == first[0].track_id
+    with pytest.raises(UsageError):
+        FaceRouter("reference")
+    with pytest.raises(UsageError):
+        FaceRouter("nearest")
+
+
+# --- swap_video -------------------------------------------------------------------------------
+
+
+def test_swap_video_keeps_frames_order_audio_and_background(
+    astronaut_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    grace_hopper_face: Face,
+    astronaut_faces: list[Face],
+) -> None:
+    output = tmp_path / "out.mp4"
+    calls: list[tuple[int, int]] = []
+    stats = swap_video(
+        [grace_hopper_face],
+        astronaut_clip,
+        output,
+        analyser=analyser,
+        progress=lambda done, total: calls.append((done, total)),
+    )
+    before, pts_in = decode(astronaut_clip)
+    after, pts_out = decode(output)
+    assert len(after) == len(before) == stats.frames_written == 30
+    assert pts_out == pts_in  # timestamps kept, frames in order
+    assert calls[-1] == (30, 30)
+    assert stats.audio == "copy"
+    assert audio_packets(output) == audio_packets(astronaut_clip)
+    with av.open(str(output)) as out, av.open(str(astronaut_clip)) as src:
+        d_out = float(out.streams.video[0].duration * out.streams.video[0].time_base)
+        d_in = float(src.streams.video[0].duration * src.streams.video[0].time_base)
+    assert abs(d_out - d_in) <= 1 / FPS + 1e-6
+    assert stats.frames_swapped == 30 and stats.tracks == 1
+    assert stats.tracker.detections >= 1 and stats.tracker.fits > 0
+    assert {"source", "analyse", "select", "swap", "sink"} <= set(stats.stage_ms)
+    for index in (0, 15, 29):
+        faces = analyser.get_faces(before[index])
+        rows, cols = box_of(faces, before[index].shape)
+        assert mean_diff(after[index][rows, cols], before[index][rows, cols]) > 8.0
+        # The background (the bottom band, far from the face) is only re-encoded; PyAV's
+        # BGR->YUV conversion alone shifts a generation by about 2 levels.
+        assert mean_diff(after[index][-60:], before[index][-60:]) < 4.0
+        # Ordering: each output frame matches its own input frame best.
+        others = [mean_diff(after[index][-60:], b[-60:]) for b in before]
+        assert int(np.argmin(others)) == index
+    assert list(tmp_path.glob("*.tmp")) == [] and list(tmp_path.glob(".*.tmp")) == []
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_interrupted_job_leaves_nothing(
+    error: type[BaseException],
+    astronaut_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    grace_hopper_face: Face,
+) -> None:
+    def progress(done: int, total: int) -> None:
+        if done == 5:
+            raise error("stop")
+
+    with pytest.raises(error):
+        swap_video(
+            [grace_hopper_face],
+            astronaut_clip,
+            tmp_path / "out.mp4",
+            analyser=analyser,
+            progress=progress,
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_map_sends_each_identity_its_own_source(
+    pair_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    grace_hopper: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    # Two sources told apart by colour (no colour transfer): red goes to the astronaut,
+    # blue to Grace Hopper.
+    red = analyser.get_faces(tinted(grace_hopper, (0.5, 0.6, 1.6)))[0]
+    blue = analyser.get_faces(tinted(grace_hopper, (1.6, 0.6, 0.5)))[0]
+    output = tmp_path / "map.mp4"
+    stats = swap_video(
+        [red, blue],
+        pair_clip,
+        output,
+        analyser=analyser,
+        options=SwapOptions(color="none"),
+        selector="map",
+        references=[astronaut_face, grace_hopper_face],
+    )
+    assert stats.frames_swapped == 30 and stats.faces_swapped == 60
+    before, _ = decode(pair_clip)
+    after, _ = decode(output)
+    for index in (3, 20):
+        faces = sorted(analyser.get_faces(before[index]), key=lambda f: f.bbox[0])
+        assert len(faces) == 2
+        redness = []
+        for face in faces:
+            rows, cols = box_of([face], before[index].shape)
+            change = after[index][rows, cols].astype(float) - before[index][rows, cols]
+            redness.append(float(change[..., 2].mean() - change[..., 0].mean()))
+        assert redness[0] > 10 and redness[1] < -10, redness
+
+
+def test_reference_swaps_only_the_chosen_person(
+    pair_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    output = tmp_path / "ref.mp4"
+    stats = swap_video(
+        [astronaut_face],
+        pair_clip,
+        output,
+        analyser=analyser,
+        selector="reference",
+        references=[grace_hopper_face],
+    )
+    assert stats.faces_swapped == stats.frames_swapped == 30
+    before, _ = decode(pair_clip)
+    after, _ = decode(output)
+    faces = sorted(analyser.get_faces(before[10]), key=lambda f: f.bbox[0])
+    left = box_of(faces[:1], before[10].shape)
+    right = box_of(faces[1:], before[10].shape)
+    assert mean_diff(after[10][left], before[10][left]) < 4.0
+    assert mean_diff(after[10][right], before[10][right]) > 8.0
+
+
+def test_frames_without_a_face_pass_through(
+    tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    clip = make_clip(tmp_path / "grey.mkv", None, frames=10, audio=False)
+    stats = swap_video([grace_hopper_face], clip, tmp_path / "out.mkv", analyser=analyser)
+    assert stats.frames_written == 10 and stats.frames_swapped == 0 and stats.audio == "none"
+    after, _ = decode(tmp_path / "out.mkv")
+    assert all(abs(float(frame.mean()) - 90) < 6 for frame in after)  # no black frames
+
+
+def test_truncated_input_keeps_what_decodes(
+    astronaut: np.ndarray, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    clip = make_clip(tmp_path / "full.mkv", astronaut, frames=30, size=(320, 240))
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(clip.read_bytes()[: clip.stat().st_size * 6 // 10])
+    stats = swap_video([grace_hopper_face], cut, tmp_path / "out.mp4", analyser=analyser)
+    assert 5 <= stats.frames_written < 30
+    assert stats.warnings and "cut.mkv" in stats.warnings[0]
+    after, _ = decode(tmp_path / "out.mp4")
+    assert len(after) == stats.frames_written
+
+
+def test_fps_and_trim(
+    astronaut_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    output = tmp_path / "out.mp4"
+    stats = swap_video(
+        [grace_hopper_face],
+        astronaut_clip,
+        output,
+        analyser=analyser,
+        fps=15,
+        trim_start=0.2,
+        trim_end=0.8,
+    )
+    after, pts = decode(output)
+    assert len(after) == stats.frames_written
+    assert 8 <= len(after) <= 10  # 0.6 s at 15 fps
+    assert pts == sorted(pts)
+
+
+def test_bad_arguments(tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face) -> None:
+    with pytest.raises(InputError):
+        swap_video([grace_hopper_face], tmp_path / "nope.mp4", tmp_path / "o.mp4")
+    with pytest.raises(UsageError):
+        swap_video(
+            [grace_hopper_face],
+            tmp_path / "nope.mp4",
+            tmp_path / "o.mp4",
+            selector="map",
+            references=[],
+        )
