@@ -10,6 +10,7 @@ Exit codes (also in the README):
 1     error: unreadable or unsupported input, output not writable, internal error
 2     usage: bad or conflicting arguments (argparse or :class:`UsageError`)
 3     no face: none in the source, or none (matching) in a target
+4     verify: the file carries no faceweave watermark
 130   interrupted (Ctrl-C)
 ====  =============================================================================
 
@@ -28,6 +29,10 @@ Example:
     $ faceweave swap --map a.jpg=person_a.jpg --map b.jpg=person_b.jpg -t group.mp4 -o out.mp4
     $ faceweave live --source me.jpg --output udp://127.0.0.1:27000 --stats stats.json
     $ faceweave analyse photo.jpg --json
+    $ faceweave verify out.png
+
+Outputs of ``swap`` carry an invisible watermark and metadata labels saying they
+are synthetic (``--no-watermark`` turns both off).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -101,7 +107,10 @@ LIVE_FACE_SELECTOR_CHOICES = ("one", "many")
 DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
+STILL_DETECT_TILES = 2  # still images: also detect on 2x2 tiles (small faces in groups)
+
 DEBUG_ENV = "FACEWEAVE_DEBUG"  # "1": print tracebacks with errors
+EXIT_NOT_MARKED = 4  # verify: no watermark found
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 # Batch: how bad an exit code is; the batch exits with the worst one seen.
@@ -150,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_swap_parser(commands)
     _add_live_parser(commands)
     _add_analyse_parser(commands)
+    _add_verify_parser(commands)
     return parser
 
 
@@ -229,6 +239,7 @@ def _add_swap_parser(commands: Any) -> None:
         help="write a target without a face unchanged instead of failing",
     )
     _add_common_options(swap)
+    _add_watermark_option(swap)
     swap.add_argument(
         "--debug",
         type=Path,
@@ -336,6 +347,75 @@ def _add_analyse_parser(commands: Any) -> None:
     _add_common_options(analyse)
 
 
+def _add_verify_parser(commands: Any) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="report the provenance marks (watermark, labels) of an image or video",
+        description=(
+            "Look for faceweave's invisible watermark and its metadata labels. "
+            f"Exit 0 when the watermark is found, {EXIT_NOT_MARKED} when it is not."
+        ),
+    )
+    verify.add_argument("file", type=Path)
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.set_defaults(command=_run_verify)
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from faceweave.provenance import format_report, verify
+
+    report = verify(args.file)
+    if args.json:
+        w = report.watermark
+        print(
+            json.dumps(
+                {
+                    "file": str(args.file),
+                    "kind": report.kind,
+                    "watermark": {
+                        "found": w.found,
+                        "statement": w.statement,
+                        "payload": w.payload,
+                        "confidence": round(float(w.confidence), 4),
+                    },
+                    "labels": report.labels,
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(format_report(report))
+    return EXIT_OK if report.marked else EXIT_NOT_MARKED
+
+
+def _new_job_id() -> str:
+    """A short id for one CLI run, carried by its outputs' watermark and labels."""
+    return "c" + secrets.token_hex(3)
+
+
+def _write_output(path: Path, frame: Frame, quality: int, job_id: str | None) -> None:
+    """Write a swapped image; with a job id, watermarked and labelled (BMP: watermark only)."""
+    if job_id is None:
+        write_image(path, frame, quality=quality)
+        return
+    from faceweave.provenance import embed_watermark, image_labels, write_labeled_image
+
+    marked = embed_watermark(frame, job_id)
+    if path.suffix.lower() == ".bmp":  # BMP holds no metadata
+        write_image(path, marked, quality=quality)
+    else:
+        write_labeled_image(path, marked, image_labels(job_id), quality=quality)
+
+
+def _add_watermark_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-watermark",
+        action="store_true",
+        help="do not mark the output as synthetic (by default an invisible watermark and "
+        "metadata labels say 'synthetic, faceweave'; see 'faceweave verify')",
+    )
+
+
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-pixels",
@@ -369,6 +449,7 @@ class _SwapJob:
     quality: int
     quiet: bool
     map_references: list[Face] | None = None
+    watermark: str | None = None  # a job id: mark outputs (watermark + labels)
 
     def run(self, target_path: Path, output_path: Path, debug_path: Path | None) -> str | None:
         """Swap the faces of one target image and write the result.
@@ -408,7 +489,7 @@ class _SwapJob:
             write_image(output_path, target_frame, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
         output_frame = swap_targets(target_frame, targets, self.swappers)
-        write_image(output_path, output_frame, quality=self.quality)
+        _write_output(output_path, output_frame, self.quality, self.watermark)
         return None
 
 
@@ -488,7 +569,7 @@ def _run_swap(args: argparse.Namespace) -> int:
     for path in [*wanted.sources, *wanted.references]:
         read_image(path, max_pixels=args.max_pixels)  # unreadable inputs fail before models load
 
-    analyser = fw.FaceAnalyser(max_faces=args.max_faces)
+    analyser = fw.FaceAnalyser(max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES)
     source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     options = _swap_options(args)
@@ -504,6 +585,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         quality=args.quality,
         quiet=args.quiet,
         map_references=reference_faces if wanted.selector == "map" else None,
+        watermark=None if args.no_watermark else _new_job_id(),
     )
     if not batch:
         note = job.run(target_path, output_path, args.debug)
@@ -584,6 +666,7 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
             redetect_every=args.redetect_every or DEFAULT_REDETECT_EVERY,
             max_faces=args.max_faces,
             progress=advance,
+            watermark=None if args.no_watermark else _new_job_id(),
         )
     return _report_video(stats, target_path, output_path, args)
 
@@ -787,7 +870,9 @@ def _run_analyse(args: argparse.Namespace) -> int:
     if args.debug is not None:
         check_output_path(args.debug)
     frame = read_image(image_path, max_pixels=args.max_pixels)
-    faces = fw.FaceAnalyser(max_faces=args.max_faces).get_faces(frame)
+    faces = fw.FaceAnalyser(max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES).get_faces(
+        frame
+    )
     if args.json:
         records = [_face_record(face, landmarks=args.landmarks) for face in faces]
         print(json.dumps(records, indent=2))

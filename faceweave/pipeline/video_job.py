@@ -49,6 +49,7 @@ from faceweave.io.video import (
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace, TrackerCounters
 from faceweave.processors.swap import SourceModel, SwapOptions, Swapper
+from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
 
 __all__ = [
@@ -309,6 +310,7 @@ def swap_video(
     queue_size: int = 4,
     progress: Callable[[int, int], None] | None = None,
     on_frame: Callable[[Packet], None] | None = None,
+    watermark: str | None = None,
 ) -> VideoJobStats:
     """Swap faces through a video file, keeping its audio, timing and rotation.
 
@@ -339,6 +341,8 @@ def swap_video(
             frame; ``frames_expected`` is 0 when unknown.
         on_frame: called with every packet after it is written (``data["targets"]``
             holds its :class:`SwapTarget` list); for benchmarks and previews.
+        watermark: a job id: every frame carries the invisible provenance watermark
+            with it and the container gets the synthetic-media labels. None: no mark.
 
     Returns:
         The :class:`VideoJobStats`.
@@ -401,6 +405,8 @@ def swap_video(
         def swap(packet: Packet) -> Packet:
             targets: list[SwapTarget] = packet.data["targets"]
             packet.image = swap_targets(packet.image, targets, swappers)
+            if watermark is not None:
+                packet.image = embed_watermark(packet.image, watermark)
             return packet
 
         def sink(packet: Packet) -> None:
@@ -420,7 +426,10 @@ def swap_video(
                     trim_start=trim_start or 0.0,
                     trim_end=trim_end,
                     rotation=reader.rotation,
-                    metadata=_copyable_metadata(reader),
+                    metadata={
+                        **_copyable_metadata(reader),
+                        **(video_metadata(watermark) if watermark is not None else {}),
+                    },
                 )
             assert packet.pts is not None
             if resampler is not None and resampler.previous is not None:

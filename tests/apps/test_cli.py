@@ -43,7 +43,12 @@ class Result:
         return [line for line in lines if line.strip() and not PROGRESS_BAR.match(line)]
 
 
-def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
+def _run(
+    *args: str | Path, cwd: Path, env: dict[str, str] | None = None, marked: bool = False
+) -> Result:
+    """Run the CLI; swaps skip the watermark unless ``marked`` (pixel checks need exact pixels)."""
+    if args and args[0] == "swap" and not marked:
+        args = (*args, "--no-watermark")
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [environment.get("PYTHONPATH")])]
@@ -499,3 +504,26 @@ def test_batch_exit_code_and_skip_no_face(images: Images, tmp_path: Path) -> Non
     assert result.returncode == EXIT_OK, result.stderr
     assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["face.png", "grey.png"]
     _assert_no_temp_files(tmp_path)
+
+
+@pytest.mark.slow
+def test_swap_marks_output_by_default_and_verify_reports_it(images: Images, tmp_path: Path) -> None:
+    marked = tmp_path / "marked.png"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.target_png, "-o", marked,
+        cwd=tmp_path, marked=True,
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    report = _run("verify", marked, cwd=tmp_path)
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert "FOUND" in report.stdout and "synthetic, faceweave" in report.stdout
+    assert "faceweave:synthetic=true" in report.stdout
+    plain = tmp_path / "plain.png"
+    result = _run(
+        "swap", "-s", images.source_png, "-t", images.target_png, "-o", plain, cwd=tmp_path
+    )
+    assert result.returncode == EXIT_OK, result.stderr
+    report = _run("verify", plain, cwd=tmp_path)
+    assert report.returncode == 4 and "not found" in report.stdout
+    missing = _run("verify", tmp_path / "nope.png", cwd=tmp_path)
+    assert missing.returncode == EXIT_ERROR and "Traceback" not in missing.stderr

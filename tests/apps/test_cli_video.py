@@ -21,6 +21,7 @@ import pytest
 from faceweave.apps import cli
 from faceweave.errors import EXIT_ERROR, EXIT_NO_FACE, EXIT_OK, EXIT_USAGE
 from faceweave.io import read_image, write_image
+from faceweave.provenance import verify
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRESS_BAR = re.compile(r"^faceweave:\s+(\d+%\||\d+frame)")
@@ -69,7 +70,10 @@ def make_clip(
     return path
 
 
-def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run(*args: str | Path, cwd: Path, marked: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the CLI; swaps skip the watermark unless ``marked`` (pixel checks need exact pixels)."""
+    if args and args[0] == "swap" and not marked:
+        args = (*args, "--no-watermark")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     env.pop("FACEWEAVE_DEBUG", None)
     return subprocess.run(
@@ -217,7 +221,9 @@ def test_map_on_a_group_photo(
 @pytest.mark.slow
 def test_swap_video_end_to_end(files: dict[str, Path], tmp_path: Path) -> None:
     output = tmp_path / "out.mp4"
-    result = _run("swap", "-s", files["hopper"], "-t", files["clip"], "-o", output, cwd=tmp_path)
+    result = _run(
+        "swap", "-s", files["hopper"], "-t", files["clip"], "-o", output, cwd=tmp_path, marked=True
+    )
     assert result.returncode == EXIT_OK, result.stderr
     assert re.search(r"30/30 \[.*frame/s\]", result.stderr), result.stderr  # bar: fps and ETA
     lines = _message_lines(result.stderr)
@@ -225,6 +231,10 @@ def test_swap_video_end_to_end(files: dict[str, Path], tmp_path: Path) -> None:
     assert len(_frames(output)) == 30
     assert _audio(output) == _audio(files["clip"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4"]
+    # Marked by default: the watermark in the frames and the labels in the container.
+    report = verify(output)
+    assert report.marked, report
+    assert report.labels.get("faceweave:synthetic") == "true", report.labels
 
 
 @pytest.mark.slow
