@@ -61,6 +61,7 @@ from common import (  # noqa: E402
 
 import faceweave as fw  # noqa: E402
 from faceweave.analysis.dlib_backend import DlibIdentity, DlibLandmarks68  # noqa: E402
+from faceweave.core.geometry import bbox_iou
 
 NORM_FACE = 160.0  # face width (mesh box) in pixels inside the measuring crop
 CROP_SCALE = 2.4  # measuring crop side, in face sizes
@@ -90,14 +91,6 @@ class Measure:
     box: BBox
     fallback: bool
     n_detections: int
-
-
-def _iou(a: BBox, b: BBox) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def dlib_like_box(mesh_box: BBox) -> BBox:
@@ -135,8 +128,8 @@ class DlibJudge:
 
         expected = to_crop(dlib_like_box(mesh_box))
         detections = self.landmarker.detect(crop, upsample=0)
-        best = max(detections, key=lambda d: _iou(d, expected), default=None)
-        fallback = best is None or _iou(best, expected) < 0.1
+        best = max(detections, key=lambda d: bbox_iou(d, expected), default=None)
+        fallback = best is None or bbox_iou(best, expected) < 0.1
         box = expected if fallback or best is None else best
         landmarks = self.landmarker.landmarks(crop, box)
         embedding = self.identity.embed(crop, box)

@@ -57,9 +57,9 @@ from common import (  # noqa: E402
 )
 
 import faceweave as fw  # noqa: E402
+from faceweave.core.geometry import bbox_iou  # noqa: E402
 from faceweave.io import read_image  # noqa: E402
 from faceweave.pipeline import Packet, VideoJobStats, swap_video  # noqa: E402
-from faceweave.pipeline.tracking import _iou  # noqa: E402
 
 RESOLUTIONS = {"480p": (854, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 FLICKER_CLIPS = (
@@ -236,9 +236,9 @@ def reference_selection(
         him = [f.bbox for f, d in zip(faces, distances, strict=True) if d < 0.6]
         others = [f.bbox for f, d in zip(faces, distances, strict=True) if d >= 0.6]
         boxes = swapped.get(i, [])
-        on_him = any(_iou(b, h) > 0.3 for b in boxes for h in him)
+        on_him = any(bbox_iou(b, h) > 0.3 for b in boxes for h in him)
         on_others = any(
-            _iou(b, o) > 0.3 and not any(_iou(b, h) > 0.3 for h in him)
+            bbox_iou(b, o) > 0.3 and not any(bbox_iou(b, h) > 0.3 for h in him)
             for b in boxes
             for o in others
         )

@@ -8,9 +8,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.base import Detection, FaceDetector, create_detector
-from faceweave.analysis.mediapipe_backend import MeshLandmarker, _iou
+from faceweave.analysis.mediapipe_backend import MeshLandmarker
 from faceweave.core.facemodel import load_face_model
-from faceweave.core.geometry import estimate_pose
+from faceweave.core.geometry import bbox_iou, estimate_pose
 from faceweave.errors import InputError
 from faceweave.types import BBox, Face, Frame
 
@@ -107,7 +107,7 @@ class FaceAnalyser:
         faces: list[Face] = []
         for det in self.detect(frame):
             face = self.face_from_box(frame, det.bbox, det.score)
-            if face is not None and all(_iou(face.bbox, f.bbox) < 0.5 for f in faces):
+            if face is not None and all(bbox_iou(face.bbox, f.bbox) < 0.5 for f in faces):
                 faces.append(face)
         return faces
 

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.base import Detection, register_detector
+from faceweave.core.geometry import bbox_iou
 from faceweave.errors import BackendError
 from faceweave.types import BBox, Frame
 
@@ -41,17 +42,9 @@ def _nms(dets: list[Detection], iou_threshold: float) -> list[Detection]:
     dets = sorted(dets, key=lambda d: -d.score)
     kept: list[Detection] = []
     for d in dets:
-        if all(_iou(d.bbox, k.bbox) < iou_threshold for k in kept):
+        if all(bbox_iou(d.bbox, k.bbox) < iou_threshold for k in kept):
             kept.append(d)
     return kept
-
-
-def _iou(a: BBox, b: BBox) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 @register_detector("mediapipe")

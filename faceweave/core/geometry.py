@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.types import Pose
+from faceweave.types import BBox, Pose
 
 
 def umeyama(
@@ -107,3 +107,12 @@ def vertex_normals(
         np.add.at(normals, triangles[:, k], face_n)
     norm = np.linalg.norm(normals, axis=1, keepdims=True)
     return np.asarray(normals / np.maximum(norm, 1e-12))
+
+
+def bbox_iou(a: BBox, b: BBox) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes; 0 for empty boxes."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0

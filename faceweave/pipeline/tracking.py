@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
+from faceweave.core.geometry import bbox_iou
 from faceweave.errors import UsageError
 from faceweave.pipeline.smoothing import OneEuroFilter
 from faceweave.types import BBox, Face, Frame
@@ -88,14 +89,6 @@ class _Track:
     velocity: NDArray[np.float32] = field(default_factory=lambda: np.zeros(2, np.float32))
     age: int = 0
     lost: int = 0
-
-
-def _iou(a: BBox, b: BBox) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def _box(points: NDArray[np.floating]) -> BBox:
@@ -255,7 +248,9 @@ class FaceTracker:
         """(track index, face index) pairs with IoU >= iou_match, best total IoU."""
         if not tracks or not faces:
             return []
-        iou = np.array([[_iou(self._predicted_box(t, 0.0), f.bbox) for f in faces] for t in tracks])
+        iou = np.array(
+            [[bbox_iou(self._predicted_box(t, 0.0), f.bbox) for f in faces] for t in tracks]
+        )
         rows, cols = linear_sum_assignment(-iou)
         return [
             (int(r), int(c)) for r, c in zip(rows, cols, strict=True) if iou[r, c] >= self.iou_match
