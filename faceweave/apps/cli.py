@@ -160,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_live_parser(commands)
     _add_analyse_parser(commands)
     _add_verify_parser(commands)
+    from faceweave.apps.service_cli import add_service_commands
+
+    add_service_commands(commands)
     return parser
 
 

@@ -1,0 +1,288 @@
+"""``faceweave serve`` and ``faceweave keys``: run the service and manage its API keys.
+
+Thin like the rest of :mod:`faceweave.apps`: parse arguments, build a
+:class:`~faceweave.service.ServiceConfig`, call the service. Errors are
+:class:`~faceweave.errors.FaceweaveError` subclasses, which ``faceweave``'s
+``main`` turns into one line on stderr and an exit code (1 error, 2 usage).
+
+Wiring (in :mod:`faceweave.apps.cli`)::
+
+    from faceweave.apps.service_cli import add_service_commands
+    add_service_commands(commands)   # after the other add_parser calls
+
+Example:
+    $ faceweave keys create --name alice --data ./faceweave-data
+    $ faceweave serve --host 127.0.0.1 --port 8000 --data ./faceweave-data
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+from faceweave.errors import EXIT_OK, EXIT_USAGE, FaceweaveError, InputError, UsageError
+from faceweave.io.image import DEFAULT_MAX_PIXELS
+
+__all__ = ["add_service_commands", "run_keys", "run_serve", "serve_main"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_DATA = Path("faceweave-data")
+MIB = 1024 * 1024
+
+
+def add_service_commands(subparsers: Any) -> None:
+    """Add ``serve`` and ``keys`` to the ``faceweave`` command's sub-parsers."""
+    _add_serve_parser(subparsers)
+    _add_keys_parser(subparsers)
+
+
+def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    serve: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="run the REST API and web page",
+        description="Run the faceweave service: a REST API for swap jobs (OpenAPI at "
+        "/docs) and a web page at /. Jobs are kept in SQLite and files under --data.",
+    )
+    serve.set_defaults(command=run_serve)
+    serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (%(default)s)")
+    serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help="(%(default)s)")
+    _add_data_option(serve)
+    serve.add_argument(
+        "--workers",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="job worker threads, each with its own models (default: half the CPU cores, 1..4)",
+    )
+    serve.add_argument(
+        "--max-upload-mb",
+        type=_positive_float,
+        default=200.0,
+        metavar="MB",
+        help="largest uploaded file (default %(default)s)",
+    )
+    serve.add_argument(
+        "--max-pixels",
+        type=_positive_int,
+        default=DEFAULT_MAX_PIXELS,
+        metavar="N",
+        help="largest image or video frame, width * height (default %(default)s)",
+    )
+    serve.add_argument(
+        "--max-video-seconds",
+        type=_positive_float,
+        default=120.0,
+        metavar="S",
+        help="longest video target (default %(default)s)",
+    )
+    serve.add_argument(
+        "--retention-hours",
+        type=_non_negative_float,
+        default=24.0,
+        metavar="H",
+        help="delete finished jobs' files after this long; 0 keeps them (default %(default)s)",
+    )
+    serve.add_argument(
+        "--rate-limit",
+        type=_positive_float,
+        default=10.0,
+        metavar="PER_S",
+        help="requests per second per key, sustained (default %(default)s)",
+    )
+    serve.add_argument(
+        "--rate-burst",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="requests per key at once (default %(default)s)",
+    )
+    serve.add_argument(
+        "--max-active-jobs",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="queued plus running jobs per key (default %(default)s)",
+    )
+    serve.add_argument("--no-preview", action="store_true", help="turn off POST /v1/preview")
+    serve.add_argument(
+        "--allow-unmarked",
+        action="store_true",
+        help="development only: start even if faceweave.provenance is missing",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=("critical", "error", "warning", "info", "debug"),
+        default="info",
+    )
+    return serve
+
+
+def _add_keys_parser(subparsers: Any) -> None:
+    keys = subparsers.add_parser(
+        "keys",
+        help="create, list or revoke API keys",
+        description="Manage the service's API keys. A key is printed once, when created; "
+        "only a peppered hash of it is stored.",
+    )
+    actions = keys.add_subparsers(title="actions", metavar="ACTION", required=True)
+    create = actions.add_parser("create", help="create a key and print it (once)")
+    create.set_defaults(command=run_keys, keys_action="create")
+    create.add_argument("--name", required=True, help="who or what the key is for")
+    _add_data_option(create)
+    listing = actions.add_parser("list", help="list keys (ids and names, never the keys)")
+    listing.set_defaults(command=run_keys, keys_action="list")
+    _add_data_option(listing)
+    revoke = actions.add_parser("revoke", help="revoke a key by its id")
+    revoke.set_defaults(command=run_keys, keys_action="revoke")
+    revoke.add_argument("key_id", metavar="ID", help="the key's id (see keys list)")
+    _add_data_option(revoke)
+
+
+def _add_data_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        metavar="DIR",
+        help="database and job files (default ./%(default)s)",
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run the service until interrupted (Ctrl-C or SIGTERM stop it cleanly)."""
+    import uvicorn
+
+    from faceweave.service import ServiceConfig, create_app
+    from faceweave.service.config import default_workers
+
+    _check_data_dir(args.data)
+    config = ServiceConfig(
+        data_dir=args.data,
+        workers=default_workers() if args.workers is None else args.workers,
+        max_upload_bytes=int(args.max_upload_mb * MIB),
+        max_pixels=args.max_pixels,
+        max_video_seconds=args.max_video_seconds,
+        retention_hours=args.retention_hours,
+        rate_per_s=args.rate_limit,
+        rate_burst=args.rate_burst,
+        max_active_jobs_per_key=args.max_active_jobs,
+        preview_enabled=not args.no_preview,
+        require_provenance=not args.allow_unmarked,
+    ).validated()
+    app = create_app(config)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return EXIT_OK
+
+
+def run_keys(args: argparse.Namespace) -> int:
+    """``keys create|list|revoke``; the key itself goes to stdout, notes to stderr."""
+    from faceweave.service.auth import create_key, list_keys, load_pepper, revoke_key
+    from faceweave.service.db import Database
+
+    _check_data_dir(args.data)
+    args.data.mkdir(parents=True, exist_ok=True)
+    db = Database(args.data / "faceweave.db")
+    try:
+        if args.keys_action == "create":
+            record, key = create_key(db, load_pepper(args.data / "pepper.key"), args.name)
+            print(key)
+            print(
+                f"created key {record.id} ({record.name}); it is shown only now, store it safely",
+                file=sys.stderr,
+            )
+        elif args.keys_action == "list":
+            for item in list_keys(db):
+                created = _date(item.created_at)
+                status = f"revoked {_date(item.revoked_at)}" if item.revoked_at else "active"
+                print(f"{item.id}  {created}  {status:<28}  {item.name}")
+        elif args.keys_action == "revoke":
+            if not revoke_key(db, args.key_id):
+                raise InputError(f"no active key with id {args.key_id}")
+            print(f"revoked key {args.key_id}", file=sys.stderr)
+        else:  # pragma: no cover - argparse only sets the three actions
+            raise UsageError(f"unknown keys action {args.keys_action}")
+    finally:
+        db.close()
+    return EXIT_OK
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    """``python -m faceweave.service [serve options]``: the service without the full CLI."""
+    parser = argparse.ArgumentParser(prog="python -m faceweave.service")
+    subparsers = parser.add_subparsers()
+    serve = _add_serve_parser(subparsers)
+    try:
+        args = serve.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return run_serve(args)
+    except FaceweaveError as err:
+        print(f"faceweave: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return err.exit_code
+
+
+def _check_data_dir(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: exists and is not a directory")
+
+
+def _date(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be 1..65535, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = _float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text}")
+    return value

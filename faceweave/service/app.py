@@ -1,0 +1,661 @@
+"""The FastAPI application: lifespan, routes, JSON errors and the web page.
+
+Thin by design: models load once in the lifespan (one engine per worker thread
+plus one for previews); handlers check inputs, write rows and hand work to the
+worker pool. Nothing heavy runs on the event loop: database calls run in
+FastAPI's thread pool (plain ``def`` handlers and dependencies), uploads are
+written to disk from a worker thread, image checks and previews run in
+``run_in_threadpool``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import secrets
+import shutil
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import faceweave
+from faceweave.analysis.selection import ORDERS, SELECTORS
+from faceweave.errors import FaceweaveError, UsageError
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES
+from faceweave.service import audit
+from faceweave.service.auth import ApiKey, RateLimiter, authenticate, load_pepper
+from faceweave.service.checks import (
+    MediaType,
+    ReceivedFile,
+    Upload,
+    check_image,
+    check_media,
+    check_video,
+    receive_upload,
+)
+from faceweave.service.config import ServiceConfig
+from faceweave.service.db import Database
+from faceweave.service.errors import ServiceError, http_status_of
+from faceweave.service.jobs import OUTPUT_FORMATS, STATES, InputFile, Job, JobOptions, JobStore
+from faceweave.service.worker import (
+    Engine,
+    Previewer,
+    Sweeper,
+    WorkerPool,
+    provenance_available,
+    video_supported,
+)
+
+__all__ = ["ServiceState", "create_app"]
+
+logger = logging.getLogger("faceweave.service")
+
+STATIC_DIR = Path(__file__).parent / "static"
+FILE_FIELDS = ("source", "target", "reference")
+_MEDIA_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".webp": "image/webp",
+    ".mp4": "video/mp4",
+    ".mov": "video/quicktime",
+    ".mkv": "video/x-matroska",
+    ".webm": "video/webm",
+}
+
+
+# --- state built by the lifespan -----------------------------------------------------------------
+
+
+@dataclass
+class ServiceState:
+    """Everything the handlers use, built once at start-up."""
+
+    config: ServiceConfig
+    db: Database
+    pepper: bytes
+    store: JobStore
+    pool: WorkerPool
+    sweeper: Sweeper
+    previewer: Previewer | None
+    limiter: RateLimiter
+    video: bool
+    started_at: float
+
+    @classmethod
+    def start(cls, config: ServiceConfig) -> ServiceState:
+        """Open the database, recover interrupted jobs, load models, start workers."""
+        config = config.validated()
+        if config.require_provenance and not provenance_available():
+            raise UsageError(
+                "faceweave.provenance is not installed, so outputs cannot be marked; "
+                "install it (or, for development only, allow unmarked outputs)"
+            )
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        db = Database(config.db_path)
+        store = JobStore(db, config.jobs_dir)
+        requeued = store.requeue_interrupted()
+        if requeued:
+            logger.warning("requeued %d jobs interrupted by a crash", len(requeued))
+        store.remove_orphan_dirs()
+        (config.data_dir / "previews").mkdir(exist_ok=True)
+        shutil.rmtree(config.data_dir / "previews", ignore_errors=True)
+        (config.data_dir / "previews").mkdir(exist_ok=True)
+        engines = [Engine() for _ in range(config.workers)]
+        previewer = (
+            Previewer(Engine(), max_side=config.preview_max_side, max_pixels=config.max_pixels)
+            if config.preview_enabled
+            else None
+        )
+        pool = WorkerPool(
+            store, engines, max_pixels=config.max_pixels, poll_interval_s=config.poll_interval_s
+        )
+        sweeper = Sweeper(
+            store, retention_hours=config.retention_hours, interval_s=config.sweep_interval_s
+        )
+        sweeper.sweep()
+        pool.start()
+        sweeper.start()
+        return cls(
+            config=config,
+            db=db,
+            pepper=load_pepper(config.pepper_path),
+            store=store,
+            pool=pool,
+            sweeper=sweeper,
+            previewer=previewer,
+            limiter=RateLimiter(config.rate_per_s, config.rate_burst),
+            video=config.video_enabled and video_supported(),
+            started_at=time.time(),
+        )
+
+    def stop(self) -> None:
+        self.sweeper.stop()
+        self.pool.stop()
+        self.db.close()
+
+
+def _state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.service
+    return state
+
+
+# --- response models -------------------------------------------------------------------------
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="stable machine-readable code, e.g. upload_too_large")
+    message: str = Field(description="one line for a person")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class InputOut(BaseModel):
+    name: str = Field(description="the uploaded file's name, for display only")
+    type: str = Field(description="media type sniffed from the content")
+    size: int
+    sha256: str
+
+
+class ResultOut(BaseModel):
+    url: str
+    media_type: str
+    sha256: str
+
+
+class JobOut(BaseModel):
+    id: str
+    state: str = Field(description="queued, running, done, failed or cancelled")
+    kind: str = Field(description="image or video")
+    progress: float = Field(ge=0.0, le=1.0)
+    error: ErrorBody | None = None
+    options: dict[str, Any]
+    inputs: dict[str, InputOut]
+    result: ResultOut | None = None
+    attempts: int
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    workers: int
+    queued: int
+    running: int
+    video: bool
+    provenance: bool
+
+
+def _iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _job_out(job: Job) -> JobOut:
+    result = None
+    if job.state == "done" and job.result_ext and job.result_sha256:
+        result = ResultOut(
+            url=f"/v1/jobs/{job.id}/result",
+            media_type=_MEDIA_TYPES.get(job.result_ext, "application/octet-stream"),
+            sha256=job.result_sha256,
+        )
+    error = (
+        ErrorBody(code=job.error_code or "failed", message=job.error_message or "")
+        if job.state == "failed"
+        else None
+    )
+    return JobOut(
+        id=job.id,
+        state=job.state,
+        kind=job.kind,
+        progress=job.progress,
+        error=error,
+        options=job.options.__dict__,
+        inputs={
+            role: InputOut(
+                name=item.name,
+                type=_MEDIA_TYPES.get(item.ext, "image/bmp"),
+                size=item.size,
+                sha256=item.sha256,
+            )
+            for role, item in job.inputs.items()
+        },
+        result=result,
+        attempts=job.attempts,
+        created_at=_iso(job.created_at) or "",
+        started_at=_iso(job.started_at),
+        finished_at=_iso(job.finished_at),
+    )
+
+
+# --- auth ------------------------------------------------------------------------------------
+
+_bearer = HTTPBearer(auto_error=False, description="an API key from `faceweave keys create`")
+
+
+def require_key(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> ApiKey:
+    """The caller's API key; 401 without a valid one, 429 when over its rate limit.
+
+    A plain ``def``: FastAPI runs it in the thread pool, off the event loop.
+    """
+    state = _state(request)
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if credentials is None:
+        raise ServiceError(
+            401, "unauthorized", "send an API key: Authorization: Bearer <key>", headers=challenge
+        )
+    key = authenticate(state.db, state.pepper, credentials.credentials)
+    if key is None:
+        raise ServiceError(401, "unauthorized", "invalid or revoked API key", headers=challenge)
+    wait = state.limiter.take(key.id)
+    if wait > 0:
+        raise ServiceError(
+            429,
+            "rate_limited",
+            f"too many requests for this key; retry in {wait:.1f} s",
+            headers={"Retry-After": RateLimiter.retry_after(wait)},
+        )
+    return key
+
+
+Key = Annotated[ApiKey, Depends(require_key)]
+
+
+# --- the multipart body, described for OpenAPI (parsed by checks.receive_upload) -------------
+
+_OPTION_SCHEMA: dict[str, Any] = {
+    "fusion": {"type": "number", "minimum": 0, "maximum": 1, "default": 1.0},
+    "color": {"type": "string", "enum": list(COLOR_MODES), "default": "lct"},
+    "blend": {"type": "string", "enum": list(BLEND_MODES), "default": "multiband"},
+    "face_selector": {"type": "string", "enum": list(SELECTORS), "default": "one"},
+    "face_order": {"type": "string", "enum": list(ORDERS), "default": "large-small"},
+    "max_faces": {"type": "integer", "minimum": 1, "maximum": 32, "default": 8},
+    "reference_distance": {"type": "number", "minimum": 0, "maximum": 10, "default": 0.6},
+    "mask_mouth": {"type": "boolean", "default": True},
+    "mask_eyes": {"type": "boolean", "default": False},
+    "skip_no_face": {"type": "boolean", "default": False},
+    "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS), "default": "auto"},
+    "quality": {"type": "integer", "minimum": 1, "maximum": 100, "default": 95},
+}
+_FILE_SCHEMA = {"type": "string", "format": "binary"}
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["source", "target"],
+                    "properties": {
+                        "source": {**_FILE_SCHEMA, "description": "image with the source face"},
+                        "target": {
+                            **_FILE_SCHEMA,
+                            "description": "image or video whose faces are replaced",
+                        },
+                        "reference": {
+                            **_FILE_SCHEMA,
+                            "description": "image of the person to replace "
+                            "(face_selector=reference)",
+                        },
+                        **_OPTION_SCHEMA,
+                    },
+                }
+            }
+        },
+    }
+}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": text}
+    for status, text in (
+        (401, "no or invalid API key"),
+        (404, "no such job (or not yours)"),
+        (413, "upload, image or video too large"),
+        (415, "not a supported image or video type"),
+        (422, "invalid input or option"),
+        (429, "rate limited; see Retry-After"),
+    )
+}
+
+
+# --- upload handling shared by jobs and previews --------------------------------------------
+
+
+@dataclass
+class _Checked:
+    options: JobOptions
+    kind: str
+    inputs: dict[str, InputFile]
+
+
+async def _receive_and_check(state: ServiceState, request: Request, directory: Path) -> _Checked:
+    """Stream the upload into ``directory``, then check every file and option."""
+    config = state.config
+    upload = await receive_upload(
+        request, directory, file_fields=FILE_FIELDS, max_file_bytes=config.max_upload_bytes
+    )
+    options = JobOptions.from_form(upload.fields)
+    for role in ("source", "target"):
+        if role not in upload.files:
+            raise ServiceError(422, "missing_file", f"the {role} file is missing")
+    if options.face_selector == "reference" and "reference" not in upload.files:
+        raise ServiceError(422, "missing_file", "face_selector=reference needs a reference image")
+    if options.face_selector != "reference" and "reference" in upload.files:
+        raise ServiceError(
+            422, "bad_option", "a reference image is only used with face_selector=reference"
+        )
+    media: dict[str, MediaType] = {}
+    for role, received in upload.files.items():
+        allowed = ("image", "video") if role == "target" else ("image",)
+        media[role] = check_media(received, allowed)
+    kind = media["target"].kind
+    if kind == "video" and not state.video:
+        raise ServiceError(
+            415, "video_not_supported", "video targets are not supported by this server yet"
+        )
+    if kind == "video" and options.output_format not in ("auto",):
+        raise ServiceError(422, "bad_option", "output_format applies to image targets only")
+    inputs = await run_in_threadpool(_check_files, config, upload, media)
+    return _Checked(options=options, kind=kind, inputs=inputs)
+
+
+def _check_files(
+    config: ServiceConfig, upload: Upload, media: dict[str, MediaType]
+) -> dict[str, InputFile]:
+    inputs: dict[str, InputFile] = {}
+    for role, received in upload.files.items():
+        path = _rename(received, media[role].ext)
+        if media[role].kind == "image":
+            check_image(path, max_pixels=config.max_pixels, role=role)
+        else:
+            check_video(
+                path,
+                max_seconds=config.max_video_seconds,
+                max_pixels=config.max_pixels,
+                role=role,
+            )
+        inputs[role] = InputFile(
+            role=role,
+            ext=media[role].ext,
+            size=received.size,
+            sha256=received.sha256,
+            name=received.filename,
+        )
+    return inputs
+
+
+def _rename(received: ReceivedFile, ext: str) -> Path:
+    final = received.path.with_name(f"{received.field}{ext}")
+    received.path.rename(final)
+    received.path = final
+    return final
+
+
+def _reject(state: ServiceState, key: ApiKey, error: FaceweaveError) -> None:
+    status, code = http_status_of(error)
+    with state.db.transaction() as conn:
+        audit.record(conn, "job.rejected", key_id=key.id, detail={"status": status, "code": code})
+
+
+# --- the application ---------------------------------------------------------------------------
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """Build the application; models load and workers start in its lifespan.
+
+    Example:
+        >>> app = create_app(ServiceConfig(data_dir=Path("faceweave-data")))  # doctest: +SKIP
+        >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
+    """
+    config = config.validated()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = await run_in_threadpool(ServiceState.start, config)
+        app.state.service = state
+        try:
+            yield
+        finally:
+            await run_in_threadpool(state.stop)
+
+    app = FastAPI(
+        title="faceweave",
+        version=faceweave.__version__,
+        description="Face swap jobs: upload a source face and a target image or video, "
+        "poll the job, download the result. Every result carries a provenance mark.",
+        lifespan=lifespan,
+    )
+    _install_error_handlers(app)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    def healthz(request: Request) -> Health:
+        """Liveness and queue size; no key needed."""
+        state = _state(request)
+        return Health(
+            status="ok",
+            version=faceweave.__version__,
+            workers=len(state.pool.engines),
+            queued=state.store.count("queued"),
+            running=state.store.count("running"),
+            video=state.video,
+            provenance=provenance_available(),
+        )
+
+    @app.post(
+        "/v1/jobs",
+        status_code=202,
+        response_model=JobOut,
+        responses=_ERRORS,
+        openapi_extra=_UPLOAD_BODY,
+        tags=["jobs"],
+    )
+    async def create_job(request: Request, response: Response, key: Key) -> JobOut:
+        """Queue a swap: multipart ``source`` and ``target`` files plus options."""
+        state = _state(request)
+        job_id = secrets.token_hex(16)
+        directory = state.store.job_dir(job_id)
+        await run_in_threadpool(directory.mkdir, parents=True)
+        try:
+            checked = await _receive_and_check(state, request, directory)
+            job = await run_in_threadpool(
+                state.store.create,
+                job_id,
+                key.id,
+                checked.kind,
+                checked.options,
+                checked.inputs,
+                max_active=state.config.max_active_jobs_per_key,
+            )
+        except BaseException as exc:
+            await run_in_threadpool(shutil.rmtree, directory, True)
+            if isinstance(exc, FaceweaveError):
+                await run_in_threadpool(_reject, state, key, exc)
+            raise
+        state.pool.notify()
+        response.headers["Location"] = f"/v1/jobs/{job.id}"
+        return _job_out(job)
+
+    @app.get("/v1/jobs", response_model=JobList, responses=_ERRORS, tags=["jobs"])
+    def list_jobs(
+        request: Request,
+        key: Key,
+        state: Annotated[str | None, Query(description="only jobs in this state")] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    ) -> JobList:
+        """This key's jobs, newest first."""
+        if state is not None and state not in STATES:
+            raise ServiceError(422, "bad_option", f"state must be one of {', '.join(STATES)}")
+        jobs = _state(request).store.list(key.id, state=state, limit=limit)
+        return JobList(jobs=[_job_out(job) for job in jobs])
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=_ERRORS, tags=["jobs"])
+    def get_job(request: Request, job_id: str, key: Key) -> JobOut:
+        """A job's state, progress (0..1) and error."""
+        return _job_out(_own_job(request, job_id, key))
+
+    @app.get(
+        "/v1/jobs/{job_id}/result",
+        responses={
+            **_ERRORS,
+            409: {"model": ErrorResponse, "description": "the job is not done"},
+            200: {"content": {"image/png": {}, "image/jpeg": {}, "video/mp4": {}}},
+        },
+        response_class=FileResponse,
+        tags=["jobs"],
+    )
+    def get_result(request: Request, job_id: str, key: Key) -> FileResponse:
+        """Download the result of a finished job."""
+        state = _state(request)
+        job = _own_job(request, job_id, key)
+        if job.state != "done" or job.result_ext is None:
+            raise ServiceError(409, "not_done", f"the job is {job.state}, not done")
+        path = state.store.result_path(job.id, job.result_ext)
+        if not path.is_file():
+            raise ServiceError(404, "not_found", "the result is gone (deleted or expired)")
+        state.store.record_download(job, key.id)
+        return FileResponse(
+            path,
+            media_type=_MEDIA_TYPES.get(job.result_ext, "application/octet-stream"),
+            filename=f"faceweave-{job.id}{job.result_ext}",
+        )
+
+    @app.delete("/v1/jobs/{job_id}", status_code=204, responses=_ERRORS, tags=["jobs"])
+    def delete_job(request: Request, job_id: str, key: Key) -> Response:
+        """Cancel the job if it is queued or running, and delete its files."""
+        if not _valid_id(job_id) or _state(request).store.delete(job_id, key.id) is None:
+            raise _not_found()
+        return Response(status_code=204)
+
+    @app.post(
+        "/v1/preview",
+        responses={
+            **_ERRORS,
+            200: {"content": {"image/jpeg": {}}, "description": "the swapped frame"},
+        },
+        response_class=Response,
+        openapi_extra=_UPLOAD_BODY,
+        tags=["jobs"],
+    )
+    async def preview(request: Request, key: Key) -> Response:
+        """Swap one frame now (an image target, or a video's first frame); returns a JPEG."""
+        state = _state(request)
+        if state.previewer is None:
+            raise ServiceError(404, "preview_disabled", "previews are turned off on this server")
+        directory = state.config.data_dir / "previews" / secrets.token_hex(16)
+        await run_in_threadpool(directory.mkdir, parents=True)
+        try:
+            checked = await _receive_and_check(state, request, directory)
+            previewer = state.previewer
+            reference = (
+                directory / f"reference{checked.inputs['reference'].ext}"
+                if "reference" in checked.inputs
+                else None
+            )
+            jpeg = await run_in_threadpool(
+                lambda: previewer.preview(
+                    directory / f"source{checked.inputs['source'].ext}",
+                    directory / f"target{checked.inputs['target'].ext}",
+                    checked.kind,
+                    checked.options,
+                    reference_path=reference,
+                    mark=f"preview-{key.id}",
+                )
+            )
+            await run_in_threadpool(_audit_preview, state, key, checked)
+        finally:
+            await run_in_threadpool(shutil.rmtree, directory, True)
+        return Response(content=jpeg, media_type="image/jpeg")
+
+    return app
+
+
+def _audit_preview(state: ServiceState, key: ApiKey, checked: _Checked) -> None:
+    with state.db.transaction() as conn:
+        audit.record(
+            conn,
+            "preview",
+            key_id=key.id,
+            inputs_sha256={role: item.sha256 for role, item in checked.inputs.items()},
+        )
+
+
+def _valid_id(job_id: str) -> bool:
+    return len(job_id) == 32 and all(ch in "0123456789abcdef" for ch in job_id)
+
+
+def _not_found() -> ServiceError:
+    return ServiceError(404, "not_found", "no such job")
+
+
+def _own_job(request: Request, job_id: str, key: ApiKey) -> Job:
+    """The job if ``key`` owns it; 404 otherwise (another key's job does not exist for you)."""
+    job = _state(request).store.get(job_id, key.id) if _valid_id(job_id) else None
+    if job is None:
+        raise _not_found()
+    return job
+
+
+def _error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(FaceweaveError)
+    async def faceweave_error(request: Request, exc: FaceweaveError) -> JSONResponse:
+        status, code = http_status_of(exc)
+        if status >= 500:
+            logger.error("internal error: %s", exc)
+            return _error_response(status, code, "internal error")
+        headers = exc.headers if isinstance(exc, ServiceError) else None
+        message = exc.message if isinstance(exc, ServiceError) else " ".join(str(exc).split())
+        return _error_response(status, code, message, headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        code = codes.get(exc.status_code, "http_error")
+        headers = dict(exc.headers) if exc.headers else None
+        return _error_response(exc.status_code, code, str(exc.detail), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        message = f"{where}: {first.get('msg', 'invalid request')}"
+        return _error_response(422, "bad_request", message)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return _error_response(500, "internal", "internal error")

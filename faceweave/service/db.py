@@ -1,0 +1,188 @@
+"""SQLite storage: one database file in WAL mode, its schema and migrations.
+
+WAL lets the request threads read while a worker writes. Every change that must
+be all-or-nothing (a state transition and its audit row) runs in
+:meth:`Database.transaction`, which takes the write lock up front
+(``BEGIN IMMEDIATE``) so two writers never deadlock half-way. Each thread gets its
+own connection (sqlite3 connections must not be shared between threads while in
+use); they are closed together by :meth:`Database.close`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from faceweave.errors import OutputError
+
+__all__ = ["SCHEMA_VERSION", "Database"]
+
+SCHEMA_VERSION = 1
+_BUSY_TIMEOUT_MS = 10_000
+
+# Version 1. Times are Unix seconds (REAL); JSON is stored as TEXT.
+_SCHEMA_V1 = """
+CREATE TABLE keys (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    hash        TEXT NOT NULL UNIQUE,
+    created_at  REAL NOT NULL,
+    revoked_at  REAL
+);
+
+CREATE TABLE jobs (
+    id               TEXT PRIMARY KEY,
+    key_id           TEXT NOT NULL REFERENCES keys(id),
+    state            TEXT NOT NULL
+                     CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),
+    kind             TEXT NOT NULL CHECK (kind IN ('image', 'video')),
+    options          TEXT NOT NULL,
+    inputs           TEXT NOT NULL,
+    result_ext       TEXT,
+    result_sha256    TEXT,
+    progress         REAL NOT NULL DEFAULT 0,
+    error_code       TEXT,
+    error_message    TEXT,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    created_at       REAL NOT NULL,
+    started_at       REAL,
+    finished_at      REAL,
+    deleted_at       REAL
+);
+CREATE INDEX jobs_queue ON jobs (state, created_at);
+CREATE INDEX jobs_by_key ON jobs (key_id, created_at);
+
+CREATE TABLE audit_log (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    at             REAL NOT NULL,
+    key_id         TEXT,
+    action         TEXT NOT NULL,
+    job_id         TEXT,
+    inputs_sha256  TEXT,
+    output_sha256  TEXT,
+    detail         TEXT
+);
+CREATE INDEX audit_by_job ON audit_log (job_id);
+
+-- The audit log is append-only: rows can be added, never changed or removed.
+CREATE TRIGGER audit_log_no_update BEFORE UPDATE ON audit_log
+BEGIN
+    SELECT RAISE(ABORT, 'audit_log is append-only');
+END;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+BEGIN
+    SELECT RAISE(ABORT, 'audit_log is append-only');
+END;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1}
+
+
+class Database:
+    """The service's SQLite database.
+
+    Args:
+        path: the database file; its directory must exist.
+
+    Example:
+        >>> db = Database(tmp_path / "faceweave.db")  # doctest: +SKIP
+        >>> with db.transaction() as conn:  # doctest: +SKIP
+        ...     conn.execute("INSERT INTO ...")
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            conn = self.connection()
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.Error as exc:
+            raise OutputError(f"{self.path}: cannot open the database: {exc}") from exc
+        self._migrate()
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection (opened on first use), in autocommit mode."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise OutputError(f"{self.path}: database is closed")
+            conn = sqlite3.connect(
+                self.path,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,  # we issue BEGIN ourselves
+                check_same_thread=False,  # closed from another thread by close()
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            # WAL + NORMAL is durable against process crashes (kill -9); FULL also
+            # survives power loss at the cost of an fsync per commit.
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed when the block ends, rolled back on error."""
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        """Run a read-only statement and return every row."""
+        return list(self.connection().execute(sql, params).fetchall())
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._lock:
+            self._closed = True
+            for conn in self._connections:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def _migrate(self) -> None:
+        with self.transaction() as conn:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise OutputError(
+                    f"{self.path}: database schema {version} is newer than this faceweave "
+                    f"({SCHEMA_VERSION}); upgrade faceweave"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _split_statements(_MIGRATIONS[target]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={target}")
+
+
+def _split_statements(script: str) -> list[str]:
+    """Split a schema script into statements (``executescript`` would commit our transaction).
+
+    ``sqlite3.complete_statement`` knows that a trigger body's semicolons do not end it.
+    """
+    statements: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--") and not current.strip():
+            continue
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements

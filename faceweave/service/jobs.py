@@ -1,0 +1,487 @@
+"""The durable job queue.
+
+A job moves ``queued -> running -> done | failed | cancelled``; each move is
+one SQLite transaction together with its audit row. A worker takes a job with a
+single ``UPDATE ... WHERE state = 'queued' ... RETURNING``: SQLite runs it under
+the write lock, so two workers (threads or processes) never get the same job.
+Jobs found ``running`` when the service starts were interrupted (crash,
+``kill -9``, power loss) and go back to ``queued``; they run again from the
+start. Files live in ``<data>/jobs/<id>/``: ``source.<ext>``, ``target.<ext>``,
+``reference.<ext>`` and ``result.<ext>``; user file names are never used as paths.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faceweave.analysis.selection import ORDERS, SELECTORS
+from faceweave.errors import UsageError
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES
+from faceweave.service import audit
+from faceweave.service.db import Database
+from faceweave.service.errors import ServiceError
+
+__all__ = [
+    "FINAL_STATES",
+    "InputFile",
+    "Job",
+    "JobOptions",
+    "JobStore",
+    "OUTPUT_FORMATS",
+    "STATES",
+]
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINAL_STATES = ("done", "failed", "cancelled")
+OUTPUT_FORMATS = ("auto", "png", "jpg", "webp")
+ROLES = ("source", "target", "reference")
+MAX_FACES_LIMIT = 32
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What a job does: the command line's ``swap`` options.
+
+    Attributes:
+        fusion: 0 keeps the target, 1 is a full swap.
+        color: colour mode (see :data:`~faceweave.COLOR_MODES`).
+        blend: blend mode (see :data:`~faceweave.BLEND_MODES`).
+        face_selector: ``one``, ``many`` or ``reference`` (needs a reference image).
+        face_order: order of the target faces (see :func:`~faceweave.order_faces`).
+        max_faces: at most this many target faces are detected.
+        reference_distance: largest identity distance to the reference face.
+        mask_mouth: keep the target's open mouth.
+        mask_eyes: keep the target's eyes.
+        skip_no_face: a target without a (matching) face is returned unchanged
+            instead of failing the job.
+        output_format: ``auto`` (JPEG for JPEG targets, PNG otherwise; the
+            target's container for videos), ``png``, ``jpg`` or ``webp``.
+        quality: JPEG/WebP quality 1..100.
+    """
+
+    fusion: float = 1.0
+    color: str = "lct"
+    blend: str = "multiband"
+    face_selector: str = "one"
+    face_order: str = "large-small"
+    max_faces: int = 8
+    reference_distance: float = 0.6
+    mask_mouth: bool = True
+    mask_eyes: bool = False
+    skip_no_face: bool = False
+    output_format: str = "auto"
+    quality: int = 95
+
+    def validated(self) -> JobOptions:
+        """Return ``self`` when every option is valid; raise :class:`UsageError` otherwise."""
+        if not 0.0 <= self.fusion <= 1.0:  # also refuses NaN
+            raise UsageError(f"fusion must be between 0 and 1, got {self.fusion}")
+        _choice("color", self.color, COLOR_MODES)
+        _choice("blend", self.blend, BLEND_MODES)
+        _choice("face_selector", self.face_selector, SELECTORS)
+        _choice("face_order", self.face_order, ORDERS)
+        _choice("output_format", self.output_format, OUTPUT_FORMATS)
+        if not 1 <= self.max_faces <= MAX_FACES_LIMIT:
+            raise UsageError(f"max_faces must be between 1 and {MAX_FACES_LIMIT}")
+        if not 0.0 <= self.reference_distance <= 10.0:
+            raise UsageError("reference_distance must be between 0 and 10")
+        if not 1 <= self.quality <= 100:
+            raise UsageError(f"quality must be between 1 and 100, got {self.quality}")
+        return self
+
+    @classmethod
+    def from_form(cls, fields: dict[str, str]) -> JobOptions:
+        """Options from multipart form fields (strings); unknown fields are an error.
+
+        Raises:
+            UsageError: an unknown field or a value of the wrong kind.
+        """
+        defaults = cls()
+        values: dict[str, Any] = {}
+        for name, text in fields.items():
+            if name not in cls.__dataclass_fields__:
+                known = ", ".join(cls.__dataclass_fields__)
+                raise UsageError(f"unknown option {name!r}; options are: {known}")
+            kind = type(getattr(defaults, name))
+            values[name] = _parse(name, text, kind)
+        return cls(**values).validated()
+
+    @classmethod
+    def from_json(cls, text: str) -> JobOptions:
+        return cls(**json.loads(text))
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise UsageError(f"unknown {name} {value!r}; choose from {', '.join(choices)}")
+
+
+def _parse(name: str, text: str, kind: type) -> object:
+    text = text.strip()
+    if kind is bool:
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"{name} must be true or false, got {text!r}")
+    try:
+        if kind is int:
+            return int(text)
+        if kind is float:
+            value = float(text)
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(text)
+            return value
+    except ValueError:
+        raise UsageError(f"{name} must be a number, got {text[:40]!r}") from None
+    if len(text) > 40:
+        raise UsageError(f"{name} is too long")
+    return text
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """An uploaded file as stored: where, what, and its hash."""
+
+    role: str
+    ext: str
+    size: int
+    sha256: str
+    name: str = ""  # the user's file name, for display only; never a path
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job row."""
+
+    id: str
+    key_id: str
+    state: str
+    kind: str
+    options: JobOptions
+    inputs: dict[str, InputFile]
+    progress: float
+    result_ext: str | None
+    result_sha256: str | None
+    error_code: str | None
+    error_message: str | None
+    attempts: int
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    deleted_at: float | None = field(default=None)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> Job:
+        inputs = {role: InputFile(**value) for role, value in json.loads(row["inputs"]).items()}
+        return cls(
+            id=row["id"],
+            key_id=row["key_id"],
+            state=row["state"],
+            kind=row["kind"],
+            options=JobOptions.from_json(row["options"]),
+            inputs=inputs,
+            progress=float(row["progress"]),
+            result_ext=row["result_ext"],
+            result_sha256=row["result_sha256"],
+            error_code=row["error_code"],
+            error_message=row["error_message"],
+            attempts=int(row["attempts"]),
+            created_at=float(row["created_at"]),
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+            deleted_at=row["deleted_at"],
+        )
+
+    def inputs_sha256(self) -> dict[str, str]:
+        return {role: item.sha256 for role, item in self.inputs.items()}
+
+
+class JobStore:
+    """Jobs in the database and their files on disk.
+
+    Args:
+        db: the service database.
+        jobs_dir: ``<data>/jobs``.
+    """
+
+    def __init__(self, db: Database, jobs_dir: Path) -> None:
+        self.db = db
+        self.jobs_dir = jobs_dir
+        jobs_dir.mkdir(parents=True, exist_ok=True)
+
+    # --- files ---------------------------------------------------------------------------------
+
+    def job_dir(self, job_id: str) -> Path:
+        if not job_id.isalnum():  # ids are hex; never let one walk out of jobs_dir
+            raise ValueError(f"bad job id {job_id!r}")
+        return self.jobs_dir / job_id
+
+    def input_path(self, job: Job, role: str) -> Path:
+        return self.job_dir(job.id) / f"{role}{job.inputs[role].ext}"
+
+    def result_path(self, job_id: str, ext: str) -> Path:
+        return self.job_dir(job_id) / f"result{ext}"
+
+    def remove_files(self, job_id: str) -> None:
+        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+
+    def remove_orphan_dirs(self) -> list[str]:
+        """Delete job directories with no live job (an upload cut short by a crash)."""
+        live = {row["id"] for row in self.db.query("SELECT id FROM jobs WHERE deleted_at IS NULL")}
+        removed = []
+        for entry in self.jobs_dir.iterdir():
+            if entry.is_dir() and entry.name not in live:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry.name)
+        return removed
+
+    # --- transitions ---------------------------------------------------------------------------
+
+    def create(
+        self,
+        job_id: str,
+        key_id: str,
+        kind: str,
+        options: JobOptions,
+        inputs: dict[str, InputFile],
+        *,
+        max_active: int,
+    ) -> Job:
+        """Queue a job whose files are already in :meth:`job_dir`.
+
+        Raises:
+            ServiceError: 429 when the key already has ``max_active`` unfinished jobs.
+        """
+        now = time.time()
+        with self.db.transaction() as conn:
+            active = conn.execute(
+                "SELECT COUNT(*) FROM jobs WHERE key_id = ? AND state IN ('queued', 'running')",
+                (key_id,),
+            ).fetchone()[0]
+            if active >= max_active:
+                raise ServiceError(
+                    429,
+                    "too_many_jobs",
+                    f"this key already has {active} unfinished jobs (limit {max_active}); "
+                    "wait for some to finish",
+                    headers={"Retry-After": "5"},
+                )
+            conn.execute(
+                "INSERT INTO jobs (id, key_id, state, kind, options, inputs, created_at)"
+                " VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+                (
+                    job_id,
+                    key_id,
+                    kind,
+                    json.dumps(asdict(options), sort_keys=True),
+                    json.dumps({role: asdict(item) for role, item in inputs.items()}),
+                    now,
+                ),
+            )
+            audit.record(
+                conn,
+                "job.created",
+                key_id=key_id,
+                job_id=job_id,
+                inputs_sha256={role: item.sha256 for role, item in inputs.items()},
+                detail={"kind": kind},
+            )
+        job = self.get(job_id)
+        assert job is not None
+        return job
+
+    def claim(self, worker: str) -> Job | None:
+        """Take the oldest queued job and mark it running; None when the queue is empty."""
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "UPDATE jobs SET state = 'running', started_at = ?, progress = 0,"
+                " attempts = attempts + 1"
+                " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND deleted_at IS NULL"
+                "             ORDER BY created_at, id LIMIT 1)"
+                " AND state = 'queued' RETURNING *",
+                (time.time(),),
+            ).fetchone()
+            if row is None:
+                return None
+            audit.record(
+                conn,
+                "job.started",
+                key_id=row["key_id"],
+                job_id=row["id"],
+                detail={"worker": worker, "attempt": row["attempts"]},
+            )
+        return Job.from_row(row)
+
+    def set_progress(self, job_id: str, progress: float) -> bool:
+        """Record progress of a running job; False when it is no longer running (cancelled)."""
+        changed = (
+            self.db.connection()
+            .execute(
+                "UPDATE jobs SET progress = ? WHERE id = ? AND state = 'running'",
+                (min(1.0, max(0.0, float(progress))), job_id),
+            )
+            .rowcount
+        )
+        return bool(changed)
+
+    def is_running(self, job_id: str) -> bool:
+        rows = self.db.query("SELECT state FROM jobs WHERE id = ?", (job_id,))
+        return bool(rows) and rows[0]["state"] == "running"
+
+    def complete(self, job: Job, result_ext: str, result_sha256: str) -> bool:
+        """Mark a running job done; False (and nothing changed) when it was cancelled meanwhile."""
+        with self.db.transaction() as conn:
+            changed = conn.execute(
+                "UPDATE jobs SET state = 'done', progress = 1, finished_at = ?, result_ext = ?,"
+                " result_sha256 = ? WHERE id = ? AND state = 'running'",
+                (time.time(), result_ext, result_sha256, job.id),
+            ).rowcount
+            if changed:
+                audit.record(
+                    conn,
+                    "job.completed",
+                    key_id=job.key_id,
+                    job_id=job.id,
+                    inputs_sha256=job.inputs_sha256(),
+                    output_sha256=result_sha256,
+                )
+        return bool(changed)
+
+    def fail(self, job: Job, code: str, message: str) -> bool:
+        """Mark a running job failed; False when it was cancelled meanwhile."""
+        with self.db.transaction() as conn:
+            changed = conn.execute(
+                "UPDATE jobs SET state = 'failed', finished_at = ?, error_code = ?,"
+                " error_message = ? WHERE id = ? AND state = 'running'",
+                (time.time(), code, message[:1000], job.id),
+            ).rowcount
+            if changed:
+                audit.record(
+                    conn,
+                    "job.failed",
+                    key_id=job.key_id,
+                    job_id=job.id,
+                    inputs_sha256=job.inputs_sha256(),
+                    detail={"code": code, "message": message[:200]},
+                )
+        return bool(changed)
+
+    def requeue_interrupted(self) -> list[str]:
+        """Put jobs left ``running`` (the service died under them) back in the queue."""
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "UPDATE jobs SET state = 'queued', progress = 0, started_at = NULL"
+                " WHERE state = 'running' RETURNING id, key_id"
+            ).fetchall()
+            for row in rows:
+                audit.record(conn, "job.requeued", key_id=row["key_id"], job_id=row["id"])
+        return [row["id"] for row in rows]
+
+    def delete(self, job_id: str, key_id: str) -> Job | None:
+        """Cancel the job if unfinished, forget it and delete its files; None if not found."""
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT * FROM jobs WHERE id = ? AND key_id = ? AND deleted_at IS NULL",
+                (job_id, key_id),
+            ).fetchone()
+            if row is None:
+                return None
+            job = Job.from_row(row)
+            now = time.time()
+            if job.state in ("queued", "running"):
+                conn.execute(
+                    "UPDATE jobs SET state = 'cancelled', finished_at = ? WHERE id = ?",
+                    (now, job_id),
+                )
+                audit.record(
+                    conn,
+                    "job.cancelled",
+                    key_id=key_id,
+                    job_id=job_id,
+                    detail={"was": job.state},
+                )
+            conn.execute("UPDATE jobs SET deleted_at = ? WHERE id = ?", (now, job_id))
+            audit.record(
+                conn,
+                "job.deleted",
+                key_id=key_id,
+                job_id=job_id,
+                inputs_sha256=job.inputs_sha256(),
+                output_sha256=job.result_sha256,
+            )
+        self.remove_files(job_id)
+        return job
+
+    def expire(self, finished_before: float) -> list[str]:
+        """Forget finished jobs older than ``finished_before`` and delete their files."""
+        with self.db.transaction() as conn:
+            rows = conn.execute(
+                "UPDATE jobs SET deleted_at = ? WHERE deleted_at IS NULL"
+                " AND state IN ('done', 'failed', 'cancelled') AND finished_at < ?"
+                " RETURNING id, key_id, result_sha256",
+                (time.time(), finished_before),
+            ).fetchall()
+            for row in rows:
+                audit.record(
+                    conn,
+                    "job.expired",
+                    key_id=row["key_id"],
+                    job_id=row["id"],
+                    output_sha256=row["result_sha256"],
+                )
+        for row in rows:
+            self.remove_files(row["id"])
+        return [row["id"] for row in rows]
+
+    def record_download(self, job: Job, key_id: str) -> None:
+        with self.db.transaction() as conn:
+            audit.record(
+                conn,
+                "result.downloaded",
+                key_id=key_id,
+                job_id=job.id,
+                inputs_sha256=job.inputs_sha256(),
+                output_sha256=job.result_sha256,
+            )
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get(self, job_id: str, key_id: str | None = None) -> Job | None:
+        """A live job; with ``key_id``, only if that key owns it (others see nothing)."""
+        sql = "SELECT * FROM jobs WHERE id = ? AND deleted_at IS NULL"
+        params: tuple[object, ...] = (job_id,)
+        if key_id is not None:
+            sql += " AND key_id = ?"
+            params += (key_id,)
+        rows = self.db.query(sql, params)
+        return Job.from_row(rows[0]) if rows else None
+
+    def list(
+        self, key_id: str, *, state: str | None = None, limit: int = 50, before: float | None = None
+    ) -> list[Job]:
+        """A key's live jobs, newest first."""
+        sql = "SELECT * FROM jobs WHERE key_id = ? AND deleted_at IS NULL"
+        params: list[object] = [key_id]
+        if state is not None:
+            sql += " AND state = ?"
+            params.append(state)
+        if before is not None:
+            sql += " AND created_at < ?"
+            params.append(before)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        params.append(limit)
+        return [Job.from_row(row) for row in self.db.query(sql, tuple(params))]
+
+    def count(self, state: str) -> int:
+        rows = self.db.query(
+            "SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND deleted_at IS NULL", (state,)
+        )
+        return int(rows[0]["n"])

@@ -1,0 +1,226 @@
+// faceweave web page: plain JavaScript, no build step. Talks to the same REST API as curl.
+"use strict";
+
+const KEY_STORAGE = "faceweave.apiKey";
+const POLL_MS = 1000;
+const $ = (id) => document.getElementById(id);
+
+let currentJob = null;
+let pollTimer = null;
+
+function apiKey() {
+  return localStorage.getItem(KEY_STORAGE) || "";
+}
+
+function say(message, isError = false) {
+  const status = $("status");
+  status.textContent = message;
+  status.classList.toggle("error", isError);
+}
+
+async function api(path, options = {}) {
+  const key = apiKey();
+  if (!key) throw new Error("Enter your API key first.");
+  const headers = Object.assign({ Authorization: `Bearer ${key}` }, options.headers || {});
+  const response = await fetch(path, Object.assign({}, options, { headers }));
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      const body = await response.json();
+      if (body.error) message = `${body.error.message} (${body.error.code})`;
+    } catch (_) { /* not JSON */ }
+    if (response.status === 429) {
+      const wait = response.headers.get("Retry-After");
+      if (wait) message += `; retry in ${wait} s`;
+    }
+    throw new Error(message);
+  }
+  return response;
+}
+
+function formData() {
+  const form = $("swap-form");
+  const data = new FormData();
+  for (const name of ["source", "target", "reference"]) {
+    const input = form.elements[name];
+    if (input.files.length && !(name === "reference" && form.elements.face_selector.value !== "reference")) {
+      data.append(name, input.files[0]);
+    }
+  }
+  for (const name of ["fusion", "color", "blend", "face_selector"]) {
+    data.append(name, form.elements[name].value);
+  }
+  for (const name of ["mask_mouth", "mask_eyes"]) {
+    data.append(name, form.elements[name].checked ? "true" : "false");
+  }
+  return data;
+}
+
+function showThumb(input, img) {
+  const file = input.files[0];
+  if (img.src) URL.revokeObjectURL(img.src);
+  if (file && file.type.startsWith("image/")) {
+    img.src = URL.createObjectURL(file);
+    img.alt = `Selected ${input.id}: ${file.name}`;
+    img.hidden = false;
+  } else {
+    img.hidden = true;
+  }
+}
+
+async function preview() {
+  if (!$("swap-form").reportValidity()) return;
+  say("Computing a preview…");
+  try {
+    const response = await api("/v1/preview", { method: "POST", body: formData() });
+    const blob = await response.blob();
+    const img = $("preview");
+    if (img.src) URL.revokeObjectURL(img.src);
+    img.src = URL.createObjectURL(blob);
+    $("preview-box").hidden = false;
+    say("Preview ready.");
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+async function submitJob(event) {
+  event.preventDefault();
+  say("Uploading…");
+  $("submit-button").disabled = true;
+  try {
+    const response = await api("/v1/jobs", { method: "POST", body: formData() });
+    const job = await response.json();
+    say(`Job ${job.id} queued.`);
+    watch(job.id);
+    refreshJobs();
+  } catch (error) {
+    say(error.message, true);
+  } finally {
+    $("submit-button").disabled = false;
+  }
+}
+
+function watch(jobId) {
+  currentJob = jobId;
+  clearTimeout(pollTimer);
+  $("current-box").hidden = false;
+  $("result-box").hidden = true;
+  poll();
+}
+
+async function poll() {
+  if (!currentJob) return;
+  const jobId = currentJob;
+  try {
+    const job = await (await api(`/v1/jobs/${jobId}`)).json();
+    if (jobId !== currentJob) return;
+    $("current-progress").value = job.progress;
+    let text = `Job ${job.id}: ${job.state} (${Math.round(job.progress * 100)} %)`;
+    if (job.error) text += ` — ${job.error.message}`;
+    $("current-state").textContent = text;
+    if (job.state === "done") {
+      await showResult(job);
+      refreshJobs();
+    } else if (job.state === "queued" || job.state === "running") {
+      pollTimer = setTimeout(poll, POLL_MS);
+    } else {
+      refreshJobs();
+    }
+  } catch (error) {
+    $("current-state").textContent = error.message;
+  }
+}
+
+async function showResult(job) {
+  // The result needs the Authorization header, so it is fetched and shown as a blob URL.
+  const blob = await (await api(job.result.url)).blob();
+  const url = URL.createObjectURL(blob);
+  const isVideo = job.result.media_type.startsWith("video/");
+  $("result-image").hidden = isVideo;
+  $("result-video").hidden = !isVideo;
+  if (isVideo) $("result-video").src = url; else $("result-image").src = url;
+  const link = $("result-link");
+  link.href = url;
+  link.download = `faceweave-${job.id}${extensionOf(job.result.media_type)}`;
+  $("result-box").hidden = false;
+}
+
+function extensionOf(mediaType) {
+  return { "image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "video/mp4": ".mp4",
+    "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm" }[mediaType] || "";
+}
+
+async function refreshJobs() {
+  const body = $("jobs");
+  if (!apiKey()) { body.replaceChildren(); return; }
+  try {
+    const { jobs } = await (await api("/v1/jobs?limit=50")).json();
+    body.replaceChildren(...jobs.map(jobRow));
+  } catch (error) {
+    say(error.message, true);
+  }
+}
+
+function jobRow(job) {
+  const row = document.createElement("tr");
+  const cells = [new Date(job.created_at).toLocaleString(), job.inputs.target ? job.inputs.target.name : "",
+    job.error ? `${job.state}: ${job.error.message}` : `${job.state} ${Math.round(job.progress * 100)} %`];
+  for (const text of cells) {
+    const cell = document.createElement("td");
+    cell.textContent = text;
+    row.append(cell);
+  }
+  const actions = document.createElement("td");
+  const show = document.createElement("button");
+  show.type = "button";
+  show.textContent = "Show";
+  show.setAttribute("aria-label", `Show job ${job.id}`);
+  show.addEventListener("click", () => watch(job.id));
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.textContent = job.state === "queued" || job.state === "running" ? "Cancel" : "Delete";
+  remove.setAttribute("aria-label", `${remove.textContent} job ${job.id}`);
+  remove.addEventListener("click", async () => {
+    try {
+      await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
+      if (currentJob === job.id) { currentJob = null; $("current-box").hidden = true; }
+      refreshJobs();
+    } catch (error) {
+      say(error.message, true);
+    }
+  });
+  actions.append(show, " ", remove);
+  row.append(actions);
+  return row;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("api-key").value = apiKey();
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    localStorage.setItem(KEY_STORAGE, $("api-key").value.trim());
+    say("Key saved in this browser.");
+    refreshJobs();
+  });
+  $("forget-key").addEventListener("click", () => {
+    localStorage.removeItem(KEY_STORAGE);
+    $("api-key").value = "";
+    $("jobs").replaceChildren();
+    say("Key forgotten.");
+  });
+  $("fusion").addEventListener("input", () => {
+    $("fusion-value").textContent = Number($("fusion").value).toFixed(2);
+  });
+  $("face_selector").addEventListener("change", () => {
+    const needsReference = $("face_selector").value === "reference";
+    $("reference-box").hidden = !needsReference;
+    $("reference").required = needsReference;
+  });
+  $("source").addEventListener("change", () => showThumb($("source"), $("source-thumb")));
+  $("target").addEventListener("change", () => showThumb($("target"), $("target-thumb")));
+  $("preview-button").addEventListener("click", preview);
+  $("swap-form").addEventListener("submit", submitJob);
+  $("refresh-jobs").addEventListener("click", refreshJobs);
+  refreshJobs();
+});

@@ -1,0 +1,486 @@
+"""Worker threads that run queued jobs, the models they use, and the retention sweep.
+
+Each worker thread owns one :class:`Engine` (a face analyser with its models,
+loaded once at start-up), so no model is ever shared between threads. Workers
+take jobs from the :class:`~faceweave.service.jobs.JobStore` until stopped;
+a job queued in this process wakes an idle worker at once, one queued by another
+process is found within ``poll_interval_s``.
+
+Every output is marked (:mod:`faceweave.provenance`): an invisible watermark that
+carries the job id, plus metadata labels. See :func:`mark_frame` and
+:func:`write_result`, the one place this happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.selection import select_faces
+from faceweave.errors import FaceweaveError, NoFaceError, OutputError
+from faceweave.io.image import read_image, write_image
+from faceweave.processors.swap import SwapOptions, Swapper
+from faceweave.service.errors import ServiceError, http_status_of
+from faceweave.service.jobs import Job, JobOptions, JobStore
+from faceweave.types import Face, Frame
+
+__all__ = [
+    "Engine",
+    "JobCancelled",
+    "Sweeper",
+    "WorkerPool",
+    "mark_frame",
+    "provenance_available",
+    "result_extension",
+    "video_supported",
+    "write_result",
+]
+
+logger = logging.getLogger("faceweave.service")
+
+ANALYSER_MAX_FACES = 32
+_PROGRESS_EVERY_S = 0.25  # at most this often a running job's progress is written
+
+
+class JobCancelled(Exception):
+    """The job was cancelled (deleted) while it ran."""
+
+
+# --- provenance: the one call site ----------------------------------------------------------
+
+
+def provenance_available() -> bool:
+    """Whether :mod:`faceweave.provenance` can be imported (the service checks at start-up)."""
+    try:
+        import faceweave.provenance  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def mark_frame(frame: Frame, job_id: str) -> Frame:
+    """Embed the invisible provenance watermark carrying ``job_id``.
+
+    Without :mod:`faceweave.provenance` the frame is returned unmarked; the service
+    only starts that way when ``require_provenance`` was turned off.
+    """
+    try:
+        from faceweave.provenance import embed_watermark
+    except ImportError:
+        return frame
+    return embed_watermark(frame, job_id)
+
+
+def write_result(path: Path, frame: Frame, *, job_id: str, quality: int) -> None:
+    """Write a result image, watermarked and labelled, atomically."""
+    marked = mark_frame(frame, job_id)
+    try:
+        from faceweave.provenance import image_labels, write_labeled_image
+    except ImportError:  # only when require_provenance is off
+        write_image(path, marked, quality=quality)
+        return
+    write_labeled_image(path, marked, image_labels(job_id), quality=quality)
+
+
+def video_supported() -> bool:
+    """Whether the video pipeline (:mod:`faceweave.pipeline.video_job`) is installed."""
+    try:
+        from faceweave.pipeline.video_job import swap_video  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# --- the engine: models of one worker -----------------------------------------------------------
+
+
+class Engine:
+    """The models one thread uses: a face analyser (detector, mesh, identity).
+
+    Args:
+        preload_identity: also load the identity model (used by the ``reference``
+            selector) now rather than on first use.
+
+    Example:
+        >>> engine = Engine()  # doctest: +SKIP
+        >>> out = engine.swap_image(source, target, JobOptions())  # doctest: +SKIP
+    """
+
+    def __init__(self, *, preload_identity: bool = True) -> None:
+        self.analyser = FaceAnalyser(max_faces=ANALYSER_MAX_FACES)
+        # Load the detector and mesh models now: a blank frame has no face but runs both.
+        self.analyser.get_faces(np.zeros((64, 64, 3), np.uint8))
+        _ = self.analyser.landmarker
+        if preload_identity:
+            _ = self.analyser.identity
+
+    def first_face(self, frame: Frame, role: str) -> Face:
+        faces = self.analyser.get_faces(frame)
+        if not faces:
+            raise NoFaceError(f"no face found in the {role} image")
+        return faces[0]
+
+    def swapper(self, source_face: Face, options: JobOptions) -> Swapper:
+        return Swapper(source_face, **_swap_options(options).__dict__)
+
+    def swap_image(
+        self,
+        swapper: Swapper,
+        target: Frame,
+        options: JobOptions,
+        reference_face: Face | None = None,
+    ) -> Frame:
+        """Swap the selected faces of one target frame.
+
+        Raises:
+            NoFaceError: no (matching) face and ``skip_no_face`` is off.
+        """
+        faces = self.analyser.get_faces(target)[: options.max_faces]
+        selected = select_faces(
+            faces,
+            selector=options.face_selector,
+            reference=reference_face,
+            max_distance=options.reference_distance,
+            order=options.face_order,
+        )
+        if not selected:
+            if options.skip_no_face:
+                return target.copy()
+            what = "no face matching the reference" if faces else "no face"
+            raise NoFaceError(f"{what} found in the target")
+        return swapper.swap(target, selected)
+
+
+def _swap_options(options: JobOptions) -> SwapOptions:
+    return SwapOptions(
+        fusion=options.fusion,
+        color=options.color,
+        blend=options.blend,
+        mask_mouth=options.mask_mouth,
+        mask_eyes=options.mask_eyes,
+    ).validated()
+
+
+def result_extension(job: Job) -> str:
+    """The result's extension: the options' format, else follow the target."""
+    target_ext = job.inputs["target"].ext
+    if job.kind == "video":
+        return target_ext
+    if job.options.output_format != "auto":
+        return "." + job.options.output_format
+    return ".jpg" if target_ext == ".jpg" else ".png"
+
+
+# --- running one job -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Progress:
+    store: JobStore
+    job_id: str
+    last: float = 0.0
+
+    def __call__(self, fraction: float, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < _PROGRESS_EVERY_S:
+            return
+        self.last = now
+        if not self.store.set_progress(self.job_id, fraction):
+            raise JobCancelled(self.job_id)
+
+
+def run_job(engine: Engine, store: JobStore, job: Job, *, max_pixels: int) -> tuple[str, str]:
+    """Run one claimed job; returns (result extension, result SHA-256).
+
+    Raises:
+        JobCancelled: the job was deleted while it ran.
+        FaceweaveError: the inputs cannot be swapped (no face, unreadable...).
+    """
+    progress = _Progress(store, job.id)
+    options = job.options
+    source = read_image(store.input_path(job, "source"), max_pixels=max_pixels)
+    source_face = engine.first_face(source, "source")
+    reference_face = None
+    if options.face_selector == "reference":
+        reference = read_image(store.input_path(job, "reference"), max_pixels=max_pixels)
+        reference_face = engine.first_face(reference, "reference")
+    swapper = engine.swapper(source_face, options)
+    progress(0.1, force=True)
+    ext = result_extension(job)
+    result_path = store.result_path(job.id, ext)
+    if job.kind == "video":
+        _run_video(engine, store, job, swapper, reference_face, result_path, progress)
+    else:
+        target = read_image(store.input_path(job, "target"), max_pixels=max_pixels)
+        progress(0.3, force=True)
+        output = engine.swap_image(swapper, target, options, reference_face)
+        progress(0.8, force=True)
+        write_result(result_path, output, job_id=job.id, quality=options.quality)
+    return ext, _sha256(result_path)
+
+
+def _run_video(
+    engine: Engine,
+    store: JobStore,
+    job: Job,
+    swapper: Swapper,
+    reference_face: Face | None,
+    result_path: Path,
+    progress: Callable[..., None],
+) -> None:
+    from faceweave.pipeline.video_job import swap_video
+
+    options = job.options
+
+    def on_progress(start: float, span: float, done: int, expected: int) -> None:
+        fraction = min(1.0, done / expected) if expected > 0 else 0.5
+        progress(start + span * fraction)
+
+    # Every frame is watermarked before it is encoded and the container is labelled:
+    # one encode, written atomically.
+    stats = swap_video(
+        [swapper],
+        store.input_path(job, "target"),
+        result_path,
+        analyser=engine.analyser,
+        selector=options.face_selector,
+        references=[reference_face] if reference_face is not None else [],
+        reference_distance=options.reference_distance,
+        face_order=options.face_order,
+        max_faces=options.max_faces,
+        progress=lambda done, total: on_progress(0.1, 0.89, done, total),
+        watermark=job.id if provenance_available() else None,
+    )
+    if stats.frames_swapped == 0 and not options.skip_no_face:
+        result_path.unlink(missing_ok=True)
+        raise NoFaceError("no (matching) face found in any frame of the target")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _client_message(error: BaseException, job_dir: Path) -> str:
+    """One line for the client, without the server's paths."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text.replace(str(job_dir) + "/", "").replace(str(job_dir), "")
+
+
+# --- the pool ------------------------------------------------------------------------------------
+
+
+class WorkerPool:
+    """Threads that run jobs until stopped.
+
+    Args:
+        store: the job queue.
+        engines: one per worker thread.
+        max_pixels: the image pixel limit (inputs were checked; this is a second guard).
+        poll_interval_s: how often idle workers look for jobs queued elsewhere.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        engines: list[Engine],
+        *,
+        max_pixels: int,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.engines = engines
+        self.max_pixels = max_pixels
+        self.poll_interval_s = poll_interval_s
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.jobs_run = 0
+
+    def start(self) -> None:
+        for index, engine in enumerate(self.engines):
+            thread = threading.Thread(
+                target=self._loop, args=(f"worker-{index}", engine), daemon=True
+            )
+            thread.name = f"faceweave-worker-{index}"
+            thread.start()
+            self._threads.append(thread)
+
+    def notify(self) -> None:
+        """A job was queued: wake an idle worker."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking jobs and wait for running ones (requeued at next start if cut short)."""
+        self._stop.set()
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _loop(self, name: str, engine: Engine) -> None:
+        while not self._stop.is_set():
+            try:
+                job = self.store.claim(name)
+            except Exception:  # noqa: BLE001 - a locked or busy database: try again later
+                logger.exception("%s: cannot claim a job", name)
+                job = None
+            if job is None:
+                if self._wake.wait(self.poll_interval_s):
+                    self._wake.clear()
+                continue
+            self._run(engine, job)
+
+    def _run(self, engine: Engine, job: Job) -> None:
+        job_dir = self.store.job_dir(job.id)
+        began = time.perf_counter()
+        try:
+            ext, sha = run_job(engine, self.store, job, max_pixels=self.max_pixels)
+        except JobCancelled:
+            logger.info("job %s cancelled while running", job.id)
+            self.store.remove_files(job.id)
+            return
+        except FaceweaveError as exc:
+            _, code = http_status_of(exc)
+            if isinstance(exc, OutputError):
+                code = "output_error"
+            self._finish_failed(job, code, _client_message(exc, job_dir))
+            return
+        except Exception as exc:  # noqa: BLE001 - one bad job must not kill the worker
+            logger.exception("job %s: internal error", job.id)
+            self._finish_failed(job, "internal", f"internal error ({type(exc).__name__})")
+            return
+        if self.store.complete(job, ext, sha):
+            self.jobs_run += 1
+            logger.info("job %s done in %.2f s", job.id, time.perf_counter() - began)
+        else:  # deleted while running: its files must not outlive it
+            self.store.remove_files(job.id)
+
+    def _finish_failed(self, job: Job, code: str, message: str) -> None:
+        if not self.store.fail(job, code, message):
+            self.store.remove_files(job.id)
+
+
+class Sweeper:
+    """Deletes finished jobs older than the retention period, every ``interval_s``."""
+
+    def __init__(self, store: JobStore, *, retention_hours: float, interval_s: float) -> None:
+        self.store = store
+        self.retention_s = retention_hours * 3600.0
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="faceweave-sweeper", daemon=True)
+
+    def start(self) -> None:
+        if self.retention_s > 0:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+
+    def sweep(self) -> list[str]:
+        """Expire old jobs now; returns their ids."""
+        if self.retention_s <= 0:
+            return []
+        return self.store.expire(time.time() - self.retention_s)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                expired = self.sweep()
+            except Exception:  # noqa: BLE001 - try again next time
+                logger.exception("retention sweep failed")
+                continue
+            if expired:
+                logger.info("retention: deleted %d finished jobs", len(expired))
+
+
+# --- previews --------------------------------------------------------------------------------
+
+
+class Previewer:
+    """Synchronous single-frame swaps for the web page, on their own engine.
+
+    One preview runs at a time (the engine is not shared); callers run
+    :meth:`preview` in a thread, never on the event loop.
+    """
+
+    def __init__(self, engine: Engine, *, max_side: int, max_pixels: int) -> None:
+        self.engine = engine
+        self.max_side = max_side
+        self.max_pixels = max_pixels
+        self._lock = threading.Lock()
+
+    def preview(
+        self,
+        source_path: Path,
+        target_path: Path,
+        target_kind: str,
+        options: JobOptions,
+        *,
+        reference_path: Path | None,
+        mark: str,
+        timeout_s: float = 30.0,
+    ) -> bytes:
+        """A swapped JPEG of the target (or a video's first frame), at most ``max_side`` wide.
+
+        Raises:
+            ServiceError: 503 when the previewer stays busy for ``timeout_s``.
+            FaceweaveError: no face, unreadable input.
+        """
+        source = _fit(read_image(source_path, max_pixels=self.max_pixels), self.max_side)
+        target = _fit(self._target_frame(target_path, target_kind), self.max_side)
+        reference = (
+            _fit(read_image(reference_path, max_pixels=self.max_pixels), self.max_side)
+            if reference_path is not None
+            else None
+        )
+        if not self._lock.acquire(timeout=timeout_s):
+            raise ServiceError(503, "busy", "the previewer is busy; try again")
+        try:
+            source_face = self.engine.first_face(source, "source")
+            reference_face = (
+                self.engine.first_face(reference, "reference") if reference is not None else None
+            )
+            swapper = self.engine.swapper(source_face, options)
+            output = self.engine.swap_image(swapper, target, options, reference_face)
+        finally:
+            self._lock.release()
+        marked = mark_frame(output, mark)
+        ok, buffer = cv2.imencode(".jpg", marked, [cv2.IMWRITE_JPEG_QUALITY, 90])
+        if not ok:
+            raise OutputError("cannot encode the preview")
+        return bytes(buffer.tobytes())
+
+    def _target_frame(self, path: Path, kind: str) -> Frame:
+        if kind == "image":
+            return read_image(path, max_pixels=self.max_pixels)
+        from faceweave.io.video import VideoReader
+
+        with VideoReader(path) as reader:
+            for frame in reader:
+                return frame.image
+        raise ServiceError(422, "bad_video", "the target video has no decodable frame")
+
+
+def _fit(frame: Frame, max_side: int) -> Frame:
+    height, width = frame.shape[:2]
+    scale = max_side / max(height, width)
+    if scale >= 1.0:
+        return frame
+    size = (max(8, round(width * scale)), max(8, round(height * scale)))
+    return np.ascontiguousarray(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))

@@ -1,0 +1,213 @@
+"""The REST API's happy path: submit, poll, download, list, delete; preview; page; schema."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from tests.service.conftest import auth, make_key, submit, wait_for
+
+
+def test_image_job_end_to_end(
+    service: tuple[TestClient, Path], source_png: bytes, target_jpeg: bytes
+) -> None:
+    client, data_dir = service
+    key = make_key(data_dir, "alice")
+    response = submit(client, key, source_png, target_jpeg, fusion=0.8, color="rct", blend="alpha")
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert job["state"] in ("queued", "running", "done")
+    assert response.headers["location"] == f"/v1/jobs/{job['id']}"
+    assert job["inputs"]["target"] == {
+        "name": "photo.jpg",
+        "type": "image/jpeg",
+        "size": len(target_jpeg),
+        "sha256": job["inputs"]["target"]["sha256"],
+    }
+    assert job["options"]["fusion"] == 0.8
+
+    done = wait_for(client, job["id"], key)
+    assert done["state"] == "done", done
+    assert done["progress"] == 1.0
+    assert done["attempts"] == 1
+    assert done["result"]["media_type"] == "image/jpeg"
+
+    result = client.get(done["result"]["url"], headers=auth(key))
+    assert result.status_code == 200
+    assert result.headers["content-type"] == "image/jpeg"
+    assert "attachment" in result.headers["content-disposition"]
+    image = Image.open(io.BytesIO(result.content))
+    assert image.format == "JPEG"
+    target = Image.open(io.BytesIO(target_jpeg))
+    assert image.size == target.size
+    # The face changed: the result is not the target.
+    difference = np.abs(np.asarray(image, np.int16) - np.asarray(target, np.int16))
+    assert difference.mean() > 0.5
+
+    listed = client.get("/v1/jobs", headers=auth(key)).json()["jobs"]
+    assert [item["id"] for item in listed] == [job["id"]]
+    assert client.get("/v1/jobs?state=done", headers=auth(key)).json()["jobs"]
+    assert client.get("/v1/jobs?state=queued", headers=auth(key)).json()["jobs"] == []
+
+    deleted = client.delete(f"/v1/jobs/{job['id']}", headers=auth(key))
+    assert deleted.status_code == 204
+    assert client.get(f"/v1/jobs/{job['id']}", headers=auth(key)).status_code == 404
+    assert client.get(done["result"]["url"], headers=auth(key)).status_code == 404
+    assert not (data_dir / "jobs" / job["id"]).exists()
+    assert client.get("/v1/jobs", headers=auth(key)).json()["jobs"] == []
+
+
+def test_png_target_gives_png_and_output_format_is_honoured(
+    service: tuple[TestClient, Path], source_png: bytes, astronaut_rgb: np.ndarray
+) -> None:
+    client, data_dir = service
+    key = make_key(data_dir, "png")
+    flipped = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(astronaut_rgb[:, ::-1])).save(flipped, format="PNG")
+    auto = submit(client, key, source_png, flipped.getvalue(), names=("a.png", "b.png")).json()
+    webp = submit(client, key, source_png, flipped.getvalue(), output_format="webp").json()
+    for job, kind in ((auto, "PNG"), (webp, "WEBP")):
+        done = wait_for(client, job["id"], key)
+        assert done["state"] == "done", done
+        content = client.get(done["result"]["url"], headers=auth(key)).content
+        assert Image.open(io.BytesIO(content)).format == kind
+
+
+def test_results_carry_provenance(
+    service: tuple[TestClient, Path], source_png: bytes, target_jpeg: bytes
+) -> None:
+    from faceweave.provenance import detect_watermark, read_labels, watermark_id
+
+    client, data_dir = service
+    key = make_key(data_dir, "provenance")
+    job = submit(client, key, source_png, target_jpeg, output_format="png").json()
+    done = wait_for(client, job["id"], key)
+    path = data_dir / "jobs" / job["id"] / "result.png"
+    labels = read_labels(path)
+    assert any(value == job["id"] for value in labels.values()), labels
+    from faceweave.io import read_image
+
+    found = detect_watermark(read_image(path))
+    assert found.found and found.payload == watermark_id(job["id"]), found
+    assert done["result"]["sha256"]
+
+
+def test_no_face_in_source_fails_the_job_with_a_clear_error(
+    service: tuple[TestClient, Path], target_jpeg: bytes
+) -> None:
+    client, data_dir = service
+    key = make_key(data_dir, "noface")
+    blank = io.BytesIO()
+    Image.new("RGB", (64, 64), (40, 90, 160)).save(blank, format="PNG")
+    job = submit(client, key, blank.getvalue(), target_jpeg).json()
+    done = wait_for(client, job["id"], key)
+    assert done["state"] == "failed"
+    assert done["error"]["code"] == "no_face"
+    assert "source" in done["error"]["message"]
+    assert "/" not in done["error"]["message"]  # no server paths leak
+    result = client.get(f"/v1/jobs/{job['id']}/result", headers=auth(key))
+    assert result.status_code == 409
+    assert result.json()["error"]["code"] == "not_done"
+
+
+def test_preview_returns_a_jpeg(
+    service: tuple[TestClient, Path], source_png: bytes, target_jpeg: bytes
+) -> None:
+    client, data_dir = service
+    key = make_key(data_dir, "preview")
+    response = client.post(
+        "/v1/preview",
+        headers=auth(key),
+        files={"source": ("a.png", source_png), "target": ("b.jpg", target_jpeg)},
+        data={"fusion": "0.5"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "image/jpeg"
+    assert Image.open(io.BytesIO(response.content)).size == (512, 600)
+    assert list((data_dir / "previews").iterdir()) == []
+
+
+def test_bad_options_are_422(
+    service: tuple[TestClient, Path], source_png: bytes, target_jpeg: bytes
+) -> None:
+    client, data_dir = service
+    key = make_key(data_dir, "options")
+    for options, word in (
+        ({"fusion": "2"}, "fusion"),
+        ({"fusion": "nan"}, "fusion"),
+        ({"color": "purple"}, "colo"),
+        ({"blend": "smudge"}, "blend"),
+        ({"face_selector": "reference"}, "reference"),
+        ({"wat": "1"}, "wat"),
+        ({"mask_eyes": "maybe"}, "mask_eyes"),
+    ):
+        response = submit(client, key, source_png, target_jpeg, **options)
+        assert response.status_code == 422, (options, response.text)
+        assert word in response.json()["error"]["message"], response.json()
+    missing = client.post("/v1/jobs", headers=auth(key), files={"source": ("a.png", source_png)})
+    assert missing.status_code == 422
+    assert missing.json()["error"]["code"] == "missing_file"
+    assert client.get("/v1/jobs", headers=auth(key)).json()["jobs"] == []
+
+
+def test_page_static_files_health_and_schema(service: tuple[TestClient, Path]) -> None:
+    client, _ = service
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert 'src="/static/app.js"' in page.text
+    for name in ("app.js", "style.css"):
+        assert client.get(f"/static/{name}").status_code == 200
+    health = client.get("/healthz").json()
+    assert health["status"] == "ok" and health["workers"] == 1 and health["provenance"]
+    schema = client.get("/openapi.json").json()
+    assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/result", "/v1/preview"} <= set(
+        schema["paths"]
+    )
+    body = schema["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["multipart/form-data"]
+    assert body["schema"]["required"] == ["source", "target"]
+    unknown = client.get("/nope")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+
+
+def test_video_job_end_to_end(
+    service: tuple[TestClient, Path], source_png: bytes, astronaut_rgb: np.ndarray, tmp_path: Path
+) -> None:
+    import cv2
+
+    from faceweave.io.video import VideoWriter, probe_video
+    from faceweave.provenance import detect_watermark_frames, watermark_id
+
+    client, data_dir = service
+    key = make_key(data_dir, "video")
+    clip = tmp_path / "clip.mp4"
+    frame = np.ascontiguousarray(cv2.cvtColor(astronaut_rgb[:, ::-1], cv2.COLOR_RGB2BGR))
+    frame = cv2.resize(frame, (256, 256))
+    with VideoWriter(clip, width=256, height=256, fps=10) as writer:
+        for index in range(10):
+            writer.write(frame, pts=index)
+    response = submit(
+        client, key, source_png, clip.read_bytes(), names=("me.png", "clip.mp4"), fusion=0.9
+    )
+    assert response.status_code == 202, response.text
+    done = wait_for(client, response.json()["id"], key, timeout=120)
+    assert done["state"] == "done", done
+    assert done["kind"] == "video" and done["result"]["media_type"] == "video/mp4"
+    result = tmp_path / "result.mp4"
+    result.write_bytes(client.get(done["result"]["url"], headers=auth(key)).content)
+    info = probe_video(result)
+    assert (info.width, info.height) == (256, 256)
+    from faceweave.io.video import VideoReader
+
+    with VideoReader(result) as reader:
+        found = detect_watermark_frames(f.image for f in reader)
+    assert found.found and found.payload == watermark_id(done["id"])
+    # No intermediate file left beside the result.
+    assert sorted(p.name for p in (data_dir / "jobs" / done["id"]).iterdir()) == [
+        "result.mp4",
+        "source.png",
+        "target.mp4",
+    ]

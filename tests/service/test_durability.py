@@ -1,0 +1,165 @@
+"""Crash safety: kill -9 the real server mid-job, restart it, every job completes exactly once."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+
+from faceweave.service import audit
+from faceweave.service.db import Database
+from tests.service.conftest import auth, make_key
+
+pytestmark = pytest.mark.slow
+
+JOBS = 6
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """``python -m faceweave.service`` in a subprocess."""
+
+    def __init__(self, data_dir: Path, log: Path) -> None:
+        self.data_dir = data_dir
+        self.log = log
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "faceweave.service",
+            "--data",
+            str(self.data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--no-preview",
+            "--log-level",
+            "warning",
+            "--rate-limit",
+            "1000",
+            "--rate-burst",
+            "1000",
+        ]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()[-2000:]
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server did not start: {self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(tmp_path / "data", tmp_path / "server.log")
+    yield running
+    running.stop()
+
+
+def _jpeg(rgb: np.ndarray, size: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(rgb).resize((size, size)).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def test_kill_9_mid_job_loses_nothing_and_runs_nothing_twice(
+    server: Server, astronaut_rgb: np.ndarray, grace_hopper_rgb: np.ndarray
+) -> None:
+    key = make_key(server.data_dir, "durable")
+    server.start()
+    # Large targets (PNG out) make each job take long enough to be killed in the middle.
+    source = _jpeg(astronaut_rgb, 512)
+    target = _jpeg(grace_hopper_rgb, 2500)
+    ids = []
+    with httpx.Client(base_url=server.url, headers=auth(key), timeout=30) as client:
+        for _ in range(JOBS):
+            response = client.post(
+                "/v1/jobs",
+                files={"source": ("s.jpg", source), "target": ("t.jpg", target)},
+                data={"output_format": "png", "blend": "poisson"},
+            )
+            assert response.status_code == 202, response.text
+            ids.append(response.json()["id"])
+        # Kill while a job runs (not between jobs).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            states = [client.get(f"/v1/jobs/{job_id}").json()["state"] for job_id in ids]
+            if "running" in states:
+                break
+            time.sleep(0.01)
+        running = [job_id for job_id, state in zip(ids, states, strict=True) if state == "running"]
+        assert running, states
+    server.kill()
+
+    server.start()
+    with httpx.Client(base_url=server.url, headers=auth(key), timeout=30) as client:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            jobs = {job["id"]: job for job in client.get("/v1/jobs").json()["jobs"]}
+            assert set(jobs) == set(ids)
+            if all(job["state"] == "done" for job in jobs.values()):
+                break
+            assert all(job["state"] in ("queued", "running", "done") for job in jobs.values()), jobs
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"jobs did not finish: {[j['state'] for j in jobs.values()]}")
+        for job_id in ids:
+            assert client.get(f"/v1/jobs/{job_id}/result").status_code == 200
+    server.stop()
+
+    db = Database(server.data_dir / "faceweave.db")
+    try:
+        conn = db.connection()
+        for job_id in ids:
+            completed = audit.entries(conn, job_id=job_id, action="job.completed")
+            assert len(completed) == 1, job_id  # exactly once
+        requeued = {row.job_id for row in audit.entries(conn, action="job.requeued")}
+        assert set(running) <= requeued
+        assert jobs[running[0]]["attempts"] == 2
+    finally:
+        db.close()
+    for job_id in ids:
+        files = sorted(p.name for p in (server.data_dir / "jobs" / job_id).iterdir())
+        assert files == ["result.png", "source.jpg", "target.jpg"], files  # no temp files left

@@ -1,0 +1,220 @@
+"""Input checks at the door: every bad upload is a clear 4xx and the server stays up."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from faceweave.service import ServiceConfig, create_app
+from faceweave.service.checks import check_filename, sniff
+from tests.service.conftest import auth, make_key
+
+MAX_UPLOAD = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, str, Path]]:
+    """A service with a 1 MiB upload limit and no workers (jobs stay queued)."""
+    data_dir = tmp_path_factory.mktemp("door")
+    key = make_key(data_dir, "door")
+    config = ServiceConfig(
+        data_dir=data_dir, workers=0, preview_enabled=False, max_upload_bytes=MAX_UPLOAD
+    )
+    with TestClient(create_app(config)) as client:
+        yield client, key, data_dir
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png_header_only(width: int, height: int, idat: bytes) -> bytes:
+    """A PNG with a real IHDR claiming ``width`` x ``height`` (8-bit grey) and the given IDAT."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+    )
+
+
+def _small_png() -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 32), (200, 150, 120)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _post_target(client: TestClient, key: str, target: bytes, name: str = "t.png") -> dict:
+    response = client.post(
+        "/v1/jobs",
+        headers=auth(key),
+        files={"source": ("s.png", _small_png()), "target": (name, target)},
+    )
+    body = response.json()
+    return {"status": response.status_code, **(body.get("error") or {"code": None, "message": ""})}
+
+
+def _server_alive(client: TestClient) -> None:
+    assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_a_good_small_upload_is_accepted(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    assert _post_target(client, key, _small_png())["status"] == 202
+
+
+def test_empty_file(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    error = _post_target(client, key, b"")
+    assert (error["status"], error["code"]) == (422, "empty_file")
+    assert "target is empty" in error["message"]
+    _server_alive(client)
+
+
+def test_text_file_named_jpg_is_judged_by_content(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    error = _post_target(client, key, b"hello, this is not a picture\n" * 10, "photo.jpg")
+    assert (error["status"], error["code"]) == (415, "unsupported_type")
+    assert "judged by its content" in error["message"]
+    _server_alive(client)
+
+
+def test_10000x10000_png_is_refused_on_its_header(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    buffer = io.BytesIO()
+    Image.new("1", (10_000, 10_000)).save(buffer, format="PNG")  # 1-bit: ~12 KB on disk
+    assert len(buffer.getvalue()) < MAX_UPLOAD
+    error = _post_target(client, key, buffer.getvalue())
+    assert (error["status"], error["code"]) == (413, "image_too_large")
+    assert "10000x10000" in error["message"]
+    _server_alive(client)
+
+
+def test_decompression_bomb(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    # 60000 x 60000 grey: 3.6 GB of pixels from a few hundred bytes of zlib data.
+    bomb = _png_header_only(60_000, 60_000, zlib.compress(bytes(60_001 * 64), 9))
+    assert len(bomb) < 10_000
+    error = _post_target(client, key, bomb)
+    assert error["status"] == 413, error
+    assert error["code"] == "image_too_large"
+    _server_alive(client)
+
+
+def test_truncated_png(door: tuple[TestClient, str, Path], source_png: bytes) -> None:
+    client, key, _ = door
+    error = _post_target(client, key, source_png[: len(source_png) // 2])
+    assert (error["status"], error["code"]) == (422, "bad_input")
+    assert "truncated" in error["message"] or "corrupt" in error["message"]
+    assert "/" not in error["message"].replace("n/a", "")  # no server path
+    _server_alive(client)
+
+
+def test_path_traversal_in_the_file_name(door: tuple[TestClient, str, Path]) -> None:
+    client, key, data_dir = door
+    before = sorted(p.name for p in data_dir.parent.iterdir())
+    for name in ("../../etc/passwd.png", "..\\..\\evil.png", "/etc/passwd.png"):
+        error = _post_target(client, key, _small_png(), name)
+        assert (error["status"], error["code"]) == (422, "bad_filename"), (name, error)
+    assert sorted(p.name for p in data_dir.parent.iterdir()) == before
+    _server_alive(client)
+
+
+def test_file_names_are_not_paths(door: tuple[TestClient, str, Path]) -> None:
+    """An odd but path-free name is kept for display only; files are stored by role."""
+    client, key, data_dir = door
+    response = client.post(
+        "/v1/jobs",
+        headers=auth(key),
+        files={"source": ("..png", _small_png()), "target": ("holiday photo.gif", _small_png())},
+    )
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert job["inputs"]["target"]["name"] == "holiday photo.gif"
+    stored = sorted(p.name for p in (data_dir / "jobs" / job["id"]).iterdir())
+    assert stored == ["source.png", "target.png"]
+
+
+def test_oversized_upload_is_413(door: tuple[TestClient, str, Path]) -> None:
+    client, key, data_dir = door
+    big = _small_png() + bytes(MAX_UPLOAD + 10)
+    error = _post_target(client, key, big)
+    assert (error["status"], error["code"]) == (413, "upload_too_large")
+    assert str(MAX_UPLOAD) in error["message"]
+    # Nothing of the aborted upload is left behind.
+    live = {job["id"] for job in client.get("/v1/jobs", headers=auth(key)).json()["jobs"]}
+    assert {p.name for p in (data_dir / "jobs").iterdir()} <= live
+    _server_alive(client)
+
+
+def test_not_multipart_and_broken_multipart(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    as_json = client.post("/v1/jobs", headers=auth(key), json={"source": "x"})
+    assert as_json.status_code == 415
+    assert as_json.json()["error"]["code"] == "expected_multipart"
+    broken = client.post(
+        "/v1/jobs",
+        headers={**auth(key), "Content-Type": "multipart/form-data; boundary=xyz"},
+        content=b'--xyz\r\nContent-Disposition: form-data; name="source"; filename="a.png"\r\n'
+        b"\r\n\x89PNG",
+    )
+    assert 400 <= broken.status_code < 500, broken.text
+    assert broken.json()["error"]["code"] == "bad_multipart"
+    _server_alive(client)
+
+
+def test_video_target_that_is_garbage(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    fake_mp4 = b"\x00\x00\x00\x18ftypisom" + bytes(2000)
+    error = _post_target(client, key, fake_mp4, "clip.mp4")
+    assert error["status"] in (415, 422), error
+    _server_alive(client)
+
+
+def test_video_as_source_is_refused(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    response = client.post(
+        "/v1/jobs",
+        headers=auth(key),
+        files={
+            "source": ("me.mp4", b"\x00\x00\x00\x18ftypisom" + bytes(100)),
+            "target": ("t.png", _small_png()),
+        },
+    )
+    assert response.status_code == 415
+    assert "source is not an image" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("head", "ext"),
+    [
+        (b"\x89PNG\r\n\x1a\n" + bytes(24), ".png"),
+        (b"\xff\xd8\xff\xe0" + bytes(28), ".jpg"),
+        (b"RIFF\x00\x00\x00\x00WEBPVP8 " + bytes(16), ".webp"),
+        (b"BM" + bytes(12) + b"\x28\x00\x00\x00" + bytes(14), ".bmp"),
+        (b"\x00\x00\x00\x20ftypisom" + bytes(20), ".mp4"),
+        (b"\x00\x00\x00\x14ftypqt  " + bytes(20), ".mov"),
+        (b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01\x42\x82\x84webm" + bytes(16), ".webm"),
+        (b"\x1a\x45\xdf\xa3\xa3\x42\x86\x81\x01\x42\x82\x88matroska" + bytes(16), ".mkv"),
+    ],
+)
+def test_sniff_known_types(head: bytes, ext: str) -> None:
+    media = sniff(head)
+    assert media is not None and media.ext == ext
+
+
+@pytest.mark.parametrize(
+    "head", [b"", b"GIF89a" + bytes(30), b"%PDF-1.7" + bytes(30), b"BM" + bytes(40), b"<svg>"]
+)
+def test_sniff_unknown_types(head: bytes) -> None:
+    assert sniff(head) is None
+
+
+def test_check_filename_strips_control_characters() -> None:
+    assert check_filename("a\x07b\u202e.png") == "ab.png"
+    assert len(check_filename("x" * 1000)) == 255

@@ -1,0 +1,163 @@
+"""The durable queue without HTTP: atomic claims, crash recovery, cancellation, retention."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from faceweave.errors import UsageError
+from faceweave.service.auth import create_key, load_pepper
+from faceweave.service.db import Database
+from faceweave.service.errors import ServiceError
+from faceweave.service.jobs import InputFile, JobOptions, JobStore
+from faceweave.service.worker import Sweeper
+
+INPUTS = {
+    "source": InputFile("source", ".png", 10, "a" * 64, "s.png"),
+    "target": InputFile("target", ".png", 10, "b" * 64, "t.png"),
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> JobStore:
+    db = Database(tmp_path / "faceweave.db")
+    return JobStore(db, tmp_path / "jobs")
+
+
+def _key(store: JobStore) -> str:
+    record, _ = create_key(store.db, load_pepper(store.jobs_dir.parent / "pepper.key"), "k")
+    return record.id
+
+
+def _queue(store: JobStore, key_id: str, n: int) -> list[str]:
+    ids = []
+    for index in range(n):
+        job_id = f"{index:032x}"
+        store.job_dir(job_id).mkdir(parents=True)
+        store.create(job_id, key_id, "image", JobOptions(), INPUTS, max_active=10_000)
+        ids.append(job_id)
+    return ids
+
+
+def test_database_is_in_wal_mode(store: JobStore) -> None:
+    assert store.db.query("PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_concurrent_claims_never_share_a_job(store: JobStore, tmp_path: Path) -> None:
+    ids = _queue(store, _key(store), 60)
+    # Separate Database objects: as separate processes would, each with its own connections.
+    claimed: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        db = Database(tmp_path / "faceweave.db")
+        own = JobStore(db, tmp_path / "jobs")
+        while (job := own.claim("w")) is not None:
+            with lock:
+                claimed.append(job.id)
+        db.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(claimed) == sorted(ids)  # every job once, none twice
+
+
+def test_claims_are_oldest_first_and_running_jobs_are_requeued(store: JobStore) -> None:
+    first, second = _queue(store, _key(store), 2)
+    job = store.claim("w")
+    assert job is not None and job.id == first and job.state == "running" and job.attempts == 1
+    assert store.requeue_interrupted() == [first]
+    again = store.claim("w")
+    assert again is not None and again.id == first and again.attempts == 2
+    assert store.get(second) is not None and store.get(second).state == "queued"  # type: ignore[union-attr]
+
+
+def test_complete_fail_and_cancel_are_guarded_by_state(store: JobStore) -> None:
+    key_id = _key(store)
+    a, b = _queue(store, key_id, 2)
+    job_a = store.claim("w")
+    assert job_a is not None
+    assert store.set_progress(a, 0.5)
+    assert store.delete(a, key_id) is not None  # cancelled while running
+    assert not store.set_progress(a, 0.6)
+    assert not store.complete(job_a, ".png", "c" * 64)
+    assert store.get(a) is None
+    job_b = store.claim("w")
+    assert job_b is not None
+    assert store.fail(job_b, "no_face", "no face found")
+    assert not store.complete(job_b, ".png", "c" * 64)  # failed stays failed
+    failed = store.get(b)
+    assert failed is not None and failed.state == "failed" and failed.error_code == "no_face"
+
+
+def test_other_keys_do_not_see_a_job(store: JobStore) -> None:
+    owner, other = _key(store), _key(store)
+    (job_id,) = _queue(store, owner, 1)
+    assert store.get(job_id, owner) is not None
+    assert store.get(job_id, other) is None
+    assert store.delete(job_id, other) is None
+    assert store.list(other) == []
+
+
+def test_active_job_cap(store: JobStore) -> None:
+    key_id = _key(store)
+    store.job_dir("f" * 32).mkdir(parents=True)
+    store.create("f" * 32, key_id, "image", JobOptions(), INPUTS, max_active=1)
+    with pytest.raises(ServiceError) as caught:
+        store.create("e" * 32, key_id, "image", JobOptions(), INPUTS, max_active=1)
+    assert caught.value.status == 429
+
+
+def test_retention_sweep_deletes_old_finished_jobs(store: JobStore) -> None:
+    key_id = _key(store)
+    old, fresh, queued = _queue(store, key_id, 3)
+    for job_id in (old, fresh):
+        job = store.claim("w")
+        assert job is not None and job.id == job_id
+        store.result_path(job_id, ".png").write_bytes(b"x")
+        assert store.complete(job, ".png", "d" * 64)
+    store.db.connection().execute(
+        "UPDATE jobs SET finished_at = ? WHERE id = ?", (time.time() - 7200, old)
+    )
+    sweeper = Sweeper(store, retention_hours=1.0, interval_s=60)
+    assert sweeper.sweep() == [old]
+    assert store.get(old) is None and not store.job_dir(old).exists()
+    assert store.get(fresh) is not None and store.result_path(fresh, ".png").exists()
+    assert store.get(queued) is not None
+    assert Sweeper(store, retention_hours=0, interval_s=60).sweep() == []
+
+
+def test_orphan_directories_are_removed(store: JobStore) -> None:
+    (job_id,) = _queue(store, _key(store), 1)
+    (store.jobs_dir / ("9" * 32)).mkdir()
+    assert store.remove_orphan_dirs() == ["9" * 32]
+    assert store.job_dir(job_id).is_dir()
+
+
+def test_job_ids_cannot_leave_the_jobs_dir(store: JobStore) -> None:
+    with pytest.raises(ValueError):
+        store.job_dir("../etc")
+
+
+def test_options_from_form() -> None:
+    options = JobOptions.from_form({"fusion": "0.25", "mask_eyes": "on", "max_faces": "3"})
+    assert (options.fusion, options.mask_eyes, options.max_faces) == (0.25, True, 3)
+    for bad in ({"fusion": "-1"}, {"max_faces": "1.5"}, {"quality": "0"}, {"nope": "1"}):
+        with pytest.raises(UsageError):
+            JobOptions.from_form(bad)
+
+
+def test_schema_newer_than_the_code_is_refused(tmp_path: Path) -> None:
+    from faceweave.errors import OutputError
+
+    db = Database(tmp_path / "faceweave.db")
+    db.connection().execute("PRAGMA user_version=99")
+    db.close()
+    with pytest.raises(OutputError, match="newer"):
+        Database(tmp_path / "faceweave.db")
