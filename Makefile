@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench-quality bench-speed clean
+.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,18 @@ unit: $(STAMP)
 	$(PY) -m pytest
 
 test: lint typecheck unit
+
+browser:
+	bash tools/install_browser.sh
+
+serve: $(STAMP)
+	$(VENV)/bin/faceweave serve --host 127.0.0.1 --port 8000 --data ./faceweave-data
+
+bench-video: $(STAMP)
+	$(PY) benchmarks/video.py
+
+bench-live: $(STAMP)
+	$(PY) benchmarks/live.py
 
 bench-quality: $(STAMP)
 	$(PY) benchmarks/quality.py

@@ -49,6 +49,7 @@ from faceweave.service.config import ServiceConfig
 from faceweave.service.db import Database
 from faceweave.service.errors import ServiceError, http_status_of
 from faceweave.service.jobs import OUTPUT_FORMATS, STATES, InputFile, Job, JobOptions, JobStore
+from faceweave.service.live import create_live_router
 from faceweave.service.worker import (
     Engine,
     Previewer,
@@ -449,6 +450,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
     )
     _install_error_handlers(app)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    # Live in the browser: WebRTC in, swapped frames back (the router's lifespan
+    # closes its sessions at shutdown).
+    app.include_router(create_live_router(auth=require_key, max_pixels=config.max_pixels))
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

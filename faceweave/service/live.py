@@ -1,0 +1,580 @@
+"""Live swap in the browser: the camera goes to the server over WebRTC and comes back swapped.
+
+::
+
+    browser camera --RTP--> aiortc decoder --> reader task: keeps the LATEST frame only
+        --> SwappedTrack.recv(): analyse + swap in the session's one worker thread
+        --> aiortc encoder --RTP--> browser <video>
+
+* **Latest wins.** A reader task pulls decoded frames as fast as they come and keeps
+  only the newest; :meth:`SwappedTrack.recv` takes it when the previous one is done,
+  so a slow frame makes the next ones drop (counted), never queue up: latency cannot
+  creep (STYLE.md rule 5).
+* **Nothing heavy on the event loop.** Colour conversion, tracking and swapping run
+  in a single-thread executor per session (models are not shared between threads);
+  a new source image is analysed and a new fusion degree prepared in the thread pool
+  and swapped in with one reference assignment, so frames keep flowing meanwhile.
+* **Timestamps kept.** Output frames carry the input's ``pts`` and ``time_base``.
+* **Latency visible.** A data channel named ``stats`` answers ``ping`` messages at once
+  (round trip) and reports, per output frame, its RTP timestamp and server timings,
+  which lets the page measure the frame round trip (see ``static/live.js``).
+* **Cleaned up.** A session ends on ``DELETE``, when the peer connection fails or
+  closes, when it never connects, and on shutdown (the router's lifespan).
+
+Wiring into the service::
+
+    from faceweave.service.live import create_live_router
+    app.include_router(create_live_router(auth=require_key, max_pixels=config.max_pixels))
+
+Example:
+    >>> app = FastAPI()  # doctest: +SKIP
+    >>> app.include_router(create_live_router())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from aiortc import (
+    MediaStreamTrack,
+    RTCConfiguration,
+    RTCDataChannel,
+    RTCPeerConnection,
+    RTCSessionDescription,
+    VideoStreamTrack,
+)
+from aiortc.jitterbuffer import JitterBuffer, JitterFrame
+from aiortc.mediastreams import MediaStreamError
+from aiortc.rtcrtpreceiver import RTCRtpReceiver
+from aiortc.rtp import RtpPacket
+from av import VideoFrame
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.responses import FileResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.errors import NoFaceError
+from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
+from faceweave.pipeline.tracking import FaceTracker
+from faceweave.processors.swap import Swapper
+from faceweave.service.errors import ServiceError
+from faceweave.types import Frame
+
+__all__ = [
+    "LiveSession",
+    "MarkerJitterBuffer",
+    "LiveSessions",
+    "SwappedTrack",
+    "create_live_router",
+    "default_analyser",
+    "use_marker_jitter_buffer",
+]
+
+logger = logging.getLogger("faceweave.service.live")
+
+STATIC_DIR = Path(__file__).parent / "static"
+STATS_CHANNEL = "stats"
+MIB = 1024 * 1024
+_BLANK: Frame = np.zeros((64, 64, 3), np.uint8)  # runs the detector once: loads it
+
+
+def default_analyser() -> FaceAnalyser:
+    """The analyser of one live session: one face, no identity model (not needed live)."""
+    return FaceAnalyser(max_faces=1, with_embedding=False)
+
+
+# --- per-session processing (runs in the session's worker thread) ---------------------------
+
+
+class FrameProcessor:
+    """Analyse + swap for one session. Only its worker thread calls :meth:`process`.
+
+    Args:
+        analyser_factory: builds the session's analyser (in the worker thread).
+    """
+
+    def __init__(self, analyser_factory: Callable[[], FaceAnalyser]) -> None:
+        self._analyser_factory = analyser_factory
+        self._tracker: FaceTracker | None = None
+        # Replaced whole by the control handlers (one reference assignment, atomic);
+        # the worker reads it once per frame. None: frames pass through unchanged.
+        self.swapper: Swapper | None = None
+
+    def warm_up(self) -> None:
+        """Load the models now (called once in the worker thread at session start)."""
+        if self._tracker is None:
+            analyser = self._analyser_factory()
+            analyser.get_faces(_BLANK)
+            _ = analyser.landmarker
+            self._tracker = FaceTracker(analyser, redetect_every=10, max_faces=1)
+
+    def process(self, frame: VideoFrame) -> tuple[VideoFrame, int]:
+        """The swapped frame with ``frame``'s pts and time_base, and the faces found."""
+        self.warm_up()
+        assert self._tracker is not None
+        image: Frame = np.asarray(frame.to_ndarray(format="bgr24"), np.uint8)
+        faces = [tracked.face for tracked in self._tracker.update(image, time.monotonic())]
+        swapper = self.swapper
+        if swapper is not None and faces:
+            image = swapper.swap(image, faces)
+        out = VideoFrame.from_ndarray(image, format="bgr24")
+        out.pts = frame.pts
+        out.time_base = frame.time_base
+        return out, len(faces)
+
+
+# --- receiving: a frame as soon as it is complete --------------------------------------------
+
+
+class MarkerJitterBuffer(JitterBuffer):
+    """A video jitter buffer that hands a frame on as soon as its last packet is in.
+
+    aiortc's own (1.16) knows a frame is complete only when the first packet of the
+    *next* frame arrives, which adds one frame interval (67 ms at 15 fps) to every
+    frame received. VP8 and H.264 senders set the RTP marker bit on a frame's last
+    packet: once that packet and every one before it are in, the frame is complete.
+    Frames without a marker fall back to aiortc's rule.
+    """
+
+    def _remove_frame(self, sequence_number: int) -> JitterFrame | None:
+        origin = self._origin
+        if origin is not None:
+            packets: list[RtpPacket] = []
+            for count in range(self.capacity):
+                packet = self._packets[(origin + count) % self.capacity]
+                if packet is None or (packets and packet.timestamp != packets[0].timestamp):
+                    break
+                packets.append(packet)
+                if packet.marker:
+                    self.remove(count + 1)
+                    data = b"".join(p._data for p in packets)  # type: ignore[attr-defined]
+                    return JitterFrame(data=data, timestamp=packet.timestamp)
+        return super()._remove_frame(sequence_number)
+
+
+def use_marker_jitter_buffer(receiver: RTCRtpReceiver) -> bool:
+    """Give an aiortc video receiver a :class:`MarkerJitterBuffer`, before packets arrive.
+
+    Reaches into aiortc's private state (pinned aiortc 1.16); returns False and
+    leaves the receiver alone when that state is not what this expects.
+    """
+    name = "_RTCRtpReceiver__jitter_buffer"
+    current = getattr(receiver, name, None)
+    if type(current) is not JitterBuffer or not getattr(current, "_is_video", False):
+        return False
+    setattr(receiver, name, MarkerJitterBuffer(capacity=current.capacity, is_video=True))
+    return True
+
+
+# --- the track -------------------------------------------------------------------------------
+
+
+@dataclass
+class FrameTiming:
+    """Server timings of one output frame, reported on the ``stats`` channel (ms)."""
+
+    ts: int  # the input frame's pts at 1/90000: its RTP timestamp minus the first frame's
+    wait_ms: float  # decoded -> taken by recv (time spent waiting behind the previous frame)
+    process_ms: float  # worker thread: convert, analyse, swap, convert back
+    faces: int
+    dropped: int  # input frames replaced by a newer one so far
+
+
+class SwappedTrack(VideoStreamTrack):
+    """The video sent back: the latest incoming frame, swapped in the worker thread.
+
+    Args:
+        source: the browser's camera track (aiortc's remote track).
+        processor: the session's :class:`FrameProcessor`.
+        executor: the session's single-thread executor.
+        on_frame: called on the event loop with each output frame's timings.
+    """
+
+    def __init__(
+        self,
+        source: MediaStreamTrack,
+        processor: FrameProcessor,
+        executor: ThreadPoolExecutor,
+        on_frame: Callable[[FrameTiming], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.processor = processor
+        self.executor = executor
+        self.on_frame = on_frame
+        self.frames_in = 0
+        self.frames_out = 0
+        self.dropped = 0
+        self._latest: tuple[VideoFrame, float] | None = None
+        self._ready = asyncio.Event()
+        self._source_ended = False
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        """Pull decoded frames as they come; keep only the newest (latest wins)."""
+        try:
+            while True:
+                frame = await self.source.recv()
+                if not isinstance(frame, VideoFrame):
+                    continue
+                self.frames_in += 1
+                if self._latest is not None:
+                    self.dropped += 1  # never taken: a newer frame replaces it
+                self._latest = (frame, time.perf_counter())
+                self._ready.set()
+        except MediaStreamError:
+            pass
+        finally:
+            self._source_ended = True
+            self._ready.set()
+
+    async def recv(self) -> VideoFrame:
+        while self._latest is None:
+            if self._source_ended or self.readyState != "live":
+                raise MediaStreamError
+            self._ready.clear()
+            await self._ready.wait()
+        frame, arrived = self._latest
+        self._latest = None
+        taken = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        out, faces = await loop.run_in_executor(self.executor, self.processor.process, frame)
+        done = time.perf_counter()
+        self.frames_out += 1
+        if self.on_frame is not None:
+            self.on_frame(
+                FrameTiming(
+                    ts=int(frame.pts or 0),
+                    wait_ms=(taken - arrived) * 1000.0,
+                    process_ms=(done - taken) * 1000.0,
+                    faces=faces,
+                    dropped=self.dropped,
+                )
+            )
+        return out
+
+    def stop(self) -> None:
+        super().stop()
+        self._reader.cancel()
+        self._ready.set()
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class LiveSession:
+    """One browser's live connection and everything it owns."""
+
+    id: str
+    owner: str | None
+    pc: RTCPeerConnection
+    processor: FrameProcessor
+    executor: ThreadPoolExecutor
+    fusion: float
+    created_at: float = field(default_factory=time.monotonic)
+    track: SwappedTrack | None = None
+    channel: RTCDataChannel | None = None
+    source_model: Any = None  # the prepared source (a Swapper built at fusion 1)
+    control_lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+    def send_stats(self, message: dict[str, Any]) -> None:
+        channel = self.channel
+        if channel is not None and channel.readyState == "open":
+            channel.send(json.dumps(message))
+
+    def on_frame(self, timing: FrameTiming) -> None:
+        self.send_stats({"type": "frame", **timing.__dict__})
+
+
+class LiveSessions:
+    """The live sessions of one application, their limits and shared helpers.
+
+    Args:
+        analyser_factory: builds each session's analyser (and the one for source images).
+        max_sessions: sessions at once; more are refused with 503.
+        connect_timeout_s: a session that is not connected by then is closed.
+        max_pixels: largest source image (width * height).
+    """
+
+    def __init__(
+        self,
+        *,
+        analyser_factory: Callable[[], FaceAnalyser] = default_analyser,
+        max_sessions: int = 4,
+        connect_timeout_s: float = 30.0,
+        max_pixels: int = DEFAULT_MAX_PIXELS,
+    ) -> None:
+        self.analyser_factory = analyser_factory
+        self.max_sessions = max_sessions
+        self.connect_timeout_s = connect_timeout_s
+        self.max_pixels = max_pixels
+        self.sessions: dict[str, LiveSession] = {}
+        # Source images are analysed by one shared analyser, one at a time, in the thread
+        # pool: a session's own analyser stays busy with frames.
+        self._source_analyser: FaceAnalyser | None = None
+        self._source_lock = threading.Lock()
+
+    def get(self, session_id: str, owner: str | None) -> LiveSession:
+        session = self.sessions.get(session_id)
+        if session is None or session.closed or session.owner != owner:
+            raise ServiceError(404, "not_found", "no such live session")
+        return session
+
+    async def close(self, session: LiveSession) -> None:
+        if session.closed:
+            return
+        session.closed = True
+        self.sessions.pop(session.id, None)
+        if session.track is not None:
+            session.track.stop()
+        await session.pc.close()
+        # A frame being swapped finishes in its thread; queued work is dropped.
+        session.executor.shutdown(wait=False, cancel_futures=True)
+        logger.info("live session %s closed", session.id[:8])
+
+    async def close_all(self) -> None:
+        for session in list(self.sessions.values()):
+            await self.close(session)
+
+    def prepare_source(self, data: bytes) -> Swapper:
+        """Decode and check an image, find its face, prepare it (thread pool, not the loop)."""
+        with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
+            path = Path(tmp) / "source"
+            path.write_bytes(data)
+            image = read_image(path, max_pixels=self.max_pixels)
+        with self._source_lock:
+            if self._source_analyser is None:
+                self._source_analyser = self.analyser_factory()
+            faces = self._source_analyser.get_faces(image)
+        if not faces:
+            raise NoFaceError("no face found in the source image")
+        return Swapper(faces[0], fusion=1.0)
+
+
+# --- request and response bodies -------------------------------------------------------------
+
+
+class Offer(BaseModel):
+    sdp: str = Field(max_length=100_000, description="the browser's SDP offer")
+    type: str = Field(default="offer", pattern="^offer$")
+    fusion: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
+class Answer(BaseModel):
+    session: str = Field(description="id for the session's other endpoints")
+    sdp: str
+    type: str = "answer"
+
+
+class FusionIn(BaseModel):
+    fusion: float = Field(ge=0.0, le=1.0, description="0 keeps the camera, 1 is a full swap")
+
+
+class SessionOut(BaseModel):
+    session: str
+    fusion: float
+    source: bool = Field(description="a source face is set")
+
+
+# --- the router ------------------------------------------------------------------------------
+
+
+async def _no_auth() -> None:
+    return None
+
+
+def _owner_of(key: object) -> str | None:
+    if key is None:
+        return None
+    return str(getattr(key, "id", key))
+
+
+def create_live_router(
+    *,
+    auth: Callable[..., Any] | None = None,
+    sessions: LiveSessions | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_source_bytes: int = 20 * MIB,
+    max_sessions: int = 4,
+) -> APIRouter:
+    """The ``/live`` page and the ``/v1/live`` endpoints.
+
+    Args:
+        auth: a FastAPI dependency returning the caller's key (the service's
+            ``require_key``); its ``id`` owns the session. None: no authentication.
+        sessions: the session registry (built from the other arguments if None).
+        max_pixels: largest source image.
+        max_source_bytes: largest source upload.
+        max_sessions: live sessions at once.
+
+    Returns:
+        An :class:`~fastapi.APIRouter`; its lifespan closes every session on shutdown.
+    """
+    live = sessions or LiveSessions(max_pixels=max_pixels, max_sessions=max_sessions)
+    # A default, not an Annotated alias: this module uses postponed annotations, and
+    # FastAPI resolves those in module globals, where a local alias does not exist.
+    owner_dep: Any = Depends(auth or _no_auth)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await live.close_all()
+
+    router = APIRouter(lifespan=lifespan)
+    router.live_sessions = live  # type: ignore[attr-defined]  # for tests and wiring
+
+    @router.get("/live", include_in_schema=False)
+    def live_page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "live.html", media_type="text/html")
+
+    @router.post("/v1/live/offer", response_model=Answer, tags=["live"])
+    async def offer(body: Offer, key: Any = owner_dep) -> Answer:
+        """Start a live session: send an SDP offer with one video track, get the answer.
+
+        Open a data channel named ``stats`` for latency messages. The camera comes back
+        unchanged until a source image is set.
+        """
+        if len(live.sessions) >= live.max_sessions:
+            raise ServiceError(503, "busy", "too many live sessions; try again later")
+        session = LiveSession(
+            id=secrets.token_hex(16),
+            owner=_owner_of(key),
+            pc=RTCPeerConnection(RTCConfiguration(iceServers=[])),  # loopback/LAN: no STUN
+            processor=FrameProcessor(live.analyser_factory),
+            executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="faceweave-live"),
+            fusion=body.fusion,
+        )
+        live.sessions[session.id] = session
+        session.executor.submit(session.processor.warm_up)
+        pc = session.pc
+
+        @pc.on("track")
+        def on_track(track: MediaStreamTrack) -> None:
+            if track.kind == "video" and session.track is None:
+                for transceiver in pc.getTransceivers():
+                    if transceiver.receiver.track is track:
+                        use_marker_jitter_buffer(transceiver.receiver)
+                session.track = SwappedTrack(
+                    track, session.processor, session.executor, on_frame=session.on_frame
+                )
+                pc.addTrack(session.track)
+
+        @pc.on("datachannel")
+        def on_datachannel(channel: RTCDataChannel) -> None:
+            if channel.label != STATS_CHANNEL:
+                return
+            session.channel = channel
+
+            @channel.on("message")
+            def on_message(message: object) -> None:
+                try:
+                    data = json.loads(message) if isinstance(message, str) else {}
+                except ValueError:
+                    return
+                if isinstance(data, dict) and data.get("type") == "ping":
+                    track = session.track
+                    channel.send(
+                        json.dumps(
+                            {
+                                "type": "pong",
+                                "id": data.get("id"),
+                                "t": data.get("t"),
+                                "frames_in": track.frames_in if track else 0,
+                                "frames_out": track.frames_out if track else 0,
+                                "dropped": track.dropped if track else 0,
+                            }
+                        )
+                    )
+
+        @pc.on("connectionstatechange")
+        async def on_state() -> None:
+            if pc.connectionState in ("failed", "closed"):
+                await live.close(session)
+
+        def check_connected() -> None:
+            if not session.closed and pc.connectionState != "connected":
+                asyncio.ensure_future(live.close(session))
+
+        asyncio.get_running_loop().call_later(live.connect_timeout_s, check_connected)
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=body.sdp, type="offer"))
+            if session.track is None:
+                raise ServiceError(422, "bad_offer", "the offer has no video track")
+            await pc.setLocalDescription(await pc.createAnswer())
+        except ServiceError:
+            await live.close(session)
+            raise
+        except (ValueError, TypeError) as exc:  # aiortc's SDP parser and negotiation
+            await live.close(session)
+            raise ServiceError(422, "bad_offer", f"cannot use this offer: {exc}") from exc
+        logger.info("live session %s started", session.id[:8])
+        return Answer(session=session.id, sdp=pc.localDescription.sdp)
+
+    @router.post("/v1/live/{session_id}/source", response_model=SessionOut, tags=["live"])
+    async def set_source(session_id: str, request: Request, key: Any = owner_dep) -> SessionOut:
+        """Set the source face: the request body is the image (PNG, JPEG, WebP or BMP)."""
+        session = live.get(session_id, _owner_of(key))
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > max_source_bytes:
+                raise ServiceError(413, "upload_too_large", "the source image is too large")
+        if not data:
+            raise ServiceError(422, "missing_file", "send the source image as the request body")
+        prepared = await run_in_threadpool(live.prepare_source, bytes(data))
+
+        def install() -> None:
+            with session.control_lock:
+                session.source_model = prepared
+                session.processor.swapper = (
+                    prepared
+                    if session.fusion >= 1.0
+                    else prepared.with_options(fusion=session.fusion)
+                )
+
+        await run_in_threadpool(install)
+        return SessionOut(session=session.id, fusion=session.fusion, source=True)
+
+    @router.post("/v1/live/{session_id}/fusion", response_model=SessionOut, tags=["live"])
+    async def set_fusion(session_id: str, body: FusionIn, key: Any = owner_dep) -> SessionOut:
+        """Change the fusion degree while the session runs."""
+        session = live.get(session_id, _owner_of(key))
+
+        def install() -> None:
+            with session.control_lock:
+                session.fusion = body.fusion
+                if session.source_model is not None:
+                    session.processor.swapper = session.source_model.with_options(
+                        fusion=body.fusion
+                    )
+
+        await run_in_threadpool(install)
+        return SessionOut(
+            session=session.id, fusion=session.fusion, source=session.source_model is not None
+        )
+
+    @router.delete("/v1/live/{session_id}", status_code=204, tags=["live"])
+    async def close_session(session_id: str, key: Any = owner_dep) -> Response:
+        """End the session and free its resources."""
+        await live.close(live.get(session_id, _owner_of(key)))
+        return Response(status_code=204)
+
+    return router

@@ -1,0 +1,275 @@
+// faceweave live page: camera -> WebRTC -> server swap -> back. Plain JavaScript, no build step.
+//
+// Latency, two ways:
+// * ping: the "stats" data channel echoes {type: "ping", t}; round trip = now - t.
+// * frame round trip: each outgoing encoded frame's RTP timestamp is noted with the time it
+//   left (encoded insertable streams). The server sees it as pts = RTP timestamp minus the
+//   first frame's, keeps that pts, and sends the swapped frame with RTP timestamp pts plus
+//   its own random origin. The server reports each output frame's pts on the data channel;
+//   pairing the first frames received with the first reports gives that origin, so every
+//   frame shown (requestVideoFrameCallback) is matched to the moment it was sent.
+"use strict";
+
+const KEY_STORAGE = "faceweave.apiKey";
+const WINDOW = 100; // samples kept for the medians
+const $ = (id) => document.getElementById(id);
+
+const live = {
+  session: null,
+  pc: null,
+  channel: null,
+  stream: null,
+  pingTimer: null,
+  pings: [],
+  frameRtts: [],
+  serverMs: [],
+  sentAt: new Map(), // RTP timestamp of an outgoing frame -> performance.now() when it left
+  serverTs: [], // input RTP timestamps of the output frames, as the server reports them
+  remoteTs: [], // RTP timestamps of the first frames received (to find the offset)
+  offset: null, // the server's RTP origin
+  firstSent: null, // RTP timestamp of the first frame sent (pts 0 on the server)
+  framesShown: 0,
+  dropped: 0,
+  insertable: typeof RTCRtpSender !== "undefined" && "createEncodedStreams" in RTCRtpSender.prototype,
+};
+window.faceweaveLive = live; // for the end-to-end tests and the curious
+
+function say(message, isError = false) {
+  $("status").textContent = message;
+  $("status").classList.toggle("error", isError);
+}
+
+function apiKey() {
+  return $("api-key").value.trim();
+}
+
+async function api(path, options = {}) {
+  const headers = Object.assign({ Authorization: `Bearer ${apiKey()}` }, options.headers || {});
+  const response = await fetch(path, Object.assign({}, options, { headers }));
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      const body = await response.json();
+      if (body.error) message = `${body.error.message} (${body.error.code})`;
+    } catch (_) { /* not JSON */ }
+    throw new Error(message);
+  }
+  return response;
+}
+
+function push(list, value) {
+  list.push(value);
+  if (list.length > WINDOW) list.shift();
+}
+
+function quantile(values, q) {
+  if (!values.length) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const pos = (sorted.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+function showLatency() {
+  const fmt = (values) => values.length
+    ? `median ${quantile(values, 0.5).toFixed(0)} ms, p95 ${quantile(values, 0.95).toFixed(0)} ms`
+    : "–";
+  const frame = $("frame-rtt");
+  if (live.frameRtts.length) {
+    frame.textContent = fmt(live.frameRtts);
+  } else if (live.pings.length && live.serverMs.length) {
+    // No per-frame timestamps in this browser: network round trip plus server time.
+    frame.textContent = `≈ ${(quantile(live.pings, 0.5) + quantile(live.serverMs, 0.5)).toFixed(0)} ms (estimate)`;
+  }
+  frame.dataset.median = quantile(live.frameRtts, 0.5);
+  frame.dataset.p95 = quantile(live.frameRtts, 0.95);
+  frame.dataset.samples = live.frameRtts.length;
+  $("ping-rtt").textContent = fmt(live.pings);
+  $("ping-rtt").dataset.median = quantile(live.pings, 0.5);
+  $("server-ms").textContent = live.serverMs.length ? `median ${quantile(live.serverMs, 0.5).toFixed(0)} ms` : "–";
+  $("frames").textContent = `${live.framesShown} shown, ${live.dropped} dropped by the server`;
+}
+
+function rtpOf(frame) {
+  const meta = frame.getMetadata ? frame.getMetadata() : {};
+  return meta.rtpTimestamp !== undefined ? meta.rtpTimestamp : frame.timestamp;
+}
+
+function passThrough(streams, onFrame) {
+  const transform = new TransformStream({
+    transform(frame, controller) {
+      onFrame(frame);
+      controller.enqueue(frame);
+    },
+  });
+  streams.readable.pipeThrough(transform).pipeTo(streams.writable).catch(() => {});
+}
+
+function findOffset() {
+  // Some frames are never shown (the first ones, frames the compositor skips), so the i-th
+  // frame shown is not always the i-th sent: every (shown, reported) pair votes for its
+  // difference. Capture timestamps jitter, so only the true offset gathers many votes.
+  if (live.remoteTs.length < 6 || live.serverTs.length < 6 || live.firstSent === null) return;
+  const counts = new Map();
+  for (const r of live.remoteTs) {
+    for (const s of live.serverTs) {
+      const d = (r - s) >>> 0;
+      counts.set(d, (counts.get(d) || 0) + 1);
+    }
+  }
+  const ranked = [...counts].sort((a, b) => b[1] - a[1]);
+  const [offset, votes] = ranked[0];
+  const runnerUp = ranked.length > 1 ? ranked[1][1] : 0;
+  if (votes >= 4 && votes >= 2 * runnerUp) live.offset = offset;
+}
+
+function onRemoteFrame(now, metadata) {
+  live.framesShown += 1;
+  const rtp = metadata.rtpTimestamp;
+  if (rtp !== undefined) {
+    if (live.offset === null) {
+      if (live.remoteTs.length < 20) live.remoteTs.push(rtp);
+      findOffset();
+    } else {
+      const sent = live.sentAt.get((rtp - live.offset + live.firstSent) >>> 0);
+      if (sent !== undefined) push(live.frameRtts, now - sent);
+    }
+  }
+  const video = $("remote");
+  if (live.pc) video.requestVideoFrameCallback(onRemoteFrame);
+}
+
+function onStats(event) {
+  const message = JSON.parse(event.data);
+  if (message.type === "pong") {
+    push(live.pings, performance.now() - message.t);
+  } else if (message.type === "frame") {
+    push(live.serverMs, message.wait_ms + message.process_ms);
+    live.dropped = message.dropped;
+    if (live.serverTs.length < 20) live.serverTs.push(message.ts >>> 0);
+  }
+}
+
+function waitForIce(pc) {
+  if (pc.iceGatheringState === "complete") return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => { if (pc.iceGatheringState === "complete") resolve(); };
+    pc.addEventListener("icegatheringstatechange", done);
+    setTimeout(resolve, 2000); // host candidates are enough on a LAN
+  });
+}
+
+async function sendSource() {
+  const file = $("source").files[0];
+  if (!file || !live.session) return;
+  say("Analysing the source face…");
+  await api(`/v1/live/${live.session}/source`, {
+    method: "POST", body: file, headers: { "Content-Type": file.type || "application/octet-stream" },
+  });
+  say("Swapping live.");
+}
+
+async function sendFusion() {
+  if (!live.session) return;
+  await api(`/v1/live/${live.session}/fusion`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ fusion: Number($("fusion").value) }),
+  });
+}
+
+async function start(event) {
+  event.preventDefault();
+  if (!apiKey()) { say("Enter your API key first.", true); return; }
+  localStorage.setItem(KEY_STORAGE, apiKey());
+  $("start").disabled = true;
+  try {
+    say("Opening the camera…");
+    live.stream = await navigator.mediaDevices.getUserMedia({
+      video: { width: 320, height: 240, frameRate: 15 }, audio: false,
+    });
+    $("local").srcObject = live.stream;
+    const pc = new RTCPeerConnection(live.insertable ? { encodedInsertableStreams: true } : {});
+    live.pc = pc;
+    for (const track of live.stream.getVideoTracks()) {
+      const sender = pc.addTrack(track, live.stream);
+      if (live.insertable) {
+        passThrough(sender.createEncodedStreams(), (frame) => {
+          const rtp = rtpOf(frame) >>> 0;
+          if (live.firstSent === null) live.firstSent = rtp;
+          live.sentAt.set(rtp, performance.now());
+          if (live.sentAt.size > 300) live.sentAt.delete(live.sentAt.keys().next().value);
+        });
+      }
+    }
+    pc.addEventListener("track", (e) => {
+      if (live.insertable) passThrough(e.receiver.createEncodedStreams(), () => {});
+      // Show frames as soon as they are decoded: no playout buffering for a live mirror.
+      if ("jitterBufferTarget" in e.receiver) e.receiver.jitterBufferTarget = 0;
+      else if ("playoutDelayHint" in e.receiver) e.receiver.playoutDelayHint = 0;
+      const video = $("remote");
+      video.srcObject = e.streams[0] || new MediaStream([e.track]);
+      if ("requestVideoFrameCallback" in video) video.requestVideoFrameCallback(onRemoteFrame);
+    });
+    pc.addEventListener("connectionstatechange", () => {
+      if (pc.connectionState === "failed") { say("The connection failed.", true); stop(); }
+    });
+    live.channel = pc.createDataChannel("stats");
+    live.channel.addEventListener("message", onStats);
+    live.channel.addEventListener("open", () => {
+      let id = 0;
+      live.pingTimer = setInterval(() => {
+        live.channel.send(JSON.stringify({ type: "ping", id: id++, t: performance.now() }));
+        showLatency();
+      }, 250);
+    });
+    await pc.setLocalDescription(await pc.createOffer());
+    await waitForIce(pc);
+    say("Connecting…");
+    const answer = await (await api("/v1/live/offer", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ sdp: pc.localDescription.sdp, type: "offer", fusion: Number($("fusion").value) }),
+    })).json();
+    live.session = answer.session;
+    await pc.setRemoteDescription({ type: "answer", sdp: answer.sdp });
+    $("stop").disabled = false;
+    if ($("source").files.length) await sendSource(); else say("Connected; choose a source face to swap.");
+  } catch (error) {
+    say(error.message, true);
+    await stop();
+  }
+}
+
+async function stop() {
+  clearInterval(live.pingTimer);
+  const session = live.session;
+  live.session = null;
+  if (live.pc) live.pc.close();
+  live.pc = null;
+  if (live.stream) for (const track of live.stream.getTracks()) track.stop();
+  live.stream = null;
+  $("local").srcObject = null;
+  $("remote").srcObject = null;
+  Object.assign(live, { offset: null, firstSent: null, remoteTs: [], serverTs: [] });
+  live.sentAt.clear();
+  $("start").disabled = false;
+  $("stop").disabled = true;
+  if (session) {
+    try { await api(`/v1/live/${session}`, { method: "DELETE" }); } catch (_) { /* already gone */ }
+    say("Stopped.");
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
+  $("live-form").addEventListener("submit", start);
+  $("stop").addEventListener("click", stop);
+  $("source").addEventListener("change", () => sendSource().catch((e) => say(e.message, true)));
+  let fusionTimer = null;
+  $("fusion").addEventListener("input", () => {
+    $("fusion-value").textContent = Number($("fusion").value).toFixed(2);
+    clearTimeout(fusionTimer); // at most one request per 100 ms while the slider moves
+    fusionTimer = setTimeout(() => sendFusion().catch((e) => say(e.message, true)), 100);
+  });
+  window.addEventListener("pagehide", stop);
+});

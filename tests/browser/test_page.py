@@ -1,0 +1,57 @@
+"""The job page in real headless chromium: key, two uploads, the job, the marked result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+
+@pytest.mark.slow
+def test_upload_two_images_job_completes_result_is_marked(
+    service: tuple[str, str],
+    launch: Callable[..., Any],
+    tmp_path: Path,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+) -> None:
+    from faceweave.provenance import verify
+
+    url, key = service
+    source, target = tmp_path / "source.png", tmp_path / "target.jpg"
+    cv2.imwrite(str(source), np.asarray(astronaut))
+    cv2.imwrite(str(target), np.asarray(grace_hopper), [cv2.IMWRITE_JPEG_QUALITY, 92])
+
+    page = launch()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url + "/")
+    page.get_by_label("Key (kept in this browser only)").fill(key)
+    page.get_by_role("button", name="Save").click()
+    page.get_by_label("Source face (image)").set_input_files(str(source))
+    page.get_by_label("Target (image or video)").set_input_files(str(target))
+    page.get_by_role("button", name="Submit job").click()
+
+    result = page.get_by_role("img", name="The swapped result")
+    result.wait_for(state="visible", timeout=60_000)
+    assert "done" in page.locator("#current-state").inner_text()
+    width = page.evaluate(
+        "() => new Promise((ok) => { const img = document.getElementById('result-image');"
+        " if (img.complete && img.naturalWidth) ok(img.naturalWidth);"
+        " else img.addEventListener('load', () => ok(img.naturalWidth)); })"
+    )
+    assert width == grace_hopper.shape[1]
+
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Download the result").click()
+    saved = tmp_path / download_info.value.suggested_filename
+    download_info.value.save_as(saved)
+    report = verify(saved)
+    assert report.marked, report
+    assert report.labels, report
+    assert report.labels_agree is True, report
+    assert not errors, errors

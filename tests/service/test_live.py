@@ -1,0 +1,451 @@
+"""Live WebRTC swap without a browser: an aiortc client on loopback, in this process.
+
+The client sends the astronaut (skimage) as a 320x240 camera at 15 fps; each frame
+carries its index as a bar code in a strip under the face, so a frame that comes
+back is matched to the moment it was sent (round trip) and to its input pixels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import cv2
+import httpx
+import numpy as np
+import pytest
+
+aiortc = pytest.importorskip("aiortc")
+
+from aiortc import (  # noqa: E402
+    MediaStreamTrack,
+    RTCConfiguration,
+    RTCPeerConnection,
+    RTCSessionDescription,
+    VideoStreamTrack,
+)
+from aiortc.mediastreams import MediaStreamError  # noqa: E402
+from av import VideoFrame  # noqa: E402
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
+
+from faceweave.errors import FaceweaveError  # noqa: E402
+from faceweave.service.app import require_key  # noqa: E402
+from faceweave.service.auth import RateLimiter, create_key, load_pepper  # noqa: E402
+from faceweave.service.db import Database  # noqa: E402
+from faceweave.service.errors import http_status_of  # noqa: E402
+from faceweave.service.live import (  # noqa: E402
+    FrameProcessor,
+    LiveSessions,
+    SwappedTrack,
+    create_live_router,
+    use_marker_jitter_buffer,
+)
+
+W, H, FPS = 320, 240, 15
+BITS = 12
+BAR_Y0, BAR_Y1 = 220, 240  # the bar code strip: well below the face
+BAR_X0, BAR_W = 40, 20
+
+
+# --- frames with a bar code -----------------------------------------------------------------
+
+
+def camera_frame(face_bgr: np.ndarray) -> np.ndarray:
+    """The face image fitted into 320x240 (letterboxed) with an empty bar code strip."""
+    side = BAR_Y0
+    face = cv2.resize(face_bgr, (side, side), interpolation=cv2.INTER_AREA)
+    frame = np.full((H, W, 3), 90, np.uint8)
+    x0 = (W - side) // 2
+    frame[:side, x0 : x0 + side] = face
+    return frame
+
+
+def stamp(frame: np.ndarray, index: int) -> np.ndarray:
+    out = frame.copy()
+    out[BAR_Y0:BAR_Y1] = 0
+    for bit in range(BITS):
+        if index >> bit & 1:
+            x = BAR_X0 + bit * BAR_W
+            out[BAR_Y0:BAR_Y1, x : x + BAR_W] = 255
+    return out
+
+
+def read_stamp(frame: np.ndarray) -> int:
+    grey = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+    index = 0
+    for bit in range(BITS):
+        x = BAR_X0 + bit * BAR_W
+        if grey[BAR_Y0 + 4 : BAR_Y1 - 4, x + 5 : x + BAR_W - 5].mean() > 128:
+            index |= 1 << bit
+    return index
+
+
+class StampedCamera(VideoStreamTrack):
+    """A fake camera: the same picture at FPS, each frame stamped with its index."""
+
+    def __init__(self, picture: np.ndarray) -> None:
+        super().__init__()
+        self.picture = picture
+        self.sent: dict[int, float] = {}
+        self.index = 0
+        self._start: float | None = None
+
+    async def recv(self) -> VideoFrame:
+        if self._start is None:
+            self._start = time.perf_counter()
+        due = self._start + self.index / FPS
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        index = self.index
+        self.index += 1
+        frame = VideoFrame.from_ndarray(stamp(self.picture, index % (1 << BITS)), format="bgr24")
+        frame.pts = index * (90000 // FPS)
+        frame.time_base = Fraction(1, 90000)
+        self.sent[index % (1 << BITS)] = time.perf_counter()
+        return frame
+
+
+class Received:
+    """Frames that came back: (index, round trip in s, image)."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[int, float, np.ndarray]] = []
+        self.stats: list[dict[str, Any]] = []
+
+
+async def consume(track: MediaStreamTrack, camera: StampedCamera, received: Received) -> None:
+    try:
+        while True:
+            frame = await track.recv()
+            now = time.perf_counter()
+            assert isinstance(frame, VideoFrame)
+            image = frame.to_ndarray(format="bgr24")
+            index = read_stamp(image)
+            sent = camera.sent.get(index)
+            if sent is not None:
+                received.frames.append((index, now - sent, image))
+    except MediaStreamError:
+        pass
+
+
+# --- the app under test -----------------------------------------------------------------------
+
+
+def live_app(data_dir: Path, sessions: LiveSessions) -> tuple[FastAPI, str]:
+    """A small app: the live router behind the service's own API-key check; returns a key."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db = Database(data_dir / "faceweave.db")
+    pepper = load_pepper(data_dir / "pepper.key")
+    _, key = create_key(db, pepper, "live-test")
+    app = FastAPI()
+    app.state.service = SimpleNamespace(db=db, pepper=pepper, limiter=RateLimiter(100.0, 1000))
+    app.include_router(create_live_router(auth=require_key, sessions=sessions))
+
+    @app.exception_handler(FaceweaveError)
+    async def error(request: Request, exc: FaceweaveError) -> JSONResponse:
+        status, code = http_status_of(exc)
+        return JSONResponse({"error": {"code": code, "message": str(exc)}}, status_code=status)
+
+    return app, key
+
+
+@pytest.fixture(scope="module")
+def sessions() -> LiveSessions:
+    return LiveSessions(max_sessions=2, connect_timeout_s=20.0)
+
+
+@pytest.fixture
+def app_and_key(tmp_path: Path, sessions: LiveSessions) -> Iterator[tuple[FastAPI, str]]:
+    app, key = live_app(tmp_path / "data", sessions)
+    yield app, key
+    app.state.service.db.close()
+
+
+def png_bytes(bgr: np.ndarray) -> bytes:
+    ok, data = cv2.imencode(".png", bgr)
+    assert ok
+    return bytes(data)
+
+
+def face_box(frame: np.ndarray) -> tuple[int, int, int, int]:
+    from faceweave.analysis.analyser import FaceAnalyser
+
+    faces = FaceAnalyser(max_faces=1, with_embedding=False).get_faces(frame)
+    assert faces, "the test camera shows no face"
+    x0, y0, x1, y1 = faces[0].bbox
+    return int(x0), int(y0), int(x1), int(y1)
+
+
+def region_diff(a: np.ndarray, b: np.ndarray, box: tuple[int, int, int, int]) -> float:
+    x0, y0, x1, y1 = box
+    diff = cv2.absdiff(a[y0:y1, x0:x1], b[y0:y1, x0:x1])
+    return float(diff.mean())
+
+
+async def wait_until(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def run_session(
+    app: FastAPI, key: str, picture: np.ndarray, source_png: bytes, swapped_frames: int = 45
+) -> dict[str, Any]:
+    """Connect, pass through, set a source, swap, change fusion, close; returns what happened."""
+    headers = {"Authorization": f"Bearer {key}"}
+    transport = httpx.ASGITransport(app=app)
+    camera = StampedCamera(picture)
+    received = Received()
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pc.addTrack(camera)
+    channel = pc.createDataChannel("stats")
+    pongs: list[float] = []
+
+    @channel.on("message")
+    def on_message(message: str) -> None:
+        data = json.loads(message)
+        if data["type"] == "pong":
+            pongs.append(time.perf_counter() - data["t"])
+        received.stats.append(data)
+
+    consumers: list[asyncio.Task[None]] = []
+
+    @pc.on("track")
+    def on_track(track: MediaStreamTrack) -> None:
+        for transceiver in pc.getTransceivers():  # like a browser: no extra frame of delay
+            if transceiver.receiver.track is track:
+                assert use_marker_jitter_buffer(transceiver.receiver)
+        consumers.append(asyncio.ensure_future(consume(track, camera, received)))
+
+    try:
+        return await _drive(
+            pc, channel, camera, received, pongs, transport, headers, source_png, swapped_frames
+        )
+    finally:
+        await pc.close()
+        for task in consumers:
+            task.cancel()
+
+
+async def _drive(
+    pc: RTCPeerConnection,
+    channel: Any,
+    camera: StampedCamera,
+    received: Received,
+    pongs: list[float],
+    transport: httpx.ASGITransport,
+    headers: dict[str, str],
+    source_png: bytes,
+    swapped_frames: int,
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    async with httpx.AsyncClient(transport=transport, base_url="http://live.test") as client:
+        await pc.setLocalDescription(await pc.createOffer())
+        offer = {"sdp": pc.localDescription.sdp, "type": "offer", "fusion": 1.0}
+        assert (await client.post("/v1/live/offer", json=offer)).status_code == 401
+        response = await client.post("/v1/live/offer", json=offer, headers=headers)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        session = answer["session"]
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type="answer"))
+
+        # No source yet: the camera comes back unchanged.
+        await wait_until(lambda: len(received.frames) >= 10, 30.0, "pass-through frames")
+        result["passthrough"] = list(received.frames[-5:])
+
+        response = await client.post(
+            f"/v1/live/{session}/source", content=source_png, headers=headers
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["source"] is True
+        mark = len(received.frames)
+        await wait_until(
+            lambda: len(received.frames) >= mark + swapped_frames,
+            30.0 + 2 * swapped_frames / FPS,
+            "swapped frames",
+        )
+        for i in range(10):
+            channel.send(json.dumps({"type": "ping", "id": i, "t": time.perf_counter()}))
+            await asyncio.sleep(0.05)
+        await wait_until(lambda: len(pongs) >= 10, 5.0, "pongs")
+        result["swapped"] = list(received.frames[mark + 15 :])
+
+        response = await client.post(
+            f"/v1/live/{session}/fusion", json={"fusion": 0.0}, headers=headers
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["fusion"] == 0.0
+        mark = len(received.frames)
+        await wait_until(lambda: len(received.frames) >= mark + 15, 30.0, "fusion-0 frames")
+        result["fusion0"] = list(received.frames[-5:])
+
+        other = await client.post(
+            "/v1/live/" + "0" * 32 + "/fusion", json={"fusion": 1}, headers=headers
+        )
+        result["unknown_status"] = other.status_code
+        bad = await client.post(f"/v1/live/{session}/fusion", json={"fusion": 2}, headers=headers)
+        result["bad_fusion_status"] = bad.status_code
+        response = await client.delete(f"/v1/live/{session}", headers=headers)
+        assert response.status_code == 204
+        result["session"] = session
+    result["pongs"] = pongs
+    result["stats"] = received.stats
+    return result
+
+
+@pytest.mark.slow
+def test_live_loopback_swaps_frames_with_low_latency(
+    app_and_key: tuple[FastAPI, str],
+    sessions: LiveSessions,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    record_property: Any,
+) -> None:
+    app, key = app_and_key
+    picture = camera_frame(np.asarray(astronaut))
+    box = face_box(picture)
+    result = asyncio.run(run_session(app, key, picture, png_bytes(np.asarray(grace_hopper))))
+
+    def diffs(frames: list[tuple[int, float, np.ndarray]]) -> list[float]:
+        return [region_diff(stamp(picture, i), image, box) for i, _, image in frames]
+
+    passthrough = statistics.median(diffs(result["passthrough"]))
+    swapped = statistics.median(diffs(result["swapped"]))
+    fusion0 = statistics.median(diffs(result["fusion0"]))
+    # VP8 at loopback bitrates changes a face region by a few grey levels; a swap by far more.
+    assert passthrough < 8.0, passthrough
+    assert swapped > passthrough + 8.0, (swapped, passthrough)
+    assert fusion0 < 8.0, fusion0
+
+    rtts = [rtt * 1000 for _, rtt, _ in result["swapped"]]
+    median, p95 = statistics.median(rtts), float(np.percentile(rtts, 95))
+    pings = [p * 1000 for p in result["pongs"]]
+    record_property("frame_rtt_median_ms", round(median, 1))
+    record_property("frame_rtt_p95_ms", round(p95, 1))
+    record_property("ping_rtt_median_ms", round(statistics.median(pings), 1))
+    print(f"frame round trip median {median:.1f} ms, p95 {p95:.1f} ms; ping {pings}")
+    assert median <= 100.0, f"median frame round trip {median:.1f} ms"
+
+    frames = [s for s in result["stats"] if s["type"] == "frame"]
+    assert frames and {"ts", "wait_ms", "process_ms", "faces", "dropped"} <= frames[-1].keys()
+    assert any(s["faces"] == 1 for s in frames)
+    assert result["unknown_status"] == 404
+    assert result["bad_fusion_status"] == 422
+    assert result["session"] not in sessions.sessions
+
+
+def test_offer_without_video_is_refused(app_and_key: tuple[FastAPI, str]) -> None:
+    app, key = app_and_key
+
+    async def run() -> int:
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        pc.createDataChannel("stats")
+        await pc.setLocalDescription(await pc.createOffer())
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://live.test") as client:
+            response = await client.post(
+                "/v1/live/offer",
+                json={"sdp": pc.localDescription.sdp, "type": "offer"},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+        await pc.close()
+        return response.status_code
+
+    assert asyncio.run(run()) == 422
+
+
+# --- latest wins, without a network -----------------------------------------------------------
+
+
+class _ListTrack(MediaStreamTrack):
+    kind = "video"
+
+    def __init__(self, frames: list[VideoFrame], interval: float) -> None:
+        super().__init__()
+        self.frames = frames
+        self.interval = interval
+
+    async def recv(self) -> VideoFrame:
+        if not self.frames:
+            raise MediaStreamError
+        await asyncio.sleep(self.interval)
+        return self.frames.pop(0)
+
+
+class _SlowProcessor(FrameProcessor):
+    def __init__(self) -> None:
+        super().__init__(lambda: None)  # type: ignore[arg-type, return-value]
+        self.threads: set[str] = set()
+
+    def process(self, frame: VideoFrame) -> tuple[VideoFrame, int]:
+        import threading
+
+        self.threads.add(threading.current_thread().name)
+        time.sleep(0.1)  # ten times slower than the frames come
+        out = VideoFrame.from_ndarray(frame.to_ndarray(format="bgr24"), format="bgr24")
+        out.pts, out.time_base = frame.pts, frame.time_base
+        return out, 0
+
+
+def test_swapped_track_drops_stale_frames_and_keeps_timestamps() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def run() -> tuple[list[int], SwappedTrack, _SlowProcessor]:
+        frames = []
+        for i in range(40):
+            frame = VideoFrame.from_ndarray(np.full((16, 16, 3), i, np.uint8), format="bgr24")
+            frame.pts, frame.time_base = 3000 * i, Fraction(1, 90000)
+            frames.append(frame)
+        processor = _SlowProcessor()
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="live-test")
+        track = SwappedTrack(_ListTrack(frames, 0.01), processor, executor)
+        pts: list[int] = []
+        try:
+            while True:
+                out = await track.recv()
+                assert out.time_base == Fraction(1, 90000)
+                pts.append(int(out.pts or 0))
+        except MediaStreamError:
+            pass
+        executor.shutdown()
+        return pts, track, processor
+
+    pts, track, processor = asyncio.run(run())
+    assert pts == sorted(pts) and len(set(pts)) == len(pts)
+    assert all(p % 3000 == 0 for p in pts)
+    assert len(pts) < 15, pts  # most frames were replaced by newer ones, not queued
+    assert track.dropped >= 25
+    assert track.frames_in == 40
+    assert processor.threads and all(n.startswith("live-test") for n in processor.threads)
+
+
+def test_marker_jitter_buffer_emits_a_frame_on_its_last_packet() -> None:
+    from aiortc.rtp import RtpPacket
+
+    from faceweave.service.live import MarkerJitterBuffer
+
+    def packet(seq: int, ts: int, marker: int) -> RtpPacket:
+        p = RtpPacket(sequence_number=seq, timestamp=ts, marker=marker)
+        p._data = bytes([seq])  # type: ignore[attr-defined]
+        return p
+
+    buffer = MarkerJitterBuffer(capacity=128, is_video=True)
+    assert buffer.add(packet(10, 1000, 0))[1] is None
+    assert buffer.add(packet(12, 1000, 1))[1] is None  # 11 is still missing
+    frame = buffer.add(packet(11, 1000, 0))[1]  # complete now, without waiting for frame 2
+    assert frame is not None and frame.data == bytes([10, 11, 12]) and frame.timestamp == 1000
+    frame = buffer.add(packet(13, 4000, 1))[1]
+    assert frame is not None and frame.data == bytes([13])
+    # No marker: aiortc's rule, the frame is handed on when the next one starts.
+    assert buffer.add(packet(14, 7000, 0))[1] is None
+    frame = buffer.add(packet(15, 10000, 0))[1]
+    assert frame is not None and frame.timestamp == 7000
