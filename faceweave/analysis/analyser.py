@@ -11,7 +11,7 @@ from faceweave.analysis.base import Detection, FaceDetector, create_detector
 from faceweave.analysis.mediapipe_backend import MeshLandmarker
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
-from faceweave.errors import InputError
+from faceweave.errors import InputError, UsageError
 from faceweave.types import BBox, Face, Frame
 
 # Mesh vertices of the 5-point layout: image-left eye, image-right eye, nose tip,
@@ -19,6 +19,9 @@ from faceweave.types import BBox, Face, Frame
 _IRIS_CENTRES = (468, 473)
 _NOSE_TIP = 1
 _MOUTH_CORNERS = (61, 291)
+
+
+ANALYSER_MODES = ("image", "video")
 
 
 def landmarks_5_from_mesh(points: NDArray[np.floating]) -> NDArray[np.float32]:
@@ -56,6 +59,11 @@ class FaceAnalyser:
         detect_tiles: detect on an n x n grid of overlapping tiles too (n > 1): finds
             the small faces of group photos, at n*n times the detection cost. For
             still images; live video keeps 1.
+        mode: ``image`` (every call stands alone: both BlazeFace models and the
+            static mesh, the same image always gives the same faces) or ``video``
+            (frames in sequence: the full-range detector with the short-range one
+            every third call or when nothing is found, and the mesh in MediaPipe's
+            tracking mode; faster, results depend on the previous frames).
 
     Example:
         >>> analyser = FaceAnalyser()
@@ -70,7 +78,13 @@ class FaceAnalyser:
         detector: str = "mediapipe",
         with_embedding: bool = True,
         detect_tiles: int = 1,
+        mode: str = "image",
     ) -> None:
+        if mode not in ANALYSER_MODES:
+            raise UsageError(
+                f"unknown analyser mode {mode!r}; choose from {', '.join(ANALYSER_MODES)}"
+            )
+        self.mode = mode
         self.max_faces = max_faces
         self.min_score = min_score
         self.detector_name = detector
@@ -80,15 +94,16 @@ class FaceAnalyser:
 
     @cached_property
     def detector(self) -> FaceDetector:
+        options: dict[str, object] = {"min_score": self.min_score}
         if self.detect_tiles > 1:
-            return create_detector(
-                self.detector_name, min_score=self.min_score, tiles=self.detect_tiles
-            )
-        return create_detector(self.detector_name, min_score=self.min_score)
+            options["tiles"] = self.detect_tiles
+        if self.detector_name == "mediapipe":
+            options["adaptive"] = self.mode == "video"
+        return create_detector(self.detector_name, **options)
 
     @cached_property
     def landmarker(self) -> MeshLandmarker:
-        return MeshLandmarker(min_score=self.min_score)
+        return MeshLandmarker(min_score=self.min_score, tracking=self.mode == "video")
 
     @cached_property
     def identity(self):  # type: ignore[no-untyped-def]

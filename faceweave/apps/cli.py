@@ -634,9 +634,11 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
     for path in [*wanted.sources, *wanted.references]:
         read_image(path, max_pixels=args.max_pixels)
 
+    # Stills (sources, references) in image mode; the frames in video mode.
     analyser = fw.FaceAnalyser(max_faces=args.max_faces)
     source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+    frame_analyser = fw.FaceAnalyser(max_faces=args.max_faces, mode="video")
     from tqdm import tqdm
 
     with (
@@ -653,7 +655,7 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
             source_faces,
             target_path,
             output_path,
-            analyser=analyser,
+            analyser=frame_analyser,
             options=_swap_options(args),
             selector=wanted.selector,
             references=reference_faces,
@@ -771,6 +773,7 @@ def _run_live(args: argparse.Namespace) -> int:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
         analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=False)
         source_faces = _load_faces(analyser, list(args.source), "source", args.max_pixels)
+        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=False, mode="video")
         options = fw.SwapOptions(
             fusion=args.fusion,
             color=args.color,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 
 from faceweave.types import BBox, Pose
 
@@ -98,15 +99,43 @@ def vertex_normals(
     """Area-weighted unit vertex normals, oriented towards the camera (z < 0) for a frontal face.
 
     Triangles are counter-clockwise on screen (x right, y down) when they face the camera.
+    Vertices in no triangle get a zero normal.
     """
     v = np.asarray(vertices, np.float64)
     a, b, c = v[triangles[:, 0]], v[triangles[:, 1]], v[triangles[:, 2]]
-    face_n = np.cross(c - a, b - a)  # towards the camera for on-screen CCW (y down)
-    normals = np.zeros_like(v)
-    for k in range(3):
-        np.add.at(normals, triangles[:, k], face_n)
+    e1, e2 = c - a, b - a  # (c - a) x (b - a): towards the camera for on-screen CCW (y down)
+    face_n = np.stack(
+        [
+            e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1],
+            e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
+            e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0],
+        ],
+        axis=1,
+    )
+    normals = _incidence(triangles, len(v)) @ face_n
     norm = np.linalg.norm(normals, axis=1, keepdims=True)
     return np.asarray(normals / np.maximum(norm, 1e-12))
+
+
+# Per topology (a few per process): the sparse vertex-triangle incidence.
+_INCIDENCE_CACHE: dict[tuple[int, int, int], sparse.csr_matrix] = {}
+
+
+def _incidence(triangles: NDArray[np.integer], n_vertices: int) -> sparse.csr_matrix:
+    """(V, T) 0/1 matrix: which triangles touch each vertex (cached per topology)."""
+    tri = np.ascontiguousarray(triangles)
+    key = (hash(tri.tobytes()), len(tri), n_vertices)
+    matrix = _INCIDENCE_CACHE.get(key)
+    if matrix is None:
+        rows = np.asarray(triangles, np.int64).reshape(-1)
+        cols = np.repeat(np.arange(len(triangles)), 3)
+        matrix = sparse.csr_matrix(
+            (np.ones(len(rows)), (rows, cols)), shape=(n_vertices, len(triangles))
+        )
+        if len(_INCIDENCE_CACHE) > 16:
+            _INCIDENCE_CACHE.clear()
+        _INCIDENCE_CACHE[key] = matrix
+    return matrix
 
 
 def bbox_iou(a: BBox, b: BBox) -> float:

@@ -174,7 +174,7 @@ def run_live(
     controls = controls or LiveControls(fusion=options.fusion if options else 1.0)
     base = build_swappers(sources, replace(options or SwapOptions(), fusion=1.0))
     variants: dict[tuple[int, float], Swapper] = {}
-    analyser = analyser or FaceAnalyser(max_faces=max_faces, with_embedding=False)
+    analyser = analyser or FaceAnalyser(max_faces=max_faces, with_embedding=False, mode="video")
     tracker = FaceTracker(
         analyser, redetect_every=redetect_every, frame_skip=frame_skip, max_faces=max_faces
     )

@@ -365,7 +365,7 @@ def swap_video(
         mode, references=references, max_distance=reference_distance, order=face_order
     )
     swappers = build_swappers(sources if mode == "map" else list(sources)[:1], options)
-    analyser = analyser or FaceAnalyser(max_faces=max_faces)
+    analyser = analyser or FaceAnalyser(max_faces=max_faces, mode="video")
     tracker = FaceTracker(
         analyser, redetect_every=redetect_every, frame_skip=frame_skip, max_faces=max_faces
     )

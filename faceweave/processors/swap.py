@@ -79,7 +79,7 @@ class SwapOptions:
     feather: float = 0.03
     uv_size: int = 384
     work_size: int = 96
-    process_size: int = 256
+    process_size: int = 224
 
     def validated(self) -> SwapOptions:
         if not 0.0 <= self.fusion <= 1.0:
@@ -610,10 +610,12 @@ def _target_occluders(
     pixels = small[skin_small > 0.9]
     if len(pixels) < 32:
         return np.zeros((h, w), np.float32)
-    mean = pixels.mean(0)
-    cov = np.cov(pixels, rowvar=False) + np.eye(3) * 16.0
-    diff = small.reshape(-1, 3) - mean
-    z2 = np.einsum("ij,jk,ik->i", diff, np.linalg.inv(cov), diff).reshape(small.shape[:2])
+    cov, mean = cv2.calcCovarMatrix(
+        pixels, None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
+    )
+    diff = small.reshape(-1, 3) - mean.astype(np.float32)
+    inv = np.linalg.inv(cov + np.eye(3) * 16.0).astype(np.float32)
+    z2 = ((diff @ inv) * diff).sum(1).reshape(small.shape[:2])
     occl = np.clip((np.sqrt(z2) - 3.5) / 2.0, 0.0, 1.0).astype(np.float32)
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     return np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)

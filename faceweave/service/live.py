@@ -94,7 +94,7 @@ _BLANK: Frame = np.zeros((64, 64, 3), np.uint8)  # runs the detector once: loads
 
 def default_analyser() -> FaceAnalyser:
     """The analyser of one live session: one face, no identity model (not needed live)."""
-    return FaceAnalyser(max_faces=1, with_embedding=False)
+    return FaceAnalyser(max_faces=1, with_embedding=False, mode="video")
 
 
 # --- per-session processing (runs in the session's worker thread) ---------------------------
