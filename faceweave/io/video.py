@@ -73,7 +73,7 @@ __all__ = [
 
 logger = logging.getLogger("faceweave")
 
-DEFAULT_PRESET = "veryfast"
+DEFAULT_PRESET = "superfast"
 DEFAULT_CRF = 18  # x264 scale: 0 lossless, 18 visually lossless, 23 x264's default, 51 worst
 
 # extension -> (FFmpeg muxer, default video encoder, audio encoder when copying is impossible)

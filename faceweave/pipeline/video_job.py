@@ -224,6 +224,10 @@ def swap_targets(image: Frame, targets: Sequence[SwapTarget], swappers: Sequence
     return out
 
 
+FILE_SMOOTHING_MIN_CUTOFF = 0.1  # Hz: One-Euro cut-off at rest (live uses 1.0)
+FILE_SMOOTHING_BETA = 0.005  # speed coefficient (live uses 0.05)
+
+
 @dataclass(frozen=True)
 class VideoJobStats:
     """What :func:`swap_video` did.
@@ -367,7 +371,14 @@ def swap_video(
     swappers = build_swappers(sources if mode == "map" else list(sources)[:1], options)
     analyser = analyser or FaceAnalyser(max_faces=max_faces, mode="video")
     tracker = FaceTracker(
-        analyser, redetect_every=redetect_every, frame_skip=frame_skip, max_faces=max_faces
+        analyser,
+        redetect_every=redetect_every,
+        frame_skip=frame_skip,
+        max_faces=max_faces,
+        # Files are not interactive: smooth harder than live (less jitter, a little lag
+        # on fast head turns); the speed term still follows quick motion.
+        min_cutoff=FILE_SMOOTHING_MIN_CUTOFF,
+        beta=FILE_SMOOTHING_BETA,
     )
     reader = VideoReader(target_path, start=trim_start, end=trim_end)
     writer: VideoWriter | None = None
