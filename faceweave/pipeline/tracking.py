@@ -50,6 +50,9 @@ class TrackingAnalyser(Protocol):
     ) -> Face: ...
 
 
+SNAP_FRACTION = 0.15  # mean landmark jump, as a fraction of the face size, that resets smoothing
+
+
 @dataclass(frozen=True)
 class TrackedFace:
     """A face with an identity that lasts across frames.
@@ -267,6 +270,13 @@ class FaceTracker:
     def _smoothed(self, track: _Track, face: Face, frame: Frame, time: float) -> Face:
         if track.smoother is None:
             return face
+        previous = track.face
+        if previous is not None:
+            # A jump of a large part of the face in one frame is a cut or a re-detection
+            # elsewhere, not motion: start the filter afresh instead of gliding over.
+            jump = float(np.abs(face.landmarks_478[:, :2] - previous.landmarks_478[:, :2]).mean())
+            if jump > SNAP_FRACTION * max(face.size, 1.0):
+                track.smoother.reset()
         points = track.smoother(face.landmarks_478, time).astype(np.float32)
         return self.analyser.face_from_landmarks(frame, points, track.score)
 
