@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.errors import (
     EXIT_ERROR,
     EXIT_NO_FACE,
@@ -74,6 +75,7 @@ from faceweave.io import (
     write_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SwapOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     import faceweave as fw
@@ -85,20 +87,22 @@ __all__ = ["build_parser", "main"]
 PROG = "faceweave"
 
 # --- defaults: the one place the command line's settings are chosen ---------------------------
-DEFAULT_FUSION = 1.0
-COLOR_CHOICES = ("none", "rct", "lct", "sh")
-DEFAULT_COLOR = "lct"
-BLEND_CHOICES = ("alpha", "multiband", "poisson")
-DEFAULT_BLEND = "multiband"
-FACE_SELECTOR_CHOICES = ("one", "many", "reference")
+# Swap settings default to the engine's own (SwapOptions), so the two cannot drift apart.
+_SWAP_DEFAULTS = SwapOptions()
+DEFAULT_FUSION = _SWAP_DEFAULTS.fusion
+COLOR_CHOICES = COLOR_MODES
+DEFAULT_COLOR = _SWAP_DEFAULTS.color
+BLEND_CHOICES = BLEND_MODES
+DEFAULT_BLEND = _SWAP_DEFAULTS.blend
+FACE_SELECTOR_CHOICES = SELECTORS
 DEFAULT_FACE_SELECTOR = "one"
 DEFAULT_REFERENCE_DISTANCE = 0.6
-FACE_ORDER_CHOICES = ("large-small", "small-large", "left-right", "right-left", "best-worst")
+FACE_ORDER_CHOICES = ORDERS
 DEFAULT_FACE_ORDER = "large-small"
 DEFAULT_MAX_FACES = 8
-DEFAULT_MASK_MOUTH = True
-DEFAULT_MASK_EYES = False
-# Video (the encoder's own defaults live in faceweave.io.video: libx264, veryfast, CRF 18).
+DEFAULT_MASK_MOUTH = _SWAP_DEFAULTS.mask_mouth
+DEFAULT_MASK_EYES = _SWAP_DEFAULTS.mask_eyes
+# Video (the encoder's own defaults live in faceweave.io.video: libx264, superfast, CRF 18).
 DEFAULT_REDETECT_EVERY = 10
 DEFAULT_FRAME_SKIP = 1
 # Live.

@@ -36,7 +36,6 @@ from faceweave.core.facemodel import (
     HOLE_EYE_LEFT,
     HOLE_EYE_RIGHT,
     HOLE_MOUTH,
-    N_LANDMARKS,
     FaceModel,
     load_face_model,
 )
@@ -110,6 +109,11 @@ def _skin_vertices(model: FaceModel) -> NDArray[np.int32]:
     for loop in model.loops:
         exclude.update(loop.tolist())
     return np.array([i for i in range(468) if i not in exclude], np.int32)
+
+
+@functools.lru_cache(maxsize=4)
+def _identity_shape(model: FaceModel) -> IdentityShape:
+    return IdentityShape(model)  # a dense Laplace solve: once per face model
 
 
 @functools.lru_cache(maxsize=4)
@@ -237,11 +241,6 @@ def _clamped_shading(
     return np.asarray(np.clip(shading, 0.35 * ref, 1.6 * ref))
 
 
-def _vertex_normals_ext(model: FaceModel, verts: NDArray[np.float32]) -> NDArray[np.float64]:
-    normals = vertex_normals(verts, model.render_triangles)
-    return normals
-
-
 def prepare_source(
     source_face: Face,
     *,
@@ -267,7 +266,7 @@ def prepare_source(
     verts = model.extend(source_face.landmarks_478)
     uvr = model.uv_raster(uv_size)
     covered = uvr.covered
-    normals = _vertex_normals_ext(model, verts)
+    normals = vertex_normals(verts, model.render_triangles)
     skin = _skin_vertices(model)
     light = _fit_light(image, verts, normals, skin, source_face.size)
     # Per texel: source pixel position, depth, shading and how squarely it faces the camera.
@@ -439,7 +438,7 @@ class Swapper:
         self._uv_aux = np.dstack(
             [self.masks.face, source_weight, self.masks.skin, self.masks.edge]
         ).astype(np.float32)
-        self.identity = IdentityShape(self.model)
+        self.identity = _identity_shape(self.model)
         # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
         cv2.cvtColor(np.zeros((1, 1, 3), np.float32), cv2.COLOR_BGR2Lab)
 
@@ -634,5 +633,4 @@ __all__ = [
     "Swapper",
     "SourceModel",
     "prepare_source",
-    "N_LANDMARKS",
 ]
