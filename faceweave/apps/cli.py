@@ -52,6 +52,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faceweave.analysis.selection import ORDERS, SELECTORS
+from faceweave.apps.argtypes import (
+    non_negative_float,
+    positive_float,
+    positive_int,
+    unit_interval,
+    whole_number,
+)
 from faceweave.errors import (
     EXIT_ERROR,
     EXIT_NO_FACE,
@@ -201,7 +208,7 @@ def _add_swap_parser(commands: Any) -> None:
     )
     swap.add_argument(
         "--fusion",
-        type=_unit_interval,
+        type=unit_interval,
         default=DEFAULT_FUSION,
         help="0: keep the target, 1: full swap (default %(default)s)",
     )
@@ -222,12 +229,12 @@ def _add_swap_parser(commands: Any) -> None:
     )
     swap.add_argument(
         "--reference-distance",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=DEFAULT_REFERENCE_DISTANCE,
         help="largest identity distance to the reference face (default %(default)s)",
     )
     swap.add_argument("--face-order", choices=FACE_ORDER_CHOICES, default=DEFAULT_FACE_ORDER)
-    swap.add_argument("--max-faces", type=_positive_int, default=DEFAULT_MAX_FACES, metavar="N")
+    swap.add_argument("--max-faces", type=positive_int, default=DEFAULT_MAX_FACES, metavar="N")
     swap.add_argument(
         "--mask-mouth",
         action=argparse.BooleanOptionalAction,
@@ -264,18 +271,18 @@ def _add_swap_parser(commands: Any) -> None:
     video.add_argument("--encoder", metavar="NAME", help="video encoder (default libx264)")
     video.add_argument("--preset", metavar="NAME", help="x264 speed preset (default veryfast)")
     video.add_argument("--crf", type=_crf, metavar="0..51", help="quality, x264 scale (18)")
-    video.add_argument("--fps", type=_positive_float, help="output frame rate (default: keep)")
-    video.add_argument("--trim-start", type=_non_negative_float, metavar="SECONDS")
-    video.add_argument("--trim-end", type=_positive_float, metavar="SECONDS")
+    video.add_argument("--fps", type=positive_float, help="output frame rate (default: keep)")
+    video.add_argument("--trim-start", type=non_negative_float, metavar="SECONDS")
+    video.add_argument("--trim-end", type=positive_float, metavar="SECONDS")
     video.add_argument(
         "--frame-skip",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help=f"analyse every N-th frame, track between (default {DEFAULT_FRAME_SKIP})",
     )
     video.add_argument(
         "--redetect-every",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help=f"run the face detector every N analysed frames (default {DEFAULT_REDETECT_EVERY})",
     )
@@ -312,23 +319,21 @@ def _add_live_parser(commands: Any) -> None:
         metavar="OUT",
         help="window, virtualcam, udp://HOST:PORT, rtmp://HOST/APP/KEY or FILE (default window)",
     )
-    live.add_argument("--fusion", type=_unit_interval, default=DEFAULT_FUSION)
+    live.add_argument("--fusion", type=unit_interval, default=DEFAULT_FUSION)
     live.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
     live.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
     live.add_argument(
         "--face-selector", choices=LIVE_FACE_SELECTOR_CHOICES, default=DEFAULT_FACE_SELECTOR
     )
+    live.add_argument("--max-faces", type=positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N")
     live.add_argument(
-        "--max-faces", type=_positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N"
+        "--redetect-every", type=positive_int, default=DEFAULT_REDETECT_EVERY, metavar="N"
     )
-    live.add_argument(
-        "--redetect-every", type=_positive_int, default=DEFAULT_REDETECT_EVERY, metavar="N"
-    )
-    live.add_argument("--frame-skip", type=_positive_int, default=DEFAULT_FRAME_SKIP, metavar="N")
-    live.add_argument("--width", type=_positive_int, help="camera frame width")
-    live.add_argument("--height", type=_positive_int, help="camera frame height")
-    live.add_argument("--fps", type=_positive_float, help="camera frame rate")
-    live.add_argument("--duration", type=_positive_float, metavar="SECONDS", help="stop after")
+    live.add_argument("--frame-skip", type=positive_int, default=DEFAULT_FRAME_SKIP, metavar="N")
+    live.add_argument("--width", type=positive_int, help="camera frame width")
+    live.add_argument("--height", type=positive_int, help="camera frame height")
+    live.add_argument("--fps", type=positive_float, help="camera frame rate")
+    live.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after")
     live.add_argument("--stats", type=Path, metavar="FILE.json", help="write the session's stats")
     live.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     _add_common_options(live)
@@ -350,7 +355,7 @@ def _add_analyse_parser(commands: Any) -> None:
     analyse.add_argument(
         "--debug", type=Path, metavar="OUT.png", help="write an overlay of the faces"
     )
-    analyse.add_argument("--max-faces", type=_positive_int, default=DEFAULT_MAX_FACES, metavar="N")
+    analyse.add_argument("--max-faces", type=positive_int, default=DEFAULT_MAX_FACES, metavar="N")
     _add_common_options(analyse)
 
 
@@ -426,7 +431,7 @@ def _add_watermark_option(parser: argparse.ArgumentParser) -> None:
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-pixels",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_PIXELS,
         metavar="N",
         help="refuse larger images (default %(default)s)",
@@ -929,32 +934,8 @@ def _face_line(index: int, face: Face) -> str:
 # --- argument types --------------------------------------------------------------------------
 
 
-def _unit_interval(text: str) -> float:
-    value = _float(text)
-    if not 0.0 <= value <= 1.0:  # also refuses NaN
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = _float(text)
-    if not value >= 0.0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _float(text)
-    if not (value > 0.0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
 def _crf(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
+    value = whole_number(text)
     if not 0 <= value <= 51:
         raise argparse.ArgumentTypeError(f"must be between 0 and 51, got {text}")
     return value
@@ -971,28 +952,11 @@ def _camera(text: str) -> int | str:
     return int(text) if text.isdigit() else text
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
-    return value
-
-
 def _quality(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > 100:
         raise argparse.ArgumentTypeError(f"must be between 1 and 100, got {text}")
     return value
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
 
 
 # --- messages --------------------------------------------------------------------------------

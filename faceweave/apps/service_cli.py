@@ -23,6 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from faceweave.apps.argtypes import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from faceweave.errors import EXIT_OK, EXIT_USAGE, FaceweaveError, InputError, UsageError
 from faceweave.io.image import DEFAULT_MAX_PIXELS
 
@@ -53,56 +59,56 @@ def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_data_option(serve)
     serve.add_argument(
         "--workers",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=None,
         metavar="N",
         help="job worker threads, each with its own models (default: half the CPU cores, 1..4)",
     )
     serve.add_argument(
         "--max-upload-mb",
-        type=_positive_float,
+        type=positive_float,
         default=200.0,
         metavar="MB",
         help="largest uploaded file (default %(default)s)",
     )
     serve.add_argument(
         "--max-pixels",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_MAX_PIXELS,
         metavar="N",
         help="largest image or video frame, width * height (default %(default)s)",
     )
     serve.add_argument(
         "--max-video-seconds",
-        type=_positive_float,
+        type=positive_float,
         default=120.0,
         metavar="S",
         help="longest video target (default %(default)s)",
     )
     serve.add_argument(
         "--retention-hours",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=24.0,
         metavar="H",
         help="delete finished jobs' files after this long; 0 keeps them (default %(default)s)",
     )
     serve.add_argument(
         "--rate-limit",
-        type=_positive_float,
+        type=positive_float,
         default=10.0,
         metavar="PER_S",
         help="requests per second per key, sustained (default %(default)s)",
     )
     serve.add_argument(
         "--rate-burst",
-        type=_positive_int,
+        type=positive_int,
         default=100,
         metavar="N",
         help="requests per key at once (default %(default)s)",
     )
     serve.add_argument(
         "--max-active-jobs",
-        type=_positive_int,
+        type=positive_int,
         default=100,
         metavar="N",
         help="queued plus running jobs per key (default %(default)s)",
@@ -238,51 +244,7 @@ def _date(seconds: float | None) -> str:
 
 
 def _port(text: str) -> int:
-    value = _positive_int(text)
+    value = positive_int(text)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"must be 1..65535, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = _float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = _float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"not a finite number: {text}")
     return value

@@ -1,0 +1,66 @@
+"""argparse value types shared by the command line's sub-commands.
+
+Each raises :class:`argparse.ArgumentTypeError` with a short reason, which
+argparse turns into a usage error (exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def number(text: str) -> float:
+    """A float."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text}") from None
+
+
+def whole_number(text: str) -> int:
+    """An int."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
+
+
+def unit_interval(text: str) -> float:
+    """A float in [0, 1]."""
+    value = number(text)
+    if not 0.0 <= value <= 1.0:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A float >= 0 (not NaN)."""
+    value = number(text)
+    if not value >= 0.0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite float > 0."""
+    value = number(text)
+    if not (value > 0.0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An int >= 1."""
+    value = whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An int >= 0."""
+    value = whole_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
