@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import av
+import clips  # tests/clips.py: tests/ is on sys.path under pytest
 import cv2
 import numpy as np
 import pytest
@@ -25,49 +26,12 @@ from faceweave.provenance import verify
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRESS_BAR = re.compile(r"^faceweave:\s+(\d+%\||\d+frame)")
-FPS = 30
 
 
-def make_clip(
-    path: Path,
-    scene: np.ndarray | None,
-    *,
-    frames: int = 30,
-    size: tuple[int, int] = (320, 240),
-    audio: bool = True,
-    video: bool = True,
-) -> Path:
-    """``scene`` (None: grey) sliding 2 px a frame, x264, plus an AAC tone."""
-    width, height = size
-    if scene is not None:
-        wide = cv2.resize(scene, (round(scene.shape[1] * height / scene.shape[0]), height))
-    with av.open(str(path), "w") as out:
-        if video:
-            stream = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
-            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        if audio:
-            tone = out.add_stream("aac", rate=44100, layout="mono")
-        for index in range(frames if video else 0):
-            canvas = np.full((height, width, 3), 90, np.uint8)
-            if scene is not None:
-                x = (width - wide.shape[1]) // 2 - frames + index * 2
-                x0, x1 = max(0, x), min(width, x + wide.shape[1])
-                canvas[:, x0:x1] = wide[:, x0 - x : x1 - x]
-            frame = av.VideoFrame.from_ndarray(canvas, format="bgr24")
-            frame.pts = index
-            out.mux(stream.encode(frame))
-        if video:
-            out.mux(stream.encode(None))
-        if audio:
-            total = 44100 * frames // FPS
-            for begin in range(0, total, 1024):
-                t = np.arange(begin, min(total, begin + 1024)) / 44100
-                samples = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
-                chunk = av.AudioFrame.from_ndarray(samples, format="flt", layout="mono")
-                chunk.sample_rate, chunk.pts = 44100, begin
-                out.mux(tone.encode(chunk))
-            out.mux(tone.encode(None))
-    return path
+def make_clip(path: Path, scene: np.ndarray | None, **options: object) -> Path:
+    """The shared clip maker (tests/clips.py) at this module's small size."""
+    options.setdefault("size", (320, 240))
+    return clips.make_clip(path, scene, **options)  # type: ignore[arg-type]
 
 
 def _run(*args: str | Path, cwd: Path, marked: bool = False) -> subprocess.CompletedProcess[str]:

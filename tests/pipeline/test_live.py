@@ -11,7 +11,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from test_video_job import make_clip  # same folder: on sys.path under pytest
+from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.apps import cli

@@ -13,6 +13,7 @@ import av
 import cv2
 import numpy as np
 import pytest
+from clips import FPS, make_clip  # tests/clips.py: tests/ is on sys.path
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import InputError, UsageError
@@ -20,49 +21,6 @@ from faceweave.pipeline.tracking import TrackedFace
 from faceweave.pipeline.video_job import FaceRouter, swap_video
 from faceweave.processors.swap import SwapOptions
 from faceweave.types import Face
-
-FPS = 30
-STEP = 2  # pixels the scene moves per frame
-
-
-def make_clip(
-    path: Path,
-    scene: np.ndarray | None,
-    *,
-    frames: int = 30,
-    size: tuple[int, int] = (480, 360),
-    audio: bool = True,
-) -> Path:
-    """Write ``scene`` (None: plain grey) sliding right by STEP px a frame, with an AAC tone."""
-    width, height = size
-    if scene is not None:
-        scale = height / scene.shape[0]
-        wide = cv2.resize(scene, (round(scene.shape[1] * scale), height))
-    with av.open(str(path), "w") as out:
-        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "18"})
-        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
-        if audio:
-            tone = out.add_stream("aac", rate=44100, layout="mono")
-        for index in range(frames):
-            canvas = np.full((height, width, 3), 90, np.uint8)
-            if scene is not None:
-                x = (width - wide.shape[1]) // 2 - frames * STEP // 2 + index * STEP
-                x0, x1 = max(0, x), min(width, x + wide.shape[1])
-                canvas[:, x0:x1] = wide[:, x0 - x : x1 - x]
-            frame = av.VideoFrame.from_ndarray(canvas, format="bgr24")
-            frame.pts = index
-            out.mux(video.encode(frame))
-        out.mux(video.encode(None))
-        if audio:
-            total = 44100 * frames // FPS
-            for begin in range(0, total, 1024):
-                t = np.arange(begin, min(total, begin + 1024)) / 44100
-                samples = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
-                chunk = av.AudioFrame.from_ndarray(samples, format="flt", layout="mono")
-                chunk.sample_rate, chunk.pts = 44100, begin
-                out.mux(tone.encode(chunk))
-            out.mux(tone.encode(None))
-    return path
 
 
 def pair_scene(astronaut: np.ndarray, grace_hopper: np.ndarray) -> np.ndarray:
