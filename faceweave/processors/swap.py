@@ -4,20 +4,26 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
 
 1. The **source** is prepared once (:class:`SourceModel`): its texture is
    unwrapped into a fixed UV layout (cylindrical unwrap of the canonical face);
-   texels whose triangles face away from the camera or hide behind the nose
-   get the mirrored texel instead (no smears at profiles); the source's light
-   (9 spherical-harmonics coefficients per channel, fitted on skin) is divided
-   out to leave an albedo; its identity shape is kept in pose-normalised space.
+   texels whose triangles face away from the camera, hide behind the nose or
+   were seen at a grazing angle get the mirrored texel instead (no smears at
+   profiles); hair and other non-skin outliers over the face are marked so the
+   target shows there; the source's light (9 spherical-harmonics coefficients
+   per channel, fitted on skin) is divided out to leave an albedo; its identity
+   shape is kept in pose-normalised space.
 2. The **output geometry** is the target's mesh, with the source's identity
    shape (eye spacing, nose, brows; not its expression) blended in by
-   ``shape * fusion``, posed with the target's rotation, scale and position.
+   ``shape * fusion``, posed with the target's rotation, scale and position; the
+   face oval and a turned head's silhouette stay the target's.
 3. The output mesh is rasterised on a coarse grid; per pixel it yields UV
-   coordinates, the matching target position and the target's shading
-   (Gouraud-interpolated SH light), bilinearly upsampled to full resolution.
-4. The source albedo is relit with the target's light, colour-matched on
-   skin, mixed with the (re-warped) target by ``fusion``, and blended into the
-   frame with a mask feathered in face space. The mouth interior, and the eyes
-   if asked, keep the target's pixels.
+   coordinates, the matching target position and (``sh`` mode) the target's
+   shading, bilinearly upsampled to the processing size (large faces are
+   processed at ``process_size`` and composited back at full resolution).
+4. The source texture is colour-matched on skin (``lct`` by default; ``sh``
+   relights the albedo with the target's light), mixed with the re-warped
+   target by ``fusion``, and blended into the frame with a mask feathered in
+   face space. The mouth interior (and the eyes, if asked) keeps the target's
+   pixels, and so do non-skin target pixels near the face's edge (background
+   past a turned head, hair).
 """
 
 from __future__ import annotations
