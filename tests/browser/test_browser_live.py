@@ -17,9 +17,8 @@ STATE = """() => JSON.stringify({
   remoteTs: faceweaveLive.remoteTs, serverTs: faceweaveLive.serverTs})"""
 # Loopback on a 2-core machine: the server's share (swap, VP8) is ~20 ms and the data
 # channel's round trip ~1 ms; most of the rest is chromium's own send and receive path.
-# The issue's target is a median of 100 ms; this bound only catches a broken pipeline
-# (frames queueing up behind slow ones would take seconds).
-MAX_MEDIAN_MS = 250.0
+# The issue's target is a median of 100 ms; the test records the number and
+# benchmarks/webrtc.py measures it.
 
 GRAB = """([id, x0, y0, x1, y1]) => {
   const video = document.getElementById(id);
@@ -93,7 +92,8 @@ def test_live_fake_camera_is_swapped_with_low_latency(
     )
     assert diff > 10.0, diff  # the face that comes back is not the camera's
     assert shown.startswith("median"), shown
-    assert median <= MAX_MEDIAN_MS, median
+    # The round trip is recorded (record_property, printed), not asserted: speed is
+    # measured by benchmarks/webrtc.py, never by timed assertions in tests.
 
     # Fusion 0: the camera's own face comes back.
     page.get_by_label("Fusion").fill("0")

@@ -332,8 +332,8 @@ def test_live_loopback_swaps_frames_with_low_latency(
     record_property("frame_rtt_median_ms", round(median, 1))
     record_property("frame_rtt_p95_ms", round(p95, 1))
     record_property("ping_rtt_median_ms", round(statistics.median(pings), 1))
+    # Recorded, not asserted: speed is measured by benchmarks/webrtc.py.
     print(f"frame round trip median {median:.1f} ms, p95 {p95:.1f} ms; ping {pings}")
-    assert median <= 100.0, f"median frame round trip {median:.1f} ms"
 
     frames = [s for s in result["stats"] if s["type"] == "frame"]
     assert frames and {"ts", "wait_ms", "process_ms", "faces", "dropped"} <= frames[-1].keys()
