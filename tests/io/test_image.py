@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import struct
-import time
 import tracemalloc
 import zlib
 from pathlib import Path
@@ -282,14 +281,12 @@ def test_decompression_bomb_refused_before_decoding(tmp_path: Path, side: int) -
     path.write_bytes(_bomb_png(side))
     assert path.stat().st_size < 2_000_000
     tracemalloc.start()
-    started = time.perf_counter()
     try:
         with pytest.raises(ImageTooLargeError, match="bomb.png"):
             read_image(path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - started < 1.0
     assert peak < 10_000_000  # the pixels alone would be side * side * 3 bytes
 
 
