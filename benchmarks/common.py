@@ -262,3 +262,23 @@ def write_csv(path: Path, rows: Sequence[dict[str, object]]) -> None:
             writer.writerow(
                 {k: (f"{v:.5g}" if isinstance(v, float) else v) for k, v in row.items()}
             )
+
+
+def place_face(
+    photo: NDArray[np.uint8],
+    face_box: Sequence[float],
+    size: tuple[int, int],
+    *,
+    face_fraction: float = 1 / 3,
+    dx: float = 0.0,
+) -> NDArray[np.uint8]:
+    """``photo`` scaled so its face is ``face_fraction`` of the frame height, centred and
+    shifted ``dx`` pixels right, with the frame's edges filled by mirroring."""
+    w, h = size
+    x0, y0, x1, y1 = face_box
+    s = face_fraction * h / (y1 - y0)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    matrix = np.array([[s, 0, w / 2 - s * cx + dx], [0, s, h / 2 - s * cy]], np.float64)
+    return cv2.warpAffine(
+        photo, matrix, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101
+    )

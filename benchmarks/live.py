@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import av
-import cv2
 import numpy as np
 from numpy.typing import NDArray
 
@@ -41,6 +40,7 @@ from common import (  # noqa: E402
     environment_line,
     markdown_table,
     package_images,
+    place_face,
     write_json,
 )
 
@@ -66,16 +66,12 @@ class NullOutput:
 
 def make_camera_clip(path: Path, photo: NDArray[np.uint8], face_box: tuple[float, ...]) -> Path:
     w, h = SIZE
-    x0, y0, x1, y1 = face_box
-    s = h / 3 / (y1 - y0)
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
     with av.open(str(path), "w") as out:
         video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "18"})
         video.width, video.height, video.pix_fmt = w, h, "yuv420p"
         for i in range(CLIP_SECONDS * FPS):
             dx = 120 * np.sin(2 * np.pi * i / (4 * FPS))  # sway, period 4 s
-            m = np.array([[s, 0, w / 2 - s * cx + dx], [0, s, h / 2 - s * cy]], np.float64)
-            image = cv2.warpAffine(photo, m, (w, h), borderMode=cv2.BORDER_REFLECT_101)
+            image = place_face(photo, face_box, SIZE, dx=dx)
             frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             frame.pts = i
             out.mux(video.encode(frame))

@@ -50,6 +50,7 @@ from common import (  # noqa: E402
     markdown_table,
     package_images,
     peak_rss_mib,
+    place_face,
     stats_ms,
     write_json,
 )
@@ -73,14 +74,7 @@ def make_frame(
     photo: NDArray[np.uint8], face_box: tuple[float, float, float, float], size: tuple[int, int]
 ) -> NDArray[np.uint8]:
     """``photo`` scaled so the face is 1/3 of the frame height, face centred, edges mirrored."""
-    w, h = size
-    x0, y0, x1, y1 = face_box
-    s = FACE_FRACTION * h / (y1 - y0)
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    matrix = np.array([[s, 0, w / 2 - s * cx], [0, s, h / 2 - s * cy]], np.float64)
-    return cv2.warpAffine(
-        photo, matrix, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101
-    )
+    return place_face(photo, face_box, size, face_fraction=FACE_FRACTION)
 
 
 def bench(fn: Callable[[], object], warmup: int, reps: int) -> dict[str, float]:

@@ -53,6 +53,7 @@ from common import (  # noqa: E402
     markdown_table,
     package_images,
     peak_rss_mib,
+    place_face,
     write_json,
 )
 
@@ -80,17 +81,13 @@ def make_clip(
 ) -> Path:
     """The photo scaled so the face is 1/3 of the height, sliding SLIDE_PX a frame, AAC tone."""
     w, h = size
-    x0, y0, x1, y1 = face_box
-    s = h / 3 / (y1 - y0)
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
     with av.open(str(path), "w") as out:
         video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "16"})
         video.width, video.height, video.pix_fmt = w, h, "yuv420p"
         audio = out.add_stream("aac", rate=48000, layout="stereo")
         for i in range(n):
             dx = (i - n / 2) * SLIDE_PX * h / 480
-            m = np.array([[s, 0, w / 2 - s * cx + dx], [0, s, h / 2 - s * cy]], np.float64)
-            image = cv2.warpAffine(photo, m, (w, h), borderMode=cv2.BORDER_REFLECT_101)
+            image = place_face(photo, face_box, size, dx=dx)
             frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             frame.pts = i
             out.mux(video.encode(frame))
