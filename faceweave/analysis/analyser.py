@@ -111,6 +111,18 @@ class FaceAnalyser:
 
         return DlibIdentity()
 
+    def reset(self) -> None:
+        """Forget earlier frames (video mode): the next frame starts a new sequence.
+
+        Results of the ``video`` mode depend on the frames before; call this between
+        two videos so one clip's last frames do not steer the next clip's first ones.
+        """
+        for name in ("detector", "landmarker"):
+            model = self.__dict__.get(name)  # only models already built
+            reset = getattr(model, "reset", None)
+            if callable(reset):
+                reset()
+
     def detect(self, frame: Frame) -> list[Detection]:
         dets = self.detector.detect(check_frame(frame))
         dets.sort(key=lambda d: -(d.bbox[2] - d.bbox[0]) * (d.bbox[3] - d.bbox[1]))

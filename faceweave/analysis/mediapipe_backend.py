@@ -119,6 +119,10 @@ class BlazeFaceDetector:
                     found.extend(self._detect_rgb(tile, (int(tx), int(ty))))
         return _nms(found, 0.4)
 
+    def reset(self) -> None:
+        """Start a new sequence: the short-range pass schedule restarts."""
+        self._calls = 0
+
     def _detect_rgb(
         self,
         rgb: NDArray[np.uint8],
@@ -208,6 +212,11 @@ class MeshLandmarker:
         if not res.multi_face_landmarks:
             return None
         return self._postprocess(res.multi_face_landmarks[0].landmark, matrix, size)
+
+    def reset(self) -> None:
+        """Forget the previous frames (a new video): the tracking graph starts afresh."""
+        with self._lock:
+            self._tracking.reset()
 
     def _prepare(self, frame: Frame, bbox: BBox) -> tuple[NDArray[np.uint8], NDArray[np.float64]]:
         x0, y0, x1, y1 = bbox

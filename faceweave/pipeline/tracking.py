@@ -161,7 +161,14 @@ class FaceTracker:
         self.reset()
 
     def reset(self) -> None:
-        """Forget every track (after a seek or a scene cut); ids keep counting up."""
+        """Forget every track (after a seek or a scene cut); ids keep counting up.
+
+        The analyser's own memory of earlier frames (MediaPipe's tracking graph) is
+        reset too, so a new tracker on a shared analyser starts like a fresh one.
+        """
+        analyser_reset = getattr(self.analyser, "reset", None)
+        if callable(analyser_reset):
+            analyser_reset()
         self._tracks: list[_Track] = []
         self._output: list[TrackedFace] = []
         self._grey: NDArray[np.uint8] | None = None  # grey of the last computed frame

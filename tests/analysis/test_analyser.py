@@ -143,3 +143,29 @@ class TestHelpers:
     def test_mesh_bbox(self) -> None:
         pts = np.array([[3.0, 4.0, 1.0], [10.0, -2.0, 0.0], [5.0, 9.0, 2.0]])
         assert mesh_bbox(pts) == (3.0, -2.0, 10.0, 9.0)
+
+
+class TestReset:
+    @staticmethod
+    def _sequence(analyser: FaceAnalyser, frames: list[np.ndarray]) -> list[np.ndarray]:
+        return [analyser.get_faces(f)[0].landmarks_478 for f in frames]
+
+    def test_reset_makes_a_shared_video_analyser_start_afresh(
+        self, astronaut: np.ndarray, grace_hopper: np.ndarray
+    ) -> None:
+        # Two "clips": a few frames of one face, then a sliding sequence of another.
+        clip_a = [np.roll(grace_hopper, 3 * i, axis=1) for i in range(4)]
+        clip_b = [np.roll(astronaut, -2 * i, axis=1) for i in range(4)]
+        fresh = self._sequence(FaceAnalyser(mode="video"), clip_b)
+        shared = FaceAnalyser(mode="video")
+        self._sequence(shared, clip_a)
+        shared.reset()
+        after_reset = self._sequence(shared, clip_b)
+        for expected, got in zip(fresh, after_reset, strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+    def test_reset_before_any_frame_is_harmless(self, astronaut: np.ndarray) -> None:
+        analyser = FaceAnalyser(mode="video")
+        analyser.reset()  # nothing built yet: builds nothing
+        assert "landmarker" not in analyser.__dict__
+        assert len(analyser.get_faces(astronaut)) == 1

@@ -59,6 +59,9 @@ class FakeAnalyser:
     ) -> Face:
         return self.real.face_from_landmarks(frame, points, score)
 
+    def reset(self) -> None:
+        self.calls["reset"] += 1
+
 
 def _centre(tracked: TrackedFace) -> NDArray[np.float64]:
     return np.asarray(tracked.face.landmarks_478[:, :2].mean(0), np.float64)
@@ -153,6 +156,17 @@ class TestIdentity:
             FaceTracker(FakeAnalyser(), redetect_every=0)
         with pytest.raises(UsageError):
             FaceTracker(FakeAnalyser(), max_lost=1, hold_lost=2)
+
+
+def test_a_new_tracker_and_reset_restart_the_analyser_sequence() -> None:
+    fake = FakeAnalyser()
+    fake.faces = [(320, 240, 160)]
+    tracker = FaceTracker(fake)
+    assert fake.calls["reset"] == 1  # a shared analyser forgets the previous clip
+    tracker.update(_BLANK, 0.0)
+    tracker.reset()
+    assert fake.calls["reset"] == 2
+    assert tracker.update(_BLANK, 1.0)[0].track_id == 1  # ids keep counting up
 
 
 class TestSmoothing:
