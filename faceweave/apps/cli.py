@@ -109,6 +109,11 @@ DEFAULT_FACE_ORDER = "large-small"
 DEFAULT_MAX_FACES = 8
 DEFAULT_MASK_MOUTH = _SWAP_DEFAULTS.mask_mouth
 DEFAULT_MASK_EYES = _SWAP_DEFAULTS.mask_eyes
+DEFAULT_DETAIL = _SWAP_DEFAULTS.detail
+DETAIL_HELP = (
+    "tone a crisper source's fine detail down to the target's: 0 keeps the source's, "
+    "1 matches the target's (default %(default)s)"
+)
 # Video (the encoder's own defaults live in faceweave.io.video: libx264, superfast, CRF 18).
 DEFAULT_REDETECT_EVERY = 10
 DEFAULT_FRAME_SKIP = 1
@@ -214,6 +219,7 @@ def _add_swap_parser(commands: Any) -> None:
     )
     swap.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
     swap.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
+    swap.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     swap.add_argument(
         "--face-selector",
         choices=FACE_SELECTOR_CHOICES,
@@ -322,6 +328,7 @@ def _add_live_parser(commands: Any) -> None:
     live.add_argument("--fusion", type=unit_interval, default=DEFAULT_FUSION)
     live.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
     live.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
+    live.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     live.add_argument(
         "--face-selector", choices=LIVE_FACE_SELECTOR_CHOICES, default=DEFAULT_FACE_SELECTOR
     )
@@ -545,6 +552,7 @@ def _swap_options(args: argparse.Namespace) -> fw.SwapOptions:
         fusion=args.fusion,
         color=args.color,
         blend=args.blend,
+        detail=args.detail,
         mask_mouth=args.mask_mouth,
         mask_eyes=args.mask_eyes,
     ).validated()
@@ -787,6 +795,7 @@ def _run_live(args: argparse.Namespace) -> int:
             fusion=args.fusion,
             color=args.color,
             blend=args.blend,
+            detail=args.detail,
             mask_mouth=DEFAULT_MASK_MOUTH,
             mask_eyes=DEFAULT_MASK_EYES,
         ).validated()

@@ -69,6 +69,10 @@ class SwapOptions:
         mask_mouth: keep the target's mouth interior (teeth, tongue).
         mask_eyes: keep the target's eyes (eyeballs, gaze) inside the lids.
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
+        detail: how far the source's fine detail (pores, wrinkles, grain) is toned down
+            to the target's level when the source is sharper: 0 keeps the source's
+            detail, 1 matches the target's (a crisp face pasted on a softer video
+            reads as pasted, and shimmers as it moves). Never sharpens.
         uv_size: side of the UV texture in texels.
         work_size: faces are rasterised at most this many pixels wide.
         process_size: faces are swapped at most this many pixels wide, then
@@ -82,6 +86,7 @@ class SwapOptions:
     mask_mouth: bool = True
     mask_eyes: bool = False
     feather: float = 0.03
+    detail: float = 1.0
     uv_size: int = 384
     work_size: int = 96
     process_size: int = 224
@@ -99,6 +104,8 @@ class SwapOptions:
             raise UsageError(
                 f"unknown blend mode {self.blend!r}; choose from {', '.join(BLEND_MODES)}"
             )
+        if not 0.0 <= self.detail <= 1.0:
+            raise UsageError(f"detail must be within [0, 1], got {self.detail}")
         if not 0.0 <= self.feather <= 0.5:
             raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
         if min(self.uv_size, self.work_size, self.process_size) < 32:
@@ -581,6 +588,8 @@ class Swapper:
                 mode="rct" if opts.color == "sh" else opts.color,
                 strength=0.5 if opts.color == "sh" else 1.0,
             )
+        if opts.detail > 0 and skin.sum() > 64:
+            source = _match_detail(source, warped_target, skin, opts.detail)
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).
         alpha = (opts.fusion * weight * np.clip(mask * 20.0, 0.0, 1.0))[..., None]
@@ -624,6 +633,30 @@ def _target_occluders(
     occl = np.clip((np.sqrt(z2) - 3.5) / 2.0, 0.0, 1.0).astype(np.float32)
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     return np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
+
+
+def _match_detail(
+    source: NDArray[np.float32],
+    target: NDArray[np.float32],
+    skin: NDArray[np.floating],
+    strength: float,
+) -> NDArray[np.float32]:
+    """Scale the source's fine-detail band down to the target's energy on skin.
+
+    The band is the image minus a Gaussian blur of about 1% of the face's width. Only
+    attenuates (gain <= 1): a soft target is never sharpened into noise.
+    """
+    sigma = max(0.8, 0.008 * max(source.shape[:2]))
+    base = cv2.GaussianBlur(source, (0, 0), sigma)
+    detail = source - base
+    target_detail = target - cv2.GaussianBlur(target, (0, 0), sigma)
+    on = skin > 0.5
+    e_src = float(np.mean(np.square(detail[on])))
+    e_tgt = float(np.mean(np.square(target_detail[on])))
+    gain = min(1.0, np.sqrt(e_tgt / max(e_src, 1e-6))) ** strength
+    if gain >= 0.999:
+        return source
+    return np.asarray(base + gain * detail, np.float32)
 
 
 def _support(mask: NDArray[np.float32]) -> NDArray[np.float32]:

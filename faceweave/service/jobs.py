@@ -56,6 +56,7 @@ class JobOptions:
         face_order: order of the target faces (see :func:`~faceweave.order_faces`).
         max_faces: at most this many target faces are detected.
         reference_distance: largest identity distance to the reference face.
+        detail: 0 keeps a crisper source's fine detail, 1 tones it down to the target's.
         mask_mouth: keep the target's open mouth.
         mask_eyes: keep the target's eyes.
         skip_no_face: a target without a (matching) face is returned unchanged
@@ -68,6 +69,7 @@ class JobOptions:
     fusion: float = 1.0
     color: str = "lct"
     blend: str = "multiband"
+    detail: float = 1.0
     face_selector: str = "one"
     face_order: str = "large-small"
     max_faces: int = 8
@@ -82,6 +84,8 @@ class JobOptions:
         """Return ``self`` when every option is valid; raise :class:`UsageError` otherwise."""
         if not 0.0 <= self.fusion <= 1.0:  # also refuses NaN
             raise UsageError(f"fusion must be between 0 and 1, got {self.fusion}")
+        if not 0.0 <= self.detail <= 1.0:
+            raise UsageError(f"detail must be between 0 and 1, got {self.detail}")
         _choice("color", self.color, COLOR_MODES)
         _choice("blend", self.blend, BLEND_MODES)
         _choice("face_selector", self.face_selector, SELECTORS)

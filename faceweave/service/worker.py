@@ -165,6 +165,7 @@ def _swap_options(options: JobOptions) -> SwapOptions:
         fusion=options.fusion,
         color=options.color,
         blend=options.blend,
+        detail=options.detail,
         mask_mouth=options.mask_mouth,
         mask_eyes=options.mask_eyes,
     ).validated()

@@ -155,6 +155,7 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
         ["--fusion", "-0.1"],
         ["--fusion", "nan"],
         ["--fusion", "much"],
+        ["--detail", "2"],
         ["--quality", "0"],
         ["--quality", "101"],
         ["--max-faces", "0"],
@@ -272,6 +273,7 @@ def test_defaults_live_in_module_constants() -> None:
     assert args.fusion == cli.DEFAULT_FUSION
     assert args.color == cli.DEFAULT_COLOR
     assert args.blend == cli.DEFAULT_BLEND
+    assert args.detail == cli.DEFAULT_DETAIL
     assert args.face_order == cli.DEFAULT_FACE_ORDER
     assert args.max_faces == cli.DEFAULT_MAX_FACES
     assert args.mask_mouth is cli.DEFAULT_MASK_MOUTH

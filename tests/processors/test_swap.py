@@ -72,6 +72,8 @@ class TestSwapOptions:
             {"color": "sepia"},
             {"blend": "median"},
             {"feather": 0.9},
+            {"detail": 1.5},
+            {"detail": -0.1},
             {"uv_size": 16},
             {"work_size": 8},
         ],
@@ -278,6 +280,52 @@ class TestSourceModel:
     def test_no_source(self) -> None:
         with pytest.raises(NoFaceError):
             Swapper(None)  # type: ignore[arg-type]
+
+
+def _fine_detail(image: np.ndarray, face: Face) -> float:
+    """Mean absolute fine-detail band inside the inner half of the face's box."""
+    x0, y0, x1, y1 = face.bbox
+    cx, cy, r = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 4
+    crop = image[int(cy - r) : int(cy + r), int(cx - r) : int(cx + r)].astype(np.float32)
+    return float(np.abs(crop - cv2.GaussianBlur(crop, (0, 0), 1.5)).mean())
+
+
+@pytest.fixture(scope="module")
+def soft_target(analyser: FaceAnalyser, astronaut: np.ndarray) -> tuple[np.ndarray, Face]:
+    soft = cv2.GaussianBlur(astronaut, (0, 0), 2.5)
+    faces = analyser.get_faces(soft)
+    assert len(faces) == 1
+    return soft, faces[0]
+
+
+class TestDetail:
+    """A crisp source on a soft target takes the target's level of fine detail."""
+
+    def test_tones_a_crisp_source_down_to_a_soft_target(
+        self, grace_hopper_face: Face, soft_target: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = soft_target
+        swapper = Swapper(grace_hopper_face, detail=0.0)
+        kept = _fine_detail(swapper.swap(frame, face), face)
+        matched = _fine_detail(swapper.with_options(detail=1.0).swap(frame, face), face)
+        half = _fine_detail(swapper.with_options(detail=0.5).swap(frame, face), face)
+        target = _fine_detail(frame, face)
+        assert kept > 2.0 * target, (kept, target)  # the test needs a crisper source
+        assert matched < half < kept, (matched, half, kept)
+        assert abs(matched - target) < 0.5 * (kept - target), (matched, target, kept)
+
+    def test_never_sharpens(
+        self,
+        soft_target: tuple[np.ndarray, Face],
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+    ) -> None:
+        # The soft astronaut onto the crisp Grace Hopper: the source is left as it is.
+        soft_source = Swapper(soft_target[1], detail=0.0)
+        np.testing.assert_array_equal(
+            soft_source.with_options(detail=1.0).swap(grace_hopper, grace_hopper_face),
+            soft_source.swap(grace_hopper, grace_hopper_face),
+        )
 
 
 @pytest.fixture(scope="module")
