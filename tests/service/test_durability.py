@@ -107,10 +107,16 @@ def _jpeg(rgb: np.ndarray, size: int) -> bytes:
 
 
 def _wait_until_one_runs(client: httpx.Client, ids: list[str]) -> list[str]:
-    """Poll until a job is running (so the kill lands mid-job); returns the running ids."""
+    """Poll until a job is running (so the kill lands mid-job); returns the running ids.
+
+    One list call reads every state at once: polling job by job took long enough for a
+    job seen running to finish before the kill.
+    """
     deadline = time.monotonic() + 60
+    states: dict[str, str] = {}
     while time.monotonic() < deadline:
-        states = {job_id: client.get(f"/v1/jobs/{job_id}").json()["state"] for job_id in ids}
+        listed = client.get("/v1/jobs").json()["jobs"]
+        states = {job["id"]: job["state"] for job in listed if job["id"] in ids}
         running = [job_id for job_id, state in states.items() if state == "running"]
         if running:
             return running
