@@ -640,23 +640,39 @@ def _match_detail(
     target: NDArray[np.float32],
     skin: NDArray[np.floating],
     strength: float,
+    levels: int = 2,
 ) -> NDArray[np.float32]:
-    """Scale the source's fine-detail band down to the target's energy on skin.
+    """Scale the source's finest Laplacian bands down to the target's energy on skin.
 
-    The band is the image minus a Gaussian blur of about 1% of the face's width. Only
-    attenuates (gain <= 1): a soft target is never sharpened into noise.
+    Band ``i`` of an image is its Gaussian level ``i`` minus the upsampled level
+    ``i + 1`` (about 1-2 and 2-4 pixels at the processing size). Each band's gain is
+    ``sqrt(target energy / source energy)`` over skin, raised to ``strength`` and never
+    above 1: a soft target is never sharpened into noise.
     """
-    sigma = max(0.8, 0.008 * max(source.shape[:2]))
-    base = cv2.GaussianBlur(source, (0, 0), sigma)
-    detail = source - base
-    target_detail = target - cv2.GaussianBlur(target, (0, 0), sigma)
-    on = skin > 0.5
-    e_src = float(np.mean(np.square(detail[on])))
-    e_tgt = float(np.mean(np.square(target_detail[on])))
-    gain = min(1.0, np.sqrt(e_tgt / max(e_src, 1e-6))) ** strength
-    if gain >= 0.999:
+    gains: list[float] = []
+    bands: list[NDArray[np.float32]] = []
+    src, tgt = source, target
+    on = (skin > 0.5).astype(np.uint8)
+    for _ in range(levels):
+        size = (src.shape[1], src.shape[0])
+        src_down, tgt_down = cv2.pyrDown(src), cv2.pyrDown(tgt)
+        band = cv2.subtract(src, cv2.pyrUp(src_down, dstsize=size))
+        tgt_band = cv2.subtract(tgt, cv2.pyrUp(tgt_down, dstsize=size))
+        if cv2.countNonZero(on) < 16:
+            return source
+        e_src = sum(cv2.mean(cv2.multiply(band, band), mask=on)[:3])
+        e_tgt = sum(cv2.mean(cv2.multiply(tgt_band, tgt_band), mask=on)[:3])
+        gains.append(min(1.0, np.sqrt(e_tgt / max(e_src, 1e-6))) ** strength)
+        bands.append(band)
+        src, tgt = src_down, tgt_down
+        on = on[::2, ::2][: src.shape[0], : src.shape[1]]
+    if min(gains) >= 0.999:
         return source
-    return np.asarray(base + gain * detail, np.float32)
+    out = src
+    for band, gain in zip(reversed(bands), reversed(gains), strict=True):
+        up = cv2.pyrUp(out, dstsize=(band.shape[1], band.shape[0]))
+        out = cv2.scaleAdd(band, gain, up)
+    return np.asarray(out, np.float32)
 
 
 def _support(mask: NDArray[np.float32]) -> NDArray[np.float32]:
