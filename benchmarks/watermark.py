@@ -1,12 +1,14 @@
 """Watermark robustness, false positives, invisibility and speed.
 
-For every image of the face set (package images, plus the still images of
-``../shared/data/faces`` when present; read only), marks it with a job id and checks
-that :func:`faceweave.provenance.detect_watermark` recovers exactly that id after:
-JPEG quality 75, a 0.5x resize (INTER_AREA and INTER_LINEAR), both together (in both
-orders), WebP quality 80, and a PNG round trip. Also: detections on the unmarked
-originals (and their JPEG / half-size versions, and random-noise images), which must
-be zero, the PSNR of the mark, and embed / detect times at 1080p.
+For every image of the face set (package images, the same downscaled to a 128 px
+short side, plus the still images of ``../shared/data/faces`` when present; read only),
+marks it with a job id and checks that :func:`faceweave.provenance.detect_watermark`
+recovers exactly that id after: JPEG quality 75, a 0.5x resize (INTER_AREA and
+INTER_LINEAR), both together (in both orders), WebP quality 80, and a PNG round trip.
+Rates are given over all images and by short side (< 256, 256-399: coarse mark; >= 400:
+fine mark). Also: detections on the unmarked originals (and their JPEG / half-size
+versions, and random-noise images from 48 px to 1000 px), which must be zero, the PSNR
+of the mark by size, and embed / detect times at 1080p and at 128 px.
 
 Prints markdown tables; writes ``out/bench/watermark.json`` (nothing else, nothing
 outside ``out/``).
@@ -42,8 +44,12 @@ from common import (  # noqa: E402
 )
 
 from faceweave.provenance.watermark import (  # noqa: E402
+    COARSE_BELOW,
+    COARSE_GRID,
     DEFAULT_STRENGTH,
+    GRID,
     MIN_CONFIDENCE,
+    MIN_CONFIDENCE_COARSE,
     detect_watermark,
     embed_watermark,
     watermark_id,
@@ -83,6 +89,12 @@ ATTACKS: dict[str, Attack] = {
     "webp80": lambda f: _encode(f, ".webp", [cv2.IMWRITE_WEBP_QUALITY, 80]),
 }
 HEADLINE = ("jpeg75", "half_area", "half+jpeg75")
+SMALL_SIDE = 128  # package images are also run at this short side (64 px after a half resize)
+SIZE_BANDS = (
+    ("short side < 256", 0, 256),
+    (f"256 <= short side < {COARSE_BELOW}", 256, COARSE_BELOW),
+    (f"short side >= {COARSE_BELOW}", COARSE_BELOW, 1 << 30),
+)
 
 
 def package_images() -> list[tuple[str, Image]]:
@@ -107,6 +119,17 @@ def package_images() -> list[tuple[str, Image]]:
     return images
 
 
+def downscaled(images: list[tuple[str, Image]], side: int) -> list[tuple[str, Image]]:
+    """Each image with its short side brought down to ``side`` px (INTER_AREA)."""
+    out = []
+    for name, image in images:
+        height, width = image.shape[:2]
+        scale = side / min(height, width)
+        size = (max(side, round(width * scale)), max(side, round(height * scale)))
+        out.append((f"{name}@{side}", cv2.resize(image, size, interpolation=cv2.INTER_AREA)))
+    return out
+
+
 def folder_images(folder: Path) -> list[tuple[str, Image]]:
     if not folder.is_dir():
         return []
@@ -117,14 +140,15 @@ def folder_images(folder: Path) -> list[tuple[str, Image]]:
 
 
 def noise_images(count: int) -> list[tuple[str, Image]]:
+    """Uniform and smoothed noise, 240 x 320 upwards, plus as many from 48 px upwards."""
     rng = np.random.default_rng(7)
     images = []
     for i in range(count):
-        height, width = 240 + 97 * i, 320 + 61 * i
-        noise = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
-        if i % 2:  # smooth noise looks more like a picture to the detector
-            noise = cv2.GaussianBlur(noise, (0, 0), 1.5 + i)
-        images.append((f"noise{i}", noise))
+        for height, width in ((240 + 97 * i, 320 + 61 * i), (48 + 23 * i, 64 + 41 * i)):
+            noise = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+            if i % 2:  # smooth noise looks more like a picture to the detector
+                noise = cv2.GaussianBlur(noise, (0, 0), 1.5 + i)
+            images.append((f"noise{i}_{width}x{height}", noise))
     return images
 
 
@@ -133,9 +157,11 @@ def psnr(a: Image, b: Image) -> float:
     return float("inf") if mse == 0 else 10.0 * np.log10(255.0**2 / mse)
 
 
-def timings_1080p(image: Image, repeats: int) -> dict[str, float]:
-    frame = cv2.resize(image, (1920, 1080), interpolation=cv2.INTER_CUBIC)
-    embed_watermark(frame, JOB_ID)  # warm-up: layout and trellis are built once
+def timings(image: Image, size: tuple[int, int], repeats: int) -> dict[str, float]:
+    """Median embed / detect ms for ``image`` resized to ``size`` (width, height)."""
+    shrink = size[0] * size[1] < image.shape[0] * image.shape[1]
+    frame = cv2.resize(image, size, interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
+    embed_watermark(frame, JOB_ID)  # warm-up: layouts and trellis are built once
     embed_ms, detect_ms = [], []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -153,12 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faces", type=Path, default=SHARED_FACES_DIR)
     parser.add_argument("--no-shared", action="store_true", help="package images only")
     parser.add_argument("--strength", type=float, default=DEFAULT_STRENGTH)
-    parser.add_argument("--repeats", type=int, default=20, help="timing repeats at 1080p")
+    parser.add_argument("--repeats", type=int, default=20, help="timing repeats (1080p, 128 px)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR)
     args = parser.parse_args(argv)
     out_dir = checked_out_dir(args.out)
 
-    images = package_images() + ([] if args.no_shared else folder_images(args.faces))
+    package = package_images()
+    images = package + downscaled(package, SMALL_SIDE)
+    images += [] if args.no_shared else folder_images(args.faces)
     expected = watermark_id(JOB_ID)
     rows: list[dict[str, Any]] = []
     for name, image in images:
@@ -168,11 +196,13 @@ def main(argv: list[str] | None = None) -> int:
             "size": f"{image.shape[1]}x{image.shape[0]}",
             "short_side": min(image.shape[:2]),
             "psnr": psnr(image, marked),
+            "carrier": COARSE_GRID if min(image.shape[:2]) < COARSE_BELOW else GRID,
         }
         for attack, fn in ATTACKS.items():
             result = detect_watermark(fn(marked))
             row[attack] = result.found and result.payload == expected
             row[f"{attack}_confidence"] = result.confidence
+            row[f"{attack}_grid"] = result.grid
         rows.append(row)
 
     false_positives: list[dict[str, Any]] = []
@@ -189,32 +219,69 @@ def main(argv: list[str] | None = None) -> int:
         hits = sum(bool(r[attack]) for r in subset)
         return f"{hits}/{len(subset)} ({100.0 * hits / max(1, len(subset)):.1f}%)"
 
-    large = [r for r in rows if r["short_side"] >= 256]
+    bands = [
+        (label, [r for r in rows if low <= r["short_side"] < high])
+        for label, low, high in SIZE_BANDS
+    ]
     env = environment()
-    timing = timings_1080p(images[0][1], args.repeats) if images else {}
+    timing = timings(images[0][1], (1920, 1080), args.repeats) if images else {}
+    timing_small = timings(images[0][1], (SMALL_SIDE, SMALL_SIDE), args.repeats) if images else {}
     print(environment_line(env))
-    print(f"\nstrength {args.strength} (RMS grey levels), job id {JOB_ID!r} -> {expected!r}\n")
-    table = [[attack, rate(rows, attack), rate(large, attack)] for attack in ATTACKS]
+    print(
+        f"\nstrength {args.strength}, job id {JOB_ID!r} -> {expected!r}; "
+        f"coarse mark (grid {COARSE_GRID}) below {COARSE_BELOW} px, fine (grid {GRID}) above\n"
+    )
+    table = [
+        [attack, rate(rows, attack)] + [rate(b, attack) for _, b in bands] for attack in ATTACKS
+    ]
+    headers = [f"all images (n={len(rows)})"] + [f"{label} (n={len(b)})" for label, b in bands]
+    print(markdown_table(["attack", *headers], table))
+
+    def band_psnr(subset: list[dict[str, Any]]) -> str:
+        if not subset:
+            return "-"
+        values = np.array([r["psnr"] for r in subset])
+        return f"{values.min():.2f} / {np.median(values):.2f}"
+
+    print()
     print(
         markdown_table(
-            ["attack", f"all images (n={len(rows)})", f"short side >= 256 (n={len(large)})"],
-            table,
+            ["PSNR dB min / median", "all", *(label for label, _ in bands)],
+            [["", band_psnr(rows), *(band_psnr(b) for _, b in bands)]],
         )
     )
-    psnrs = np.array([r["psnr"] for r in rows])
-    marked_confidence = [r[f"{a}_confidence"] for r in rows for a in ATTACKS if r[a]]
+
+    def min_confidence(grid: int) -> float:
+        found = [
+            r[f"{a}_confidence"] for r in rows for a in ATTACKS if r[a] and r[f"{a}_grid"] == grid
+        ]
+        return min(found, default=float("nan"))
+
     print()
     summary = [
         [
             "false positives (unmarked, incl. JPEG/half, noise)",
             f"{len(false_positives)}/{null_checks}",
         ],
-        ["PSNR dB min / median", f"{psnrs.min():.2f} / {np.median(psnrs):.2f}"],
-        ["confidence, found marks: min", f"{min(marked_confidence, default=float('nan')):.3f}"],
-        ["confidence, unmarked: max", f"{max(null_confidence, default=float('nan')):.3f}"],
-        ["MIN_CONFIDENCE", f"{MIN_CONFIDENCE}"],
+        [
+            f"confidence, found fine marks: min (floor {MIN_CONFIDENCE})",
+            f"{min_confidence(GRID):.3f}",
+        ],
+        [
+            f"confidence, found coarse marks: min (floor {MIN_CONFIDENCE_COARSE})",
+            f"{min_confidence(COARSE_GRID):.3f}",
+        ],
+        [
+            "confidence, unmarked: max (either carrier)",
+            f"{max(null_confidence, default=float('nan')):.3f}",
+        ],
         ["embed ms @1080p (median)", f"{timing.get('embed_ms', float('nan')):.1f}"],
         ["detect ms @1080p (median)", f"{timing.get('detect_ms', float('nan')):.1f}"],
+        [f"embed ms @{SMALL_SIDE}px (median)", f"{timing_small.get('embed_ms', float('nan')):.1f}"],
+        [
+            f"detect ms @{SMALL_SIDE}px (median)",
+            f"{timing_small.get('detect_ms', float('nan')):.1f}",
+        ],
     ]
     print(markdown_table(["measure", "value"], summary))
     misses = [
@@ -234,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             "null_checks": null_checks,
             "null_confidence_max": max(null_confidence, default=None),
             "timing_1080p": timing,
+            f"timing_{SMALL_SIDE}px": timing_small,
         },
     )
     headline_ok = all(sum(bool(r[a]) for r in rows) >= 0.95 * len(rows) for a in HEADLINE)
