@@ -217,8 +217,13 @@ def run_pairs(
     sweep: set[tuple[int, int]],
     thumb: int,
     verbose: bool,
+    options: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[tuple[int, int], NDArray[np.uint8]]]:
-    """Swap and measure every ordered pair; returns per-pair records and output thumbnails."""
+    """Swap and measure every ordered pair; returns per-pair records and output thumbnails.
+
+    ``options`` are :class:`~faceweave.SwapOptions` fields that differ from the defaults.
+    """
+    options = dict(options or {})
     sources = [(k, s.measure.embedding) for k, s in enumerate(subjects) if s.measure is not None]
     source_ids = np.array([k for k, _ in sources])
     source_matrix = np.stack([e for _, e in sources]) if sources else np.zeros((0, 128), np.float32)
@@ -245,7 +250,7 @@ def run_pairs(
             try:
                 swapper = src.swappers.get(1.0)
                 if swapper is None:
-                    swapper = src.swappers[1.0] = fw.Swapper(src.face, fusion=1.0)
+                    swapper = src.swappers[1.0] = fw.Swapper(src.face, **{**options, "fusion": 1.0})
                 t0 = time.perf_counter()
                 out = swapper.swap(tgt.image.frame, [tgt.face])
                 rec["swap_ms"] = (time.perf_counter() - t0) * 1e3
@@ -632,11 +637,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--thumb", type=int, default=160, help="thumbnail side in pixels")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a SwapOptions field to change, e.g. --option shape=0.3 --option color=rct",
+    )
     return parser.parse_args(argv)
+
+
+def swap_option_overrides(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings as typed :class:`~faceweave.SwapOptions` overrides."""
+    defaults = fw.SwapOptions()
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in defaults.__dataclass_fields__ or key == "fusion":
+            raise SystemExit(f"--option {item!r}: expected KEY=VALUE with a SwapOptions field")
+        kind = type(getattr(defaults, key))
+        overrides[key] = text.lower() in ("1", "true", "yes") if kind is bool else kind(text)
+    fw.SwapOptions(**overrides).validated()
+    return overrides
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    options = swap_option_overrides(args.option)
     t_start = time.perf_counter()
     out_dir = checked_out_dir(args.out)
     rng = np.random.default_rng(args.seed)
@@ -666,7 +693,9 @@ def main(argv: list[str] | None = None) -> int:
 
     sweep = fusion_pairs(len(subjects), args.fusion_pairs, rng)
     t0 = time.perf_counter()
-    records, thumbs = run_pairs(subjects, judge, sweep, args.thumb, verbose=not args.quiet)
+    records, thumbs = run_pairs(
+        subjects, judge, sweep, args.thumb, verbose=not args.quiet, options=options
+    )
     t_pairs = time.perf_counter() - t0
 
     summary = summarise(subjects, records)
@@ -737,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                 "crop_scale": CROP_SCALE,
                 "fusions": FUSIONS,
                 "same_person_threshold": SAME_PERSON,
-                "swap_options": fw.SwapOptions().__dict__,
+                "swap_options": fw.SwapOptions(**options).__dict__,
             },
             "images": [
                 {
