@@ -159,8 +159,10 @@ def test_page_static_files_health_and_schema(service: tuple[TestClient, Path]) -
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert 'src="/static/app.js"' in page.text
-    for name in ("app.js", "style.css"):
-        assert client.get(f"/static/{name}").status_code == 200
+    for name in ("app.js", "style.css", "live.js", "live-worker.js", "live.html"):
+        assert client.get(f"/static/{name}").status_code == 200, name
+    worker = client.get("/static/live-worker.js")
+    assert "javascript" in worker.headers["content-type"] and "onrtctransform" in worker.text
     health = client.get("/healthz").json()
     assert health["status"] == "ok" and health["workers"] == 1 and health["provenance"]
     schema = client.get("/openapi.json").json()

@@ -3,7 +3,9 @@
 // Latency, two ways:
 // * ping: the "stats" data channel echoes {type: "ping", t}; round trip = now - t.
 // * frame round trip: each outgoing encoded frame's RTP timestamp is noted with the time it
-//   left (encoded insertable streams). The server sees it as pts = RTP timestamp minus the
+//   left: in a worker (RTCRtpScriptTransform, live-worker.js) where the browser has it, so
+//   no frame waits for the page's main thread; else with encoded insertable streams on
+//   the main thread (older Chromium), which then must pipe the received frames too. The server sees it as pts = RTP timestamp minus the
 //   first frame's, keeps that pts, and sends the swapped frame with RTP timestamp pts plus
 //   its own random origin. The server reports each output frame's pts on the data channel;
 //   pairing the first frames received with the first reports gives that origin, so every
@@ -30,7 +32,10 @@ const live = {
   firstSent: null, // RTP timestamp of the first frame sent (pts 0 on the server)
   framesShown: 0,
   dropped: 0,
-  insertable: typeof RTCRtpSender !== "undefined" && "createEncodedStreams" in RTCRtpSender.prototype,
+  scriptTransform: typeof RTCRtpScriptTransform !== "undefined",
+  insertable: typeof RTCRtpScriptTransform === "undefined"
+    && typeof RTCRtpSender !== "undefined" && "createEncodedStreams" in RTCRtpSender.prototype,
+  worker: null,
 };
 window.faceweaveLive = live; // for the end-to-end tests and the curious
 
@@ -104,6 +109,12 @@ function passThrough(streams, onFrame) {
     },
   });
   streams.readable.pipeThrough(transform).pipeTo(streams.writable).catch(() => {});
+}
+
+function noteSent(rtp, at) {
+  if (live.firstSent === null) live.firstSent = rtp;
+  live.sentAt.set(rtp, at);
+  if (live.sentAt.size > 300) live.sentAt.delete(live.sentAt.keys().next().value);
 }
 
 function findOffset() {
@@ -193,13 +204,12 @@ async function start(event) {
     live.pc = pc;
     for (const track of live.stream.getVideoTracks()) {
       const sender = pc.addTrack(track, live.stream);
-      if (live.insertable) {
-        passThrough(sender.createEncodedStreams(), (frame) => {
-          const rtp = rtpOf(frame) >>> 0;
-          if (live.firstSent === null) live.firstSent = rtp;
-          live.sentAt.set(rtp, performance.now());
-          if (live.sentAt.size > 300) live.sentAt.delete(live.sentAt.keys().next().value);
-        });
+      if (live.scriptTransform) {
+        live.worker = live.worker || new Worker("/static/live-worker.js");
+        live.worker.onmessage = (e) => noteSent(e.data.rtp, e.data.at - performance.timeOrigin);
+        sender.transform = new RTCRtpScriptTransform(live.worker, { side: "send" });
+      } else if (live.insertable) {
+        passThrough(sender.createEncodedStreams(), (frame) => noteSent(rtpOf(frame) >>> 0, performance.now()));
       }
     }
     pc.addEventListener("track", (e) => {
