@@ -73,7 +73,8 @@ __all__ = [
 
 logger = logging.getLogger("faceweave")
 
-DEFAULT_PRESET = "superfast"
+DEFAULT_PRESET = "auto"  # superfast up to 720p (AUTO_PRESET_MAX_PIXELS), ultrafast above
+AUTO_PRESET_MAX_PIXELS = 1280 * 720
 DEFAULT_CRF = 18  # x264 scale: 0 lossless, 18 visually lossless, 23 x264's default, 51 worst
 
 # extension -> (FFmpeg muxer, default video encoder, audio encoder when copying is impossible)
@@ -433,7 +434,9 @@ class VideoWriter:
             time base to keep its timestamps exactly. Defaults to ``1 / fps``.
         codec: video encoder; default ``libx264`` (``libvpx-vp9`` for ``.webm``).
         preset: x264 speed preset (``ultrafast`` ... ``veryslow``), mapped to the
-            nearest setting of other encoders.
+            nearest setting of other encoders; ``auto`` (the default) is ``superfast``
+            up to 720p and ``ultrafast`` above, where superfast alone takes half of a
+            2-core machine and the job falls below real time (files are ~1.5x larger).
         crf: quality on the x264 CRF scale (0 lossless, 18 visually lossless, 51 worst),
             mapped to the equivalent of other encoders (x265 CRF+5, VP9 CRF*63/51,
             NVENC CQ, MPEG-4 qscale); None lets the encoder choose.
@@ -516,6 +519,9 @@ class VideoWriter:
         # Chroma subsampling halves a dimension: it must be even (see pix_fmt above).
         self._pad_x = width % 2 if video_format.chroma_width(2) < 2 else 0
         self._pad_y = height % 2 if video_format.chroma_height(2) < 2 else 0
+        if preset == "auto":
+            preset = "superfast" if width * height <= AUTO_PRESET_MAX_PIXELS else "ultrafast"
+        self.preset = preset
         options = _encoder_options(codec_name, preset, crf, self.warnings)
         if format_name == "avi":
             # AVI stores no presentation timestamps: B-frames would come back out of order.
@@ -619,7 +625,13 @@ class VideoWriter:
         self._last_pts = pts
         if self._pad_x or self._pad_y:
             image = cv2.copyMakeBorder(image, 0, self._pad_y, 0, self._pad_x, cv2.BORDER_REPLICATE)
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+        if self._video.pix_fmt == "yuv420p":
+            # OpenCV's BT.601 conversion matches swscale's default within rounding and is
+            # ~3x faster (multi-threaded, without the GIL): 1.3 ms at 1080p instead of 3.7.
+            yuv = cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_BGR2YUV_I420)
+            frame = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
+        else:
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
         frame.pts = pts
         frame.time_base = self._codec_time_base
         try:
@@ -976,7 +988,9 @@ def _encoder_options(
     codec_name: str, preset: str, crf: int | None, warnings: list[str]
 ) -> dict[str, str]:
     if preset not in _X264_PRESETS:
-        raise InputError(f"unknown preset {preset!r}; use one of {', '.join(_X264_PRESETS)}")
+        raise InputError(
+            f"unknown preset {preset!r}; use auto or one of {', '.join(_X264_PRESETS)}"
+        )
     if crf is not None and not 0 <= crf <= 51:
         raise InputError(f"crf must be in 0..51, got {crf}")
     speed = _X264_PRESETS.index(preset)  # 0 fastest .. 9 slowest

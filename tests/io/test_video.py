@@ -250,6 +250,44 @@ def test_odd_dimensions_are_padded(tmp_path: Path) -> None:
     np.testing.assert_allclose(images[0][47].astype(float), images[0][46], atol=12)
 
 
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [((1280, 720), "superfast"), ((1920, 1080), "ultrafast"), ((64, 48), "superfast")],
+)
+def test_auto_preset_follows_the_frame_size(
+    tmp_path: Path, size: tuple[int, int], expected: str
+) -> None:
+    width, height = size
+    with VideoWriter(tmp_path / "auto.mp4", width=width, height=height, fps=FPS) as writer:
+        assert writer.preset == expected
+        writer.write(_image(0, width, height))
+    with VideoWriter(
+        tmp_path / "fixed.mp4", width=width, height=height, fps=FPS, preset="veryfast"
+    ) as writer:
+        assert writer.preset == "veryfast"
+        writer.write(_image(0, width, height))
+    with pytest.raises(InputError, match="unknown preset"):
+        VideoWriter(tmp_path / "bad.mp4", width=width, height=height, fps=FPS, preset="warp")
+
+
+def test_yuv_frames_match_the_bgr_written(tmp_path: Path) -> None:
+    # The writer converts BGR to yuv420p itself (OpenCV): colours must survive the trip.
+    out = tmp_path / "colour.mkv"
+    blocks = np.zeros((64, 96, 3), np.uint8)
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (40, 120, 200), (230, 230, 230), (20, 20, 20)]
+    for i, colour in enumerate(colours):
+        blocks[:, i * 16 : (i + 1) * 16] = colour
+    with VideoWriter(out, width=96, height=64, fps=FPS, crf=0) as writer:
+        for _ in range(3):
+            writer.write(blocks)
+    with VideoReader(out) as reader:
+        back = next(iter(reader)).image
+    inner = (slice(8, 56), slice(None))
+    for i in range(len(colours)):
+        cell = back[inner][:, i * 16 + 4 : (i + 1) * 16 - 4].reshape(-1, 3).mean(0)
+        assert np.abs(cell - np.array(colours[i])).max() < 6, (i, cell)
+
+
 def test_rotation_metadata_is_kept(tmp_path: Path) -> None:
     source = make_clip(tmp_path / "rot.mp4", frames=5, audio=False, rotation=-90)
     if probe_video(source).rotation != 90:
