@@ -6,7 +6,7 @@
    centred, edges mirrored (as in ``speed.py``), and slides 3 px per frame; a
    440 Hz AAC tone is the audio track. The source face is matplotlib's Grace
    Hopper. ``faceweave.pipeline.swap_video`` runs the whole job (decode + track +
-   swap + encode libx264 veryfast CRF 18 + audio copy); the report gives frames
+   swap + watermark + encode, x264 with the CLI's defaults + audio copy); the report gives frames
    per second and the mean milliseconds per frame of each pipeline stage. Stages run
    on their own threads, so the fps is set by the slowest stage, not their sum.
 2. **Flicker** (when ``../shared/data/faces`` holds vid_p02..vid_p06): for each
@@ -119,7 +119,10 @@ def throughput(
             clip = make_clip(
                 Path(tmp) / f"{res}.mp4", photo, face.bbox, RESOLUTIONS[res], args.frames
             )
-            stats = swap_video([source], clip, Path(tmp) / f"{res}_out.mp4", analyser=analyser)
+            # Marked like the CLI's default output (the provenance watermark on every frame).
+            stats = swap_video(
+                [source], clip, Path(tmp) / f"{res}_out.mp4", analyser=analyser, watermark="bench"
+            )
             results[res] = {
                 "fps": round(stats.fps, 2),
                 "frames": stats.frames_written,

@@ -416,8 +416,11 @@ def swap_video(
         def swap(packet: Packet) -> Packet:
             targets: list[SwapTarget] = packet.data["targets"]
             packet.image = swap_targets(packet.image, targets, swappers)
-            if watermark is not None:
-                packet.image = embed_watermark(packet.image, watermark)
+            return packet
+
+        def mark(packet: Packet) -> Packet:
+            assert watermark is not None
+            packet.image = embed_watermark(packet.image, watermark)
             return packet
 
         def sink(packet: Packet) -> None:
@@ -459,7 +462,14 @@ def swap_video(
 
         pipeline = Pipeline(
             packets(),
-            [Stage("analyse", analyse), Stage("select", select), Stage("swap", swap)],
+            [
+                Stage("analyse", analyse),
+                Stage("select", select),
+                Stage("swap", swap),
+                # Its own thread: marking a 1080p frame costs 3 ms the swap stage,
+                # the slowest, need not carry.
+                *([Stage("mark", mark)] if watermark is not None else []),
+            ],
             sink,
             queue_size=queue_size,
             mode="ordered",
