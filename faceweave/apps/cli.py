@@ -114,12 +114,12 @@ DETAIL_HELP = (
     "tone a crisper source's fine detail down to the target's: 0 keeps the source's, "
     "1 matches the target's (default %(default)s)"
 )
-# Video (the encoder's own defaults live in faceweave.io.video: libx264, superfast, CRF 18).
+# Video (the encoder's own defaults live in faceweave.io.video: libx264, preset auto, CRF 18).
 DEFAULT_REDETECT_EVERY = 10
 DEFAULT_FRAME_SKIP = 1
 # Live.
 DEFAULT_LIVE_OUTPUT = "window"
-LIVE_FACE_SELECTOR_CHOICES = ("one", "many")
+LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
 DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
@@ -275,7 +275,12 @@ def _add_swap_parser(commands: Any) -> None:
     swap.add_argument("--quiet", "-q", action="store_true", help="no progress bar or notes")
     video = swap.add_argument_group("video targets")
     video.add_argument("--encoder", metavar="NAME", help="video encoder (default libx264)")
-    video.add_argument("--preset", metavar="NAME", help="x264 speed preset (default veryfast)")
+    video.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="x264 speed preset, ultrafast ... veryslow (default auto: superfast up to 720p, "
+        "ultrafast above)",
+    )
     video.add_argument("--crf", type=_crf, metavar="0..51", help="quality, x264 scale (18)")
     video.add_argument("--fps", type=positive_float, help="output frame rate (default: keep)")
     video.add_argument("--trim-start", type=non_negative_float, metavar="SECONDS")
@@ -330,7 +335,23 @@ def _add_live_parser(commands: Any) -> None:
     live.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
     live.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     live.add_argument(
-        "--face-selector", choices=LIVE_FACE_SELECTOR_CHOICES, default=DEFAULT_FACE_SELECTOR
+        "--face-selector",
+        choices=LIVE_FACE_SELECTOR_CHOICES,
+        default=None,
+        help=f"which faces to replace (default {DEFAULT_FACE_SELECTOR}, "
+        "or reference when --reference-face is given)",
+    )
+    live.add_argument(
+        "--reference-face",
+        type=Path,
+        metavar="IMG",
+        help="replace only the faces that look like the face in IMG (e.g. you, not a guest)",
+    )
+    live.add_argument(
+        "--reference-distance",
+        type=non_negative_float,
+        default=DEFAULT_REFERENCE_DISTANCE,
+        help="largest identity distance to the reference face (default %(default)s)",
     )
     live.add_argument("--max-faces", type=positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N")
     live.add_argument(
@@ -773,7 +794,8 @@ def _run_live(args: argparse.Namespace) -> int:
         raise UsageError("--loop is for --input")
     if args.stats is not None and not args.stats.parent.is_dir():
         raise OutputError(f"{args.stats}: directory {args.stats.parent} does not exist")
-    for path in args.source:
+    selector = _resolve_selector(args.face_selector, args.reference_face)
+    for path in [*args.source, *([args.reference_face] if args.reference_face else [])]:
         read_image(path, max_pixels=args.max_pixels)
 
     capture: LiveSource = (
@@ -788,9 +810,16 @@ def _run_live(args: argparse.Namespace) -> int:
     )
     with _decoder_warnings(), contextlib.ExitStack() as cleanup:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
-        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=False)
+        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True)
         source_faces = _load_faces(analyser, list(args.source), "source", args.max_pixels)
-        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=False, mode="video")
+        references = (
+            _load_faces(analyser, [args.reference_face], "reference", args.max_pixels)
+            if selector == "reference"
+            else []
+        )
+        analyser = fw.FaceAnalyser(
+            max_faces=args.max_faces, with_embedding=selector == "reference", mode="video"
+        )
         options = fw.SwapOptions(
             fusion=args.fusion,
             color=args.color,
@@ -809,7 +838,9 @@ def _run_live(args: argparse.Namespace) -> int:
             source_faces,
             analyser=analyser,
             options=options,
-            selector=args.face_selector,
+            selector=selector,
+            references=references,
+            reference_distance=args.reference_distance,
             controls=controls,
             redetect_every=args.redetect_every,
             frame_skip=args.frame_skip,

@@ -51,7 +51,7 @@ if (
 __all__ = ["LiveControls", "LiveStats", "run_live"]
 
 FUSION_STEP = 0.1
-LIVE_SELECTORS = ("one", "many")
+LIVE_SELECTORS = ("one", "many", "reference")
 
 
 @dataclass
@@ -132,6 +132,8 @@ def run_live(
     analyser: FaceAnalyser | None = None,
     options: SwapOptions | None = None,
     selector: str = "one",
+    references: Sequence[Face] = (),
+    reference_distance: float = 0.6,
     controls: LiveControls | None = None,
     redetect_every: int = 10,
     frame_skip: int = 1,
@@ -154,7 +156,13 @@ def run_live(
         sources: source faces; ``n`` cycles through them.
         analyser: the face analyser (a new one when None).
         options: swap options; the fusion starts at ``controls.fusion``.
-        selector: ``one`` (the largest face, followed while its track lives) or ``many``.
+        selector: ``one`` (the largest face, followed while its track lives), ``many``,
+            or ``reference`` (only faces within ``reference_distance`` of
+            ``references[0]``: swap the streamer, not the guest). Identity is checked
+            when a track starts and at each re-detection, not on every frame; the
+            analyser must then compute embeddings (``with_embedding=True``).
+        references: the reference face for ``reference``.
+        reference_distance: identity distance threshold (dlib descriptors).
         controls: live settings shared with the window (new ones when None).
         redetect_every: run the detector at least every N analysed frames.
         frame_skip: analyse every N-th frame, carry faces by optical flow between.
@@ -174,14 +182,29 @@ def run_live(
     controls = controls or LiveControls(fusion=options.fusion if options else 1.0)
     base = build_swappers(sources, replace(options or SwapOptions(), fusion=1.0))
     variants: dict[tuple[int, float], Swapper] = {}
-    analyser = analyser or FaceAnalyser(max_faces=max_faces, with_embedding=False, mode="video")
+    if selector == "reference":
+        if len(references) != 1:
+            raise UsageError("live face selector 'reference' needs exactly one reference face")
+        if analyser is not None and not analyser.with_embedding:
+            raise UsageError("reference selection needs an analyser with embeddings")
+    analyser = analyser or FaceAnalyser(
+        max_faces=max_faces, with_embedding=selector == "reference", mode="video"
+    )
     tracker = FaceTracker(
         analyser, redetect_every=redetect_every, frame_skip=frame_skip, max_faces=max_faces
     )
-    router = FaceRouter(selector)
+    router = FaceRouter(
+        selector,
+        references=references if selector == "reference" else (),
+        max_distance=reference_distance,
+    )
 
     def analyse(packet: Packet) -> Packet:
-        packet.data["targets"] = router.route(tracker.update(packet.image, packet.time))
+        detections = tracker.counters.detections
+        tracked = tracker.update(packet.image, packet.time)
+        packet.data["targets"] = router.route(
+            tracked, recheck=tracker.counters.detections > detections
+        )
         return packet
 
     def swap(packet: Packet) -> Packet:

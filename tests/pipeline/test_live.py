@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import av
+import cv2
 import numpy as np
 import pytest
 from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
@@ -90,6 +91,63 @@ def test_run_live_stops_after_duration(
     assert (tmp_path / "rec.mkv").exists()
     with pytest.raises(UsageError):
         run_live(capture, output, [grace_hopper_face], selector="reference")
+
+
+def _still_clip(path: Path, picture: np.ndarray, frames: int = 30) -> Path:
+    """A clip of one unchanging picture (so any output frame compares with it)."""
+    height, width = picture.shape[:2]
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=30, options={"preset": "ultrafast", "crf": "12"})
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for _ in range(frames):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(picture, format="bgr24")))
+        out.mux(stream.encode())
+    return path
+
+
+def test_run_live_reference_swaps_only_that_person(
+    tmp_path: Path,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    astronaut_face: Face,
+) -> None:
+    height = 300
+    left = cv2.resize(astronaut, (height, height))
+    right = cv2.resize(
+        grace_hopper, (round(grace_hopper.shape[1] * height / grace_hopper.shape[0]), height)
+    )
+    scene = np.ascontiguousarray(np.hstack([left, right]))
+    scene = scene[:, : scene.shape[1] // 2 * 2]
+    clip = _still_clip(tmp_path / "pair.mp4", scene, frames=60)
+    capture = FilePacer(clip)
+    output = FileOutput(tmp_path / "rec.mkv", capture.width, capture.height, capture.fps)
+    stats = run_live(
+        capture,
+        output,
+        [astronaut_face],  # the astronaut's face goes onto ...
+        analyser=FaceAnalyser(mode="video"),
+        selector="reference",
+        references=[grace_hopper_face],  # ... Grace Hopper only
+        handle_sigint=False,
+    )
+    assert stats.frames_processed >= 5
+    with av.open(str(tmp_path / "rec.mkv")) as container:
+        frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+    with av.open(str(clip)) as container:
+        original = next(container.decode(video=0)).to_ndarray(format="bgr24")
+    faces = sorted(FaceAnalyser().get_faces(scene), key=lambda f: f.bbox[0])
+    assert len(faces) == 2
+
+    def change(frame: np.ndarray, face: Face) -> float:
+        x0, y0, x1, y1 = (int(v) for v in face.bbox)
+        region = (slice(y0, y1), slice(x0, x1))
+        return float(np.abs(frame[region].astype(np.float32) - original[region]).mean())
+
+    last = frames[-1]
+    kept, swapped = change(last, faces[0]), change(last, faces[1])
+    assert kept < 3.0, (kept, swapped)  # the astronaut (not the reference) is left alone
+    assert swapped > 8.0, (kept, swapped)  # Grace Hopper is swapped
 
 
 def test_live_window_without_display_is_one_line(
