@@ -560,9 +560,6 @@ class Swapper:
         aux *= np.float32(1.0 / 255.0)
         mask = np.ascontiguousarray(aux[..., 0] * coverage)
         weight = aux[..., 1]
-        far = _far_side(target_face.pose.yaw, model, normals_out, maps[..., 0] / (opts.uv_size - 1))
-        if far is not None:
-            weight = weight * (1.0 - far)
         skin = (aux[..., 2] > 0.5) * coverage
         edge = np.maximum(aux[..., 3], maps[..., 4])
         target_crop = frame[y0:y1, x0:x1]
@@ -623,34 +620,6 @@ class Swapper:
             )
             m = cv2.resize(support, (cw, ch), interpolation=cv2.INTER_LINEAR)
             out[y0:y1, x0:x1] = cv2.blendLinear(up, target_crop, m, 1.0 - m)
-
-
-# A target turned this far (as the mesh reads it: a 90 degree profile reads as ~55) shows
-# little or none of its far half; from _FAR_FULL_YAW on, that half keeps the target.
-_FAR_START_YAW = 35.0
-_FAR_FULL_YAW = 50.0
-
-
-def _far_side(
-    yaw: float, model: FaceModel, normals: NDArray[np.floating], u: NDArray[np.floating]
-) -> NDArray[np.float32] | None:
-    """How much each pixel lies on the far half of a strongly turned target (0..1).
-
-    The fitted mesh of a near-profile face still spreads both halves over the image:
-    the far half lands on the nose's silhouette and the background, and a frontal
-    source's far eye and cheek painted there melt the profile. Past the midline
-    (``u`` = 0.5, from a little before it: the nose keeps its profile) that half keeps the target's
-    pixels; the amount grows with the yaw, so a head turning in a video changes
-    smoothly. None when the target is not turned that far.
-    """
-    amount = float(np.clip((abs(yaw) - _FAR_START_YAW) / (_FAR_FULL_YAW - _FAR_START_YAW), 0, 1))
-    if amount <= 0.0:
-        return None
-    left = model.uv[: len(normals), 0] < 0.5
-    facing = -normals[:, 2]
-    left_faces_more = float(facing[left].mean()) > float(facing[~left].mean())
-    side = (u - 0.5) if left_faces_more else (0.5 - u)  # > 0 on the far half
-    return np.asarray(amount * np.clip((side + 0.07) / 0.06, 0.0, 1.0), np.float32)
 
 
 def _target_occluders(

@@ -367,37 +367,3 @@ class TestMaskMouth:
         kept = self._mouth_error(swapper.with_options(mask_mouth=True), frame, face)
         replaced = self._mouth_error(swapper.with_options(mask_mouth=False), frame, face)
         assert kept < 0.5 * replaced, (kept, replaced)
-
-
-class TestFarSide:
-    """A near-profile target keeps its own far half (no frontal face melted over it)."""
-
-    def _normals(self, model_uv: np.ndarray, left_faces: bool) -> np.ndarray:
-        # Left-half vertices face the camera (-z), right-half ones are edge-on, or the reverse.
-        left = model_uv[:, 0] < 0.5
-        facing = left if left_faces else ~left
-        normals = np.zeros((len(model_uv), 3), np.float32)
-        normals[:, 2] = np.where(facing, -1.0, -0.1)
-        return normals
-
-    def test_frontal_targets_are_untouched(self) -> None:
-        from faceweave.processors.swap import _far_side
-
-        model = load_face_model()
-        normals = self._normals(model.uv, left_faces=True)
-        assert _far_side(20.0, model, normals, np.full((4, 4), 0.9, np.float32)) is None
-
-    def test_far_half_follows_the_turn_and_grows_with_yaw(self) -> None:
-        from faceweave.processors.swap import _far_side
-
-        model = load_face_model()
-        u = np.tile(np.linspace(0, 1, 11, dtype=np.float32), (2, 1))
-        full = _far_side(60.0, model, self._normals(model.uv, left_faces=True), u)
-        assert full is not None
-        assert full[0, 0] == 0.0 and full[0, -1] == 1.0  # the right half is the far one
-        mirrored = _far_side(-60.0, model, self._normals(model.uv, left_faces=False), u)
-        assert mirrored is not None
-        np.testing.assert_allclose(mirrored, full[:, ::-1], atol=1e-6)
-        partial = _far_side(42.5, model, self._normals(model.uv, left_faces=True), u)
-        assert partial is not None
-        np.testing.assert_allclose(partial, 0.5 * full, atol=1e-6)
