@@ -32,7 +32,9 @@ def test_partition(identity: IdentityShape) -> None:
     ]
     assert sum(len(p) for p in parts) == N_LANDMARKS
     assert set().union(*parts) == set(range(N_LANDMARKS))
-    assert set(identity.fixed.tolist()) == set(model.regions["face_oval"].tolist())
+    assert set(identity.fixed.tolist()) == set(model.regions["face_oval"].tolist()) | set(
+        model.regions["lips"].tolist()
+    )
     assert set(model.regions["nose"].tolist()) - parts[1] <= parts[0]
     assert identity.fill.shape == (len(identity.free), len(identity.anchors))
 
@@ -43,10 +45,13 @@ def test_shape_dtype(identity: IdentityShape, shapes: tuple[np.ndarray, np.ndarr
     assert np.all(np.isfinite(delta))
 
 
-def test_zero_on_face_oval(identity: IdentityShape, shapes: tuple[np.ndarray, np.ndarray]) -> None:
+def test_zero_on_face_oval_and_lips(
+    identity: IdentityShape, shapes: tuple[np.ndarray, np.ndarray]
+) -> None:
     delta = identity.identity_delta(*shapes)
-    oval = load_face_model().regions["face_oval"]
-    np.testing.assert_array_equal(delta[oval], 0.0)
+    model = load_face_model()
+    np.testing.assert_array_equal(delta[model.regions["face_oval"]], 0.0)
+    np.testing.assert_array_equal(delta[model.regions["lips"]], 0.0)
 
 
 def test_equals_difference_on_anchors(
