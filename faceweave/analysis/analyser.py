@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -54,7 +55,10 @@ class FaceAnalyser:
     Args:
         max_faces: at most this many faces, largest first.
         min_score: detection confidence threshold.
-        detector: registry name of the detector backend.
+        detector: registry name of the detector backend: ``mediapipe`` (embedded) or
+            ``yunet`` (an ONNX model the user supplies, see ``detector_model``).
+        detector_model: the model file of an ONNX detector backend.
+        execution_provider: onnxruntime provider of ONNX backends (``cpu``, ``cuda``...).
         with_embedding: attach dlib's identity descriptor (computed lazily on first use).
         detect_tiles: detect on an n x n grid of overlapping tiles too (n > 1): finds
             the small faces of group photos, at n*n times the detection cost. For
@@ -76,6 +80,8 @@ class FaceAnalyser:
         max_faces: int = 8,
         min_score: float = 0.5,
         detector: str = "mediapipe",
+        detector_model: str | Path | None = None,
+        execution_provider: str = "cpu",
         with_embedding: bool = True,
         detect_tiles: int = 1,
         mode: str = "image",
@@ -88,6 +94,8 @@ class FaceAnalyser:
         self.max_faces = max_faces
         self.min_score = min_score
         self.detector_name = detector
+        self.detector_model = detector_model
+        self.execution_provider = execution_provider
         self.with_embedding = with_embedding
         self.detect_tiles = detect_tiles
         self.model = load_face_model()
@@ -99,6 +107,9 @@ class FaceAnalyser:
             options["tiles"] = self.detect_tiles
         if self.detector_name == "mediapipe":
             options["adaptive"] = self.mode == "video"
+        else:
+            options["model_path"] = self.detector_model
+            options["execution_provider"] = self.execution_provider
         return create_detector(self.detector_name, **options)
 
     @cached_property

@@ -59,6 +59,7 @@ def create_detector(name: str, **options: object) -> FaceDetector:
     """Build a detector by registry name (``mediapipe``, ``yunet``...)."""
     # Import side effect: backends register themselves.
     from faceweave.analysis import mediapipe_backend as _mp  # noqa: F401
+    from faceweave.analysis import onnx_backend as _onnx  # noqa: F401
 
     try:
         ctor = DETECTORS[name]

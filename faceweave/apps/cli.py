@@ -120,6 +120,8 @@ DEFAULT_FRAME_SKIP = 1
 # Live.
 DEFAULT_LIVE_OUTPUT = "window"
 LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
+DETECTOR_CHOICES = ("mediapipe", "yunet")
+EXECUTION_PROVIDER_CHOICES = ("cpu", "cuda", "tensorrt", "coreml", "directml")
 DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
@@ -458,6 +460,22 @@ def _add_watermark_option(parser: argparse.ArgumentParser) -> None:
 
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--detector",
+        choices=DETECTOR_CHOICES,
+        default="mediapipe",
+        help="face detector: mediapipe (embedded, default) or yunet (an ONNX file you "
+        "supply with --detector-model)",
+    )
+    parser.add_argument(
+        "--detector-model", type=Path, metavar="FILE.onnx", help="model file of an ONNX detector"
+    )
+    parser.add_argument(
+        "--execution-provider",
+        choices=EXECUTION_PROVIDER_CHOICES,
+        default="cpu",
+        help="onnxruntime provider for ONNX models (default cpu)",
+    )
+    parser.add_argument(
         "--max-pixels",
         type=positive_int,
         default=DEFAULT_MAX_PIXELS,
@@ -566,6 +584,23 @@ def _load_faces(
     return [by_path[path] for path in paths]
 
 
+def _detector(args: argparse.Namespace) -> dict[str, Any]:
+    """FaceAnalyser arguments for the chosen detector; checks them before any model loads."""
+    if args.detector == "mediapipe":
+        if args.detector_model is not None:
+            raise UsageError("--detector-model is for an ONNX detector: add --detector yunet")
+        return {}
+    if args.detector_model is None:
+        raise UsageError(f"--detector {args.detector} needs --detector-model FILE.onnx")
+    if not args.detector_model.is_file():
+        raise InputError(f"{args.detector_model}: model file not found")
+    return {
+        "detector": args.detector,
+        "detector_model": args.detector_model,
+        "execution_provider": args.execution_provider,
+    }
+
+
 def _swap_options(args: argparse.Namespace) -> fw.SwapOptions:
     import faceweave as fw
 
@@ -610,7 +645,9 @@ def _run_swap(args: argparse.Namespace) -> int:
     for path in [*wanted.sources, *wanted.references]:
         read_image(path, max_pixels=args.max_pixels)  # unreadable inputs fail before models load
 
-    analyser = fw.FaceAnalyser(max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES)
+    analyser = fw.FaceAnalyser(
+        max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES, **_detector(args)
+    )
     source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     options = _swap_options(args)
@@ -673,10 +710,10 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
         read_image(path, max_pixels=args.max_pixels)
 
     # Stills (sources, references) in image mode; the frames in video mode.
-    analyser = fw.FaceAnalyser(max_faces=args.max_faces)
+    analyser = fw.FaceAnalyser(max_faces=args.max_faces, **_detector(args))
     source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
-    frame_analyser = fw.FaceAnalyser(max_faces=args.max_faces, mode="video")
+    frame_analyser = fw.FaceAnalyser(max_faces=args.max_faces, mode="video", **_detector(args))
     from tqdm import tqdm
 
     with (
@@ -795,6 +832,7 @@ def _run_live(args: argparse.Namespace) -> int:
     if args.stats is not None and not args.stats.parent.is_dir():
         raise OutputError(f"{args.stats}: directory {args.stats.parent} does not exist")
     selector = _resolve_selector(args.face_selector, args.reference_face)
+    detector = _detector(args)
     for path in [*args.source, *([args.reference_face] if args.reference_face else [])]:
         read_image(path, max_pixels=args.max_pixels)
 
@@ -810,7 +848,7 @@ def _run_live(args: argparse.Namespace) -> int:
     )
     with _decoder_warnings(), contextlib.ExitStack() as cleanup:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
-        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True)
+        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)
         source_faces = _load_faces(analyser, list(args.source), "source", args.max_pixels)
         references = (
             _load_faces(analyser, [args.reference_face], "reference", args.max_pixels)
@@ -818,7 +856,10 @@ def _run_live(args: argparse.Namespace) -> int:
             else []
         )
         analyser = fw.FaceAnalyser(
-            max_faces=args.max_faces, with_embedding=selector == "reference", mode="video"
+            max_faces=args.max_faces,
+            with_embedding=selector == "reference",
+            mode="video",
+            **detector,
         )
         options = fw.SwapOptions(
             fusion=args.fusion,
@@ -925,9 +966,9 @@ def _run_analyse(args: argparse.Namespace) -> int:
     if args.debug is not None:
         check_output_path(args.debug)
     frame = read_image(image_path, max_pixels=args.max_pixels)
-    faces = fw.FaceAnalyser(max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES).get_faces(
-        frame
-    )
+    faces = fw.FaceAnalyser(
+        max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES, **_detector(args)
+    ).get_faces(frame)
     if args.json:
         records = [_face_record(face, landmarks=args.landmarks) for face in faces]
         print(json.dumps(records, indent=2))
