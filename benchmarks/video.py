@@ -13,7 +13,12 @@
    clip, the mean absolute frame-to-frame change inside the swapped face's box
    of the output, divided by the same measure on the input. 1.0 means the swap
    adds no temporal noise; above 1 it shimmers.
-3. **Reference selection** (``vid_p01_hamilton_clip.mp4``): ``--face-selector
+3. **Dynamic frame sampling** (same clips): ``--frame-skip 2`` and ``3`` and
+   ``--static-threshold 1`` against analysing every frame: the analyse stage's
+   milliseconds per frame and the frames actually fitted (compute saved), and the
+   output's difference to the every-frame output in the face box plus its
+   flicker (quality cost).
+4. **Reference selection** (``vid_p01_hamilton_clip.mp4``): ``--face-selector
    reference`` with a photo of Lin-Manuel Miranda (``img_p10``) as the reference.
    Ground truth, independent of the job's tracker: every ``--gt-every``-th input
    frame is analysed afresh and each face's dlib identity distance to the
@@ -145,34 +150,50 @@ def _decode(path: Path) -> list[NDArray[np.uint8]]:
         return [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
 
 
+def _face_change(
+    frames: list[NDArray[np.uint8]], boxes: dict[int, Any], indices: range
+) -> list[float]:
+    """Mean absolute frame-to-frame change inside the face box, per frame pair."""
+    changes = []
+    for i in indices:
+        if i not in boxes or i - 1 not in boxes or i >= len(frames):
+            continue
+        x0, y0, x1, y1 = (int(round(v)) for v in boxes[i])
+        region = (slice(max(0, y0), y1), slice(max(0, x0), x1))
+        changes.append(
+            float(np.abs(frames[i][region].astype(np.float32) - frames[i - 1][region]).mean())
+        )
+    return changes
+
+
+def _swap_clip(
+    clip: Path, output: Path, analyser: fw.FaceAnalyser, source: fw.Face, **job: Any
+) -> tuple[VideoJobStats, dict[int, Any], list[NDArray[np.uint8]]]:
+    """Run one job; returns its stats, the first target's box per frame and the output frames."""
+    boxes: dict[int, tuple[float, float, float, float]] = {}
+
+    def record(packet: Packet) -> None:
+        targets = packet.data.get("targets", [])
+        if targets:
+            boxes[packet.index] = targets[0].face.bbox
+
+    stats = swap_video([source], clip, output, analyser=analyser, on_frame=record, **job)
+    frames = _decode(output)
+    output.unlink()
+    return stats, boxes, frames
+
+
 def flicker(folder: Path, analyser: fw.FaceAnalyser, source: fw.Face, work: Path) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name in FLICKER_CLIPS:
         clip = folder / name
         if not clip.exists():
             continue
-        boxes: dict[int, tuple[float, float, float, float]] = {}
-
-        def record(packet: Packet, boxes: dict[int, Any] = boxes) -> None:
-            targets = packet.data.get("targets", [])
-            if targets:
-                boxes[packet.index] = targets[0].face.bbox
-
-        output = work / f"flicker_{clip.stem}.mp4"
-        stats = swap_video([source], clip, output, analyser=analyser, on_frame=record)
-        before, after = _decode(clip), _decode(output)
-        change_in, change_out = [], []
-        for i in range(1, min(len(before), len(after))):
-            if i not in boxes or i - 1 not in boxes:
-                continue
-            x0, y0, x1, y1 = (int(round(v)) for v in boxes[i])
-            region = (slice(max(0, y0), y1), slice(max(0, x0), x1))
-            change_in.append(
-                np.abs(before[i][region].astype(np.float32) - before[i - 1][region]).mean()
-            )
-            change_out.append(
-                np.abs(after[i][region].astype(np.float32) - after[i - 1][region]).mean()
-            )
+        stats, boxes, after = _swap_clip(clip, work / f"flicker_{clip.stem}.mp4", analyser, source)
+        before = _decode(clip)
+        pairs = range(1, min(len(before), len(after)))
+        change_in = _face_change(before, boxes, pairs)
+        change_out = _face_change(after, boxes, pairs)
         ratio = (
             float(np.mean(change_out) / max(np.mean(change_in), 1e-6))
             if change_in
@@ -191,7 +212,72 @@ def flicker(folder: Path, analyser: fw.FaceAnalyser, source: fw.Face, work: Path
             f"({stats.frames_swapped}/{stats.frames_written} swapped)",
             flush=True,
         )
-        output.unlink()
+    return results
+
+
+# (label, swap_video arguments) of the dynamic frame sampling runs, full analysis first.
+SAMPLING = (
+    ("every frame", {}),
+    ("--frame-skip 2", {"frame_skip": 2}),
+    ("--frame-skip 3", {"frame_skip": 3}),
+    ("--static-threshold 1", {"static_threshold": 1.0}),
+)
+
+
+def frame_sampling(
+    folder: Path, analyser: fw.FaceAnalyser, source: fw.Face, work: Path
+) -> dict[str, Any]:
+    """Compute saved and quality lost by --frame-skip and static-frame reuse.
+
+    Compute: the analyse stage's mean milliseconds per frame and the frames the analyser
+    actually fitted. Quality: each output's mean absolute difference to the
+    every-frame output inside the face box (grey levels; the carried geometry's
+    error), and its flicker ratio.
+    """
+    results: dict[str, Any] = {}
+    for name in FLICKER_CLIPS:
+        clip = folder / name
+        if not clip.exists():
+            continue
+        before = _decode(clip)
+        reference: list[NDArray[np.uint8]] = []
+        rows: dict[str, Any] = {}
+        for label, job in SAMPLING:
+            stats, boxes, after = _swap_clip(
+                clip, work / f"sampling_{clip.stem}.mp4", analyser, source, **job
+            )
+            if not reference:
+                reference = after
+            pairs = range(1, min(len(before), len(after)))
+            change_in = _face_change(before, boxes, pairs)
+            change_out = _face_change(after, boxes, pairs)
+            diffs = []
+            for i, box in boxes.items():
+                if i < min(len(after), len(reference)):
+                    x0, y0, x1, y1 = (int(round(v)) for v in box)
+                    region = (slice(max(0, y0), y1), slice(max(0, x0), x1))
+                    diffs.append(
+                        float(
+                            np.abs(
+                                after[i][region].astype(np.float32) - reference[i][region]
+                            ).mean()
+                        )
+                    )
+            counters = stats.tracker
+            analysed = counters.frames - counters.skipped - counters.reused
+            rows[label] = {
+                "analyse_ms": round(stats.stage_ms["analyse"].mean, 2),
+                "fps": round(stats.fps, 1),
+                "analysed_frames": f"{analysed}/{counters.frames}",
+                "diff_vs_every_frame": round(float(np.mean(diffs)), 2) if diffs else None,
+                "flicker_ratio": round(
+                    float(np.mean(change_out) / max(np.mean(change_in), 1e-6)), 3
+                )
+                if change_in
+                else None,
+            }
+            print(f"  {clip.stem} {label}: {rows[label]}", flush=True)
+        results[clip.stem] = rows
     return results
 
 
@@ -306,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     if shared:
         print("flicker (output / input frame-to-frame change in the face box):", flush=True)
         report["flicker"] = flicker(args.faces, analyser, source, out_dir)
+        print("dynamic frame sampling (compute saved, quality cost):", flush=True)
+        report["frame_sampling"] = frame_sampling(args.faces, analyser, source, out_dir)
         print("reference selection on the Hamilton clip:", flush=True)
         report["reference_selection"] = reference_selection(
             args.faces, analyser, source, out_dir, args.gt_every
@@ -334,6 +422,32 @@ def main(argv: list[str] | None = None) -> int:
             markdown_table(
                 ("clip", "flicker ratio"),
                 [(k, v["flicker_ratio"]) for k, v in report["flicker"].items()],
+            )
+        )
+    if shared and report.get("frame_sampling"):
+        print()
+        sampling_rows = []
+        for label, _ in SAMPLING:
+            per_clip = [r[label] for r in report["frame_sampling"].values()]
+            sampling_rows.append(
+                (
+                    label,
+                    f"{np.mean([r['analyse_ms'] for r in per_clip]):.1f}",
+                    f"{np.mean([r['fps'] for r in per_clip]):.1f}",
+                    f"{np.mean([r['diff_vs_every_frame'] or 0 for r in per_clip]):.2f}",
+                    f"{np.mean([r['flicker_ratio'] or 0 for r in per_clip]):.2f}",
+                )
+            )
+        print(
+            markdown_table(
+                (
+                    "sampling (mean over clips)",
+                    "analyse ms/frame",
+                    "fps",
+                    "diff vs every frame",
+                    "flicker",
+                ),
+                sampling_rows,
             )
         )
     report["peak_rss_mib"] = peak_rss_mib()

@@ -117,6 +117,12 @@ DETAIL_HELP = (
 # Video (the encoder's own defaults live in faceweave.io.video: libx264, preset auto, CRF 18).
 DEFAULT_REDETECT_EVERY = 10
 DEFAULT_FRAME_SKIP = 1
+DEFAULT_STATIC_THRESHOLD = 0.0  # off: a face that barely moves (lips) must not freeze
+STATIC_HELP = (
+    "reuse the previous frame's face geometry while the face region changes by less "
+    "than this mean grey level (0 = off, the default; 0.5-1 suits screen recordings "
+    "and paused video)"
+)
 # Live.
 DEFAULT_LIVE_OUTPUT = "window"
 LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
@@ -294,6 +300,9 @@ def _add_swap_parser(commands: Any) -> None:
         help=f"analyse every N-th frame, track between (default {DEFAULT_FRAME_SKIP})",
     )
     video.add_argument(
+        "--static-threshold", type=non_negative_float, metavar="GREY", help=STATIC_HELP
+    )
+    video.add_argument(
         "--redetect-every",
         type=positive_int,
         metavar="N",
@@ -360,6 +369,13 @@ def _add_live_parser(commands: Any) -> None:
         "--redetect-every", type=positive_int, default=DEFAULT_REDETECT_EVERY, metavar="N"
     )
     live.add_argument("--frame-skip", type=positive_int, default=DEFAULT_FRAME_SKIP, metavar="N")
+    live.add_argument(
+        "--static-threshold",
+        type=non_negative_float,
+        default=DEFAULT_STATIC_THRESHOLD,
+        metavar="GREY",
+        help=STATIC_HELP,
+    )
     live.add_argument("--width", type=positive_int, help="camera frame width")
     live.add_argument("--height", type=positive_int, help="camera frame height")
     live.add_argument("--fps", type=positive_float, help="camera frame rate")
@@ -682,6 +698,7 @@ _VIDEO_OPTIONS = (
     "trim_start",
     "trim_end",
     "frame_skip",
+    "static_threshold",
     "redetect_every",
 )
 
@@ -743,6 +760,11 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
             trim_start=args.trim_start,
             trim_end=args.trim_end,
             frame_skip=args.frame_skip or DEFAULT_FRAME_SKIP,
+            static_threshold=(
+                args.static_threshold
+                if args.static_threshold is not None
+                else DEFAULT_STATIC_THRESHOLD
+            ),
             redetect_every=args.redetect_every or DEFAULT_REDETECT_EVERY,
             max_faces=args.max_faces,
             progress=advance,
@@ -885,6 +907,7 @@ def _run_live(args: argparse.Namespace) -> int:
             controls=controls,
             redetect_every=args.redetect_every,
             frame_skip=args.frame_skip,
+            static_threshold=args.static_threshold,
             max_faces=args.max_faces,
             duration=args.duration,
         )

@@ -137,6 +137,7 @@ def run_live(
     controls: LiveControls | None = None,
     redetect_every: int = 10,
     frame_skip: int = 1,
+    static_threshold: float = 0.0,
     max_faces: int = 4,
     queue_size: int = 1,
     duration: float | None = None,
@@ -166,6 +167,8 @@ def run_live(
         controls: live settings shared with the window (new ones when None).
         redetect_every: run the detector at least every N analysed frames.
         frame_skip: analyse every N-th frame, carry faces by optical flow between.
+        static_threshold: a frame whose face region changed by less than this mean grey
+            level keeps the previous frame's faces (no analysis); 0 turns it off.
         max_faces: at most this many tracked faces.
         queue_size: frames each queue holds (1: always the newest).
         duration: stop after this many seconds.
@@ -191,7 +194,11 @@ def run_live(
         max_faces=max_faces, with_embedding=selector == "reference", mode="video"
     )
     tracker = FaceTracker(
-        analyser, redetect_every=redetect_every, frame_skip=frame_skip, max_faces=max_faces
+        analyser,
+        redetect_every=redetect_every,
+        frame_skip=frame_skip,
+        static_threshold=static_threshold,
+        max_faces=max_faces,
     )
     router = FaceRouter(
         selector,

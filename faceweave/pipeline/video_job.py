@@ -309,6 +309,7 @@ def swap_video(
     trim_end: float | None = None,
     keep_audio: bool = True,
     frame_skip: int = 1,
+    static_threshold: float = 0.0,
     redetect_every: int = 10,
     max_faces: int = 8,
     queue_size: int = 4,
@@ -338,6 +339,8 @@ def swap_video(
         trim_end: second of the target where to stop.
         keep_audio: copy the target's audio over the same range.
         frame_skip: analyse every N-th frame; faces are carried by optical flow between.
+        static_threshold: a frame whose face region changed by less than this mean grey
+            level keeps the previous frame's faces (no analysis); 0 turns it off.
         redetect_every: run the face detector at least every N analysed frames.
         max_faces: at most this many tracked faces.
         queue_size: frames buffered between stages.
@@ -374,6 +377,7 @@ def swap_video(
         analyser,
         redetect_every=redetect_every,
         frame_skip=frame_skip,
+        static_threshold=static_threshold,
         max_faces=max_faces,
         # Files are not interactive: smooth harder than live (less jitter, a little lag
         # on fast head turns); the speed term still follows quick motion.

@@ -293,3 +293,26 @@ def test_bad_arguments(tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face
             selector="map",
             references=[],
         )
+
+
+def test_frame_skip_and_static_reuse_reach_the_tracker(
+    tmp_path: Path, astronaut: np.ndarray, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    still = tmp_path / "still.mkv"
+    with av.open(str(still), "w") as out:
+        stream = out.add_stream("libx264", rate=30, options={"preset": "ultrafast", "crf": "0"})
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv420p"
+        picture = cv2.resize(astronaut, (320, 240))
+        for _ in range(12):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(picture, format="bgr24")))
+        out.mux(stream.encode())
+    reused = swap_video(
+        [grace_hopper_face], still, tmp_path / "a.mkv", analyser=analyser, static_threshold=1.0
+    )
+    assert reused.tracker.reused >= 10 and reused.frames_swapped == 12
+    skipped = swap_video(
+        [grace_hopper_face], still, tmp_path / "b.mkv", analyser=analyser, frame_skip=3
+    )
+    assert skipped.tracker.skipped >= 6 and skipped.frames_swapped == 12
+    full = swap_video([grace_hopper_face], still, tmp_path / "c.mkv", analyser=analyser)
+    assert full.tracker.reused == 0 and full.tracker.skipped == 0
