@@ -36,6 +36,39 @@ def _centred(landmarks) -> bool:  # type: ignore[no-untyped-def]
     return abs(nose.x - 0.5) < 0.2 and abs(nose.y - 0.5) < 0.25
 
 
+# A NormalizedLandmark with only x, y and z set, as protobuf writes it inside a
+# NormalizedLandmarkList: field 1 (length 15), then x, y, z as fixed32 fields 1, 2, 3.
+_LANDMARK_WIRE = np.dtype(
+    [
+        ("tag", "u1"),
+        ("length", "u1"),
+        ("x_tag", "u1"),
+        ("x", "<f4"),
+        ("y_tag", "u1"),
+        ("y", "<f4"),
+        ("z_tag", "u1"),
+        ("z", "<f4"),
+    ]
+)
+_LANDMARK_TAGS = {"tag": 0x0A, "length": 15, "x_tag": 0x0D, "y_tag": 0x15, "z_tag": 0x1D}
+
+
+def _landmark_array(landmark_list) -> NDArray[np.float64]:  # type: ignore[no-untyped-def]
+    """(N, 3) x, y, z of a NormalizedLandmarkList.
+
+    Reading 478 protobuf messages attribute by attribute costs 0.25 ms; their wire
+    bytes, when every landmark carries exactly x, y and z (the face mesh's case), are
+    a fixed-size record array read in 0.04 ms. Anything else takes the slow path.
+    """
+    landmarks = landmark_list.landmark
+    raw = landmark_list.SerializeToString()
+    if len(raw) == len(landmarks) * _LANDMARK_WIRE.itemsize:
+        records = np.frombuffer(raw, dtype=_LANDMARK_WIRE)
+        if all(np.all(records[name] == value) for name, value in _LANDMARK_TAGS.items()):
+            return np.stack([records["x"], records["y"], records["z"]], axis=1).astype(np.float64)
+    return np.array([[p.x, p.y, p.z] for p in landmarks], np.float64)
+
+
 def _scaled(det: Detection, factor: float) -> Detection:
     if factor == 1.0:
         return det
@@ -211,7 +244,7 @@ class MeshLandmarker:
                 res = self._static.process(crop)
         if not res.multi_face_landmarks:
             return None
-        return self._postprocess(res.multi_face_landmarks[0].landmark, matrix, size)
+        return self._postprocess(res.multi_face_landmarks[0], matrix, size)
 
     def reset(self) -> None:
         """Forget the previous frames (a new video): the tracking graph starts afresh."""
@@ -235,8 +268,8 @@ class MeshLandmarker:
         return cv2.cvtColor(crop, cv2.COLOR_BGR2RGB), matrix
 
     @staticmethod
-    def _postprocess(landmarks, matrix: NDArray[np.float64], size: int) -> NDArray[np.float32]:  # type: ignore[no-untyped-def]
-        pts = np.array([[p.x, p.y, p.z] for p in landmarks], np.float64) * size
+    def _postprocess(landmark_list, matrix: NDArray[np.float64], size: int) -> NDArray[np.float32]:  # type: ignore[no-untyped-def]
+        pts = _landmark_array(landmark_list) * size
         s = matrix[0, 0]
         xy = (pts[:, :2] - matrix[:, 2]) / s
         z = pts[:, 2] / s

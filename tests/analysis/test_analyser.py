@@ -169,3 +169,36 @@ class TestReset:
         analyser.reset()  # nothing built yet: builds nothing
         assert "landmarker" not in analyser.__dict__
         assert len(analyser.get_faces(astronaut)) == 1
+
+
+class TestLandmarkArray:
+    """The face mesh's landmarks are read from their wire bytes, with a safe fallback."""
+
+    @staticmethod
+    def _list(points: np.ndarray, visibility: bool = False):  # type: ignore[no-untyped-def]
+        from mediapipe.framework.formats import landmark_pb2
+
+        out = landmark_pb2.NormalizedLandmarkList()
+        for x, y, z in points:
+            lm = out.landmark.add(x=float(x), y=float(y), z=float(z))
+            if visibility:
+                lm.visibility = 0.5
+        return out
+
+    def test_fast_and_slow_paths_agree(self) -> None:
+        from faceweave.analysis.mediapipe_backend import _landmark_array
+
+        points = np.random.default_rng(3).uniform(-1, 1, (478, 3)).astype(np.float32)
+        fast = _landmark_array(self._list(points))
+        slow = _landmark_array(self._list(points, visibility=True))  # other bytes: slow path
+        np.testing.assert_array_equal(fast, points.astype(np.float64))
+        np.testing.assert_array_equal(slow, fast)
+
+    def test_zero_coordinates_fall_back_safely(self) -> None:
+        from faceweave.analysis.mediapipe_backend import _landmark_array
+
+        # protobuf omits fields equal to 0: records change size, the slow path reads them.
+        points = np.array([[0.0, 0.5, 0.25], [0.1, 0.0, 0.0], [0.3, 0.2, 0.1]], np.float32)
+        np.testing.assert_array_equal(
+            _landmark_array(self._list(points)), points.astype(np.float64)
+        )
