@@ -173,8 +173,15 @@ def checked_out_dir(path: Path) -> Path:
 
 
 def environment() -> dict[str, Any]:
-    """Machine, library versions and thread settings, for the report."""
+    """Machine, library versions and thread settings, for the report.
+
+    Also tunes the allocator like the ``faceweave`` program does at start
+    (:func:`faceweave.tune_allocator`), so the numbers are the program's.
+    """
+    from faceweave.runtime import tune_allocator
+
     info: dict[str, Any] = {
+        "allocator_tuned": tune_allocator(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "machine": platform.machine(),

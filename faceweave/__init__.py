@@ -30,6 +30,7 @@ from faceweave.processors.swap import (
     Swapper,
     prepare_source,
 )
+from faceweave.runtime import tune_allocator
 from faceweave.types import Face, Frame, Pose
 
 __version__ = "0.1.0"
@@ -59,4 +60,5 @@ __all__ = [
     "order_faces",
     "prepare_source",
     "select_faces",
+    "tune_allocator",
 ]

@@ -150,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0 on success, else the code of the error (see the module docstring).
     """
+    from faceweave.runtime import tune_allocator
+
+    tune_allocator()  # frame-sized buffers stay in the heap: no page faults per frame
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

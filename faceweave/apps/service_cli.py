@@ -218,6 +218,9 @@ def run_keys(args: argparse.Namespace) -> int:
 
 def serve_main(argv: list[str] | None = None) -> int:
     """``python -m faceweave.service [serve options]``: the service without the full CLI."""
+    from faceweave.runtime import tune_allocator
+
+    tune_allocator()
     parser = argparse.ArgumentParser(prog="python -m faceweave.service")
     subparsers = parser.add_subparsers()
     serve = _add_serve_parser(subparsers)
