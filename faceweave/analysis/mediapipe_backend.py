@@ -130,7 +130,7 @@ class BlazeFaceDetector:
 
     def _second_thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="faceweave-blazeface")
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="blazeface-short-range")
         return self._pool
 
     def detect(self, frame: Frame) -> list[Detection]:
