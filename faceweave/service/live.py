@@ -192,6 +192,9 @@ class FrameTiming:
     process_ms: float  # worker thread: convert, analyse, swap, convert back
     faces: int
     dropped: int  # input frames replaced by a newer one so far
+    # The RTP timestamp this frame leaves with (the sender's random origin + pts), when
+    # known: the page matches each frame it shows to its report exactly with it.
+    out_ts: int | None = None
 
 
 class SwappedTrack(VideoStreamTrack):
@@ -223,6 +226,25 @@ class SwappedTrack(VideoStreamTrack):
         self._ready = asyncio.Event()
         self._source_ended = False
         self._reader = asyncio.ensure_future(self._read())
+        self.sender: Any = None  # set by the session once the track is added
+        self._sent_pts: int | None = None  # pts of the frame handed to the sender last
+        self._rtp_origin: int | None = None
+
+    def _output_timestamp(self, pts: int) -> int | None:
+        """The RTP timestamp ``pts`` will leave with, once the sender's origin is known.
+
+        aiortc stamps frame ``n`` with a random origin + its pts (both at 1/90000) and
+        only asks for frame ``n + 1`` after frame ``n`` is sent, so on entry to
+        :meth:`recv` its last RTP timestamp belongs to the previous frame. Reads aiortc's
+        private state (pinned 1.16); None when that is not there.
+        """
+        if self._rtp_origin is None and self._sent_pts is not None:
+            last = getattr(self.sender, "_RTCRtpSender__rtp_timestamp", None)
+            if isinstance(last, int) and last:
+                self._rtp_origin = (last - self._sent_pts) % 2**32
+        if self._rtp_origin is None:
+            return None
+        return (self._rtp_origin + pts) % 2**32
 
     async def _read(self) -> None:
         """Pull decoded frames as they come; keep only the newest (latest wins)."""
@@ -250,6 +272,7 @@ class SwappedTrack(VideoStreamTrack):
             await self._ready.wait()
         frame, arrived = self._latest
         self._latest = None
+        out_ts = self._output_timestamp(int(frame.pts or 0))
         taken = time.perf_counter()
         loop = asyncio.get_running_loop()
         out, faces = await loop.run_in_executor(self.executor, self.processor.process, frame)
@@ -263,8 +286,10 @@ class SwappedTrack(VideoStreamTrack):
                     process_ms=(done - taken) * 1000.0,
                     faces=faces,
                     dropped=self.dropped,
+                    out_ts=out_ts,
                 )
             )
+        self._sent_pts = int(out.pts or 0)
         return out
 
     def stop(self) -> None:
@@ -475,7 +500,7 @@ def create_live_router(
                 session.track = SwappedTrack(
                     track, session.processor, session.executor, on_frame=session.on_frame
                 )
-                pc.addTrack(session.track)
+                session.track.sender = pc.addTrack(session.track)
 
         @pc.on("datachannel")
         def on_datachannel(channel: RTCDataChannel) -> None:

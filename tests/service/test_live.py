@@ -337,6 +337,16 @@ def test_live_loopback_swaps_frames_with_low_latency(
 
     frames = [s for s in result["stats"] if s["type"] == "frame"]
     assert frames and {"ts", "wait_ms", "process_ms", "faces", "dropped"} <= frames[-1].keys()
+    # From the second frame on, the server knows the RTP timestamp each frame leaves with
+    # (aiortc's private state, pinned 1.16): the page matches frames exactly with it.
+    out = [s["out_ts"] for s in frames[1:] if s.get("out_ts") is not None]
+    assert len(out) >= len(frames) // 2, frames[:3]
+    known = [f for f in frames if f.get("out_ts") is not None]
+    steps = {
+        ((b["out_ts"] - a["out_ts"]) - (b["ts"] - a["ts"])) % 2**32
+        for a, b in zip(known, known[1:], strict=False)
+    }
+    assert steps <= {0}, steps  # out_ts - ts is the sender's constant origin
     assert any(s["faces"] == 1 for s in frames)
     assert result["unknown_status"] == 404
     assert result["bad_fusion_status"] == 422
@@ -426,6 +436,21 @@ def test_swapped_track_drops_stale_frames_and_keeps_timestamps() -> None:
     assert track.dropped >= 25
     assert track.frames_in == 40
     assert processor.threads and all(n.startswith("live-test") for n in processor.threads)
+
+
+def test_output_timestamp_follows_the_senders_origin() -> None:
+    track = SwappedTrack.__new__(SwappedTrack)  # only the timestamp bookkeeping
+    track.sender, track._sent_pts, track._rtp_origin = None, None, None
+    assert track._output_timestamp(3000) is None  # nothing sent yet
+    origin = 2**32 - 1000  # the origin wraps around
+    track._sent_pts = 6000
+    track.sender = SimpleNamespace(_RTCRtpSender__rtp_timestamp=(origin + 6000) % 2**32)
+    assert track._output_timestamp(9000) == (origin + 9000) % 2**32
+    track.sender = SimpleNamespace()  # the origin stays known once found
+    assert track._output_timestamp(12000) == (origin + 12000) % 2**32
+    other = SwappedTrack.__new__(SwappedTrack)
+    other.sender, other._sent_pts, other._rtp_origin = SimpleNamespace(), 6000, None
+    assert other._output_timestamp(9000) is None  # an aiortc without that state
 
 
 def test_marker_jitter_buffer_emits_a_frame_on_its_last_packet() -> None:

@@ -7,9 +7,10 @@
 //   no frame waits for the page's main thread; else with encoded insertable streams on
 //   the main thread (older Chromium), which then must pipe the received frames too. The server sees it as pts = RTP timestamp minus the
 //   first frame's, keeps that pts, and sends the swapped frame with RTP timestamp pts plus
-//   its own random origin. The server reports each output frame's pts on the data channel;
-//   pairing the first frames received with the first reports gives that origin, so every
-//   frame shown (requestVideoFrameCallback) is matched to the moment it was sent.
+//   its own random origin. The server reports each output frame's pts on the data channel,
+//   with the RTP timestamp it leaves with (out_ts), so every frame shown
+//   (requestVideoFrameCallback) is matched to the moment it was sent. A server that cannot
+//   tell out_ts leaves the page to find the origin by pairing frames received with reports.
 "use strict";
 
 const KEY_STORAGE = "faceweave.apiKey";
@@ -27,6 +28,7 @@ const live = {
   serverMs: [],
   sentAt: new Map(), // RTP timestamp of an outgoing frame -> performance.now() when it left
   serverTs: [], // input RTP timestamps of the output frames, as the server reports them
+  outToIn: new Map(), // output RTP timestamp -> input pts, when the server reports both
   remoteTs: [], // RTP timestamps of the first frames received (to find the offset)
   offset: null, // the server's RTP origin
   firstSent: null, // RTP timestamp of the first frame sent (pts 0 on the server)
@@ -138,7 +140,11 @@ function findOffset() {
 function onRemoteFrame(now, metadata) {
   live.framesShown += 1;
   const rtp = metadata.rtpTimestamp;
-  if (rtp !== undefined) {
+  const reported = rtp === undefined ? undefined : live.outToIn.get(rtp >>> 0);
+  if (reported !== undefined && live.firstSent !== null) {
+    const sent = live.sentAt.get((reported + live.firstSent) >>> 0);
+    if (sent !== undefined) push(live.frameRtts, now - sent);
+  } else if (rtp !== undefined && live.outToIn.size === 0) {
     if (live.offset === null) {
       if (live.remoteTs.length < 20) live.remoteTs.push(rtp);
       findOffset();
@@ -158,7 +164,12 @@ function onStats(event) {
   } else if (message.type === "frame") {
     push(live.serverMs, message.wait_ms + message.process_ms);
     live.dropped = message.dropped;
-    if (live.serverTs.length < 20) live.serverTs.push(message.ts >>> 0);
+    if (message.out_ts !== null && message.out_ts !== undefined) {
+      live.outToIn.set(message.out_ts >>> 0, message.ts >>> 0);
+      if (live.outToIn.size > 300) live.outToIn.delete(live.outToIn.keys().next().value);
+    } else if (live.serverTs.length < 20) {
+      live.serverTs.push(message.ts >>> 0);
+    }
   }
 }
 
@@ -261,6 +272,7 @@ async function stop() {
   $("local").srcObject = null;
   $("remote").srcObject = null;
   Object.assign(live, { offset: null, firstSent: null, remoteTs: [], serverTs: [] });
+  live.outToIn.clear();
   live.sentAt.clear();
   $("start").disabled = false;
   $("stop").disabled = true;
