@@ -19,9 +19,10 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
    shading, bilinearly upsampled to the processing size (large faces are
    processed at ``process_size`` and composited back at full resolution).
 4. The source texture is colour-matched on skin (``lct`` by default; ``sh``
-   relights the albedo with the target's light), mixed with the re-warped
-   target by ``fusion``, and blended into the frame with a mask feathered in
-   face space. The mouth interior (and the eyes, if asked) keeps the target's
+   relights the albedo with the target's light), its finest detail toned down
+   to the target's when the source is crisper (``detail``), mixed with the
+   re-warped target by ``fusion``, and blended into the frame with a mask
+   feathered in face space. The mouth interior (and the eyes, if asked) keeps the target's
    pixels, and so do non-skin target pixels near the face's edge (background
    past a turned head, hair).
 """
