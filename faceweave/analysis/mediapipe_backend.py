@@ -162,10 +162,20 @@ class BlazeFaceDetector:
             rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
             n = self.tiles
             th, tw = int(h / n * 1.35), int(w / n * 1.35)
-            for ty in np.linspace(0, h - th, n).astype(int):
-                for tx in np.linspace(0, w - tw, n).astype(int):
-                    tile = np.ascontiguousarray(rgb[ty : ty + th, tx : tx + tw])
-                    found.extend(self._detect_rgb(tile, (int(tx), int(ty))))
+            tiles = [
+                (np.ascontiguousarray(rgb[ty : ty + th, tx : tx + tw]), (int(tx), int(ty)))
+                for ty in np.linspace(0, h - th, n).astype(int)
+                for tx in np.linspace(0, w - tw, n).astype(int)
+            ]
+            # The short-range passes in the second thread while this one runs the
+            # full-range ones; results are gathered in tile order either way.
+            shorts = [
+                self._second_thread().submit(self._detect_rgb, tile, at, full=False)
+                for tile, at in tiles
+            ]
+            fulls = [self._detect_rgb(tile, at, short=False) for tile, at in tiles]
+            for short, full_range in zip(shorts, fulls, strict=True):
+                found.extend(short.result() + full_range)
         return _nms(found, 0.4)
 
     def reset(self) -> None:
