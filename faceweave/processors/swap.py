@@ -681,14 +681,16 @@ def _match_detail(
         size = (src.shape[1], src.shape[0])
         src_down = cv2.pyrDown(src)
         bands.append(cv2.subtract(src, cv2.pyrUp(src_down, dstsize=size)))
-        energies = []
+        energies, greys_down = [], []
         for grey in (src_grey, tgt_grey):
-            band = cv2.multiply(cv2.subtract(grey, cv2.pyrUp(cv2.pyrDown(grey), dstsize=size)), on)
+            grey_down = cv2.pyrDown(grey)  # also the next level's grey
+            band = cv2.multiply(cv2.subtract(grey, cv2.pyrUp(grey_down, dstsize=size)), on)
             # Sums of squares on skin (a masked cv2.mean is 20x slower than a dot).
             energies.append(float(np.vdot(band, band)))
+            greys_down.append(grey_down)
         gains.append(min(1.0, np.sqrt(energies[1] / max(energies[0], 1e-6))) ** strength)
         src = src_down
-        src_grey, tgt_grey = cv2.pyrDown(src_grey), cv2.pyrDown(tgt_grey)
+        src_grey, tgt_grey = greys_down
         on = on[::2, ::2][: src.shape[0], : src.shape[1]]
     if min(gains) >= 0.999:
         return source
