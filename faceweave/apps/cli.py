@@ -620,19 +620,6 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _swap_options(args: argparse.Namespace) -> fw.SwapOptions:
-    import faceweave as fw
-
-    return fw.SwapOptions(
-        fusion=args.fusion,
-        color=args.color,
-        blend=args.blend,
-        detail=args.detail,
-        mask_mouth=args.mask_mouth,
-        mask_eyes=args.mask_eyes,
-    ).validated()
-
-
 def _run_swap(args: argparse.Namespace) -> int:
     import faceweave as fw
 
@@ -669,7 +656,7 @@ def _run_swap(args: argparse.Namespace) -> int:
     )
     source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
-    options = _swap_options(args)
+    options = SwapOptions.from_settings(args)
     job = _SwapJob(
         analyser=analyser,
         swappers=[fw.Swapper(face, **options.__dict__) for face in source_faces],
@@ -751,7 +738,7 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
             target_path,
             output_path,
             analyser=frame_analyser,
-            options=_swap_options(args),
+            options=SwapOptions.from_settings(args),
             selector=wanted.selector,
             references=reference_faces,
             reference_distance=args.reference_distance,
@@ -886,14 +873,7 @@ def _run_live(args: argparse.Namespace) -> int:
             mode="video",
             **detector,
         )
-        options = fw.SwapOptions(
-            fusion=args.fusion,
-            color=args.color,
-            blend=args.blend,
-            detail=args.detail,
-            mask_mouth=DEFAULT_MASK_MOUTH,
-            mask_eyes=DEFAULT_MASK_EYES,
-        ).validated()
+        options = SwapOptions.from_settings(args)  # live has no mask options: defaults
         controls = LiveControls(fusion=args.fusion)
         output = open_output(
             args.output, capture.width, capture.height, capture.fps, on_key=controls.on_key

@@ -30,7 +30,7 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import cv2
 import numpy as np
@@ -91,6 +91,14 @@ class SwapOptions:
     uv_size: int = 384
     work_size: int = 64
     process_size: int = 224
+
+    @classmethod
+    def from_settings(cls, settings: object) -> SwapOptions:
+        """Validated options from any object carrying some of these fields as attributes
+        (parsed command-line arguments, a service job's options); the rest keep their
+        defaults, so a new option reaches every front end from here."""
+        names = [f.name for f in fields(cls)]
+        return cls(**{n: getattr(settings, n) for n in names if hasattr(settings, n)}).validated()
 
     def validated(self) -> SwapOptions:
         if not 0.0 <= self.fusion <= 1.0:

@@ -130,7 +130,7 @@ class Engine:
         return faces[0]
 
     def swapper(self, source_face: Face, options: JobOptions) -> Swapper:
-        return Swapper(source_face, **_swap_options(options).__dict__)
+        return Swapper(source_face, **SwapOptions.from_settings(options).__dict__)
 
     def swap_image(
         self,
@@ -158,17 +158,6 @@ class Engine:
             what = "no face matching the reference" if faces else "no face"
             raise NoFaceError(f"{what} found in the target")
         return swapper.swap(target, selected)
-
-
-def _swap_options(options: JobOptions) -> SwapOptions:
-    return SwapOptions(
-        fusion=options.fusion,
-        color=options.color,
-        blend=options.blend,
-        detail=options.detail,
-        mask_mouth=options.mask_mouth,
-        mask_eyes=options.mask_eyes,
-    ).validated()
 
 
 def result_extension(job: Job) -> str:

@@ -84,6 +84,14 @@ class TestSwapOptions:
         with pytest.raises(ValueError):
             Swapper(astronaut_face, **bad)
 
+    def test_from_settings_takes_the_fields_it_finds(self) -> None:
+        from types import SimpleNamespace
+
+        opts = SwapOptions.from_settings(SimpleNamespace(fusion=0.5, detail=0.0, quality=90))
+        assert opts == SwapOptions(fusion=0.5, detail=0.0)
+        with pytest.raises(UsageError):
+            SwapOptions.from_settings(SimpleNamespace(color="sepia"))
+
     def test_unknown_option_name(self, astronaut_face: Face) -> None:
         with pytest.raises(TypeError):
             Swapper(astronaut_face, fuzion=0.5)
