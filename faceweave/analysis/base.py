@@ -55,12 +55,17 @@ def register_detector(
     return wrap
 
 
-def create_detector(name: str, **options: object) -> FaceDetector:
-    """Build a detector by registry name (``mediapipe``, ``yunet``...)."""
-    # Import side effect: backends register themselves.
+def detector_names() -> tuple[str, ...]:
+    """The registered detector backends, sorted (importing the backends registers them)."""
     from faceweave.analysis import mediapipe_backend as _mp  # noqa: F401
     from faceweave.analysis import onnx_backend as _onnx  # noqa: F401
 
+    return tuple(sorted(DETECTORS))
+
+
+def create_detector(name: str, **options: object) -> FaceDetector:
+    """Build a detector by registry name (``mediapipe``, ``yunet``...)."""
+    detector_names()  # registers the backends
     try:
         ctor = DETECTORS[name]
     except KeyError:

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from faceweave.analysis.base import detector_names
+from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.apps.argtypes import (
     non_negative_float,
@@ -126,8 +128,8 @@ STATIC_HELP = (
 # Live.
 DEFAULT_LIVE_OUTPUT = "window"
 LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
-DETECTOR_CHOICES = ("mediapipe", "yunet")
-EXECUTION_PROVIDER_CHOICES = ("cpu", "cuda", "tensorrt", "coreml", "directml")
+DETECTOR_CHOICES = detector_names()
+EXECUTION_PROVIDER_CHOICES = tuple(EXECUTION_PROVIDERS)
 DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
@@ -222,34 +224,7 @@ def _add_swap_parser(commands: Any) -> None:
     swap.add_argument(
         "--output", "-o", required=True, type=Path, metavar="OUT", help="image, directory or video"
     )
-    swap.add_argument(
-        "--fusion",
-        type=unit_interval,
-        default=DEFAULT_FUSION,
-        help="0: keep the target, 1: full swap (default %(default)s)",
-    )
-    swap.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
-    swap.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
-    swap.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
-    swap.add_argument(
-        "--face-selector",
-        choices=FACE_SELECTOR_CHOICES,
-        default=None,
-        help=f"which target faces to replace (default {DEFAULT_FACE_SELECTOR}, "
-        "or reference when --reference-face is given)",
-    )
-    swap.add_argument(
-        "--reference-face",
-        type=Path,
-        metavar="IMG",
-        help="replace only the target faces that look like the face in IMG",
-    )
-    swap.add_argument(
-        "--reference-distance",
-        type=non_negative_float,
-        default=DEFAULT_REFERENCE_DISTANCE,
-        help="largest identity distance to the reference face (default %(default)s)",
-    )
+    _add_look_and_selection_options(swap, FACE_SELECTOR_CHOICES)
     swap.add_argument("--face-order", choices=FACE_ORDER_CHOICES, default=DEFAULT_FACE_ORDER)
     swap.add_argument("--max-faces", type=positive_int, default=DEFAULT_MAX_FACES, metavar="N")
     swap.add_argument(
@@ -344,29 +319,7 @@ def _add_live_parser(commands: Any) -> None:
         metavar="OUT",
         help="window, virtualcam, udp://HOST:PORT, rtmp://HOST/APP/KEY or FILE (default window)",
     )
-    live.add_argument("--fusion", type=unit_interval, default=DEFAULT_FUSION)
-    live.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
-    live.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
-    live.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
-    live.add_argument(
-        "--face-selector",
-        choices=LIVE_FACE_SELECTOR_CHOICES,
-        default=None,
-        help=f"which faces to replace (default {DEFAULT_FACE_SELECTOR}, "
-        "or reference when --reference-face is given)",
-    )
-    live.add_argument(
-        "--reference-face",
-        type=Path,
-        metavar="IMG",
-        help="replace only the faces that look like the face in IMG (e.g. you, not a guest)",
-    )
-    live.add_argument(
-        "--reference-distance",
-        type=non_negative_float,
-        default=DEFAULT_REFERENCE_DISTANCE,
-        help="largest identity distance to the reference face (default %(default)s)",
-    )
+    _add_look_and_selection_options(live, LIVE_FACE_SELECTOR_CHOICES)
     live.add_argument("--max-faces", type=positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N")
     live.add_argument(
         "--redetect-every", type=positive_int, default=DEFAULT_REDETECT_EVERY, metavar="N"
@@ -474,6 +427,40 @@ def _add_watermark_option(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not mark the output as synthetic (by default an invisible watermark and "
         "metadata labels say 'synthetic, faceweave'; see 'faceweave verify')",
+    )
+
+
+def _add_look_and_selection_options(
+    parser: argparse.ArgumentParser, selectors: tuple[str, ...]
+) -> None:
+    """What ``swap`` and ``live`` share: how the swap looks and which faces get it."""
+    parser.add_argument(
+        "--fusion",
+        type=unit_interval,
+        default=DEFAULT_FUSION,
+        help="0: keep the target, 1: full swap (default %(default)s)",
+    )
+    parser.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
+    parser.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
+    parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
+    parser.add_argument(
+        "--face-selector",
+        choices=selectors,
+        default=None,
+        help=f"which faces to replace (default {DEFAULT_FACE_SELECTOR}, "
+        "or reference when --reference-face is given)",
+    )
+    parser.add_argument(
+        "--reference-face",
+        type=Path,
+        metavar="IMG",
+        help="replace only the faces that look like the face in IMG (e.g. you, not a guest)",
+    )
+    parser.add_argument(
+        "--reference-distance",
+        type=non_negative_float,
+        default=DEFAULT_REFERENCE_DISTANCE,
+        help="largest identity distance to the reference face (default %(default)s)",
     )
 
 
