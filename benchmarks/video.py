@@ -9,7 +9,8 @@
    swap + watermark + encode, x264 with the CLI's defaults + audio copy); the report gives frames
    per second and the mean milliseconds per frame of each pipeline stage. Stages run
    on their own threads, so the fps is set by the slowest stage, not their sum.
-2. **Flicker** (when ``../shared/data/faces`` holds vid_p02..vid_p06): for each
+2. **Flicker** (when ``../shared/data/faces`` holds vid_p02..vid_p06; the first run of
+   the frame sampling below, with default settings): for each
    clip, the mean absolute frame-to-frame change inside the swapped face's box
    of the output, divided by the same measure on the input. 1.0 means the swap
    adds no temporal noise; above 1 it shimmers.
@@ -148,24 +149,38 @@ def throughput(
 
 
 def _decode(path: Path) -> list[NDArray[np.uint8]]:
+    return _decode_timed(path)[0]
+
+
+def _decode_timed(path: Path) -> tuple[list[NDArray[np.uint8]], list[float]]:
+    """Every frame (BGR) and its time in seconds."""
     with av.open(str(path)) as container:
-        return [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+        frames = list(container.decode(video=0))
+    return [f.to_ndarray(format="bgr24") for f in frames], [float(f.time or 0.0) for f in frames]
 
 
-def _face_change(
-    frames: list[NDArray[np.uint8]], boxes: dict[int, Any], indices: range
-) -> list[float]:
-    """Mean absolute frame-to-frame change inside the face box, per frame pair."""
-    changes = []
-    for i in indices:
-        if i not in boxes or i - 1 not in boxes or i >= len(frames):
-            continue
-        x0, y0, x1, y1 = (int(round(v)) for v in boxes[i])
-        region = (slice(max(0, y0), y1), slice(max(0, x0), x1))
-        changes.append(
-            float(np.abs(frames[i][region].astype(np.float32) - frames[i - 1][region]).mean())
-        )
-    return changes
+def _region(box: tuple[float, ...]) -> tuple[slice, slice]:
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    return slice(max(0, y0), y1), slice(max(0, x0), x1)
+
+
+def _mean_diff(a: NDArray[np.uint8], b: NDArray[np.uint8], box: tuple[float, ...]) -> float:
+    region = _region(box)
+    return float(np.abs(a[region].astype(np.float32) - b[region]).mean())
+
+
+def _flicker(
+    before: list[NDArray[np.uint8]], after: list[NDArray[np.uint8]], boxes: dict[int, Any]
+) -> tuple[float, float | None, float | None]:
+    """(output / input ratio, input change, output change): the mean absolute
+    frame-to-frame change inside the face box, on frames whose face and previous
+    face were both found."""
+    pairs = [i for i in range(1, min(len(before), len(after))) if i in boxes and i - 1 in boxes]
+    if not pairs:
+        return float("nan"), None, None
+    change_in = float(np.mean([_mean_diff(before[i], before[i - 1], boxes[i]) for i in pairs]))
+    change_out = float(np.mean([_mean_diff(after[i], after[i - 1], boxes[i]) for i in pairs]))
+    return change_out / max(change_in, 1e-6), change_in, change_out
 
 
 def _swap_clip(
@@ -185,39 +200,8 @@ def _swap_clip(
     return stats, boxes, frames
 
 
-def flicker(folder: Path, analyser: fw.FaceAnalyser, source: fw.Face, work: Path) -> dict[str, Any]:
-    results: dict[str, Any] = {}
-    for name in FLICKER_CLIPS:
-        clip = folder / name
-        if not clip.exists():
-            continue
-        stats, boxes, after = _swap_clip(clip, work / f"flicker_{clip.stem}.mp4", analyser, source)
-        before = _decode(clip)
-        pairs = range(1, min(len(before), len(after)))
-        change_in = _face_change(before, boxes, pairs)
-        change_out = _face_change(after, boxes, pairs)
-        ratio = (
-            float(np.mean(change_out) / max(np.mean(change_in), 1e-6))
-            if change_in
-            else float("nan")
-        )
-        results[clip.stem] = {
-            "flicker_ratio": round(ratio, 3),
-            "input_change": round(float(np.mean(change_in)), 3) if change_in else None,
-            "output_change": round(float(np.mean(change_out)), 3) if change_out else None,
-            "frames": stats.frames_written,
-            "frames_swapped": stats.frames_swapped,
-            "fps": round(stats.fps, 1),
-        }
-        print(
-            f"  {clip.stem}: flicker x{ratio:.3f} "
-            f"({stats.frames_swapped}/{stats.frames_written} swapped)",
-            flush=True,
-        )
-    return results
-
-
-# (label, swap_video arguments) of the dynamic frame sampling runs, full analysis first.
+# (label, swap_video arguments) of the dynamic frame sampling runs, full analysis first:
+# that first run, with default settings, is also the flicker measurement.
 SAMPLING = (
     ("every frame", {}),
     ("--frame-skip 2", {"frame_skip": 2}),
@@ -226,25 +210,24 @@ SAMPLING = (
 )
 
 
-def frame_sampling(
+def flicker_and_sampling(
     folder: Path, analyser: fw.FaceAnalyser, source: fw.Face, work: Path
-) -> dict[str, Any]:
-    """Compute saved and quality lost by --frame-skip and static-frame reuse.
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Flicker with default settings, and what --frame-skip and static reuse save and cost.
 
-    Compute: milliseconds per frame of the tracking analysis run alone (one thread),
-    the frames the analyser actually fitted, and the whole job's frames per second.
-    Quality: each output's mean absolute difference to the every-frame output inside
+    Flicker: the every-frame run's output / input change in the face box. Sampling,
+    compute: milliseconds per frame of the tracking analysis run alone (one thread),
+    the frames the analyser actually fitted, and the whole job's frames per second;
+    quality: each output's mean absolute difference to the every-frame output inside
     the face box (grey levels; the carried geometry's error), and its flicker ratio.
     """
-    results: dict[str, Any] = {}
+    flicker: dict[str, Any] = {}
+    sampling: dict[str, Any] = {}
     for name in FLICKER_CLIPS:
         clip = folder / name
         if not clip.exists():
             continue
-        before = _decode(clip)
-        with av.open(str(clip)) as container:
-            stream = container.streams.video[0]
-            times = [float(f.time or 0.0) for f in container.decode(stream)]
+        before, times = _decode_timed(clip)
         reference: list[NDArray[np.uint8]] = []
         rows: dict[str, Any] = {}
         for label, job in SAMPLING:
@@ -252,29 +235,33 @@ def frame_sampling(
             # other pipeline stages competing for the two cores.
             tracker = FaceTracker(analyser, **job)
             began = time.perf_counter()
-            for image, t in zip(before, times, strict=False):
+            for image, t in zip(before, times, strict=True):
                 tracker.update(image, t)
             tracker_ms = (time.perf_counter() - began) * 1e3 / max(len(before), 1)
             stats, boxes, after = _swap_clip(
                 clip, work / f"sampling_{clip.stem}.mp4", analyser, source, **job
             )
+            ratio, change_in, change_out = _flicker(before, after, boxes)
             if not reference:
                 reference = after
-            pairs = range(1, min(len(before), len(after)))
-            change_in = _face_change(before, boxes, pairs)
-            change_out = _face_change(after, boxes, pairs)
-            diffs = []
-            for i, box in boxes.items():
-                if i < min(len(after), len(reference)):
-                    x0, y0, x1, y1 = (int(round(v)) for v in box)
-                    region = (slice(max(0, y0), y1), slice(max(0, x0), x1))
-                    diffs.append(
-                        float(
-                            np.abs(
-                                after[i][region].astype(np.float32) - reference[i][region]
-                            ).mean()
-                        )
-                    )
+                flicker[clip.stem] = {
+                    "flicker_ratio": round(ratio, 3),
+                    "input_change": round(change_in, 3) if change_in is not None else None,
+                    "output_change": round(change_out, 3) if change_out is not None else None,
+                    "frames": stats.frames_written,
+                    "frames_swapped": stats.frames_swapped,
+                    "fps": round(stats.fps, 1),
+                }
+                print(
+                    f"  {clip.stem}: flicker x{ratio:.3f} "
+                    f"({stats.frames_swapped}/{stats.frames_written} swapped)",
+                    flush=True,
+                )
+            diffs = [
+                _mean_diff(after[i], reference[i], box)
+                for i, box in boxes.items()
+                if i < min(len(after), len(reference))
+            ]
             counters = stats.tracker
             analysed = counters.frames - counters.skipped - counters.reused
             rows[label] = {
@@ -282,15 +269,11 @@ def frame_sampling(
                 "fps": round(stats.fps, 1),
                 "analysed_frames": f"{analysed}/{counters.frames}",
                 "diff_vs_every_frame": round(float(np.mean(diffs)), 2) if diffs else None,
-                "flicker_ratio": round(
-                    float(np.mean(change_out) / max(np.mean(change_in), 1e-6)), 3
-                )
-                if change_in
-                else None,
+                "flicker_ratio": round(ratio, 3) if change_in is not None else None,
             }
             print(f"  {clip.stem} {label}: {rows[label]}", flush=True)
-        results[clip.stem] = rows
-    return results
+        sampling[clip.stem] = rows
+    return flicker, sampling
 
 
 def reference_selection(
@@ -402,10 +385,14 @@ def main(argv: list[str] | None = None) -> int:
     report["throughput"] = throughput(args, analyser, source, images["astronaut"])
     shared = not args.no_shared and args.faces.is_dir()
     if shared:
-        print("flicker (output / input frame-to-frame change in the face box):", flush=True)
-        report["flicker"] = flicker(args.faces, analyser, source, out_dir)
-        print("dynamic frame sampling (compute saved, quality cost):", flush=True)
-        report["frame_sampling"] = frame_sampling(args.faces, analyser, source, out_dir)
+        print(
+            "flicker (output / input frame-to-frame change in the face box) and dynamic "
+            "frame sampling (compute saved, quality cost):",
+            flush=True,
+        )
+        report["flicker"], report["frame_sampling"] = flicker_and_sampling(
+            args.faces, analyser, source, out_dir
+        )
         print("reference selection on the Hamilton clip:", flush=True)
         report["reference_selection"] = reference_selection(
             args.faces, analyser, source, out_dir, args.gt_every
