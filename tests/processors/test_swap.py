@@ -17,6 +17,7 @@ from faceweave.processors.swap import (
     SourceModel,
     SwapOptions,
     Swapper,
+    fusion_mix,
     prepare_source,
 )
 from faceweave.types import Face
@@ -236,6 +237,29 @@ class TestSwapper:
             f"0 -> 0.5 -> 1, got {[round(d, 3) for d in distances]}: the swapped face is not "
             "recognised as closer to the source than the unswapped target"
         )
+
+
+def test_fusion_mix_is_an_eased_monotonic_map_of_the_unit_interval() -> None:
+    grid = np.linspace(0.0, 1.0, 1001)
+    mix = np.array([fusion_mix(f) for f in grid])
+    assert (fusion_mix(0.0), fusion_mix(0.5), fusion_mix(1.0)) == (0.0, 0.5, 1.0)
+    assert np.all(np.diff(mix) > 0)  # strictly rising: a higher fusion is never less swapped
+    np.testing.assert_allclose(mix + mix[::-1], 1.0, atol=1e-12)  # symmetric about 1/2
+    # Eased: the quarter steps move further than linear, by a bounded amount, and the
+    # slope is finite at the ends (no jump from a tiny fusion).
+    assert 0.3 < fusion_mix(0.25) < 0.36 and 0.64 < fusion_mix(0.75) < 0.7
+    assert fusion_mix(1e-3) < 3e-3
+    assert (fusion_mix(-1.0), fusion_mix(2.0)) == (0.0, 1.0)
+
+
+def test_fusion_geometry_follows_the_eased_mix(swapper: Swapper, grace_hopper_face: Face) -> None:
+    """At fusion f the output mesh sits fusion_mix(f) of the way to the full-fusion mesh."""
+    target = np.asarray(grace_hopper_face.landmarks_478, np.float64)
+    full = swapper.output_geometry(grace_hopper_face).astype(np.float64) - target
+    for f in (0.25, 0.5, 0.75):
+        part = swapper.with_options(fusion=f).output_geometry(grace_hopper_face) - target
+        moved = float(np.vdot(part, full) / np.vdot(full, full))
+        assert moved == pytest.approx(fusion_mix(f), abs=1e-3)
 
 
 class TestSourceModel:
