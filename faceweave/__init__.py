@@ -29,6 +29,7 @@ from faceweave.processors.swap import (
     SwapOptions,
     Swapper,
     prepare_source,
+    source_advice,
 )
 from faceweave.runtime import tune_allocator
 from faceweave.types import Face, Frame, Pose
@@ -60,5 +61,6 @@ __all__ = [
     "order_faces",
     "prepare_source",
     "select_faces",
+    "source_advice",
     "tune_allocator",
 ]

@@ -19,8 +19,10 @@ with the most severe code seen: 1 ranks above 3.
 
 A video (``--target`` with a video extension) is written with its audio, and the
 decoder's warnings (a truncated file, damaged data) are one ``faceweave: warning:``
-line each; what decodes is processed. A live session ends cleanly on Ctrl-C, ``q``
-in its window or after ``--duration``, and exits 0.
+line each; what decodes is processed. A source photo that will show in every swap
+(a turned or tilted head, a small face) gets a ``faceweave: warning:`` line too. A
+live session ends cleanly on Ctrl-C, ``q`` in its window or after ``--duration``, and
+exits 0.
 
 Example:
     $ faceweave swap --source me.jpg --target photo.jpg --output out.png
@@ -644,9 +646,11 @@ def _run_swap(args: argparse.Namespace) -> int:
     source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     options = SwapOptions.from_settings(args)
+    with _library_warnings():  # advice on a poor source photo, before any output
+        swappers = [fw.Swapper(face, **options.__dict__) for face in source_faces]
     job = _SwapJob(
         analyser=analyser,
-        swappers=[fw.Swapper(face, **options.__dict__) for face in source_faces],
+        swappers=swappers,
         selector=wanted.selector,
         reference_face=reference_faces[0] if wanted.selector == "reference" else None,
         reference_distance=args.reference_distance,
@@ -712,7 +716,7 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
 
     with (
         tqdm(total=None, desc=PROG, unit="frame", file=sys.stderr, disable=args.quiet) as progress,
-        _decoder_warnings(progress.write),
+        _library_warnings(progress.write),
     ):
 
         def advance(done: int, expected: int) -> None:
@@ -800,7 +804,7 @@ class _LineHandler(logging.Handler):
 
 
 @contextlib.contextmanager
-def _decoder_warnings(write: Callable[..., None] | None = None) -> Iterator[None]:
+def _library_warnings(write: Callable[..., None] | None = None) -> Iterator[None]:
     logger = logging.getLogger("faceweave")
     handler = _LineHandler(write)
     propagate = logger.propagate
@@ -845,7 +849,7 @@ def _run_live(args: argparse.Namespace) -> int:
             fps=args.fps,
         )
     )
-    with _decoder_warnings(), contextlib.ExitStack() as cleanup:
+    with _library_warnings(), contextlib.ExitStack() as cleanup:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
         analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)
         source_faces = _load_faces(analyser, list(args.source), "source", args.max_pixels)

@@ -30,6 +30,7 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass, field, fields, replace
 
 import cv2
@@ -51,6 +52,8 @@ from faceweave.core.raster import rasterize
 from faceweave.core.shape import IdentityShape
 from faceweave.errors import InputError, NoFaceError, UsageError
 from faceweave.types import Face, Frame
+
+logger = logging.getLogger("faceweave")
 
 COLOR_MODES = ("none", "rct", "lct", "sh")
 # Easing of the fusion slider (see fusion_mix); 0 is linear, at most 2 (still monotonic).
@@ -266,6 +269,39 @@ def _clamped_shading(
     return np.asarray(np.clip(shading, 0.35 * ref, 1.6 * ref))
 
 
+# Beyond these a source still swaps, with a visible cost (see source_advice).
+ADVICE_MAX_TURN_DEG = 30.0
+ADVICE_MIN_FACE_PX = 64.0
+
+
+def source_advice(face: Face) -> list[str]:
+    """What about a source face will show in every swap made from it, one line each.
+
+    The texture comes from this one photo: a turned head has one side seen obliquely
+    or not at all (it is filled from the visible side, mirrored), and a small face has
+    no detail to give. Empty for a frontal face of a good size.
+    """
+    advice: list[str] = []
+    yaw, pitch = face.pose.yaw, face.pose.pitch
+    if abs(yaw) > ADVICE_MAX_TURN_DEG:
+        advice.append(
+            f"source face is turned {abs(yaw):.0f} degrees to the side: its far side is "
+            "filled from its near side; a frontal photo swaps better"
+        )
+    if abs(pitch) > ADVICE_MAX_TURN_DEG:
+        way = "down" if pitch > 0 else "up"
+        advice.append(
+            f"source face is tilted {abs(pitch):.0f} degrees {way}: parts of it are seen "
+            "obliquely; a frontal photo swaps better"
+        )
+    if face.size < ADVICE_MIN_FACE_PX:
+        advice.append(
+            f"source face is only {face.size:.0f} px wide: swapped faces will look soft; "
+            f"a photo with the face at least {2 * ADVICE_MIN_FACE_PX:.0f} px wide swaps better"
+        )
+    return advice
+
+
 def prepare_source(
     source_face: Face,
     *,
@@ -283,7 +319,12 @@ def prepare_source(
 
     Returns:
         The :class:`SourceModel`.
+
+    Each line of :func:`source_advice` is logged as a warning on the ``faceweave``
+    logger (the command line prints them).
     """
+    for line in source_advice(source_face):
+        logger.warning("%s", line)
     model = model or load_face_model()
     image = frame if frame is not None else source_face.frame
     if image is None:
@@ -742,4 +783,5 @@ __all__ = [
     "fusion_mix",
     "SourceModel",
     "prepare_source",
+    "source_advice",
 ]

@@ -374,6 +374,22 @@ def test_swap_image_to_image(images: Images, target_faces: list[dict], tmp_path:
 
 
 @pytest.mark.slow
+def test_swap_warns_about_a_small_source_face(images: Images, tmp_path: Path) -> None:
+    """A source whose face is under 64 px still swaps, with one warning line saying why
+    the result will be soft."""
+    small = tmp_path / "small.png"
+    Image.open(images.source_png).resize((256, 256), Image.Resampling.LANCZOS).save(small)
+    output = tmp_path / "out.png"
+    result = _run("swap", "-s", small, "-t", images.target_png, "-o", output, cwd=tmp_path)
+    assert result.returncode == EXIT_OK, result.stderr
+    assert len(result.message_lines) == 1, result.stderr
+    line = result.message_lines[0]
+    assert line.startswith("faceweave: warning: source face is only "), line
+    assert "px wide" in line
+    assert read_image(output).shape == read_image(images.target_png).shape
+
+
+@pytest.mark.slow
 def test_swap_to_jpeg_output_keeps_extension_format(images: Images, tmp_path: Path) -> None:
     output = tmp_path / "out.jpg"
     result = _run(

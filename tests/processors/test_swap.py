@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
 
 import cv2
@@ -19,6 +21,7 @@ from faceweave.processors.swap import (
     Swapper,
     fusion_mix,
     prepare_source,
+    source_advice,
 )
 from faceweave.types import Face
 
@@ -260,6 +263,26 @@ def test_fusion_geometry_follows_the_eased_mix(swapper: Swapper, grace_hopper_fa
         part = swapper.with_options(fusion=f).output_geometry(grace_hopper_face) - target
         moved = float(np.vdot(part, full) / np.vdot(full, full))
         assert moved == pytest.approx(fusion_mix(f), abs=1e-3)
+
+
+def test_source_advice(astronaut_face: Face, caplog: pytest.LogCaptureFixture) -> None:
+    """A frontal face of a fair size gets no advice; a turned, tilted or small one gets
+    one line per problem, also logged when the source is prepared."""
+    assert source_advice(astronaut_face) == []
+    pose = astronaut_face.pose
+    turned = dataclasses.replace(
+        astronaut_face, pose=dataclasses.replace(pose, yaw=-50.0, pitch=-40.0)
+    )
+    lines = source_advice(turned)
+    assert len(lines) == 2
+    assert "turned 50 degrees" in lines[0] and "tilted 40 degrees up" in lines[1]
+    x0, y0, _, _ = astronaut_face.bbox
+    small = dataclasses.replace(astronaut_face, bbox=(x0, y0, x0 + 40.0, y0 + 48.0))
+    (line,) = source_advice(small)
+    assert "only 44 px wide" in line
+    with caplog.at_level(logging.WARNING, logger="faceweave"):
+        prepare_source(turned, uv_size=64)
+    assert [r.getMessage() for r in caplog.records] == lines
 
 
 class TestSourceModel:
