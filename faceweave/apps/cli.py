@@ -113,6 +113,7 @@ DEFAULT_FACE_ORDER = "large-small"
 DEFAULT_MAX_FACES = 8
 DEFAULT_MASK_MOUTH = _SWAP_DEFAULTS.mask_mouth
 DEFAULT_MASK_EYES = _SWAP_DEFAULTS.mask_eyes
+DEFAULT_MASK_GLASSES = _SWAP_DEFAULTS.mask_glasses
 DEFAULT_DETAIL = _SWAP_DEFAULTS.detail
 DETAIL_HELP = (
     "tone a crisper source's fine detail down to the target's: 0 keeps the source's, "
@@ -240,6 +241,12 @@ def _add_swap_parser(commands: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=DEFAULT_MASK_EYES,
         help="keep the target's eyes",
+    )
+    swap.add_argument(
+        "--mask-glasses",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_MASK_GLASSES,
+        help="keep the target's glasses frames in front of the swapped face",
     )
     swap.add_argument(
         "--skip-no-face",

@@ -75,6 +75,8 @@ class SwapOptions:
         blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``.
         mask_mouth: keep the target's mouth interior (teeth, tongue).
         mask_eyes: keep the target's eyes (eyeballs, gaze) inside the lids.
+        mask_glasses: keep the target's spectacle frames in front of the swapped face
+            (found when a frame's bridge crosses the nose; faces at least 80 px).
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
         detail: how far the source's fine detail (pores, wrinkles, grain) is toned down
             to the target's level when the source is sharper: 0 keeps the source's
@@ -92,6 +94,7 @@ class SwapOptions:
     blend: str = "multiband"
     mask_mouth: bool = True
     mask_eyes: bool = False
+    mask_glasses: bool = True
     feather: float = 0.03
     detail: float = 1.0
     uv_size: int = 384
@@ -165,12 +168,16 @@ class UVMasks:
         skin: (S, S) bool texels used for colour statistics.
         edge: (S, S) float32, 1 at the face oval fading to 0 inwards: where the
             target's own hair, hands or background may overlap the fitted mesh.
+        glasses: (S, S) float32 where spectacle frames sit: a ring around each eye
+            (brows included), the nose bridge between them and the temples out to
+            the face's edge.
     """
 
     face: NDArray[np.float32]
     source_weight: NDArray[np.float32]
     skin: NDArray[np.bool_]
     edge: NDArray[np.float32]
+    glasses: NDArray[np.float32]
 
 
 def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
@@ -193,8 +200,36 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
     skin = _uv_skin(model, size) & (face > 0.5)
     return UVMasks(
-        face=face, source_weight=weight.astype(np.float32), skin=skin, edge=band.astype(np.float32)
+        face=face,
+        source_weight=weight.astype(np.float32),
+        skin=skin,
+        edge=band.astype(np.float32),
+        glasses=_uv_glasses_band(model, hole, covered),
     )
+
+
+def _uv_glasses_band(
+    model: FaceModel, hole: NDArray[np.integer], covered: NDArray[np.bool_]
+) -> NDArray[np.float32]:
+    """(S, S) UV mask of where spectacle frames sit (see UVMasks.glasses)."""
+    size = hole.shape[0]
+    frames = np.zeros(hole.shape, bool)
+    eyes = []
+    for which in (HOLE_EYE_LEFT, HOLE_EYE_RIGHT):
+        eye = (hole == which).astype(np.uint8)
+        ys, xs = np.nonzero(eye)
+        width = float(xs.max() - xs.min())
+        eyes.append((xs.min(), xs.max(), ys.min(), ys.max(), width))
+        # Distance from the eye opening: a frame's rim runs 0.1-0.75 eye widths out
+        # (past the lashes, up to the brow and down to the top of the cheek).
+        dist = cv2.distanceTransform(1 - eye, cv2.DIST_L2, 5)
+        frames |= (dist > 0.10 * width) & (dist < 0.75 * width)
+    (l0, l1, ly0, ly1, lw), (r0, r1, ry0, ry1, rw) = sorted(eyes)
+    width, centre, top = (lw + rw) / 2, (ly0 + ly1 + ry0 + ry1) / 4, min(ly0, ry0)
+    yy, xx = np.mgrid[0:size, 0:size]
+    bridge = (xx > l1) & (xx < r0) & (yy > top - 0.35 * width) & (yy < centre)
+    temples = ((xx < l0) | (xx > r1)) & (np.abs(yy - centre) < 0.3 * width)
+    return ((frames | bridge | temples) & covered).astype(np.float32)
 
 
 @dataclass(frozen=True, eq=False)
@@ -478,7 +513,7 @@ class Swapper:
     Args:
         source_face: the source face, as returned by :class:`~faceweave.FaceAnalyser`
             (it carries its image).
-        fusion, shape, color, blend, mask_mouth, mask_eyes, feather, uv_size,
+        fusion, shape, color, blend, mask_mouth, mask_eyes, mask_glasses, feather, uv_size,
         work_size: see :class:`SwapOptions`.
 
     Example:
@@ -505,6 +540,7 @@ class Swapper:
         # and 1/255 steps are finer than anything these masks or the photo resolve.
         aux = np.dstack([self.masks.face, source_weight, self.masks.skin, self.masks.edge])
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
+        self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self.identity = _identity_shape(self.model)
         # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
@@ -625,6 +661,11 @@ class Swapper:
         )
         target_f = target_proc.astype(np.float32)
         keep_target = 1.0 - _target_occluders(target_proc, skin, edge, (rw, rh))
+        if opts.mask_glasses and target_face.size >= GLASSES_MIN_FACE_PX:
+            landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
+            frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
+            if frames is not None:
+                keep_target *= 1.0 - frames * coverage
         mask *= keep_target
         weight = weight * keep_target  # also in the texture: no glow across the blend
         if opts.shape * opts.fusion > 0:
@@ -695,6 +736,98 @@ def fusion_mix(fusion: float) -> float:
     """
     f = min(max(float(fusion), 0.0), 1.0)
     return f + FUSION_EASE * f * (1.0 - f) * (1.0 - 2.0 * f)
+
+
+# Glasses detection (see _glasses_frames).
+GLASSES_MIN_FACE_PX = 80.0  # smaller faces: too few pixels to tell a frame from a brow
+# Grey levels of a thin dark (or bright) line over its surround: to count as a frame
+# crossing the bridge (strict: skin texture, wrinkles and the nose's sides stay under
+# it), and to be kept as part of a frame once the face wears glasses.
+GLASSES_BRIDGE_CONTRAST = 35.0
+GLASSES_LINE_CONTRAST = 18.0
+GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by a line: none .. glasses
+
+
+def _glasses_frames(
+    target: Frame,
+    landmarks: NDArray[np.float32],
+    uv_glasses: NDArray[np.uint8],
+    uv_map: NDArray[np.int16],
+    uv_frac: NDArray[np.uint16],
+) -> NDArray[np.float32] | None:
+    """Where the target's spectacle frames are (they stay in front of the swapped face),
+    or None when it wears none.
+
+    A frame is a thin line, darker (or, for metal, brighter) than the skin around it:
+    a morphological black-hat (top-hat) about a quarter of an eye wide finds it. Between
+    the inner eye corners, from a little below them up to half an eye above, a face
+    without glasses is plain skin; with glasses the frame's bridge crosses it from side
+    to side. The share of that region's columns with a line pixel decides, with a ramp
+    between the two GLASSES_BRIDGE_CROSSED values (no on/off flicker in a video); frown
+    lines run down it and cover a few columns. Only then is the band around the eyes
+    (brows included, see UVMasks.glasses) looked up, and its line pixels are the frames.
+
+    Args:
+        target: the target crop (BGR).
+        landmarks: (478, 2) the target's mesh in crop pixels.
+        uv_glasses: UVMasks.glasses as bytes; uv_map, uv_frac: the crop's UV maps.
+    """
+    found = _glasses_bridge(target, landmarks)
+    if found is None:
+        return None
+    strength, kernel = found
+    band = cv2.remap(uv_glasses, uv_map, uv_frac, cv2.INTER_LINEAR) > 127
+    frames = (_line_contrast(target, kernel) > GLASSES_LINE_CONTRAST) & band
+    grown = cv2.dilate(frames.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(np.float32)
+    return np.asarray(cv2.GaussianBlur(grown, (3, 3), 0) * strength, np.float32)
+
+
+def _glasses_bridge(
+    image: Frame, landmarks: NDArray[np.float32]
+) -> tuple[float, NDArray[np.uint8]] | None:
+    """How sure (0..1] that the face wears glasses, and the line kernel for its frames;
+    None when it does not (see _glasses_frames)."""
+    left, right = landmarks[133].astype(np.float64), landmarks[362].astype(np.float64)
+    if left[0] > right[0]:
+        left, right = right, left
+    across = right - left
+    eye_width = float(np.linalg.norm(landmarks[33] - landmarks[133]))
+    if float(np.linalg.norm(across)) < 4.0 or eye_width < 4.0:
+        return None
+    up = np.array([across[1], -across[0]]) / np.linalg.norm(across)
+    if np.dot(up, landmarks[168] - (left + right) / 2) < 0:  # towards the brows
+        up = -up
+    a, b = left + 0.12 * across, right - 0.12 * across
+    low, high = -0.2 * eye_width * up, 0.5 * eye_width * up
+    quad = np.array([a + low, b + low, b + high, a + high])
+    k = int(max(3, round(0.25 * eye_width))) | 1
+    h, w = image.shape[:2]
+    x0, y0 = np.floor(quad.min(0)).astype(int) - k
+    x1, y1 = np.ceil(quad.max(0)).astype(int) + k + 1
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if x1 - x0 < 2 * k or y1 - y0 < 2 * k:
+        return None
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    bridge = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    cv2.fillPoly(bridge, [np.round(quad - [x0, y0]).astype(np.int32)], 1)
+    on_bridge = bridge > 0
+    columns = on_bridge.sum(0) >= 3
+    if int(columns.sum()) < 3:
+        return None
+    crossing = _line_contrast(image[y0:y1, x0:x1], kernel) > GLASSES_BRIDGE_CONTRAST
+    crossed = float((crossing & on_bridge).any(0)[columns].mean())
+    start, full = GLASSES_BRIDGE_CROSSED
+    strength = float(np.clip((crossed - start) / (full - start), 0.0, 1.0))
+    return (strength, kernel) if strength > 0.0 else None
+
+
+def _line_contrast(image: Frame, kernel: NDArray[np.uint8]) -> NDArray[np.float32]:
+    """How far each pixel is on a thin dark line (black-hat) or, weighted 0.7, a thin
+    bright one (top-hat, metal frames) narrower than ``kernel``."""
+    grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    dark = cv2.morphologyEx(grey, cv2.MORPH_BLACKHAT, kernel)
+    bright = cv2.morphologyEx(grey, cv2.MORPH_TOPHAT, kernel)
+    return np.maximum(dark.astype(np.float32), 0.7 * bright)
 
 
 def _target_occluders(

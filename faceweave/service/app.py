@@ -298,6 +298,7 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "reference_distance": {"type": "number", "minimum": 0, "maximum": 10, "default": 0.6},
     "mask_mouth": {"type": "boolean", "default": True},
     "mask_eyes": {"type": "boolean", "default": False},
+    "mask_glasses": {"type": "boolean", "default": True},
     "skip_no_face": {"type": "boolean", "default": False},
     "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS), "default": "auto"},
     "quality": {"type": "integer", "minimum": 1, "maximum": 100, "default": 95},

@@ -59,6 +59,7 @@ class JobOptions:
         detail: 0 keeps a crisper source's fine detail, 1 tones it down to the target's.
         mask_mouth: keep the target's open mouth.
         mask_eyes: keep the target's eyes.
+        mask_glasses: keep the target's glasses frames in front of the swapped face.
         skip_no_face: a target without a (matching) face is returned unchanged
             instead of failing the job.
         output_format: ``auto`` (JPEG for JPEG targets, PNG otherwise; the
@@ -76,6 +77,7 @@ class JobOptions:
     reference_distance: float = 0.6
     mask_mouth: bool = True
     mask_eyes: bool = False
+    mask_glasses: bool = True
     skip_no_face: bool = False
     output_format: str = "auto"
     quality: int = 95

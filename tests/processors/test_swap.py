@@ -265,6 +265,66 @@ def test_fusion_geometry_follows_the_eased_mix(swapper: Swapper, grace_hopper_fa
         assert moved == pytest.approx(fusion_mix(f), abs=1e-3)
 
 
+def _line_pixels(frame: np.ndarray, face: Face) -> np.ndarray:
+    """Thin dark or bright lines (black-hat/top-hat over 25 grey levels) in a box around
+    the eyes, from brow to cheekbone: where a pair of glasses' frames shows."""
+    pts = face.landmarks_478[:, :2]
+    eyes = pts[[33, 133, 362, 263, 159, 145, 386, 374]]
+    width = float(np.linalg.norm(pts[33] - pts[133]))
+    (x0, y0), (x1, y1) = eyes.min(0) - 0.6 * width, eyes.max(0) + 0.6 * width
+    grey = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (9, 9))
+    contrast = np.maximum(
+        cv2.morphologyEx(grey, cv2.MORPH_BLACKHAT, kernel),
+        cv2.morphologyEx(grey, cv2.MORPH_TOPHAT, kernel),
+    )
+    box = np.zeros(grey.shape, bool)
+    box[int(y0) : int(y1), int(x0) : int(x1)] = True
+    return box & (contrast > 25)
+
+
+def _kept(out: np.ndarray, target: np.ndarray, where: np.ndarray) -> float:
+    """Share of ``where`` pixels the output left as the target's (within 8 grey levels)."""
+    diff = np.abs(out.astype(np.int16) - target.astype(np.int16)).max(2)
+    return float((diff[where] <= 8).mean())
+
+
+class TestGlasses:
+    def test_target_glasses_stay_in_front(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        """Grace Hopper wears glasses: with mask_glasses (the default) their frames stay
+        the target's pixels; without, the swap paints over most of them."""
+        lines = _line_pixels(grace_hopper, grace_hopper_face)
+        assert lines.sum() > 500
+        kept_on = _kept(swapper.swap(grace_hopper, grace_hopper_face), grace_hopper, lines)
+        off = swapper.with_options(mask_glasses=False)
+        kept_off = _kept(off.swap(grace_hopper, grace_hopper_face), grace_hopper, lines)
+        assert kept_on > 0.45 and kept_off < 0.15, (kept_on, kept_off)
+
+    def test_drawn_glasses_are_found(self, astronaut: np.ndarray, astronaut_face: Face) -> None:
+        """Frames drawn onto a face without glasses are kept; without them nothing is."""
+        source = Swapper(astronaut_face).source
+        target_face = astronaut_face
+        pts = target_face.landmarks_478[:, :2]
+        drawn = astronaut.copy()
+        width = float(np.linalg.norm(pts[33] - pts[133]))
+        centres = [pts[[33, 133]].mean(0), pts[[362, 263]].mean(0)]
+        for centre in centres:
+            axes = (int(0.75 * width), int(0.5 * width))
+            cv2.ellipse(drawn, tuple(int(v) for v in centre), axes, 0, 0, 360, (20, 20, 20), 2)
+        inner = sorted(centres, key=lambda c: c[0])
+        left = (int(inner[0][0] + 0.75 * width), int(inner[0][1]))
+        right = (int(inner[1][0] - 0.75 * width), int(inner[1][1]))
+        cv2.line(drawn, left, right, (20, 20, 20), 2)
+        frame_pixels = np.abs(drawn.astype(np.int16) - astronaut).max(2) > 60
+        glasses = Swapper(source)
+        assert _kept(glasses.swap(drawn, target_face), drawn, frame_pixels) > 0.6
+        plain = glasses.swap(astronaut, target_face)
+        without = glasses.with_options(mask_glasses=False).swap(astronaut, target_face)
+        np.testing.assert_array_equal(plain, without)  # no glasses found, nothing kept
+
+
 def test_source_advice(astronaut_face: Face, caplog: pytest.LogCaptureFixture) -> None:
     """A frontal face of a fair size gets no advice; a turned, tilted or small one gets
     one line per problem, also logged when the source is prepared."""

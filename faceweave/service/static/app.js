@@ -50,7 +50,7 @@ function formData() {
   for (const name of ["fusion", "color", "blend", "face_selector"]) {
     data.append(name, form.elements[name].value);
   }
-  for (const name of ["mask_mouth", "mask_eyes"]) {
+  for (const name of ["mask_mouth", "mask_eyes", "mask_glasses"]) {
     data.append(name, form.elements[name].checked ? "true" : "false");
   }
   return data;
