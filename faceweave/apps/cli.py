@@ -20,7 +20,7 @@ with the most severe code seen: 1 ranks above 3.
 A video (``--target`` with a video extension) is written with its audio, and the
 decoder's warnings (a truncated file, damaged data) are one ``faceweave: warning:``
 line each; what decodes is processed. A source photo that will show in every swap
-(a turned or tilted head, a small face) gets a ``faceweave: warning:`` line too. A
+(a turned or tilted head, a small face, glasses) gets a ``faceweave: warning:`` line. A
 live session ends cleanly on Ctrl-C, ``q`` in its window or after ``--duration``, and
 exits 0.
 

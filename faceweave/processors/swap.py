@@ -313,8 +313,9 @@ def source_advice(face: Face) -> list[str]:
     """What about a source face will show in every swap made from it, one line each.
 
     The texture comes from this one photo: a turned head has one side seen obliquely
-    or not at all (it is filled from the visible side, mirrored), and a small face has
-    no detail to give. Empty for a frontal face of a good size.
+    or not at all (it is filled from the visible side, mirrored), a small face has
+    no detail to give, and glasses are part of the face's texture. Empty for a frontal
+    face of a good size without glasses.
     """
     advice: list[str] = []
     yaw, pitch = face.pose.yaw, face.pose.pitch
@@ -334,7 +335,35 @@ def source_advice(face: Face) -> list[str]:
             f"source face is only {face.size:.0f} px wide: swapped faces will look soft; "
             f"a photo with the face at least {2 * ADVICE_MIN_FACE_PX:.0f} px wide swaps better"
         )
+    if _wears_glasses(face):
+        advice.append(
+            "source face wears glasses: they become part of every swapped face; "
+            "a photo without them swaps better"
+        )
     return advice
+
+
+def _wears_glasses(face: Face) -> bool:
+    """Whether the face (in its own photo) wears glasses, by the test the swap uses on
+    targets (_glasses_bridge), at the scale targets are processed at."""
+    if face.frame is None or face.size < GLASSES_MIN_FACE_PX:
+        return False
+    points = np.asarray(face.landmarks_478[:, :2], np.float32)
+    eye_width = float(np.linalg.norm(points[33] - points[133]))
+    scale = min(1.0, 32.0 / max(eye_width, 1.0))  # a 224 px face crop's eye width
+    h, w = face.frame.shape[:2]
+    x0, y0 = np.clip(np.floor(points.min(0)).astype(int) - 8, 0, None)
+    x1, y1 = (
+        min(w, int(np.ceil(points[:, 0].max())) + 9),
+        min(h, int(np.ceil(points[:, 1].max())) + 9),
+    )
+    if x1 - x0 < 8 or y1 - y0 < 8:
+        return False
+    crop = face.frame[y0:y1, x0:x1]
+    if scale < 1.0:
+        crop = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    found = _glasses_bridge(crop, (points - np.array([x0, y0], np.float32)) * scale)
+    return found is not None and found[0] >= 0.5
 
 
 def prepare_source(

@@ -191,7 +191,10 @@ def test_swap_video_end_to_end(files: dict[str, Path], tmp_path: Path) -> None:
     assert result.returncode == EXIT_OK, result.stderr
     assert re.search(r"30/30 \[.*frame/s\]", result.stderr), result.stderr  # bar: fps and ETA
     lines = _message_lines(result.stderr)
-    assert len(lines) == 1 and "30 frames, 30 faces swapped" in lines[0], result.stderr
+    # Grace Hopper wears glasses: one line of advice on the source, then the summary.
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith("faceweave: warning: source face wears glasses"), lines[0]
+    assert "30 frames, 30 faces swapped" in lines[1], result.stderr
     assert len(_frames(output)) == 30
     assert _audio(output) == _audio(files["clip"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4"]
@@ -209,7 +212,8 @@ def test_truncated_video_gives_output_and_one_warning(
     cut = tmp_path / "cut.mkv"
     cut.write_bytes(full.read_bytes()[: full.stat().st_size * 6 // 10])
     output = tmp_path / "out.mp4"
-    result = _run("swap", "-s", files["hopper"], "-t", cut, "-o", output, "--quiet", cwd=tmp_path)
+    source = files["astronaut"]  # no glasses: no advice line besides the decoder's warning
+    result = _run("swap", "-s", source, "-t", cut, "-o", output, "--quiet", cwd=tmp_path)
     assert result.returncode == EXIT_OK, result.stderr
     lines = _message_lines(result.stderr)
     assert len(lines) == 1 and lines[0].startswith("faceweave: warning: "), result.stderr

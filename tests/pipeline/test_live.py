@@ -200,7 +200,10 @@ def test_live_cli_file_to_file_with_stats(
     )
     assert completed.returncode == EXIT_OK, completed.stderr
     lines = [line for line in completed.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "latency p50" in lines[0], completed.stderr
+    # Grace Hopper wears glasses: one line of advice on the source, then the summary.
+    assert len(lines) == 2, completed.stderr
+    assert lines[0].startswith("faceweave: warning: source face wears glasses"), lines[0]
+    assert "latency p50" in lines[1], completed.stderr
     stats = json.loads((tmp_path / "s.json").read_text())
     for key in ("p50", "p95", "p99"):
         assert stats["latency_ms"][key] > 0

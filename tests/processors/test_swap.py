@@ -325,10 +325,14 @@ class TestGlasses:
         np.testing.assert_array_equal(plain, without)  # no glasses found, nothing kept
 
 
-def test_source_advice(astronaut_face: Face, caplog: pytest.LogCaptureFixture) -> None:
-    """A frontal face of a fair size gets no advice; a turned, tilted or small one gets
-    one line per problem, also logged when the source is prepared."""
+def test_source_advice(
+    astronaut_face: Face, grace_hopper_face: Face, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A frontal face of a fair size gets no advice; a turned, tilted or small one, or
+    one with glasses, gets one line per problem, also logged when the source is prepared."""
     assert source_advice(astronaut_face) == []
+    (glasses,) = source_advice(grace_hopper_face)
+    assert glasses.startswith("source face wears glasses")
     pose = astronaut_face.pose
     turned = dataclasses.replace(
         astronaut_face, pose=dataclasses.replace(pose, yaw=-50.0, pitch=-40.0)
