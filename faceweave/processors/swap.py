@@ -805,10 +805,20 @@ def _glasses_frames(
     if found is None:
         return None
     strength, kernel = found
-    band = cv2.remap(uv_glasses, uv_map, uv_frac, cv2.INTER_LINEAR) > 127
-    frames = (_line_contrast(target, kernel) > GLASSES_LINE_CONTRAST) & band
+    # Frames lie within an eye width or so above and below the eyes: only those rows.
+    eyes = landmarks[[33, 133, 362, 263, 159, 145, 386, 374], 1]
+    reach = 1.2 * float(np.linalg.norm(landmarks[33] - landmarks[133]))
+    h = target.shape[0]
+    y0, y1 = max(0, int(eyes.min() - reach)), min(h, int(np.ceil(eyes.max() + reach)) + 1)
+    if y1 - y0 < 3:
+        return None
+    rows = slice(y0, y1)
+    band = cv2.remap(uv_glasses, uv_map[rows], uv_frac[rows], cv2.INTER_LINEAR) > 127
+    frames = (_line_contrast(target[rows], kernel) > GLASSES_LINE_CONTRAST) & band
     grown = cv2.dilate(frames.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(np.float32)
-    return np.asarray(cv2.GaussianBlur(grown, (3, 3), 0) * strength, np.float32)
+    out = np.zeros(target.shape[:2], np.float32)
+    out[rows] = cv2.GaussianBlur(grown, (3, 3), 0) * strength
+    return out
 
 
 def _glasses_bridge(
