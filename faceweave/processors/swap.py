@@ -7,9 +7,10 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
    texels whose triangles face away from the camera, hide behind the nose or
    were seen at a grazing angle get the mirrored texel instead (no smears at
    profiles); hair and other non-skin outliers over the face are marked so the
-   target shows there; the source's light (9 spherical-harmonics coefficients
-   per channel, fitted on skin) is divided out to leave an albedo; its identity
-   shape is kept in pose-normalised space.
+   target shows there; glasses frames are painted out with the skin around them;
+   the source's light (9 spherical-harmonics coefficients per channel, fitted on
+   skin) is divided out to leave an albedo; its identity shape is kept in
+   pose-normalised space.
 2. The **output geometry** is the target's mesh, with the source's identity
    shape (eye spacing, nose, brows; not its expression) blended in by
    ``shape * fusion``, posed with the target's rotation, scale and position; the
@@ -22,9 +23,9 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
    relights the albedo with the target's light), its finest detail toned down
    to the target's when the source is crisper (``detail``), mixed with the
    re-warped target by ``fusion``, and blended into the frame with a mask
-   feathered in face space. The mouth interior (and the eyes, if asked) keeps the target's
-   pixels, and so do non-skin target pixels near the face's edge (background
-   past a turned head, hair).
+   feathered in face space. The mouth interior (and the eyes, if asked) keeps the
+   target's pixels, and so do non-skin target pixels near the face's edge
+   (background past a turned head, hair) and the target's glasses frames.
 """
 
 from __future__ import annotations
@@ -337,33 +338,94 @@ def source_advice(face: Face) -> list[str]:
         )
     if _wears_glasses(face):
         advice.append(
-            "source face wears glasses: they become part of every swapped face; "
-            "a photo without them swaps better"
+            "source face wears glasses: their frames are painted out of the face, which "
+            "can leave traces around the eyes; a photo without them swaps better"
         )
     return advice
 
 
 def _wears_glasses(face: Face) -> bool:
-    """Whether the face (in its own photo) wears glasses, by the test the swap uses on
-    targets (_glasses_bridge), at the scale targets are processed at."""
-    if face.frame is None or face.size < GLASSES_MIN_FACE_PX:
-        return False
+    """Whether the face (in its own photo) wears glasses (see _glasses_in_photo)."""
+    found = _glasses_in_photo(face, face.frame)
+    return found is not None and found[0] >= 0.5
+
+
+def _glasses_in_photo(
+    face: Face, image: Frame | None
+) -> tuple[float, NDArray[np.float32], tuple[int, int], float] | None:
+    """Glasses on a face in its photo, by the test the swap uses on targets
+    (_glasses_bridge) at the scale targets are processed at: ``(strength, line
+    contrast of the face crop, crop origin, crop scale)``, or None without glasses."""
+    if image is None or face.size < GLASSES_MIN_FACE_PX:
+        return None
     points = np.asarray(face.landmarks_478[:, :2], np.float32)
     eye_width = float(np.linalg.norm(points[33] - points[133]))
     scale = min(1.0, 32.0 / max(eye_width, 1.0))  # a 224 px face crop's eye width
-    h, w = face.frame.shape[:2]
-    x0, y0 = np.clip(np.floor(points.min(0)).astype(int) - 8, 0, None)
-    x1, y1 = (
-        min(w, int(np.ceil(points[:, 0].max())) + 9),
-        min(h, int(np.ceil(points[:, 1].max())) + 9),
-    )
+    h, w = image.shape[:2]
+    x0, y0 = (int(v) for v in np.clip(np.floor(points.min(0)).astype(int) - 8, 0, None))
+    x1 = min(w, int(np.ceil(points[:, 0].max())) + 9)
+    y1 = min(h, int(np.ceil(points[:, 1].max())) + 9)
     if x1 - x0 < 8 or y1 - y0 < 8:
-        return False
-    crop = face.frame[y0:y1, x0:x1]
+        return None
+    crop = image[y0:y1, x0:x1]
     if scale < 1.0:
         crop = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
     found = _glasses_bridge(crop, (points - np.array([x0, y0], np.float32)) * scale)
-    return found is not None and found[0] >= 0.5
+    if found is None:
+        return None
+    strength, kernel = found
+    return strength, _line_contrast(crop, kernel), (x0, y0), scale
+
+
+def _paint_out_source_glasses(
+    albedo: NDArray[np.float32],
+    image: Frame,
+    face: Face,
+    model: FaceModel,
+    map_xy: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """The source's glasses frames replaced by its skin in the face-space texture, so
+    they are not carried, flat, onto every target.
+
+    The frames are found in the photo (_glasses_in_photo) and carried into face space
+    by the texture's own lookup; each frame texel then takes the mean of the skin
+    texels around it (eyes, brows and lips excluded, so none of them bleeds in), from a
+    neighbourhood a few frame widths across.
+    """
+    found = _glasses_in_photo(face, image)
+    if found is None:
+        return albedo
+    strength, contrast, (x0, y0), scale = found
+    size = albedo.shape[0]
+    line = (contrast > GLASSES_SOURCE_CONTRAST).astype(np.float32)
+    mx = np.ascontiguousarray((map_xy[..., 0] - x0) * scale, np.float32)
+    my = np.ascontiguousarray((map_xy[..., 1] - y0) * scale, np.float32)
+    frames = cv2.remap(line, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    hole = ((frames > 0.2) & (_uv_glasses_band_at(model, size) > 0.5)).astype(np.uint8)
+    hole = cv2.dilate(hole, np.ones((5, 5), np.uint8))
+    if not hole.any():
+        return albedo
+    skin = (_uv_skin(model, size) & (hole == 0)).astype(np.float32)
+    fill = np.zeros_like(albedo)
+    known = np.zeros(skin.shape, np.float32)
+    for sigma in (size * 0.015, size * 0.05):  # near skin first, farther where none is near
+        weight = cv2.GaussianBlur(skin, (0, 0), sigma)
+        mean = (
+            cv2.GaussianBlur(albedo * skin[..., None], (0, 0), sigma)
+            / np.maximum(weight, 1e-6)[..., None]
+        )
+        take = (weight > 0.05) & (known == 0)
+        fill[take] = mean[take]
+        known[take] = 1.0
+    alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0) * known * strength
+    return np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_glasses_band_at(model: FaceModel, size: int) -> NDArray[np.float32]:
+    raster = model.uv_raster(size)
+    hole = np.where(raster.covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
+    return _uv_glasses_band(model, hole, raster.covered)
 
 
 def prepare_source(
@@ -452,6 +514,7 @@ def prepare_source(
     # grazing texels at the face's edge are smeared and mixed with hair or background.
     used_cos = (w_own * cos + w_mir * cos_m) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
+    filled = _paint_out_source_glasses(filled, image, source_face, model, map_xy)
     occluder = _forehead_occluders(model, uv_size, filled, covered)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
     return SourceModel(
@@ -774,6 +837,9 @@ GLASSES_MIN_FACE_PX = 80.0  # smaller faces: too few pixels to tell a frame from
 # it), and to be kept as part of a frame once the face wears glasses.
 GLASSES_BRIDGE_CONTRAST = 35.0
 GLASSES_LINE_CONTRAST = 18.0
+# A source's frames are painted out of its texture: only strong lines, so that its own
+# wrinkles and lashes around the eyes stay.
+GLASSES_SOURCE_CONTRAST = 35.0
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by a line: none .. glasses
 
 

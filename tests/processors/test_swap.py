@@ -325,6 +325,28 @@ class TestGlasses:
         np.testing.assert_array_equal(plain, without)  # no glasses found, nothing kept
 
 
+def test_source_glasses_are_painted_out(
+    grace_hopper_face: Face, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Grace Hopper's frames are painted out of her texture (around the eyes only, and
+    with skin: the painted texels get lighter, not darker); the astronaut's texture,
+    without glasses, is left as it is."""
+    import faceweave.processors.swap as swap_module
+
+    painted = prepare_source(grace_hopper_face, uv_size=256).texture
+    astronaut = prepare_source(astronaut_face, uv_size=256).texture
+    monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
+    kept = prepare_source(grace_hopper_face, uv_size=256).texture
+    np.testing.assert_array_equal(prepare_source(astronaut_face, uv_size=256).texture, astronaut)
+    changed = np.abs(painted - kept).max(2) > 8  # grey levels
+    assert changed.sum() > 200  # the frames: a few percent of the texture
+    band = swap_module._uv_glasses_band_at(load_face_model(), 256) > 0.5
+    grown = cv2.dilate(band.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
+    assert changed[~grown].sum() == 0
+    luma = np.array([0.114, 0.587, 0.299], np.float32)
+    assert float(((painted - kept) @ luma)[changed].mean()) > 0  # dark frames became skin
+
+
 def test_source_advice(
     astronaut_face: Face, grace_hopper_face: Face, caplog: pytest.LogCaptureFixture
 ) -> None:
