@@ -338,8 +338,8 @@ def source_advice(face: Face) -> list[str]:
         )
     if _wears_glasses(face):
         advice.append(
-            "source face wears glasses: their frames are painted out of the face, which "
-            "can leave traces around the eyes; a photo without them swaps better"
+            "source face wears glasses: they are painted out where that leaves no "
+            "traces, else carried into every swap; a photo without them swaps better"
         )
     return advice
 
@@ -390,7 +390,11 @@ def _paint_out_source_glasses(
     The frames are found in the photo (_glasses_in_photo) and carried into face space
     by the texture's own lookup; each frame texel then takes the mean of the skin
     texels around it (eyes, brows and lips excluded, so none of them bleeds in), from a
-    neighbourhood a few frame widths across.
+    neighbourhood a few frame widths across. Thick, translucent or faint frames are only
+    partly found, and painting out part of a frame leaves rings around the eyes that
+    look worse than the glasses: unless the painted texture keeps under
+    GLASSES_PAINTED_RESIDUE of the strong lines around the eyes, the texture is left
+    as it was.
     """
     found = _glasses_in_photo(face, image)
     if found is None:
@@ -418,7 +422,30 @@ def _paint_out_source_glasses(
         fill[take] = mean[take]
         known[take] = 1.0
     alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0) * known * strength
-    return np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
+    painted = np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
+    # Strong lines around the eyes before and after, on a common 8-bit scale.
+    band = _uv_glasses_band_at(model, size) > 0.5
+    k = int(max(3, round(0.25 * _uv_eye_width(model, size)))) | 1
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    top = max(float(albedo.max()), 1e-6)
+
+    def strong_lines(texture: NDArray[np.float32]) -> int:
+        u8 = np.round(np.clip(texture * (255.0 / top), 0.0, 255.0)).astype(np.uint8)
+        return int(((_line_contrast(u8, kernel) > GLASSES_BRIDGE_CONTRAST) & band).sum())
+
+    before = strong_lines(albedo)
+    if before == 0 or strong_lines(painted) > GLASSES_PAINTED_RESIDUE * before:
+        return albedo
+    return painted
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_eye_width(model: FaceModel, size: int) -> float:
+    """An eye opening's width in texels at one UV size."""
+    raster = model.uv_raster(size)
+    hole = np.where(raster.covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
+    xs = np.nonzero(hole == HOLE_EYE_LEFT)[1]
+    return float(xs.max() - xs.min()) if xs.size else size * 0.1
 
 
 @functools.lru_cache(maxsize=4)
@@ -840,6 +867,7 @@ GLASSES_LINE_CONTRAST = 18.0
 # A source's frames are painted out of its texture: only strong lines, so that its own
 # wrinkles and lashes around the eyes stay.
 GLASSES_SOURCE_CONTRAST = 35.0
+GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by a line: none .. glasses
 
 

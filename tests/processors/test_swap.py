@@ -306,17 +306,7 @@ class TestGlasses:
         """Frames drawn onto a face without glasses are kept; without them nothing is."""
         source = Swapper(astronaut_face).source
         target_face = astronaut_face
-        pts = target_face.landmarks_478[:, :2]
-        drawn = astronaut.copy()
-        width = float(np.linalg.norm(pts[33] - pts[133]))
-        centres = [pts[[33, 133]].mean(0), pts[[362, 263]].mean(0)]
-        for centre in centres:
-            axes = (int(0.75 * width), int(0.5 * width))
-            cv2.ellipse(drawn, tuple(int(v) for v in centre), axes, 0, 0, 360, (20, 20, 20), 2)
-        inner = sorted(centres, key=lambda c: c[0])
-        left = (int(inner[0][0] + 0.75 * width), int(inner[0][1]))
-        right = (int(inner[1][0] - 0.75 * width), int(inner[1][1]))
-        cv2.line(drawn, left, right, (20, 20, 20), 2)
+        drawn = _draw_glasses(astronaut, target_face)
         frame_pixels = np.abs(drawn.astype(np.int16) - astronaut).max(2) > 60
         glasses = Swapper(source)
         assert _kept(glasses.swap(drawn, target_face), drawn, frame_pixels) > 0.6
@@ -325,22 +315,45 @@ class TestGlasses:
         np.testing.assert_array_equal(plain, without)  # no glasses found, nothing kept
 
 
+def _draw_glasses(image: np.ndarray, face: Face) -> np.ndarray:
+    """``image`` with thin dark spectacle frames drawn around the face's eyes."""
+    pts = face.landmarks_478[:, :2]
+    drawn = image.copy()
+    width = float(np.linalg.norm(pts[33] - pts[133]))
+    centres = [pts[[33, 133]].mean(0), pts[[362, 263]].mean(0)]
+    for centre in centres:
+        axes = (int(0.75 * width), int(0.5 * width))
+        cv2.ellipse(drawn, tuple(int(v) for v in centre), axes, 0, 0, 360, (20, 20, 20), 2)
+    inner = sorted(centres, key=lambda c: c[0])
+    left = (int(inner[0][0] + 0.75 * width), int(inner[0][1]))
+    right = (int(inner[1][0] - 0.75 * width), int(inner[1][1]))
+    cv2.line(drawn, left, right, (20, 20, 20), 2)
+    return drawn
+
+
 def test_source_glasses_are_painted_out(
-    grace_hopper_face: Face, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Grace Hopper's frames are painted out of her texture (around the eyes only, and
-    with skin: the painted texels get lighter, not darker); the astronaut's texture,
-    without glasses, is left as it is."""
+    """Thin dark frames (drawn on the astronaut) are painted out of the source texture,
+    around the eyes only and with skin (the painted texels get lighter). Grace Hopper's
+    thick, translucent frames are only partly found: her texture is left as it is
+    rather than painted into rings. Without glasses nothing changes."""
     import faceweave.processors.swap as swap_module
 
-    painted = prepare_source(grace_hopper_face, uv_size=256).texture
-    astronaut = prepare_source(astronaut_face, uv_size=256).texture
+    wearing = dataclasses.replace(astronaut_face, frame=_draw_glasses(astronaut, astronaut_face))
+    textures = [prepare_source(f, uv_size=384).texture for f in (wearing, grace_hopper_face)]
+    plain = prepare_source(astronaut_face, uv_size=384).texture
     monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
-    kept = prepare_source(grace_hopper_face, uv_size=256).texture
-    np.testing.assert_array_equal(prepare_source(astronaut_face, uv_size=256).texture, astronaut)
+    painted, grace = textures
+    kept = prepare_source(wearing, uv_size=384).texture
+    np.testing.assert_array_equal(prepare_source(grace_hopper_face, uv_size=384).texture, grace)
+    np.testing.assert_array_equal(prepare_source(astronaut_face, uv_size=384).texture, plain)
     changed = np.abs(painted - kept).max(2) > 8  # grey levels
-    assert changed.sum() > 200  # the frames: a few percent of the texture
-    band = swap_module._uv_glasses_band_at(load_face_model(), 256) > 0.5
+    assert changed.sum() > 200  # the frames
+    band = swap_module._uv_glasses_band_at(load_face_model(), 384) > 0.5
     grown = cv2.dilate(band.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
     assert changed[~grown].sum() == 0
     luma = np.array([0.114, 0.587, 0.299], np.float32)
