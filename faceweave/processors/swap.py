@@ -61,6 +61,19 @@ COLOR_MODES = ("none", "rct", "lct", "sh")
 FUSION_EASE = 0.8
 BLEND_MODES = ("alpha", "multiband", "poisson")
 
+# Glasses detection (see _glasses_frames).
+GLASSES_MIN_FACE_PX = 80.0  # smaller faces: too few pixels to tell a frame from a brow
+# Grey levels of a thin dark (or bright) line over its surround: to count as a frame
+# crossing the bridge (strict: skin texture, wrinkles and the nose's sides stay under
+# it), and to be kept as part of a frame once the face wears glasses.
+GLASSES_BRIDGE_CONTRAST = 35.0
+GLASSES_LINE_CONTRAST = 18.0
+# A source's frames are painted out of its texture: only strong lines, so that its own
+# wrinkles and lashes around the eyes stay.
+GLASSES_SOURCE_CONTRAST = 35.0
+GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
+GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by a line: none .. glasses
+
 
 @dataclass(frozen=True)
 class SwapOptions:
@@ -191,7 +204,7 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     t = np.clip(dist / width, 0.0, 1.0)
     face = (t * t * (3 - 2 * t)).astype(np.float32)  # smoothstep: no visible edge in the ramp
     band = (1.0 - np.clip(dist / (0.22 * size), 0.0, 1.0)) * covered
-    hole = np.where(covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
+    hole = _uv_holes(model, size)
     weight = covered.astype(np.float32)
     if options.mask_mouth:
         weight[hole == HOLE_MOUTH] = 0.0
@@ -205,7 +218,7 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         source_weight=weight.astype(np.float32),
         skin=skin,
         edge=band.astype(np.float32),
-        glasses=_uv_glasses_band(model, hole, covered),
+        glasses=_uv_glasses_band_at(model, size),
     )
 
 
@@ -439,20 +452,23 @@ def _paint_out_source_glasses(
     return painted
 
 
+def _uv_holes(model: FaceModel, size: int) -> NDArray[np.intp]:
+    """(S, S) which hole (mouth, eyes) each texel's triangle fills; -1 elsewhere."""
+    raster = model.uv_raster(size)
+    return np.where(raster.covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
+
+
 @functools.lru_cache(maxsize=4)
 def _uv_eye_width(model: FaceModel, size: int) -> float:
     """An eye opening's width in texels at one UV size."""
-    raster = model.uv_raster(size)
-    hole = np.where(raster.covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
-    xs = np.nonzero(hole == HOLE_EYE_LEFT)[1]
+    xs = np.nonzero(_uv_holes(model, size) == HOLE_EYE_LEFT)[1]
     return float(xs.max() - xs.min()) if xs.size else size * 0.1
 
 
 @functools.lru_cache(maxsize=4)
 def _uv_glasses_band_at(model: FaceModel, size: int) -> NDArray[np.float32]:
-    raster = model.uv_raster(size)
-    hole = np.where(raster.covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
-    return _uv_glasses_band(model, hole, raster.covered)
+    """UVMasks.glasses at one UV size, without building the other masks."""
+    return _uv_glasses_band(model, _uv_holes(model, size), model.uv_raster(size).covered)
 
 
 def prepare_source(
@@ -850,25 +866,11 @@ def fusion_mix(fusion: float) -> float:
     source's features dominate). This odd cubic ``f + c f (1 - f)(1 - 2f)`` (``c =
     FUSION_EASE``) is the inverse S: it keeps 0, 1/2 and 1, and moves the quarter
     steps to about 0.33 and 0.67, so on the same pairs the four quarter steps moved
-    22%, 22%, 28% and 28% of the way. Its slope stays finite at both ends (a fine step near 0 is a
-    fine change) and positive everywhere (``c <= 2``).
+    22%, 22%, 28% and 28% of the way. Its slope stays finite at both ends (a fine
+    step near 0 is a fine change) and positive everywhere (``c <= 2``).
     """
     f = min(max(float(fusion), 0.0), 1.0)
     return f + FUSION_EASE * f * (1.0 - f) * (1.0 - 2.0 * f)
-
-
-# Glasses detection (see _glasses_frames).
-GLASSES_MIN_FACE_PX = 80.0  # smaller faces: too few pixels to tell a frame from a brow
-# Grey levels of a thin dark (or bright) line over its surround: to count as a frame
-# crossing the bridge (strict: skin texture, wrinkles and the nose's sides stay under
-# it), and to be kept as part of a frame once the face wears glasses.
-GLASSES_BRIDGE_CONTRAST = 35.0
-GLASSES_LINE_CONTRAST = 18.0
-# A source's frames are painted out of its texture: only strong lines, so that its own
-# wrinkles and lashes around the eyes stay.
-GLASSES_SOURCE_CONTRAST = 35.0
-GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
-GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by a line: none .. glasses
 
 
 def _glasses_frames(
