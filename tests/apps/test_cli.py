@@ -24,6 +24,7 @@ from PIL import Image
 from faceweave.apps import cli
 from faceweave.errors import EXIT_ERROR, EXIT_NO_FACE, EXIT_OK, EXIT_USAGE
 from faceweave.io import read_image, write_image
+from faceweave.processors.swap import SwapOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 300
@@ -278,12 +279,16 @@ def test_defaults_live_in_module_constants() -> None:
     assert args.max_faces == cli.DEFAULT_MAX_FACES
     assert args.mask_mouth is cli.DEFAULT_MASK_MOUTH
     assert args.mask_eyes is cli.DEFAULT_MASK_EYES
+    assert args.mask_glasses is cli.DEFAULT_MASK_GLASSES is True
     assert args.quality == cli.DEFAULT_QUALITY
     assert args.max_pixels == cli.DEFAULT_MAX_PIXELS
     no_mouth = cli.build_parser().parse_args(
         ["swap", "-s", "a", "-t", "b", "-o", "c.png", "--no-mask-mouth", "--mask-eyes"]
+        + ["--no-mask-glasses"]
     )
     assert no_mouth.mask_mouth is False and no_mouth.mask_eyes is True
+    assert no_mouth.mask_glasses is False
+    assert SwapOptions.from_settings(no_mouth).mask_glasses is False
 
 
 # --- end to end, in a subprocess -------------------------------------------------------------

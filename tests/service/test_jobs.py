@@ -148,6 +148,8 @@ def test_job_ids_cannot_leave_the_jobs_dir(store: JobStore) -> None:
 def test_options_from_form() -> None:
     options = JobOptions.from_form({"fusion": "0.25", "mask_eyes": "on", "max_faces": "3"})
     assert (options.fusion, options.mask_eyes, options.max_faces) == (0.25, True, 3)
+    assert options.mask_glasses is True  # the default
+    assert JobOptions.from_form({"mask_glasses": "false"}).mask_glasses is False
     for bad in ({"fusion": "-1"}, {"max_faces": "1.5"}, {"quality": "0"}, {"nope": "1"}):
         with pytest.raises(UsageError):
             JobOptions.from_form(bad)
