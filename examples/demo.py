@@ -7,6 +7,7 @@ Run with ``make demo`` (or ``python examples/demo.py --output out/demo.png``).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,8 @@ def main() -> int:
     parser.add_argument("--output", default="out/demo.png")
     parser.add_argument("--fusion", type=float, default=1.0)
     args = parser.parse_args()
+    # faceweave's advice on the source photo (Grace Hopper wears glasses) as one line.
+    logging.basicConfig(format="demo: note: %(message)s", level=logging.WARNING)
     source, target = package_faces()
     analyser = fw.FaceAnalyser()
     source_face = analyser.get_faces(source)[0]
