@@ -72,7 +72,7 @@ GLASSES_LINE_CONTRAST = 18.0
 # wrinkles and lashes around the eyes stay.
 GLASSES_SOURCE_CONTRAST = 35.0
 GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
-GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by a line: none .. glasses
+GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by one line: none .. glasses
 
 
 @dataclass(frozen=True)
@@ -887,10 +887,11 @@ def _glasses_frames(
     a morphological black-hat (top-hat) about a quarter of an eye wide finds it. Between
     the inner eye corners, from a little below them up to half an eye above, a face
     without glasses is plain skin; with glasses the frame's bridge crosses it from side
-    to side. The share of that region's columns with a line pixel decides, with a ramp
-    between the two GLASSES_BRIDGE_CROSSED values (no on/off flicker in a video); frown
-    lines run down it and cover a few columns. Only then is the band around the eyes
-    (brows included, see UVMasks.glasses) looked up, and its line pixels are the frames.
+    to side. The share of that region's columns spanned by one connected line decides,
+    with a ramp between the two GLASSES_BRIDGE_CROSSED values (no on/off flicker in a
+    video); frown lines, wrinkles and skin texture are short pieces. Only then is the
+    band around the eyes (brows included, see UVMasks.glasses) looked up, and its line
+    pixels are the frames.
 
     Args:
         target: the target crop (BGR).
@@ -950,7 +951,13 @@ def _glasses_bridge(
     if int(columns.sum()) < 3:
         return None
     crossing = _line_contrast(image[y0:y1, x0:x1], kernel) > GLASSES_BRIDGE_CONTRAST
-    crossed = float((crossing & on_bridge).any(0)[columns].mean())
+    # The columns spanned by the widest single line: a frame's bridge is one bar across
+    # the nose, where wrinkles, frown lines and skin texture are many short pieces.
+    count, labels = cv2.connectedComponents((crossing & on_bridge).astype(np.uint8))
+    crossed = 0.0
+    for label in range(1, count):
+        spanned = (labels == label).any(0) & columns
+        crossed = max(crossed, float(spanned.sum()) / float(columns.sum()))
     start, full = GLASSES_BRIDGE_CROSSED
     strength = float(np.clip((crossed - start) / (full - start), 0.0, 1.0))
     return (strength, kernel) if strength > 0.0 else None
