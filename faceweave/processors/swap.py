@@ -365,10 +365,10 @@ def _wears_glasses(face: Face) -> bool:
 
 def _glasses_in_photo(
     face: Face, image: Frame | None
-) -> tuple[float, NDArray[np.float32], tuple[int, int], float] | None:
+) -> tuple[float, NDArray[np.uint8], Frame, tuple[int, int], float] | None:
     """Glasses on a face in its photo, by the test the swap uses on targets
     (_glasses_bridge) at the scale targets are processed at: ``(strength, line
-    contrast of the face crop, crop origin, crop scale)``, or None without glasses."""
+    kernel, face crop, crop origin, crop scale)``, or None without glasses."""
     if image is None or face.size < GLASSES_MIN_FACE_PX:
         return None
     points = np.asarray(face.landmarks_478[:, :2], np.float32)
@@ -387,7 +387,7 @@ def _glasses_in_photo(
     if found is None:
         return None
     strength, kernel = found
-    return strength, _line_contrast(crop, kernel), (x0, y0), scale
+    return strength, kernel, crop, (x0, y0), scale
 
 
 def _paint_out_source_glasses(
@@ -412,13 +412,14 @@ def _paint_out_source_glasses(
     found = _glasses_in_photo(face, image)
     if found is None:
         return albedo
-    strength, contrast, (x0, y0), scale = found
+    strength, line_kernel, crop, (x0, y0), scale = found
     size = albedo.shape[0]
-    line = (contrast > GLASSES_SOURCE_CONTRAST).astype(np.float32)
+    band = _uv_glasses_band_at(model, size) > 0.5
+    line = (_line_contrast(crop, line_kernel) > GLASSES_SOURCE_CONTRAST).astype(np.float32)
     mx = np.ascontiguousarray((map_xy[..., 0] - x0) * scale, np.float32)
     my = np.ascontiguousarray((map_xy[..., 1] - y0) * scale, np.float32)
     frames = cv2.remap(line, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
-    hole = ((frames > 0.2) & (_uv_glasses_band_at(model, size) > 0.5)).astype(np.uint8)
+    hole = ((frames > 0.2) & band).astype(np.uint8)
     hole = cv2.dilate(hole, np.ones((5, 5), np.uint8))
     if not hole.any():
         return albedo
@@ -437,7 +438,6 @@ def _paint_out_source_glasses(
     alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0) * known * strength
     painted = np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
     # Strong lines around the eyes before and after, on a common 8-bit scale.
-    band = _uv_glasses_band_at(model, size) > 0.5
     k = int(max(3, round(0.25 * _uv_eye_width(model, size)))) | 1
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
     top = max(float(albedo.max()), 1e-6)
