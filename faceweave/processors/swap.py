@@ -73,6 +73,14 @@ GLASSES_LINE_CONTRAST = 18.0
 GLASSES_SOURCE_CONTRAST = 35.0
 GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by one line: none .. glasses
+# An open eye shows white and iris: the lightness in its opening (OpenCV's 8-bit L*,
+# 5th to 95th percentile) spans over 100 levels in a good photo and 70 or more in a
+# dim or narrow-eyed one; a closed lid or a tinted lens spans under 40. A ramp between.
+EYES_SEEN_RANGE = (45.0, 65.0)
+EYES_MIN_FACE_PX = 40.0  # smaller faces: too few pixels to tell, taken as seen
+# Where a source's eyes are not seen, the target's are kept out to this many eye widths
+# from the opening (swollen or closed lids, the tinted part of a lens).
+EYES_HIDDEN_RING = 0.35
 
 
 @dataclass(frozen=True)
@@ -349,12 +357,64 @@ def source_advice(face: Face) -> list[str]:
             f"source face is only {face.size:.0f} px wide: swapped faces will look soft; "
             f"a photo with the face at least {2 * ADVICE_MIN_FACE_PX:.0f} px wide swaps better"
         )
+    if eyes_seen(face) < 0.5:
+        advice.append(
+            "source face's eyes are closed or hidden (tinted glasses): each target keeps "
+            "its own eyes; a photo with open eyes swaps better"
+        )
     if _wears_glasses(face):
         advice.append(
             "source face wears glasses: they are painted out where that leaves no "
             "traces, else carried into every swap; a photo without them swaps better"
         )
     return advice
+
+
+def eyes_seen(face: Face, image: Frame | None = None) -> float:
+    """How surely the face's eyes are open and seen in its photo, 0 to 1.
+
+    An open eye's opening (the mesh's eye contour) holds the white of the eye and
+    the iris, so its lightness spans a wide range; a closed lid, a squint or a tinted
+    lens shows one flat tone. The two eyes' spans are averaged (a profile's far eye
+    has few pixels; a wink counts as half seen) and ramped over EYES_SEEN_RANGE.
+    Faces too small to tell read as seen (1.0).
+    """
+    image = face.frame if image is None else image
+    if image is None or face.size < EYES_MIN_FACE_PX:
+        return 1.0
+    model = load_face_model()
+    spans = []
+    h, w = image.shape[:2]
+    for name in ("left_eye", "right_eye"):
+        points = np.asarray(face.landmarks_478[model.regions[name], :2], np.float32)
+        x0, y0 = np.maximum(np.floor(points.min(0)).astype(int), 0)
+        x1, y1 = np.minimum(np.ceil(points.max(0)).astype(int) + 1, (w, h))
+        if x1 - x0 < 2 or y1 - y0 < 2:
+            continue
+        hull = cv2.convexHull(points - np.array([x0, y0], np.float32)).astype(np.int32)
+        inside = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        cv2.fillConvexPoly(inside, hull, 1)
+        crop = image[y0:y1, x0:x1]
+        grey = crop if crop.ndim == 2 else cv2.cvtColor(crop, cv2.COLOR_BGR2Lab)[..., 0]
+        values = grey[inside > 0]
+        if values.size >= 4:
+            low, high = np.percentile(values, (5, 95))
+            spans.append(float(high - low))
+    if not spans:
+        return 1.0
+    lo, hi = EYES_SEEN_RANGE
+    return float(np.clip((np.mean(spans) - lo) / (hi - lo), 0.0, 1.0))
+
+
+def _uv_hidden_eyes(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) the eye openings and a ring EYES_HIDDEN_RING eye widths around them,
+    feathered: where a source whose eyes are not seen gives way to the target."""
+    hole = _uv_holes(model, size)
+    eyes = ((hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)).astype(np.uint8)
+    dist = cv2.distanceTransform(1 - eyes, cv2.DIST_L2, 5)
+    reach = EYES_HIDDEN_RING * _uv_eye_width(model, size)
+    ramp = np.clip((reach - dist) / max(0.4 * reach, 1.0) + 0.5, 0.0, 1.0)
+    return (ramp * ramp * (3 - 2 * ramp)).astype(np.float32)
 
 
 def _wears_glasses(face: Face) -> bool:
@@ -558,6 +618,10 @@ def prepare_source(
     used_cos = (w_own * cos + w_mir * cos_m) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     filled = _paint_out_source_glasses(filled, image, source_face, model, map_xy)
+    # Closed eyes or tinted lenses: the target's own eyes stay (they follow its lids).
+    seen_eyes = eyes_seen(source_face, image)
+    if seen_eyes < 1.0:
+        valid = valid * (1.0 - (1.0 - seen_eyes) * _uv_hidden_eyes(model, uv_size))
     occluder = _forehead_occluders(model, uv_size, filled, covered)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
     return SourceModel(
@@ -1060,4 +1124,5 @@ __all__ = [
     "SourceModel",
     "prepare_source",
     "source_advice",
+    "eyes_seen",
 ]

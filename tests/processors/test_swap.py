@@ -19,6 +19,7 @@ from faceweave.processors.swap import (
     SourceModel,
     SwapOptions,
     Swapper,
+    eyes_seen,
     fusion_mix,
     prepare_source,
     source_advice,
@@ -382,6 +383,60 @@ def test_source_advice(
     with caplog.at_level(logging.WARNING, logger="faceweave"):
         prepare_source(turned, uv_size=64)
     assert [r.getMessage() for r in caplog.records] == lines
+
+
+def _shut_eyes(image: np.ndarray, face: Face) -> np.ndarray:
+    """The face's eye openings painted over in the skin tone just below them (a closed
+    lid, or a lens of one flat tint)."""
+    model = load_face_model()
+    shut = image.copy()
+    for name in ("left_eye", "right_eye"):
+        points = face.landmarks_478[model.regions[name], :2]
+        below = np.round(points.mean(0) + [0.0, 0.08 * face.size]).astype(int)
+        tone = image[below[1] - 2 : below[1] + 3, below[0] - 2 : below[0] + 3].mean((0, 1))
+        hull = cv2.convexHull(np.round(points).astype(np.int32))
+        cv2.fillConvexPoly(shut, cv2.convexHull(hull), tone.tolist())
+        cv2.polylines(shut, [hull], True, tone.tolist(), 3)
+    return shut
+
+
+class TestHiddenEyes:
+    def test_open_eyes_read_as_seen(self, astronaut_face: Face, grace_hopper_face: Face) -> None:
+        assert eyes_seen(astronaut_face) == 1.0
+        assert eyes_seen(grace_hopper_face) == 1.0  # behind clear glasses
+
+    def test_shut_eyes_read_as_hidden_and_are_advised(
+        self, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        shut = dataclasses.replace(astronaut_face, frame=_shut_eyes(astronaut, astronaut_face))
+        assert eyes_seen(shut) == 0.0
+        (line,) = source_advice(shut)
+        assert line.startswith("source face's eyes are closed or hidden")
+
+    def test_target_keeps_its_eyes(
+        self,
+        astronaut: np.ndarray,
+        astronaut_face: Face,
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+    ) -> None:
+        """A source with shut eyes does not paste lids over the target's open eyes: the
+        target's eye openings come out as they were (the shape is kept here so that
+        they stay in place), while an open-eyed source replaces them."""
+        shut = dataclasses.replace(astronaut_face, frame=_shut_eyes(astronaut, astronaut_face))
+        model = load_face_model()
+        eyes = np.zeros(grace_hopper.shape[:2], bool)
+        for name in ("left_eye", "right_eye"):
+            points = grace_hopper_face.landmarks_478[model.regions[name], :2]
+            eyes |= _polygon_mask(cv2.convexHull(points).reshape(-1, 2), eyes.shape, erode=3)
+        assert eyes.sum() > 100
+
+        def change(source: Face) -> float:
+            out = Swapper(source, shape=0.0).swap(grace_hopper, [grace_hopper_face])
+            return float(np.abs(out.astype(np.float32) - grace_hopper)[eyes].mean())
+
+        assert change(shut) < 10.0  # grey levels; about 6 (the blend's spread)
+        assert change(astronaut_face) > 25.0  # about 38
 
 
 class TestSourceModel:
