@@ -456,16 +456,18 @@ def _paint_out_source_glasses(
     face: Face,
     model: FaceModel,
     map_xy: NDArray[np.float32],
+    mirrored: NDArray[np.float32],
 ) -> NDArray[np.float32]:
     """The source's glasses frames replaced by its skin in the face-space texture, so
     they are not carried, flat, onto every target.
 
     The frames are found in the photo (_glasses_in_photo) and carried into face space
-    by the texture's own lookup; each frame texel then takes the mean of the skin
-    texels around it (eyes, brows and lips excluded, so none of them bleeds in), from a
-    neighbourhood a few frame widths across. Thick, translucent or faint frames are only
-    partly found, and painting out part of a frame leaves rings around the eyes that
-    look worse than the glasses: unless the painted texture keeps under
+    by the texture's own lookup (``map_xy``), mirrored where the texture took the
+    mirror texel (``mirrored``: its share per texel). Each frame texel then takes the
+    mean of the skin texels around it (eyes, brows and lips excluded, so none of them
+    bleeds in), from a neighbourhood a few frame widths across. Thick, translucent or
+    faint frames are only partly found, and painting out part of a frame leaves rings
+    around the eyes that look worse than the glasses: unless the painted texture keeps under
     GLASSES_PAINTED_RESIDUE of the strong lines around the eyes, the texture is left
     as it was.
     """
@@ -473,12 +475,15 @@ def _paint_out_source_glasses(
     if found is None:
         return albedo
     strength, line_kernel, crop, (x0, y0), scale = found
+    if strength < 0.5:  # as _wears_glasses: a photo either has them or not
+        return albedo
     size = albedo.shape[0]
     band = _uv_glasses_band_at(model, size) > 0.5
     line = (_line_contrast(crop, line_kernel) > GLASSES_SOURCE_CONTRAST).astype(np.float32)
     mx = np.ascontiguousarray((map_xy[..., 0] - x0) * scale, np.float32)
     my = np.ascontiguousarray((map_xy[..., 1] - y0) * scale, np.float32)
     frames = cv2.remap(line, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    frames += mirrored * (frames[:, ::-1] - frames)
     hole = ((frames > 0.2) & band).astype(np.uint8)
     hole = cv2.dilate(hole, np.ones((5, 5), np.uint8))
     if not hole.any():
@@ -495,7 +500,7 @@ def _paint_out_source_glasses(
         take = (weight > 0.05) & (known == 0)
         fill[take] = mean[take]
         known[take] = 1.0
-    alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0) * known * strength
+    alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0) * known
     painted = np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
     # Strong lines around the eyes before and after, on a common 8-bit scale.
     k = int(max(3, round(0.25 * _uv_eye_width(model, size)))) | 1
@@ -617,7 +622,8 @@ def prepare_source(
     # grazing texels at the face's edge are smeared and mixed with hair or background.
     used_cos = (w_own * cos + w_mir * cos_m) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
-    filled = _paint_out_source_glasses(filled, image, source_face, model, map_xy)
+    mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
+    filled = _paint_out_source_glasses(filled, image, source_face, model, map_xy, mirrored)
     # Closed eyes or tinted lenses: the target's own eyes stay (they follow its lids).
     seen_eyes = eyes_seen(source_face, image)
     if seen_eyes < 1.0:
