@@ -316,13 +316,14 @@ class TestGlasses:
         np.testing.assert_array_equal(plain, without)  # no glasses found, nothing kept
 
 
-def _draw_glasses(image: np.ndarray, face: Face) -> np.ndarray:
-    """``image`` with thin dark spectacle frames drawn around the face's eyes."""
+def _draw_glasses(image: np.ndarray, face: Face, lenses: int = 2) -> np.ndarray:
+    """``image`` with thin dark spectacle frames drawn around the face's eyes (around
+    the eye on the image's left only with ``lenses=1``), joined by a bridge."""
     pts = face.landmarks_478[:, :2]
     drawn = image.copy()
     width = float(np.linalg.norm(pts[33] - pts[133]))
-    centres = [pts[[33, 133]].mean(0), pts[[362, 263]].mean(0)]
-    for centre in centres:
+    centres = sorted([pts[[33, 133]].mean(0), pts[[362, 263]].mean(0)], key=lambda c: c[0])
+    for centre in centres[:lenses]:
         axes = (int(0.75 * width), int(0.5 * width))
         cv2.ellipse(drawn, tuple(int(v) for v in centre), axes, 0, 0, 360, (20, 20, 20), 2)
     inner = sorted(centres, key=lambda c: c[0])
@@ -359,6 +360,48 @@ def test_source_glasses_are_painted_out(
     assert changed[~grown].sum() == 0
     luma = np.array([0.114, 0.587, 0.299], np.float32)
     assert float(((painted - kept) @ luma)[changed].mean()) > 0  # dark frames became skin
+
+
+def test_source_glasses_are_painted_out_where_mirrored(
+    astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a turned source's texture takes the mirror texel, the frames it carries
+    are the mirror's: they are painted out there too. One lens is drawn and its half
+    of the texture is mirrored onto the other half: both lenses go."""
+    import faceweave.processors.swap as swap_module
+
+    size = 384
+    model = load_face_model()
+    one_lens = dataclasses.replace(
+        astronaut_face, frame=_draw_glasses(astronaut, astronaut_face, lenses=1)
+    )
+    paint_out = swap_module._paint_out_source_glasses
+    monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
+    albedo = prepare_source(one_lens, uv_size=size).albedo
+    verts = model.extend(astronaut_face.landmarks_478)
+    map_xy = model.uv_raster(size).interpolate(verts[:, :2], model.render_triangles)
+    half = size // 2
+
+    def painted(texture: np.ndarray, mirrored: np.ndarray) -> np.ndarray:
+        out = paint_out(texture, one_lens.frame, one_lens, model, map_xy, mirrored)
+        return np.abs(out - texture).max(2) > 1e-3 * float(texture.max())
+
+    own = painted(albedo, np.zeros((size, size), np.float32))
+    lens_left = own[:, :half].sum() > own[:, half:].sum()
+    lens, other = (
+        (slice(0, half), slice(half, size)) if lens_left else (slice(half, size), slice(0, half))
+    )
+    # The other half takes the lens half's mirror texels.
+    mirrored = np.zeros((size, size), np.float32)
+    mirrored[:, other] = 1.0
+    texture = albedo + mirrored[..., None] * (albedo[:, ::-1] - albedo)
+    blind = painted(texture, np.zeros_like(mirrored))  # frames looked up without the mirror
+    seen = painted(texture, mirrored)
+    assert own[:, lens].sum() > 1000  # the drawn lens (about 4700 texels)
+    # Looked up without the mirror, the copied lens would stay: the residue check
+    # keeps the whole texture as it was rather than leave one ring.
+    assert blind.sum() == 0
+    assert seen[:, lens].sum() > 1000 and seen[:, other].sum() > 1000
 
 
 def test_source_advice(
