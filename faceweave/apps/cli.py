@@ -240,7 +240,10 @@ def _add_swap_parser(commands: Any) -> None:
         "--mask-eyes",
         action=argparse.BooleanOptionalAction,
         default=DEFAULT_MASK_EYES,
-        help="keep the target's eyes",
+        help=(
+            "always keep the target's eyes (they are kept anyway where the source's "
+            "are closed or behind tinted lenses)"
+        ),
     )
     swap.add_argument(
         "--mask-glasses",

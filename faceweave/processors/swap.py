@@ -96,7 +96,8 @@ class SwapOptions:
             ``sh`` (spherical-harmonics relight plus a mean/std match on skin).
         blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``.
         mask_mouth: keep the target's mouth interior (teeth, tongue).
-        mask_eyes: keep the target's eyes (eyeballs, gaze) inside the lids.
+        mask_eyes: always keep the target's eyes (eyeballs, gaze) inside the lids; they
+            are kept anyway where the source's eyes are not seen (see eyes_seen).
         mask_glasses: keep the target's spectacle frames in front of the swapped face
             (found when a frame's bridge crosses the nose; faces at least 80 px).
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
