@@ -75,7 +75,8 @@ GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: els
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by one line: none .. glasses
 # An open eye shows white and iris: the lightness in its opening (OpenCV's 8-bit L*,
 # 5th to 95th percentile) spans over 100 levels in a good photo and 70 or more in a
-# dim or narrow-eyed one; a closed lid or a tinted lens spans under 40. A ramp between.
+# dim or narrow-eyed one; a closed lid or a tinted lens spans under 40. eyes_seen ramps
+# between the two values; a source counts as showing its eyes from the middle (55) up.
 EYES_SEEN_RANGE = (45.0, 65.0)
 EYES_MIN_FACE_PX = 40.0  # smaller faces: too few pixels to tell, taken as seen
 # Where a source's eyes are not seen, the target's are kept out to this many eye widths
@@ -626,9 +627,9 @@ def prepare_source(
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
     filled = _paint_out_source_glasses(filled, image, source_face, model, map_xy, mirrored)
     # Closed eyes or tinted lenses: the target's own eyes stay (they follow its lids).
-    seen_eyes = eyes_seen(source_face, image)
-    if seen_eyes < 1.0:
-        valid = valid * (1.0 - (1.0 - seen_eyes) * _uv_hidden_eyes(model, uv_size))
+    # All or nothing, as the advice says: half of each would show two pairs of eyes.
+    if eyes_seen(source_face, image) < 0.5:
+        valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
     occluder = _forehead_occluders(model, uv_size, filled, covered)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
     return SourceModel(
