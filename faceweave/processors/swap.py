@@ -338,8 +338,9 @@ def source_advice(face: Face) -> list[str]:
 
     The texture comes from this one photo: a turned head has one side seen obliquely
     or not at all (it is filled from the visible side, mirrored), a small face has
-    no detail to give, and glasses are part of the face's texture. Empty for a frontal
-    face of a good size without glasses.
+    no detail to give, closed or hidden eyes give none (each target keeps its own),
+    and glasses are part of the face's texture. Empty for a frontal face of a good
+    size with open eyes and without glasses.
     """
     advice: list[str] = []
     yaw, pitch = face.pose.yaw, face.pose.pitch
@@ -378,7 +379,7 @@ def eyes_seen(face: Face, image: Frame | None = None) -> float:
     An open eye's opening (the mesh's eye contour) holds the white of the eye and
     the iris, so its lightness spans a wide range; a closed lid, a squint or a tinted
     lens shows one flat tone. The two eyes' spans are averaged (a profile's far eye
-    has few pixels; a wink counts as half seen) and ramped over EYES_SEEN_RANGE.
+    has few pixels; a wink lands near the middle) and ramped over EYES_SEEN_RANGE.
     Faces too small to tell read as seen (1.0).
     """
     image = face.frame if image is None else image
@@ -463,7 +464,8 @@ def _paint_out_source_glasses(
     """The source's glasses frames replaced by its skin in the face-space texture, so
     they are not carried, flat, onto every target.
 
-    The frames are found in the photo (_glasses_in_photo) and carried into face space
+    The frames are found in the photo (_glasses_in_photo; a photo that reads as
+    wearing glasses at all has them painted out fully) and carried into face space
     by the texture's own lookup (``map_xy``), mirrored where the texture took the
     mirror texel (``mirrored``: its share per texel). Each frame texel then takes the
     mean of the skin texels around it (eyes, brows and lips excluded, so none of them
