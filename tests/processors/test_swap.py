@@ -326,9 +326,8 @@ def _draw_glasses(image: np.ndarray, face: Face, lenses: int = 2) -> np.ndarray:
     for centre in centres[:lenses]:
         axes = (int(0.75 * width), int(0.5 * width))
         cv2.ellipse(drawn, tuple(int(v) for v in centre), axes, 0, 0, 360, (20, 20, 20), 2)
-    inner = sorted(centres, key=lambda c: c[0])
-    left = (int(inner[0][0] + 0.75 * width), int(inner[0][1]))
-    right = (int(inner[1][0] - 0.75 * width), int(inner[1][1]))
+    left = (int(centres[0][0] + 0.75 * width), int(centres[0][1]))
+    right = (int(centres[1][0] - 0.75 * width), int(centres[1][1]))
     cv2.line(drawn, left, right, (20, 20, 20), 2)
     return drawn
 
@@ -438,7 +437,7 @@ def _shut_eyes(image: np.ndarray, face: Face) -> np.ndarray:
         below = np.round(points.mean(0) + [0.0, 0.08 * face.size]).astype(int)
         tone = image[below[1] - 2 : below[1] + 3, below[0] - 2 : below[0] + 3].mean((0, 1))
         hull = cv2.convexHull(np.round(points).astype(np.int32))
-        cv2.fillConvexPoly(shut, cv2.convexHull(hull), tone.tolist())
+        cv2.fillConvexPoly(shut, hull, tone.tolist())
         cv2.polylines(shut, [hull], True, tone.tolist(), 3)
     return shut
 
