@@ -186,6 +186,11 @@ class JobOut(BaseModel):
     options: dict[str, Any]
     inputs: dict[str, InputOut]
     result: ResultOut | None = None
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the source photo shows in the result (turned, small, glasses, "
+        "eyes closed), one line each; set when the job is done",
+    )
     attempts: int
     created_at: str
     started_at: str | None = None
@@ -242,6 +247,7 @@ def _job_out(job: Job) -> JobOut:
             for role, item in job.inputs.items()
         },
         result=result,
+        notes=list(job.notes),
         attempts=job.attempts,
         created_at=_iso(job.created_at) or "",
         started_at=_iso(job.started_at),

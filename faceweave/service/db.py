@@ -20,7 +20,7 @@ from faceweave.errors import OutputError
 
 __all__ = ["SCHEMA_VERSION", "Database"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _BUSY_TIMEOUT_MS = 10_000
 
 # Version 1. Times are Unix seconds (REAL); JSON is stored as TEXT.
@@ -78,7 +78,12 @@ BEGIN
 END;
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1}
+# Version 2: what the source photo will show in the result (source_advice), per job.
+_SCHEMA_V2 = """
+ALTER TABLE jobs ADD COLUMN notes TEXT NOT NULL DEFAULT '[]';
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 
 class Database:

@@ -183,6 +183,7 @@ class Job:
     started_at: float | None
     finished_at: float | None
     deleted_at: float | None = field(default=None)
+    notes: tuple[str, ...] = ()  # what the source photo shows in the result (source_advice)
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> Job:
@@ -204,6 +205,7 @@ class Job:
             started_at=row["started_at"],
             finished_at=row["finished_at"],
             deleted_at=row["deleted_at"],
+            notes=tuple(json.loads(row["notes"])),
         )
 
     def inputs_sha256(self) -> dict[str, str]:
@@ -342,13 +344,16 @@ class JobStore:
         rows = self.db.query("SELECT state FROM jobs WHERE id = ?", (job_id,))
         return bool(rows) and rows[0]["state"] == "running"
 
-    def complete(self, job: Job, result_ext: str, result_sha256: str) -> bool:
-        """Mark a running job done; False (and nothing changed) when it was cancelled meanwhile."""
+    def complete(
+        self, job: Job, result_ext: str, result_sha256: str, notes: tuple[str, ...] = ()
+    ) -> bool:
+        """Mark a running job done, with ``notes`` on its source; False (and nothing
+        changed) when it was cancelled meanwhile."""
         with self.db.transaction() as conn:
             changed = conn.execute(
                 "UPDATE jobs SET state = 'done', progress = 1, finished_at = ?, result_ext = ?,"
-                " result_sha256 = ? WHERE id = ? AND state = 'running'",
-                (time.time(), result_ext, result_sha256, job.id),
+                " result_sha256 = ?, notes = ? WHERE id = ? AND state = 'running'",
+                (time.time(), result_ext, result_sha256, json.dumps(list(notes)), job.id),
             ).rowcount
             if changed:
                 audit.record(

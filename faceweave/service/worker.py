@@ -28,7 +28,7 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import read_image, write_image
-from faceweave.processors.swap import SwapOptions, Swapper
+from faceweave.processors.swap import SwapOptions, Swapper, source_advice
 from faceweave.service.errors import ServiceError, http_status_of
 from faceweave.service.jobs import Job, JobOptions, JobStore
 from faceweave.types import Face, Frame
@@ -188,8 +188,11 @@ class _Progress:
             raise JobCancelled(self.job_id)
 
 
-def run_job(engine: Engine, store: JobStore, job: Job, *, max_pixels: int) -> tuple[str, str]:
-    """Run one claimed job; returns (result extension, result SHA-256).
+def run_job(
+    engine: Engine, store: JobStore, job: Job, *, max_pixels: int
+) -> tuple[str, str, tuple[str, ...]]:
+    """Run one claimed job; returns (result extension, result SHA-256, notes on the
+    source: what it will show in the result, see source_advice).
 
     Raises:
         JobCancelled: the job was deleted while it ran.
@@ -215,7 +218,7 @@ def run_job(engine: Engine, store: JobStore, job: Job, *, max_pixels: int) -> tu
         output = engine.swap_image(swapper, target, options, reference_face)
         progress(0.8, force=True)
         write_result(result_path, output, job_id=job.id, quality=options.quality)
-    return ext, _sha256(result_path)
+    return ext, _sha256(result_path), tuple(source_advice(source_face))
 
 
 def _run_video(
@@ -337,7 +340,7 @@ class WorkerPool:
         job_dir = self.store.job_dir(job.id)
         began = time.perf_counter()
         try:
-            ext, sha = run_job(engine, self.store, job, max_pixels=self.max_pixels)
+            ext, sha, notes = run_job(engine, self.store, job, max_pixels=self.max_pixels)
         except JobCancelled:
             logger.info("job %s cancelled while running", job.id)
             self.store.remove_files(job.id)
@@ -352,7 +355,7 @@ class WorkerPool:
             logger.exception("job %s: internal error", job.id)
             self._finish_failed(job, "internal", f"internal error ({type(exc).__name__})")
             return
-        if self.store.complete(job, ext, sha):
+        if self.store.complete(job, ext, sha, notes):
             self.jobs_run += 1
             logger.info("job %s done in %.2f s", job.id, time.perf_counter() - began)
         else:  # deleted while running: its files must not outlive it

@@ -1,4 +1,5 @@
-"""The job page in real headless chromium: key, two uploads, the job, the marked result."""
+"""The job page in real headless chromium: key, two uploads, the job, the marked result
+and its notes."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ def test_upload_two_images_job_completes_result_is_marked(
     from faceweave.provenance import verify
 
     url, key = service
+    # Grace Hopper as the source: her glasses give the job a note, shown with the result.
     source, target = tmp_path / "source.png", tmp_path / "target.jpg"
-    cv2.imwrite(str(source), np.asarray(astronaut))
-    cv2.imwrite(str(target), np.asarray(grace_hopper), [cv2.IMWRITE_JPEG_QUALITY, 92])
+    cv2.imwrite(str(source), np.asarray(grace_hopper))
+    cv2.imwrite(str(target), np.asarray(astronaut), [cv2.IMWRITE_JPEG_QUALITY, 92])
 
     page = launch()
     errors: list[str] = []
@@ -44,7 +46,10 @@ def test_upload_two_images_job_completes_result_is_marked(
         " if (img.complete && img.naturalWidth) ok(img.naturalWidth);"
         " else img.addEventListener('load', () => ok(img.naturalWidth)); })"
     )
-    assert width == grace_hopper.shape[1]
+    assert width == astronaut.shape[1]
+    notes = page.locator("#result-notes li")
+    assert notes.count() == 1
+    assert notes.first.inner_text().startswith("source face wears glasses")
 
     with page.expect_download() as download_info:
         page.get_by_role("link", name="Download the result").click()

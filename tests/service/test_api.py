@@ -35,6 +35,7 @@ def test_image_job_end_to_end(
     assert done["progress"] == 1.0
     assert done["attempts"] == 1
     assert done["result"]["media_type"] == "image/jpeg"
+    assert done["notes"] == []  # a frontal source with open eyes and no glasses
 
     result = client.get(done["result"]["url"], headers=auth(key))
     assert result.status_code == 200
@@ -59,6 +60,22 @@ def test_image_job_end_to_end(
     assert client.get(done["result"]["url"], headers=auth(key)).status_code == 404
     assert not (data_dir / "jobs" / job["id"]).exists()
     assert client.get("/v1/jobs", headers=auth(key)).json()["jobs"] == []
+
+
+def test_done_job_notes_what_the_source_shows(
+    service: tuple[TestClient, Path], source_png: bytes, target_jpeg: bytes
+) -> None:
+    """Grace Hopper as the source: the job says, as the command line does, that her
+    glasses are part of the face it pastes."""
+    client, data_dir = service
+    key = make_key(data_dir, "alice")
+    response = submit(client, key, target_jpeg, source_png)
+    assert response.status_code == 202, response.text
+    assert response.json()["notes"] == []  # not known before the job runs
+    done = wait_for(client, response.json()["id"], key)
+    assert done["state"] == "done", done
+    (note,) = done["notes"]
+    assert note.startswith("source face wears glasses")
 
 
 def test_png_target_gives_png_and_output_format_is_honoured(

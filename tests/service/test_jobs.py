@@ -155,6 +155,33 @@ def test_options_from_form() -> None:
             JobOptions.from_form(bad)
 
 
+def test_version_1_database_gains_job_notes(tmp_path: Path) -> None:
+    """A database written by the first schema is migrated in place: its jobs keep
+    everything and read with no notes; a job completed afterwards keeps its notes."""
+    import sqlite3
+
+    from faceweave.service import db as db_module
+
+    path = tmp_path / "faceweave.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in db_module._split_statements(db_module._SCHEMA_V1):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+    store = JobStore(Database(path), tmp_path / "jobs")
+    assert store.db.query("PRAGMA user_version")[0][0] == db_module.SCHEMA_VERSION == 2
+    key_id = _key(store)
+    first, second = _queue(store, key_id, 2)
+    old = store.claim("w")
+    assert old is not None and old.id == first and old.notes == ()
+    assert store.complete(old, ".png", "c" * 64)
+    job = store.claim("w")
+    assert job is not None and job.id == second
+    assert store.complete(job, ".png", "d" * 64, ("source face wears glasses: ...",))
+    notes = {j.id: j.notes for j in store.list(key_id)}
+    assert notes == {first: (), second: ("source face wears glasses: ...",)}
+
+
 def test_schema_newer_than_the_code_is_refused(tmp_path: Path) -> None:
     from faceweave.errors import OutputError
 

@@ -143,6 +143,14 @@ async function showResult(job) {
   const link = $("result-link");
   link.href = url;
   link.download = `faceweave-${job.id}${extensionOf(job.result.media_type)}`;
+  // What the source photo shows in the result (a turned head, glasses, closed eyes).
+  const notes = $("result-notes");
+  notes.replaceChildren(...(job.notes || []).map((line) => {
+    const item = document.createElement("li");
+    item.textContent = line;
+    return item;
+  }));
+  notes.hidden = notes.children.length === 0;
   $("result-box").hidden = false;
 }
 
