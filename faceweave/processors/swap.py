@@ -74,10 +74,11 @@ GLASSES_SOURCE_CONTRAST = 35.0
 GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by one line: none .. glasses
 # An open eye shows white and iris: the lightness in its opening (OpenCV's 8-bit L*,
-# 5th to 95th percentile) spans over 100 levels in a good photo and 70 or more in a
-# dim or narrow-eyed one; a closed lid or a tinted lens spans under 40. eyes_seen ramps
-# between the two values; a source counts as showing its eyes from the middle (55) up.
-EYES_SEEN_RANGE = (45.0, 65.0)
+# 5th to 95th percentile, both eyes averaged) spans over 100 levels in a good photo and
+# down to 47 for narrow eyes in a dim video frame; a closed lid, a squint or a tinted
+# lens spans under 45 (a blink 44, the dev stills 19-36). eyes_seen ramps between the
+# two values; a source counts as showing its eyes from the middle (45) up.
+EYES_SEEN_RANGE = (38.0, 52.0)
 EYES_MIN_FACE_PX = 40.0  # smaller faces: too few pixels to tell, taken as seen
 # Where a source's eyes are not seen, the target's are kept out to this many eye widths
 # from the opening (swollen or closed lids, the tinted part of a lens).
