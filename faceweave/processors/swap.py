@@ -270,6 +270,7 @@ class SourceModel:
             a hat rather than skin (those texels keep the target's pixels).
         shape: (478, 3) identity shape in pose-normalised (canonical) units.
         light: (9, 3) spherical-harmonics coefficients of the source's light.
+        advice: what the source photo shows in every swap (:func:`source_advice`).
     """
 
     albedo: NDArray[np.float32]
@@ -279,6 +280,7 @@ class SourceModel:
     shape: NDArray[np.float64]
     light: NDArray[np.float64]
     face: Face = field(repr=False)
+    advice: tuple[str, ...] = ()
 
 
 def _fit_light(
@@ -410,6 +412,7 @@ def eyes_seen(face: Face, image: Frame | None = None) -> float:
     return float(np.clip((np.mean(spans) - lo) / (hi - lo), 0.0, 1.0))
 
 
+@functools.lru_cache(maxsize=4)
 def _uv_hidden_eyes(model: FaceModel, size: int) -> NDArray[np.float32]:
     """(S, S) the eye openings and a ring EYES_HIDDEN_RING eye widths around them,
     feathered: where a source whose eyes are not seen gives way to the target."""
@@ -560,9 +563,10 @@ def prepare_source(
         The :class:`SourceModel`.
 
     Each line of :func:`source_advice` is logged as a warning on the ``faceweave``
-    logger (the command line prints them).
+    logger (the command line prints them) and kept in ``SourceModel.advice``.
     """
-    for line in source_advice(source_face):
+    advice = tuple(source_advice(source_face))
+    for line in advice:
         logger.warning("%s", line)
     model = model or load_face_model()
     image = frame if frame is not None else source_face.frame
@@ -643,6 +647,7 @@ def prepare_source(
         shape=shape,
         light=light,
         face=source_face,
+        advice=advice,
     )
 
 

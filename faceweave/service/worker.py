@@ -28,7 +28,7 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import read_image, write_image
-from faceweave.processors.swap import SwapOptions, Swapper, source_advice
+from faceweave.processors.swap import SwapOptions, Swapper
 from faceweave.service.errors import ServiceError, http_status_of
 from faceweave.service.jobs import Job, JobOptions, JobStore
 from faceweave.types import Face, Frame
@@ -218,7 +218,7 @@ def run_job(
         output = engine.swap_image(swapper, target, options, reference_face)
         progress(0.8, force=True)
         write_result(result_path, output, job_id=job.id, quality=options.quality)
-    return ext, _sha256(result_path), tuple(source_advice(source_face))
+    return ext, _sha256(result_path), swapper.source.advice
 
 
 def _run_video(

@@ -407,7 +407,8 @@ def test_source_advice(
     astronaut_face: Face, grace_hopper_face: Face, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A frontal face of a fair size gets no advice; a turned, tilted or small one, or
-    one with glasses, gets one line per problem, also logged when the source is prepared."""
+    one with glasses, gets one line per problem, also logged (and kept) when the source
+    is prepared."""
     assert source_advice(astronaut_face) == []
     (glasses,) = source_advice(grace_hopper_face)
     assert glasses.startswith("source face wears glasses")
@@ -423,8 +424,9 @@ def test_source_advice(
     (line,) = source_advice(small)
     assert "only 44 px wide" in line
     with caplog.at_level(logging.WARNING, logger="faceweave"):
-        prepare_source(turned, uv_size=64)
+        prepared = prepare_source(turned, uv_size=64)
     assert [r.getMessage() for r in caplog.records] == lines
+    assert prepared.advice == tuple(lines)  # kept for the service's job notes
 
 
 def _shut_eyes(image: np.ndarray, face: Face) -> np.ndarray:
