@@ -115,6 +115,17 @@ DEFAULT_MASK_MOUTH = _SWAP_DEFAULTS.mask_mouth
 DEFAULT_MASK_EYES = _SWAP_DEFAULTS.mask_eyes
 DEFAULT_MASK_GLASSES = _SWAP_DEFAULTS.mask_glasses
 DEFAULT_DETAIL = _SWAP_DEFAULTS.detail
+DEFAULT_LIGHT = _SWAP_DEFAULTS.light
+DEFAULT_SHAPE = _SWAP_DEFAULTS.shape
+LIGHT_HELP = (
+    "how far the target's light and shade (a side light, a shadowed cheek) replace the "
+    "source's: 0 keeps the source's shading, 1 takes the target's (default %(default)s; "
+    "not used with --color sh)"
+)
+SHAPE_HELP = (
+    "how much of the source's face shape (nose, eyes, brows) the swap takes: 0 keeps "
+    "the target's geometry, 1 the source's in full (default %(default)s)"
+)
 DETAIL_HELP = (
     "tone a crisper source's fine detail down to the target's: 0 keeps the source's, "
     "1 matches the target's (default %(default)s)"
@@ -455,6 +466,8 @@ def _add_look_and_selection_options(
     parser.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
     parser.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
     parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
+    parser.add_argument("--light", type=unit_interval, default=DEFAULT_LIGHT, help=LIGHT_HELP)
+    parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
     parser.add_argument(
         "--face-selector",
         choices=selectors,

@@ -107,6 +107,11 @@ class SwapOptions:
             to the target's level when the source is sharper: 0 keeps the source's
             detail, 1 matches the target's (a crisp face pasted on a softer video
             reads as pasted, and shimmers as it moves). Never sharpens.
+        light: how far the target's broad light and shade (a side light, a shadowed
+            cheek) replace the source's on skin, after the colour match: 0 keeps the
+            source's own shading (a flat sticker under a side light), 1 takes the
+            target's fully (its cheekbones and sockets start to show through).
+            Not used with ``color="sh"``, which relights by its own model.
         uv_size: side of the UV texture in texels.
         work_size: faces are rasterised at most this many pixels wide.
         process_size: faces are swapped at most this many pixels wide, then
@@ -122,6 +127,7 @@ class SwapOptions:
     mask_glasses: bool = True
     feather: float = 0.03
     detail: float = 1.0
+    light: float = 0.5
     uv_size: int = 384
     work_size: int = 64
     process_size: int = 224
@@ -149,6 +155,8 @@ class SwapOptions:
             )
         if not 0.0 <= self.detail <= 1.0:
             raise UsageError(f"detail must be within [0, 1], got {self.detail}")
+        if not 0.0 <= self.light <= 1.0:
+            raise UsageError(f"light must be within [0, 1], got {self.light}")
         if not 0.0 <= self.feather <= 0.5:
             raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
         if min(self.uv_size, self.work_size, self.process_size) < 32:
@@ -912,6 +920,8 @@ class Swapper:
                 mode="rct" if opts.color == "sh" else opts.color,
                 strength=0.5 if opts.color == "sh" else 1.0,
             )
+        if opts.light > 0 and opts.color != "sh":
+            source = _match_light(source, warped_target, skin * (weight > 0.5), opts.light)
         if opts.detail > 0 and skin.sum() > 64:
             source = _match_detail(source, warped_target, skin, opts.detail)
         # Outside the mask the foreground is the target itself, so a multiband or
@@ -1075,6 +1085,53 @@ def _target_occluders(
     occl = np.clip((np.sqrt(z2) - 3.5) / 2.0, 0.0, 1.0).astype(np.float32)
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     return np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
+
+
+# Light match (see _match_light): blur width as a fraction of the skin's extent, and
+# the largest brightening or darkening it may apply.
+LIGHT_SIGMA = 0.12
+LIGHT_GAIN_RANGE = (0.6, 1.6)
+
+
+def _match_light(
+    source: NDArray[np.float32],
+    target: NDArray[np.float32],
+    on: NDArray[np.floating],
+    amount: float,
+) -> NDArray[np.float32]:
+    """Give the source the target's broad light and shade on skin.
+
+    Both lumas are averaged over ``on`` (skin seen in both) with a Gaussian about an
+    eighth of the face wide, normalised by the blurred mask so that eyes, brows and
+    the mask's edge take the surrounding skin's value instead of being diluted. Their
+    ratio, raised to ``amount``, scales the source: the global colour match has
+    already set the means, so this moves only where the light falls. The gain fades
+    to 1 where little skin supports it and is clipped to LIGHT_GAIN_RANGE.
+    """
+    weights = (on > 0.5).astype(np.uint8)
+    x, y, bw, bh = cv2.boundingRect(weights)
+    if bw < 16 or bh < 16:
+        return source
+    h, w = weights.shape
+    # At an eighth of the size: the blur is still a few pixels wide there, and the
+    # ratio it gives is smooth enough to upsample bilinearly.
+    small = (max(4, w // 8), max(4, h // 8))
+    sigma = LIGHT_SIGMA * max(bw, bh) * small[0] / w
+    m = cv2.resize(weights.astype(np.float32), small, interpolation=cv2.INTER_AREA)
+    support = cv2.GaussianBlur(m, (0, 0), sigma)
+    lumas = []
+    for image in (target, source):
+        grey = cv2.resize(
+            cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), small, interpolation=cv2.INTER_AREA
+        )
+        lumas.append(cv2.GaussianBlur(grey * m, (0, 0), sigma) / np.maximum(support, 1e-4))
+    lo, hi = LIGHT_GAIN_RANGE
+    gain = np.clip((lumas[0] + 1.0) / (lumas[1] + 1.0), lo, hi) ** amount
+    # Where the blurred mask is thin (far from skin) the ratio is an extrapolation.
+    confidence = np.clip(support / 0.3, 0.0, 1.0)
+    gain = 1.0 + (gain - 1.0) * confidence
+    gain = cv2.resize(gain.astype(np.float32), (w, h), interpolation=cv2.INTER_LINEAR)
+    return np.asarray(cv2.multiply(source, cv2.merge([gain, gain, gain])), np.float32)
 
 
 def _match_detail(

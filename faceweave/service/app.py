@@ -298,6 +298,8 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "color": {"type": "string", "enum": list(COLOR_MODES), "default": "lct"},
     "blend": {"type": "string", "enum": list(BLEND_MODES), "default": "multiband"},
     "detail": {"type": "number", "minimum": 0, "maximum": 1, "default": 1.0},
+    "light": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5},
+    "shape": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.6},
     "face_selector": {"type": "string", "enum": list(SELECTORS), "default": "one"},
     "face_order": {"type": "string", "enum": list(ORDERS), "default": "large-small"},
     "max_faces": {"type": "integer", "minimum": 1, "maximum": 32, "default": 8},

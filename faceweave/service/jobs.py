@@ -57,6 +57,8 @@ class JobOptions:
         max_faces: at most this many target faces are detected.
         reference_distance: largest identity distance to the reference face.
         detail: 0 keeps a crisper source's fine detail, 1 tones it down to the target's.
+        light: 0 keeps the source's shading, 1 takes the target's light and shade.
+        shape: 0 keeps the target's face geometry, 1 takes the source's face shape.
         mask_mouth: keep the target's open mouth.
         mask_eyes: keep the target's eyes.
         mask_glasses: keep the target's glasses frames in front of the swapped face.
@@ -71,6 +73,8 @@ class JobOptions:
     color: str = "lct"
     blend: str = "multiband"
     detail: float = 1.0
+    light: float = 0.5
+    shape: float = 0.6
     face_selector: str = "one"
     face_order: str = "large-small"
     max_faces: int = 8
@@ -88,6 +92,10 @@ class JobOptions:
             raise UsageError(f"fusion must be between 0 and 1, got {self.fusion}")
         if not 0.0 <= self.detail <= 1.0:
             raise UsageError(f"detail must be between 0 and 1, got {self.detail}")
+        if not 0.0 <= self.light <= 1.0:
+            raise UsageError(f"light must be between 0 and 1, got {self.light}")
+        if not 0.0 <= self.shape <= 1.0:
+            raise UsageError(f"shape must be between 0 and 1, got {self.shape}")
         _choice("color", self.color, COLOR_MODES)
         _choice("blend", self.blend, BLEND_MODES)
         _choice("face_selector", self.face_selector, SELECTORS)

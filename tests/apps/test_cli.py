@@ -157,6 +157,8 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
         ["--fusion", "nan"],
         ["--fusion", "much"],
         ["--detail", "2"],
+        ["--light", "2"],
+        ["--shape", "-1"],
         ["--quality", "0"],
         ["--quality", "101"],
         ["--max-faces", "0"],

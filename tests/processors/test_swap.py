@@ -16,6 +16,7 @@ from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
     BLEND_MODES,
     COLOR_MODES,
+    LIGHT_GAIN_RANGE,
     SourceModel,
     SwapOptions,
     Swapper,
@@ -24,6 +25,7 @@ from faceweave.processors.swap import (
     prepare_source,
     source_advice,
 )
+from faceweave.processors.swap import _match_light as _match_light
 from faceweave.types import Face
 
 
@@ -79,6 +81,8 @@ class TestSwapOptions:
             {"feather": 0.9},
             {"detail": 1.5},
             {"detail": -0.1},
+            {"light": 1.5},
+            {"light": -0.1},
             {"uv_size": 16},
             {"work_size": 8},
         ],
@@ -579,6 +583,75 @@ class TestDetail:
             soft_source.with_options(detail=1.0).swap(grace_hopper, grace_hopper_face),
             soft_source.swap(grace_hopper, grace_hopper_face),
         )
+
+
+class TestLight:
+    """The target's broad light and shade replace the source's on skin."""
+
+    def test_ratio_of_blurred_lumas(self) -> None:
+        source = np.full((96, 96, 3), 120.0, np.float32)
+        target = np.full((96, 96, 3), 80.0, np.float32)
+        target[:, 48:] = 160.0  # a side light: one half twice as bright
+        on = np.ones((96, 96), np.float32)
+        full = _match_light(source, target, on, 1.0)
+        # Far from the light's edge each side takes the target's level.
+        assert abs(full[:, :12].mean() - 80.0) < 3.0, full[:, :12].mean()
+        assert abs(full[:, -12:].mean() - 160.0) < 3.0, full[:, -12:].mean()
+        # Halfway (amount 0.5) is the geometric mean of the two gains.
+        half = _match_light(source, target, on, 0.5)
+        assert abs(half[:, :12].mean() - 120.0 * np.sqrt(81.0 / 121.0)) < 2.0
+        np.testing.assert_array_equal(_match_light(source, target, on, 0.0), source)
+
+    def test_holes_take_the_surrounding_skins_gain_and_gains_are_clipped(self) -> None:
+        source = np.full((96, 96, 3), 200.0, np.float32)
+        target = np.full((96, 96, 3), 20.0, np.float32)
+        on = np.ones((96, 96), np.float32)
+        on[40:56, 40:56] = 0.0
+        target[40:56, 40:56] = 255.0  # an eye's white: not skin, not counted
+        out = _match_light(source, target, on, 1.0)
+        low = LIGHT_GAIN_RANGE[0]
+        np.testing.assert_allclose(out, 200.0 * low, rtol=1e-3)
+
+    def test_no_skin_no_change(self) -> None:
+        source = np.full((64, 64, 3), 100.0, np.float32)
+        out = _match_light(source, source * 2, np.zeros((64, 64), np.float32), 1.0)
+        np.testing.assert_array_equal(out, source)
+
+    def test_swap_follows_a_side_light(
+        self, analyser: FaceAnalyser, astronaut: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        # Light the astronaut from her right: her left cheek in shadow.
+        x0, y0, x1, y1 = analyser.get_faces(astronaut)[0].bbox
+        ramp = np.clip((np.arange(astronaut.shape[1]) - x0) / (x1 - x0), 0.0, 1.0)
+        lit = np.clip(astronaut * (0.45 + 0.55 * ramp)[None, :, None], 0, 255).astype(np.uint8)
+        face = analyser.get_faces(lit)[0]
+        swapper = Swapper(grace_hopper_face, light=0.0)
+
+        def side_ratio(image: np.ndarray) -> float:
+            grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+            left, right = _cheeks(face, grey.shape)
+            return float(grey[left].mean() / grey[right].mean())
+
+        target = side_ratio(lit)
+        flat = side_ratio(swapper.swap(lit, face))
+        relit = side_ratio(swapper.with_options(light=1.0).swap(lit, face))
+        half = side_ratio(swapper.with_options(light=0.5).swap(lit, face))
+        assert target < 0.8, target  # the test needs a real side light
+        # The colour match alone keeps the source's even light; the light match moves
+        # the shadow side towards the target's, half way at 0.5.
+        assert abs(relit - target) < 0.5 * abs(flat - target), (target, flat, relit)
+        assert relit < half < flat, (relit, half, flat)
+
+
+def _cheeks(face: Face, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the two cheeks (mesh points below the eyes, beside the nose)."""
+    points = face.landmarks_478[:, :2]
+    masks = []
+    for ring in ([50, 101, 118, 117, 123, 147, 187, 205], [280, 330, 347, 346, 352, 376, 411, 425]):
+        hull = cv2.convexHull(points[ring].astype(np.float32))[:, 0]
+        masks.append(_polygon_mask(hull, shape))
+    left, right = sorted(masks, key=lambda m: float(np.nonzero(m)[1].mean()))
+    return left, right
 
 
 @pytest.fixture(scope="module")

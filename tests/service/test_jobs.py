@@ -150,9 +150,33 @@ def test_options_from_form() -> None:
     assert (options.fusion, options.mask_eyes, options.max_faces) == (0.25, True, 3)
     assert options.mask_glasses is True  # the default
     assert JobOptions.from_form({"mask_glasses": "false"}).mask_glasses is False
-    for bad in ({"fusion": "-1"}, {"max_faces": "1.5"}, {"quality": "0"}, {"nope": "1"}):
+    for bad in (
+        {"fusion": "-1"},
+        {"max_faces": "1.5"},
+        {"quality": "0"},
+        {"nope": "1"},
+        {"light": "2"},
+        {"shape": "-0.5"},
+    ):
         with pytest.raises(UsageError):
             JobOptions.from_form(bad)
+
+
+def test_look_options_reach_the_engine_with_its_defaults() -> None:
+    """The swap settings a job shares with the engine default to the engine's own,
+    and a job's values reach it (the worker builds SwapOptions.from_settings)."""
+    from dataclasses import fields
+
+    from faceweave.processors.swap import SwapOptions
+
+    engine = SwapOptions()
+    shared = [f.name for f in fields(JobOptions) if f.name in SwapOptions.__dataclass_fields__]
+    assert {"fusion", "color", "blend", "detail", "light", "shape", "mask_eyes"} <= set(shared)
+    for name in shared:
+        assert getattr(JobOptions(), name) == getattr(engine, name), name
+    options = JobOptions.from_form({"light": "0.9", "shape": "0.2"})
+    swap = SwapOptions.from_settings(options)
+    assert (swap.light, swap.shape) == (0.9, 0.2)
 
 
 def test_version_1_database_gains_job_notes(tmp_path: Path) -> None:
