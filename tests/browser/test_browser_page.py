@@ -3,6 +3,8 @@ and its notes."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,8 @@ def test_upload_two_images_job_completes_result_is_marked(
     page.get_by_role("button", name="Save").click()
     page.get_by_label("Source face (image)").set_input_files(str(source))
     page.get_by_label("Target (image or video)").set_input_files(str(target))
+    page.get_by_label("Target's light").fill("0.8")
+    assert page.locator("#light-value").inner_text() == "0.80"
     page.get_by_role("button", name="Submit job").click()
 
     result = page.get_by_role("img", name="The swapped result")
@@ -59,4 +63,9 @@ def test_upload_two_images_job_completes_result_is_marked(
     assert report.marked, report
     assert report.labels, report
     assert report.labels_agree is True, report
+    # The sliders' values reached the job (the light as set, the shape at its default).
+    request = urllib.request.Request(url + "/v1/jobs", headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        options = json.load(response)["jobs"][0]["options"]
+    assert (options["light"], options["shape"]) == (0.8, 0.6), options
     assert not errors, errors

@@ -47,7 +47,7 @@ function formData() {
       data.append(name, input.files[0]);
     }
   }
-  for (const name of ["fusion", "color", "blend", "face_selector"]) {
+  for (const name of ["fusion", "light", "shape", "color", "blend", "face_selector"]) {
     data.append(name, form.elements[name].value);
   }
   for (const name of ["mask_mouth", "mask_eyes", "mask_glasses"]) {
@@ -217,9 +217,11 @@ document.addEventListener("DOMContentLoaded", () => {
     $("jobs").replaceChildren();
     say("Key forgotten.");
   });
-  $("fusion").addEventListener("input", () => {
-    $("fusion-value").textContent = Number($("fusion").value).toFixed(2);
-  });
+  for (const name of ["fusion", "light", "shape"]) {
+    $(name).addEventListener("input", () => {
+      $(`${name}-value`).textContent = Number($(name).value).toFixed(2);
+    });
+  }
   $("face_selector").addEventListener("change", () => {
     const needsReference = $("face_selector").value === "reference";
     $("reference-box").hidden = !needsReference;
