@@ -883,7 +883,9 @@ class Swapper:
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_LINEAR)
         )
         target_f = target_proc.astype(np.float32)
-        keep_target = 1.0 - _target_occluders(target_proc, skin, edge, (rw, rh))
+        # The target on the coarse grid, for the smooth things measured on it.
+        target_small = _shrink(target_proc, (rw, rh))
+        keep_target = 1.0 - _target_occluders(target_small, skin, edge)
         if opts.mask_glasses and target_face.size >= GLASSES_MIN_FACE_PX:
             landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
             frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
@@ -921,7 +923,7 @@ class Swapper:
                 strength=0.5 if opts.color == "sh" else 1.0,
             )
         if opts.light > 0 and opts.color != "sh":
-            source = _match_light(source, warped_target, skin * (weight > 0.5), opts.light)
+            source = _match_light(source, target_proc, skin * (weight > 0.5), opts.light)
         if opts.detail > 0 and skin.sum() > 64:
             source = _match_detail(source, warped_target, skin, opts.detail)
         # Outside the mask the foreground is the target itself, so a multiband or
@@ -1063,13 +1065,15 @@ def _line_contrast(image: Frame, kernel: NDArray[np.uint8]) -> NDArray[np.float3
 
 
 def _target_occluders(
-    target: Frame, skin: NDArray[np.floating], edge: NDArray[np.float32], grid: tuple[int, int]
+    target_small: Frame, skin: NDArray[np.floating], edge: NDArray[np.float32]
 ) -> NDArray[np.float32]:
     """Near the face's edge, target pixels far from the target's skin colour are not face:
     background past a turned head's silhouette, hair over the forehead, a hand. They
-    stay the target's. Computed on the coarse grid and upsampled (it is smooth)."""
-    h, w = target.shape[:2]
-    small = cv2.resize(target, grid, interpolation=cv2.INTER_AREA).astype(np.float32)
+    stay the target's. Computed on ``target_small``, the target crop shrunk to the
+    coarse grid, and upsampled to ``edge``'s size (it is smooth)."""
+    h, w = edge.shape[:2]
+    grid = (target_small.shape[1], target_small.shape[0])
+    small = target_small.astype(np.float32)
     skin_small = cv2.resize(
         np.ascontiguousarray(skin, np.float32), grid, interpolation=cv2.INTER_AREA
     )
@@ -1095,7 +1099,7 @@ LIGHT_GAIN_RANGE = (0.6, 1.6)
 
 def _match_light(
     source: NDArray[np.float32],
-    target: NDArray[np.float32],
+    target: NDArray[np.generic],
     on: NDArray[np.floating],
     amount: float,
 ) -> NDArray[np.float32]:
@@ -1109,28 +1113,39 @@ def _match_light(
     to 1 where little skin supports it and is clipped to LIGHT_GAIN_RANGE.
     """
     weights = (on > 0.5).astype(np.uint8)
-    x, y, bw, bh = cv2.boundingRect(weights)
+    _, _, bw, bh = cv2.boundingRect(weights)
     if bw < 16 or bh < 16:
         return source
     h, w = weights.shape
-    # At an eighth of the size: the blur is still a few pixels wide there, and the
-    # ratio it gives is smooth enough to upsample bilinearly.
-    small = (max(4, w // 8), max(4, h // 8))
-    sigma = LIGHT_SIGMA * max(bw, bh) * small[0] / w
-    m = cv2.resize(weights.astype(np.float32), small, interpolation=cv2.INTER_AREA)
-    support = cv2.GaussianBlur(m, (0, 0), sigma)
-    lumas = []
-    for image in (target, source):
-        grey = cv2.resize(
-            cv2.cvtColor(image, cv2.COLOR_BGR2GRAY), small, interpolation=cv2.INTER_AREA
+    # The ratio is smooth: work it out at 1/8 scale. An area filter by a whole factor
+    # is a fast path in OpenCV, so the crop is cut to a multiple of 8 (the last few
+    # rows and columns take the edge's gain).
+    k = 8 if min(h, w) >= 64 else 1
+    hk, wk = h - h % k, w - w % k
+    small = (wk // k, hk // k)
+
+    def shrink(image: NDArray[np.generic]) -> NDArray[np.float32]:
+        return np.asarray(
+            cv2.resize(image[:hk, :wk], small, interpolation=cv2.INTER_AREA), np.float32
         )
-        lumas.append(cv2.GaussianBlur(grey * m, (0, 0), sigma) / np.maximum(support, 1e-4))
+
+    m = shrink(weights.astype(np.float32))
+    sigma = LIGHT_SIGMA * max(bw, bh) / k
+    support = cv2.GaussianBlur(m, (0, 0), sigma)
+    inverse_support = 1.0 / np.maximum(support, 1e-4)
+    lumas = [
+        cv2.GaussianBlur(shrink(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)) * m, (0, 0), sigma)
+        * inverse_support
+        for image in (target, source)
+    ]
     lo, hi = LIGHT_GAIN_RANGE
     gain = np.clip((lumas[0] + 1.0) / (lumas[1] + 1.0), lo, hi) ** amount
     # Where the blurred mask is thin (far from skin) the ratio is an extrapolation.
-    confidence = np.clip(support / 0.3, 0.0, 1.0)
-    gain = 1.0 + (gain - 1.0) * confidence
-    gain = cv2.resize(gain.astype(np.float32), (w, h), interpolation=cv2.INTER_LINEAR)
+    confidence = np.clip(support * (1.0 / 0.3), 0.0, 1.0)
+    gain = (1.0 + (gain - 1.0) * confidence).astype(np.float32)
+    gain = cv2.resize(gain, (wk, hk), interpolation=cv2.INTER_LINEAR)
+    if (hk, wk) != (h, w):
+        gain = cv2.copyMakeBorder(gain, 0, h - hk, 0, w - wk, cv2.BORDER_REPLICATE)
     return np.asarray(cv2.multiply(source, cv2.merge([gain, gain, gain])), np.float32)
 
 
@@ -1146,40 +1161,48 @@ def _match_detail(
     Band ``i`` of an image is its Gaussian level ``i`` minus the upsampled level
     ``i + 1`` (about 1-2 and 2-4 pixels at the processing size). Each band's gain is
     ``sqrt(target energy / source energy)`` over skin, raised to ``strength`` and never
-    above 1: a soft target is never sharpened into noise.
+    above 1: a soft target is never sharpened into noise. Bands are measured and
+    scaled on luma, where pores and grain live (a third of the work of colour
+    bands); the change is added to all three channels alike.
     """
-    gains: list[float] = []
-    bands: list[NDArray[np.float32]] = []
     on = (skin > 0.5).astype(np.float32)
     if float(on.sum()) < 16:
         return source
-    # Energies on luma (where pores and grain live; a third of the work), bands to
-    # rescale in colour.
-    src = source
     src_grey = cv2.cvtColor(source, cv2.COLOR_BGR2GRAY)
     tgt_grey = cv2.cvtColor(target, cv2.COLOR_BGR2GRAY)
+    gains: list[float] = []
+    bands: list[NDArray[np.float32]] = []
     for _ in range(levels):
-        size = (src.shape[1], src.shape[0])
-        src_down = cv2.pyrDown(src)
-        bands.append(cv2.subtract(src, cv2.pyrUp(src_down, dstsize=size)))
-        energies, greys_down = [], []
-        for grey in (src_grey, tgt_grey):
-            grey_down = cv2.pyrDown(grey)  # also the next level's grey
-            band = cv2.multiply(cv2.subtract(grey, cv2.pyrUp(grey_down, dstsize=size)), on)
-            # Sums of squares on skin (a masked cv2.mean is 20x slower than a dot).
-            energies.append(float(np.vdot(band, band)))
-            greys_down.append(grey_down)
-        gains.append(min(1.0, np.sqrt(energies[1] / max(energies[0], 1e-6))) ** strength)
-        src = src_down
-        src_grey, tgt_grey = greys_down
-        on = on[::2, ::2][: src.shape[0], : src.shape[1]]
+        size = (src_grey.shape[1], src_grey.shape[0])
+        src_down, tgt_down = cv2.pyrDown(src_grey), cv2.pyrDown(tgt_grey)
+        src_band = cv2.subtract(src_grey, cv2.pyrUp(src_down, dstsize=size))
+        tgt_band = cv2.subtract(tgt_grey, cv2.pyrUp(tgt_down, dstsize=size))
+        # Sums of squares on skin (a masked cv2.mean is 20x slower than a dot).
+        src_on, tgt_on = cv2.multiply(src_band, on), cv2.multiply(tgt_band, on)
+        ratio = float(np.vdot(tgt_on, tgt_on)) / max(float(np.vdot(src_on, src_on)), 1e-6)
+        gains.append(min(1.0, np.sqrt(ratio)) ** strength)
+        bands.append(src_band)
+        src_grey, tgt_grey = src_down, tgt_down
+        on = on[::2, ::2][: src_grey.shape[0], : src_grey.shape[1]]
     if min(gains) >= 0.999:
         return source
-    out = src
-    for band, gain in zip(reversed(bands), reversed(gains), strict=True):
-        up = cv2.pyrUp(out, dstsize=(band.shape[1], band.shape[0]))
-        out = cv2.scaleAdd(band, gain, up)
-    return np.asarray(out, np.float32)
+    # The luma change, coarsest band first: each band times (gain - 1), upsampled.
+    change = cv2.multiply(bands[-1], gains[-1] - 1.0)
+    for band, gain in zip(reversed(bands[:-1]), reversed(gains[:-1]), strict=True):
+        change = cv2.pyrUp(change, dstsize=(band.shape[1], band.shape[0]))
+        change = cv2.scaleAdd(band, gain - 1.0, change)
+    return np.asarray(cv2.add(source, cv2.merge([change, change, change])), np.float32)
+
+
+def _shrink(image: Frame, size: tuple[int, int]) -> Frame:
+    """``image`` shrunk to ``size`` (width, height): halved by pyrDown while that stays
+    at least as large, then resized bilinearly (an area filter at a ratio that is not
+    a whole number is OpenCV's slow path, 0.14 ms on a face crop)."""
+    while image.shape[1] >= 2 * size[0] and image.shape[0] >= 2 * size[1]:
+        image = cv2.pyrDown(image)
+    if (image.shape[1], image.shape[0]) == size:
+        return image
+    return np.asarray(cv2.resize(image, size, interpolation=cv2.INTER_LINEAR), image.dtype)
 
 
 def _support(mask: NDArray[np.float32]) -> NDArray[np.float32]:
