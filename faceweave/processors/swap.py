@@ -353,6 +353,11 @@ def source_advice(face: Face) -> list[str]:
     and glasses are part of the face's texture. Empty for a frontal face of a good
     size with open eyes and without glasses.
     """
+    return _advice(face, eyes_seen(face), _wears_glasses(face))
+
+
+def _advice(face: Face, eyes: float, glasses: bool) -> list[str]:
+    """source_advice's lines, given the face's eye check and glasses check."""
     advice: list[str] = []
     yaw, pitch = face.pose.yaw, face.pose.pitch
     if abs(yaw) > ADVICE_MAX_TURN_DEG:
@@ -371,12 +376,12 @@ def source_advice(face: Face) -> list[str]:
             f"source face is only {face.size:.0f} px wide: swapped faces will look soft; "
             f"a photo with the face at least {2 * ADVICE_MIN_FACE_PX:.0f} px wide swaps better"
         )
-    if eyes_seen(face) < 0.5:
+    if eyes < 0.5:
         advice.append(
             "source face's eyes are closed or hidden (tinted glasses): each target keeps "
             "its own eyes; a photo with open eyes swaps better"
         )
-    if _wears_glasses(face):
+    if glasses:
         advice.append(
             "source face wears glasses: they are painted out where that leaves no "
             "traces, else carried into every swap; a photo without them swaps better"
@@ -434,7 +439,12 @@ def _uv_hidden_eyes(model: FaceModel, size: int) -> NDArray[np.float32]:
 
 def _wears_glasses(face: Face) -> bool:
     """Whether the face (in its own photo) wears glasses (see _glasses_in_photo)."""
-    found = _glasses_in_photo(face, face.frame)
+    return _glasses_found(_glasses_in_photo(face, face.frame))
+
+
+def _glasses_found(found: tuple[float, object, object, object, object] | None) -> bool:
+    """Whether a _glasses_in_photo result reads as a face with glasses: a photo either
+    has them or not."""
     return found is not None and found[0] >= 0.5
 
 
@@ -467,8 +477,7 @@ def _glasses_in_photo(
 
 def _paint_out_source_glasses(
     albedo: NDArray[np.float32],
-    image: Frame,
-    face: Face,
+    found: tuple[float, NDArray[np.uint8], Frame, tuple[int, int], float] | None,
     model: FaceModel,
     map_xy: NDArray[np.float32],
     mirrored: NDArray[np.float32],
@@ -487,12 +496,9 @@ def _paint_out_source_glasses(
     GLASSES_PAINTED_RESIDUE of the strong lines around the eyes, the texture is left
     as it was.
     """
-    found = _glasses_in_photo(face, image)
-    if found is None:
+    if found is None or not _glasses_found(found):
         return albedo
-    strength, line_kernel, crop, (x0, y0), scale = found
-    if strength < 0.5:  # as _wears_glasses: a photo either has them or not
-        return albedo
+    _, line_kernel, crop, (x0, y0), scale = found
     size = albedo.shape[0]
     band = _uv_glasses_band_at(model, size) > 0.5
     line = (_line_contrast(crop, line_kernel) > GLASSES_SOURCE_CONTRAST).astype(np.float32)
@@ -573,13 +579,16 @@ def prepare_source(
     Each line of :func:`source_advice` is logged as a warning on the ``faceweave``
     logger (the command line prints them) and kept in ``SourceModel.advice``.
     """
-    advice = tuple(source_advice(source_face))
-    for line in advice:
-        logger.warning("%s", line)
     model = model or load_face_model()
     image = frame if frame is not None else source_face.frame
     if image is None:
         raise InputError("the source face carries no image; pass frame=")
+    # The eye and glasses checks, once: for the advice and for the texture below.
+    seen_eyes = eyes_seen(source_face, image)
+    glasses = _glasses_in_photo(source_face, image)
+    advice = tuple(_advice(source_face, seen_eyes, _glasses_found(glasses)))
+    for line in advice:
+        logger.warning("%s", line)
     verts = model.extend(source_face.landmarks_478)
     uvr = model.uv_raster(uv_size)
     covered = uvr.covered
@@ -640,10 +649,10 @@ def prepare_source(
     used_cos = (w_own * cos + w_mir * cos_m) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
-    filled = _paint_out_source_glasses(filled, image, source_face, model, map_xy, mirrored)
+    filled = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)
     # Closed eyes or tinted lenses: the target's own eyes stay (they follow its lids).
     # All or nothing, as the advice says: half of each would show two pairs of eyes.
-    if eyes_seen(source_face, image) < 0.5:
+    if seen_eyes < 0.5:
         valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
     occluder = _forehead_occluders(model, uv_size, filled, covered)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)

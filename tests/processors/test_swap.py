@@ -386,7 +386,8 @@ def test_source_glasses_are_painted_out_where_mirrored(
     half = size // 2
 
     def painted(texture: np.ndarray, mirrored: np.ndarray) -> np.ndarray:
-        out = paint_out(texture, one_lens.frame, one_lens, model, map_xy, mirrored)
+        found = swap_module._glasses_in_photo(one_lens, one_lens.frame)
+        out = paint_out(texture, found, model, map_xy, mirrored)
         return np.abs(out - texture).max(2) > 1e-3 * float(texture.max())
 
     own = painted(albedo, np.zeros((size, size), np.float32))
