@@ -891,7 +891,6 @@ class Swapper:
             # is about 1.8x), and an area filter costs 0.5 ms more here.
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_LINEAR)
         )
-        target_f = target_proc.astype(np.float32)
         # The target on the coarse grid, for the smooth things measured on it.
         target_small = _shrink(target_proc, (rw, rh))
         keep_target = 1.0 - _target_occluders(target_small, skin, edge)
@@ -915,14 +914,15 @@ class Swapper:
             cv2.copyTo(target_proc, (coverage <= 0).astype(np.uint8), warped)
             warped_target = warped.astype(np.float32)
         else:
-            warped_target = target_f
+            warped_target = target_proc.astype(np.float32)
         texture = self.source.albedo if opts.color == "sh" else self._texture_u8
         source = cv2.remap(
             texture, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         ).astype(np.float32, copy=False)
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
-        if opts.color != "none" and skin.sum() > 64:
+        enough_skin = cv2.countNonZero(skin) > 64
+        if opts.color != "none" and enough_skin:
             source = color_ops.color_transfer(
                 source,
                 warped_target,
@@ -932,8 +932,10 @@ class Swapper:
                 strength=0.5 if opts.color == "sh" else 1.0,
             )
         if opts.light > 0 and opts.color != "sh":
-            source = _match_light(source, target_proc, skin * (weight > 0.5), opts.light)
-        if opts.detail > 0 and skin.sum() > 64:
+            # Skin seen in both: 255 where the source's own texels are used.
+            on = cv2.compare(skin, 0.5, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
+            source = _match_light(source, target_proc, on, opts.light)
+        if opts.detail > 0 and enough_skin:
             source = _match_detail(source, warped_target, skin, opts.detail)
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).
@@ -1109,7 +1111,7 @@ LIGHT_GAIN_RANGE = (0.6, 1.6)
 def _match_light(
     source: NDArray[np.float32],
     target: NDArray[np.generic],
-    on: NDArray[np.floating],
+    on: NDArray[np.generic],
     amount: float,
 ) -> NDArray[np.float32]:
     """Give the source the target's broad light and shade on skin.
@@ -1119,9 +1121,10 @@ def _match_light(
     the mask's edge take the surrounding skin's value instead of being diluted. Their
     ratio, raised to ``amount``, scales the source: the global colour match has
     already set the means, so this moves only where the light falls. The gain fades
-    to 1 where little skin supports it and is clipped to LIGHT_GAIN_RANGE.
+    to 1 where little skin supports it and is clipped to LIGHT_GAIN_RANGE. ``on`` is
+    a mask, nonzero on skin (bool, 0/1 or 0/255).
     """
-    weights = (on > 0.5).astype(np.uint8)
+    weights = on if on.dtype == np.uint8 else (np.asarray(on) != 0).astype(np.uint8)
     _, _, bw, bh = cv2.boundingRect(weights)
     if bw < 16 or bh < 16:
         return source
@@ -1138,7 +1141,7 @@ def _match_light(
             cv2.resize(image[:hk, :wk], small, interpolation=cv2.INTER_AREA), np.float32
         )
 
-    m = shrink(weights.astype(np.float32))
+    m = shrink(cv2.compare(weights, 0, cv2.CMP_GT)) * np.float32(1.0 / 255.0)
     sigma = LIGHT_SIGMA * max(bw, bh) / k
     support = cv2.GaussianBlur(m, (0, 0), sigma)
     inverse_support = 1.0 / np.maximum(support, 1e-4)
