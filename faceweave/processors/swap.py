@@ -44,7 +44,6 @@ from faceweave.core import lighting
 from faceweave.core.facemodel import (
     HOLE_EYE_LEFT,
     HOLE_EYE_RIGHT,
-    HOLE_MOUTH,
     FaceModel,
     load_face_model,
 )
@@ -97,7 +96,8 @@ class SwapOptions:
         color: ``none``, ``rct`` (Reinhard LAB), ``lct`` (linear covariance) or
             ``sh`` (spherical-harmonics relight plus a mean/std match on skin).
         blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``.
-        mask_mouth: keep the target's mouth interior (teeth, tongue).
+        mask_mouth: keep the target's mouth interior (teeth, tongue) and the inner edge
+            of its lips, cut at full resolution.
         mask_eyes: always keep the target's eyes (eyeballs, gaze) inside the lids; they
             are kept anyway where the source's eyes are not seen (see eyes_seen).
         mask_glasses: keep the target's spectacle frames in front of the swapped face
@@ -225,8 +225,8 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     band = (1.0 - np.clip(dist / (0.22 * size), 0.0, 1.0)) * covered
     hole = _uv_holes(model, size)
     weight = covered.astype(np.float32)
-    if options.mask_mouth:
-        weight[hole == HOLE_MOUTH] = 0.0
+    # The mouth interior (mask_mouth) is cut in image space, at full resolution (see
+    # _mouth_keep): through the coarse UV lookup its edge came out stair-stepped.
     if options.mask_eyes:
         weight[(hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)] = 0.0
     k = max(3, int(size * 0.012) | 1)
@@ -881,6 +881,9 @@ class Swapper:
         aux *= np.float32(1.0 / 255.0)
         mask = np.ascontiguousarray(aux[..., 0] * coverage)
         weight = aux[..., 1]
+        if opts.mask_mouth:
+            inner_lips = (tgt_verts[model.loops[2], :2] - np.array([x0, y0], np.float32)) * to_proc
+            _cut_mouth(weight, inner_lips)
         skin = (aux[..., 2] > 0.5) * coverage
         edge = np.maximum(aux[..., 3], maps[..., 4])
         target_crop = frame[y0:y1, x0:x1]
@@ -1204,6 +1207,46 @@ def _match_detail(
         change = cv2.pyrUp(change, dstsize=(band.shape[1], band.shape[0]))
         change = cv2.scaleAdd(band, gain - 1.0, change)
     return np.asarray(cv2.add(source, cv2.merge([change, change, change])), np.float32)
+
+
+# An open mouth keeps the target's own lips along its opening, this fraction of the
+# mouth's width deep: a closed source mouth's lip crease, stretched around a wide-open
+# one, drew a dark ring. The depth ramps in over MOUTH_OPEN_RANGE of openness (height
+# over width): lips that meet or part in a smile are the source's up to the opening.
+MOUTH_KEEP_LIP = 0.05
+MOUTH_OPEN_RANGE = (0.1, 0.4)
+
+
+def _cut_mouth(weight: NDArray[np.float32], inner_lips: NDArray[np.float32]) -> None:
+    """Zero the source's weight inside the target's mouth opening (``inner_lips``, the
+    inner lip contour in ``weight``'s pixels) and, for a wide-open mouth, up to
+    MOUTH_KEEP_LIP of the mouth's width around it, feathered: teeth, tongue and the
+    lips' inner edge stay the target's. Drawn antialiased at full resolution (through
+    the coarse UV lookup the opening's edge came out stair-stepped), in place, within
+    the mouth's box."""
+    h, w = weight.shape
+    width = float(np.ptp(inner_lips[:, 0]))
+    if width < 2.0:
+        return
+    openness = cv2.contourArea(inner_lips) / (width * width) * 4.0 / np.pi
+    lo, hi = MOUTH_OPEN_RANGE
+    grow = MOUTH_KEEP_LIP * width * float(np.clip((openness - lo) / (hi - lo), 0.0, 1.0))
+    reach = int(np.ceil(2.0 * grow)) + 3
+    x0, y0 = np.floor(inner_lips.min(0)).astype(int) - reach
+    x1, y1 = np.ceil(inner_lips.max(0)).astype(int) + reach + 1
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return
+    contour = np.round((inner_lips - np.array([x0, y0], np.float32)) * 16).astype(np.int32)
+    cut = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    cv2.fillPoly(cut, [contour], 255, cv2.LINE_AA, shift=4)
+    if grow >= 0.5:
+        # The contour's band, 2 * grow wide, grows the opening by grow.
+        thickness = int(round(2.0 * grow))
+        cv2.polylines(cut, [contour], True, 255, thickness, cv2.LINE_AA, shift=4)
+    keep = cv2.GaussianBlur(cut, (0, 0), max(0.5 * grow, 1.0)).astype(np.float32)
+    region = weight[y0:y1, x0:x1]
+    region *= 1.0 - keep * np.float32(1.0 / 255.0)
 
 
 def _shrink(image: Frame, size: tuple[int, int]) -> Frame:

@@ -25,6 +25,7 @@ from faceweave.processors.swap import (
     prepare_source,
     source_advice,
 )
+from faceweave.processors.swap import _cut_mouth as _cut_mouth
 from faceweave.processors.swap import _match_light as _match_light
 from faceweave.types import Face
 
@@ -694,3 +695,67 @@ class TestMaskMouth:
         kept = self._mouth_error(swapper.with_options(mask_mouth=True), frame, face)
         replaced = self._mouth_error(swapper.with_options(mask_mouth=False), frame, face)
         assert kept < 0.5 * replaced, (kept, replaced)
+
+    def test_keeps_the_lips_inner_edge(
+        self, scream: tuple[np.ndarray, Face], grace_hopper_face: Face
+    ) -> None:
+        """Grace Hopper's closed mouth onto a scream: the band just outside the opening
+        is the target's own lip edge, not her lip crease stretched into a dark ring."""
+        frame, face = scream
+        inner_lip = face.landmarks_478[load_face_model().loops[2]]
+        opening = _polygon_mask(inner_lip, frame.shape)
+        band = cv2.dilate(opening.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
+        band &= ~opening
+        swapper = Swapper(grace_hopper_face, shape=0.0)
+
+        def band_error(out: np.ndarray) -> float:
+            diff = np.abs(out.astype(np.int16) - frame.astype(np.int16))
+            return float(diff[band].mean())
+
+        kept = band_error(swapper.swap(frame, face))
+        replaced = band_error(swapper.with_options(mask_mouth=False).swap(frame, face))
+        assert kept < 0.4 * replaced, (kept, replaced)
+
+
+class TestCutMouth:
+    """The mouth opening is cut from the source's weight at full resolution."""
+
+    @staticmethod
+    def _lips(height: float) -> np.ndarray:
+        angle = np.linspace(0.0, 2.0 * np.pi, 20, endpoint=False)
+        return np.stack([50 + 20 * np.cos(angle), 50 + height * np.sin(angle)], 1).astype(
+            np.float32
+        )
+
+    def test_wide_open_mouth_and_its_edge(self) -> None:
+        weight = np.ones((100, 100), np.float32)
+        _cut_mouth(weight, self._lips(12.0))  # openness 0.6
+        assert weight[50, 50] == 0.0 and weight[45:56, 35:66].max() < 0.05
+        # The lips' inner edge (just outside the opening, within MOUTH_KEEP_LIP of the
+        # mouth's width) is mostly cut too, and the cut fades within a few pixels.
+        assert weight[50, 71] < 0.5, weight[50, 65:80]
+        assert weight[50, 78] > 0.99 and weight[30, 50] > 0.99
+        assert np.all(np.diff(weight[50, 50:80]) >= -1e-6)  # rising away from the mouth
+        # Nothing outside the mouth's box changes.
+        np.testing.assert_array_equal(weight[:25], 1.0)
+
+    def test_parted_lips_keep_the_source_lips(self) -> None:
+        """A smile's opening (openness 0.1) is cut, its lips are not."""
+        wide, parted = np.ones((100, 100), np.float32), np.ones((100, 100), np.float32)
+        _cut_mouth(wide, self._lips(12.0))
+        _cut_mouth(parted, self._lips(2.0))
+        assert parted[50, 50] < 0.2
+        assert parted[50, 74] > 0.95 and parted[56, 50] > 0.95
+        assert wide[50, 71] < 0.5
+
+    def test_closed_mouth_cuts_at_most_a_thin_line(self) -> None:
+        weight = np.ones((100, 100), np.float32)
+        _cut_mouth(weight, self._lips(0.0))
+        assert weight.min() > 0.3
+        assert weight[46, 50] > 0.95 and weight[54, 50] > 0.95
+
+    def test_degenerate_input_changes_nothing(self) -> None:
+        weight = np.ones((40, 40), np.float32)
+        _cut_mouth(weight, np.full((20, 2), 10.0, np.float32))  # no width
+        _cut_mouth(weight, self._lips(10.0) + 500.0)  # off the crop
+        np.testing.assert_array_equal(weight, 1.0)
