@@ -1214,7 +1214,7 @@ def _match_detail(
 # one, drew a dark ring. The depth ramps in over MOUTH_OPEN_RANGE of openness (height
 # over width): lips that meet or part in a smile are the source's up to the opening.
 MOUTH_KEEP_LIP = 0.05
-MOUTH_OPEN_RANGE = (0.1, 0.4)
+MOUTH_OPEN_RANGE = (0.35, 0.7)
 
 
 def _cut_mouth(weight: NDArray[np.float32], inner_lips: NDArray[np.float32]) -> None:
