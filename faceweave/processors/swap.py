@@ -226,7 +226,7 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     hole = _uv_holes(model, size)
     weight = covered.astype(np.float32)
     # The mouth interior (mask_mouth) is cut in image space, at full resolution (see
-    # _mouth_keep): through the coarse UV lookup its edge came out stair-stepped.
+    # _cut_mouth): through the coarse UV lookup its edge came out stair-stepped.
     if options.mask_eyes:
         weight[(hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)] = 0.0
     k = max(3, int(size * 0.012) | 1)
@@ -1231,7 +1231,7 @@ def _cut_mouth(weight: NDArray[np.float32], inner_lips: NDArray[np.float32]) -> 
     openness = cv2.contourArea(inner_lips) / (width * width) * 4.0 / np.pi
     lo, hi = MOUTH_OPEN_RANGE
     grow = MOUTH_KEEP_LIP * width * float(np.clip((openness - lo) / (hi - lo), 0.0, 1.0))
-    reach = int(np.ceil(2.0 * grow)) + 3
+    reach = int(np.ceil(2.5 * grow)) + 4  # the band plus three blur sigmas
     x0, y0 = np.floor(inner_lips.min(0)).astype(int) - reach
     x1, y1 = np.ceil(inner_lips.max(0)).astype(int) + reach + 1
     x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
