@@ -19,8 +19,9 @@ Stages (each timed separately, after warm-up runs, ``--reps`` times):
   mesh in MediaPipe's tracking mode), as on consecutive frames of a video.
   Image mode (the default) runs both detectors and the static mesh on every call.
 
-At 720p it also times ``swap`` per blend mode and per colour mode, and it
-reports the source preparation (``Swapper(...)``) once.
+At 720p it also times ``swap`` per blend mode and per colour mode, and with the
+light match or the fine-detail step off (what each costs), and it reports the
+source preparation (``Swapper(...)``) once.
 
 Example:
     python benchmarks/speed.py
@@ -199,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
                 lambda s=s: s.swap(frame, found[:1]), args.warmup, args.reps
             )
             print(f"  720p swap color={color:<9} {fmt(variants[f'color={color}'])} ms", flush=True)
+        # Optional steps off, one at a time: what each costs.
+        for name, change in (("light=0", {"light": 0.0}), ("detail=0", {"detail": 0.0})):
+            s = swapper.with_options(**change)
+            variants[name] = bench(lambda s=s: s.swap(frame, found[:1]), args.warmup, args.reps)
+            print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
 
     rss = peak_rss_mib()
     defaults = fw.SwapOptions()
