@@ -229,3 +229,23 @@ def test_mask_out_of_range_is_clipped() -> None:
         blend(foreground, background, mask, mode="alpha"),
         np.rint(foreground).astype(np.uint8),
     )
+
+
+@pytest.mark.parametrize("reach", [4, 8, 16])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_reach_limiter_bounds(reach: int, seed: int) -> None:
+    """Exactly 0 past 3 * reach from the support, 1 within reach (also where it is
+    worked out on a coarse grid of blocks), never above 1."""
+    from faceweave.core.blend import _reach_limiter
+
+    rng = np.random.default_rng(seed)
+    height, width = int(rng.integers(60, 240)), int(rng.integers(60, 240))
+    centre = (int(rng.integers(0, width)), int(rng.integers(0, height)))
+    mask = _disc((height, width), centre, int(rng.integers(2, 40)))
+    mask[rng.random((height, width)) > 0.9995] = 1.0  # stray support pixels too
+    limit = _reach_limiter(mask, reach)
+    assert limit.shape == (height, width, 3)
+    distance = _chebyshev_distance_to_support(mask)
+    assert np.all(limit[distance > 3 * reach] == 0.0)
+    assert np.all(limit[distance <= reach] >= 1.0 - 1e-6)
+    assert limit.max() <= 1.0 + 1e-6
