@@ -231,7 +231,7 @@ def test_mask_out_of_range_is_clipped() -> None:
     )
 
 
-@pytest.mark.parametrize("reach", [4, 8, 16])
+@pytest.mark.parametrize("reach", [4, 8, 10, 12, 16])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_reach_limiter_bounds(reach: int, seed: int) -> None:
     """Exactly 0 past 3 * reach from the support, 1 within reach (also where it is
