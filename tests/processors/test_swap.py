@@ -622,7 +622,7 @@ class TestLight:
     def test_swap_follows_a_side_light(
         self, analyser: FaceAnalyser, astronaut: np.ndarray, grace_hopper_face: Face
     ) -> None:
-        # Light the astronaut from her right: her left cheek in shadow.
+        # Light the astronaut from the image's right: the cheek on the left in shadow.
         x0, y0, x1, y1 = analyser.get_faces(astronaut)[0].bbox
         ramp = np.clip((np.arange(astronaut.shape[1]) - x0) / (x1 - x0), 0.0, 1.0)
         lit = np.clip(astronaut * (0.45 + 0.55 * ramp)[None, :, None], 0, 255).astype(np.uint8)
@@ -640,7 +640,7 @@ class TestLight:
         half = side_ratio(swapper.with_options(light=0.5).swap(lit, face))
         assert target < 0.8, target  # the test needs a real side light
         # The colour match alone keeps the source's even light; the light match moves
-        # the shadow side towards the target's, half way at 0.5.
+        # the shadow side towards the target's, part of the way at 0.5.
         assert abs(relit - target) < 0.5 * abs(flat - target), (target, flat, relit)
         assert relit < half < flat, (relit, half, flat)
 
