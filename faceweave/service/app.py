@@ -294,23 +294,28 @@ Key = Annotated[ApiKey, Depends(require_key)]
 # --- the multipart body, described for OpenAPI (parsed by checks.receive_upload) -------------
 
 _OPTION_SCHEMA: dict[str, Any] = {
-    "fusion": {"type": "number", "minimum": 0, "maximum": 1, "default": 1.0},
-    "color": {"type": "string", "enum": list(COLOR_MODES), "default": "lct"},
-    "blend": {"type": "string", "enum": list(BLEND_MODES), "default": "multiband"},
-    "detail": {"type": "number", "minimum": 0, "maximum": 1, "default": 1.0},
-    "light": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5},
-    "shape": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.6},
-    "face_selector": {"type": "string", "enum": list(SELECTORS), "default": "one"},
-    "face_order": {"type": "string", "enum": list(ORDERS), "default": "large-small"},
-    "max_faces": {"type": "integer", "minimum": 1, "maximum": 32, "default": 8},
-    "reference_distance": {"type": "number", "minimum": 0, "maximum": 10, "default": 0.6},
-    "mask_mouth": {"type": "boolean", "default": True},
-    "mask_eyes": {"type": "boolean", "default": False},
-    "mask_glasses": {"type": "boolean", "default": True},
-    "skip_no_face": {"type": "boolean", "default": False},
-    "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS), "default": "auto"},
-    "quality": {"type": "integer", "minimum": 1, "maximum": 100, "default": 95},
+    "fusion": {"type": "number", "minimum": 0, "maximum": 1},
+    "color": {"type": "string", "enum": list(COLOR_MODES)},
+    "blend": {"type": "string", "enum": list(BLEND_MODES)},
+    "detail": {"type": "number", "minimum": 0, "maximum": 1},
+    "light": {"type": "number", "minimum": 0, "maximum": 1},
+    "shape": {"type": "number", "minimum": 0, "maximum": 1},
+    "face_selector": {"type": "string", "enum": list(SELECTORS)},
+    "face_order": {"type": "string", "enum": list(ORDERS)},
+    "max_faces": {"type": "integer", "minimum": 1, "maximum": 32},
+    "reference_distance": {"type": "number", "minimum": 0, "maximum": 10},
+    "mask_mouth": {"type": "boolean"},
+    "mask_eyes": {"type": "boolean"},
+    "mask_glasses": {"type": "boolean"},
+    "skip_no_face": {"type": "boolean"},
+    "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS)},
+    "quality": {"type": "integer", "minimum": 1, "maximum": 100},
 }
+# Defaults as the jobs take them (JobOptions, whose look defaults are the engine's).
+_JOB_DEFAULTS = JobOptions()
+for _name, _spec in _OPTION_SCHEMA.items():
+    _spec["default"] = getattr(_JOB_DEFAULTS, _name)
+
 _FILE_SCHEMA = {"type": "string", "format": "binary"}
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {

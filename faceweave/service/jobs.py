@@ -22,7 +22,7 @@ from typing import Any
 
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.errors import UsageError
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SwapOptions
 from faceweave.service import audit
 from faceweave.service.db import Database
 from faceweave.service.errors import ServiceError
@@ -41,6 +41,8 @@ STATES = ("queued", "running", "done", "failed", "cancelled")
 FINAL_STATES = ("done", "failed", "cancelled")
 OUTPUT_FORMATS = ("auto", "png", "jpg", "webp")
 ROLES = ("source", "target", "reference")
+# The look of a swap defaults to the engine's own settings, so the two cannot drift apart.
+_ENGINE = SwapOptions()
 MAX_FACES_LIMIT = 32
 
 
@@ -69,19 +71,19 @@ class JobOptions:
         quality: JPEG/WebP quality 1..100.
     """
 
-    fusion: float = 1.0
-    color: str = "lct"
-    blend: str = "multiband"
-    detail: float = 1.0
-    light: float = 0.5
-    shape: float = 0.6
+    fusion: float = _ENGINE.fusion
+    color: str = _ENGINE.color
+    blend: str = _ENGINE.blend
+    detail: float = _ENGINE.detail
+    light: float = _ENGINE.light
+    shape: float = _ENGINE.shape
     face_selector: str = "one"
     face_order: str = "large-small"
     max_faces: int = 8
     reference_distance: float = 0.6
-    mask_mouth: bool = True
-    mask_eyes: bool = False
-    mask_glasses: bool = True
+    mask_mouth: bool = _ENGINE.mask_mouth
+    mask_eyes: bool = _ENGINE.mask_eyes
+    mask_glasses: bool = _ENGINE.mask_glasses
     skip_no_face: bool = False
     output_format: str = "auto"
     quality: int = 95
