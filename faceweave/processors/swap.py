@@ -894,9 +894,8 @@ class Swapper:
             # is about 1.8x), and an area filter costs 0.5 ms more here.
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_LINEAR)
         )
-        # The target on the coarse grid, for the smooth things measured on it.
-        target_small = _shrink(target_proc, (rw, rh))
-        keep_target = 1.0 - _target_occluders(target_small, skin, edge)
+        # Measured on the coarse grid, where it is smooth.
+        keep_target = 1.0 - _target_occluders(_shrink(target_proc, (rw, rh)), skin, edge)
         if opts.mask_glasses and target_face.size >= GLASSES_MIN_FACE_PX:
             landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
             frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
