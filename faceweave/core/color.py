@@ -12,6 +12,11 @@ Two modes are implemented here:
   ``T = Ct^{1/2} Cs^{-1/2}``, which maps the source covariance exactly onto the
   target covariance (``T Cs T^T = Ct``).
 
+Both can be told to limit how far they change the face's contrast
+(``max_gain``): a target whose skin varies more than the source's (hard or low-key
+light, stubble) would otherwise scale the source's dark features (brows, lashes,
+make-up) by that ratio too, and they clip to black.
+
 ``"sh"`` (spherical-harmonics relighting) needs 3D normals and is done by the
 caller with :mod:`faceweave.core.lighting`; here it, like ``"none"``, returns the
 source unchanged.
@@ -40,6 +45,8 @@ _LAB_STD_FLOOR = 0.5
 # level of std) plus a relative part, so grey (rank-1) images stay well-conditioned.
 _COV_RIDGE_ABS = 1.0
 _COV_RIDGE_REL = 1e-3
+# Luma weights of BGR (ITU-R BT.601), for the contrast of a covariance.
+_LUMA_BGR = np.array([0.114, 0.587, 0.299])
 
 
 def _masked_pixels(
@@ -159,6 +166,7 @@ def _rct(
     target: NDArray[np.generic],
     source_mask: NDArray[np.generic],
     target_mask: NDArray[np.generic],
+    max_gain: float | None = None,
 ) -> NDArray[np.float32]:
     # One buffer converted in place all the way: fresh full-size temporaries cost more
     # here (allocation and page faults) than the colour maths itself.
@@ -171,6 +179,8 @@ def _rct(
     std_s = np.sqrt(np.maximum(np.diag(cov_s), 0.0))
     std_t = np.sqrt(np.maximum(np.diag(cov_t), 0.0))
     scale = std_t / np.maximum(std_s, _LAB_STD_FLOOR)
+    if max_gain is not None:
+        scale[0] = np.clip(scale[0], 1.0 / max_gain, max_gain)
     offset = mean_t - scale * mean_s
     # cv2.transform, not numpy broadcasting: numpy's inner loop over 3 channels is slow.
     matrix = np.concatenate([np.diag(scale), offset[:, None]], axis=1).astype(np.float32)
@@ -185,10 +195,20 @@ def _lct_affine(
     target: NDArray[np.generic],
     source_mask: NDArray[np.generic],
     target_mask: NDArray[np.generic],
+    max_gain: float | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(T, b)`` with ``x' = T x + b`` mapping source BGR statistics onto the target's."""
+    """``(T, b)`` with ``x' = T x + b`` mapping source BGR statistics onto the target's.
+
+    With ``max_gain`` the target covariance is first scaled as a whole so that the
+    luma contrast ratio (target std over source std) lies in ``[1/max_gain, max_gain]``.
+    """
     mean_s, cov_s = masked_mean_cov(source, source_mask)
     mean_t, cov_t = masked_mean_cov(target, target_mask)
+    if max_gain is not None:
+        var_s = max(float(_LUMA_BGR @ cov_s @ _LUMA_BGR), 1e-6)
+        var_t = max(float(_LUMA_BGR @ cov_t @ _LUMA_BGR), 1e-6)
+        gain = np.sqrt(var_t / var_s)
+        cov_t = cov_t * (float(np.clip(gain, 1.0 / max_gain, max_gain)) / gain) ** 2
     _, inv_sqrt_s = _sqrt_and_inv_sqrt(cov_s)
     sqrt_t, _ = _sqrt_and_inv_sqrt(cov_t)
     transform = sqrt_t @ inv_sqrt_s
@@ -203,6 +223,7 @@ def color_transfer(
     target_mask: Mask,
     mode: str = "rct",
     strength: float = 1.0,
+    max_gain: float | None = None,
 ) -> FloatImage:
     """Recolour ``source`` so its statistics inside ``source_mask`` match ``target``'s.
 
@@ -218,13 +239,16 @@ def color_transfer(
         mode: one of :data:`COLOR_MODES`; ``"none"`` and ``"sh"`` return the
             source unchanged (``"sh"`` relighting is done by the caller).
         strength: 0 keeps the source, 1 applies the full transfer; linear between.
+        max_gain: at most this factor of luma contrast change either way (``rct``: the
+            L channel's scale; ``lct``: the whole covariance, scaled by its luma
+            ratio); None matches the target's contrast whatever it is.
 
     Returns:
         The recoloured source, float32 BGR clipped to [0, 255].
 
     Raises:
-        InputError: unknown mode, strength outside [0, 1], shapes that do not
-            match, or masks selecting fewer than 16 pixels.
+        InputError: unknown mode, strength outside [0, 1], max_gain under 1, shapes
+            that do not match, or masks selecting fewer than 16 pixels.
 
     Shape:
         - source: (H, W, 3); source_mask: (H, W).
@@ -238,6 +262,8 @@ def color_transfer(
         raise InputError(f"unknown colour mode {mode!r}; expected one of {COLOR_MODES}")
     if not 0.0 <= strength <= 1.0:
         raise InputError(f"strength must be in [0, 1], got {strength}")
+    if max_gain is not None and not max_gain >= 1.0:
+        raise InputError(f"max_gain must be at least 1, got {max_gain}")
     source_array, target_array = np.asarray(source), np.asarray(target)
     source_weights, target_weights = np.asarray(source_mask), np.asarray(target_mask)
     _check_image_mask("source", source_array, source_weights)
@@ -247,7 +273,9 @@ def color_transfer(
 
     # The target is only sampled (<= 20k pixels), so it is never converted as a whole.
     if mode == "lct":
-        transform, offset = _lct_affine(source_array, target_array, source_weights, target_weights)
+        transform, offset = _lct_affine(
+            source_array, target_array, source_weights, target_weights, max_gain
+        )
         # Blending x and T x + b linearly is itself affine, so strength costs nothing.
         transform = (1.0 - strength) * np.eye(3) + strength * transform
         matrix = np.concatenate([transform, strength * offset[:, None]], axis=1)
@@ -255,7 +283,7 @@ def color_transfer(
             _to_float(source_array), matrix.astype(np.float32)
         )
     else:
-        result = _rct(source_array, target_array, source_weights, target_weights)
+        result = _rct(source_array, target_array, source_weights, target_weights, max_gain)
         if strength < 1.0:
             result = cv2.addWeighted(result, strength, _to_float(source_array), 1.0 - strength, 0.0)
     return _clip_0_255(result)

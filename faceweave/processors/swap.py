@@ -59,6 +59,11 @@ COLOR_MODES = ("none", "rct", "lct", "sh")
 # Easing of the fusion slider (see fusion_mix); 0 is linear, at most 2 (still monotonic).
 FUSION_EASE = 0.8
 BLEND_MODES = ("alpha", "multiband", "poisson")
+# The colour match changes the face's contrast by at most this factor either way. A
+# target's skin spread is mostly its light (carried by the light match), and matching
+# it in full blew a source's brows, lashes and make-up up to black on hard-lit or
+# stubbled targets (luma gains up to 2.7 between the dev photos).
+COLOR_MAX_GAIN = 1.25
 
 # Glasses detection (see _glasses_frames).
 GLASSES_MIN_FACE_PX = 80.0  # smaller faces: too few pixels to tell a frame from a brow
@@ -932,6 +937,7 @@ class Swapper:
                 target_mask=skin,
                 mode="rct" if opts.color == "sh" else opts.color,
                 strength=0.5 if opts.color == "sh" else 1.0,
+                max_gain=COLOR_MAX_GAIN,
             )
         if opts.light > 0 and opts.color != "sh":
             # Skin seen in both: 255 where the source's own texels are used.

@@ -185,3 +185,43 @@ def test_output_is_always_finite_and_in_range(seed: int, mode: str, strength: fl
     )
     assert out.shape == (24, 20, 3) and out.dtype == np.float32
     assert np.isfinite(out).all() and out.min() >= 0.0 and out.max() <= 255.0
+
+
+@pytest.mark.parametrize("mode", ["rct", "lct"])
+@pytest.mark.parametrize("ratio", [3.0, 1 / 3.0])
+def test_max_gain_limits_the_contrast_change(mode: str, ratio: float) -> None:
+    source = _face((64, 64), (90, 110, 150), 12, seed=13)
+    target = _face((64, 64), (120, 130, 140), 12 * ratio, seed=14)
+    mask = _disc((64, 64), 26)
+    kwargs = {"source_mask": mask, "target_mask": mask, "mode": mode}
+    free = color_transfer(source, target, **kwargs)
+    held = color_transfer(source, target, max_gain=1.25, **kwargs)
+    luma = [0.114, 0.587, 0.299]
+
+    def spread(image: np.ndarray) -> float:
+        # The contrast each mode limits: rct its L channel, lct its BGR luma.
+        if mode == "rct":
+            return float(_lab_stats(image, mask)[1][0])
+        return float((image[mask >= 0.5] @ luma).std())
+
+    # Unlimited, the source takes the target's contrast; limited, it moves by 1.25.
+    assert spread(free) / spread(source) == pytest.approx(ratio, rel=0.15)
+    assert spread(held) / spread(source) == pytest.approx(1.25 if ratio > 1 else 0.8, rel=0.05)
+    # The mean still goes to the target's.
+    np.testing.assert_allclose(
+        (held[mask >= 0.5] @ luma).mean(), (target[mask >= 0.5] @ luma).mean(), atol=1.0
+    )
+    # A gain already inside the limit is left alone.
+    inside = _face((64, 64), (120, 130, 140), 12 * 1.1, seed=14)
+    np.testing.assert_allclose(
+        color_transfer(source, inside, max_gain=1.25, **kwargs),
+        color_transfer(source, inside, **kwargs),
+        atol=1e-3,
+    )
+
+
+def test_max_gain_under_one_is_rejected() -> None:
+    image = np.zeros((20, 20, 3), np.float32)
+    mask = np.ones((20, 20), np.float32)
+    with pytest.raises(InputError, match="max_gain"):
+        color_transfer(image, image, source_mask=mask, target_mask=mask, max_gain=0.5)
