@@ -600,13 +600,15 @@ def prepare_source(
     normals = vertex_normals(verts, model.render_triangles)
     skin = _skin_vertices(model)
     light = _fit_light(image, verts, normals, skin, source_face.size)
-    # Per texel: source pixel position, depth, shading and how squarely it faces the camera.
+    # Per texel: source pixel position, depth, shading, how squarely it faces the camera,
+    # and the same seen from above (the normal's up-down tilt left out).
     attrs = np.concatenate(
         [
             verts[:, :2],
             verts[:, 2:3],
             _clamped_shading(normals, light, normals, skin),
             -normals[:, 2:3],
+            -normals[:, 2:3] / np.maximum(np.hypot(normals[:, 0:1], normals[:, 2:3]), 1e-6),
         ],
         axis=1,
     )
@@ -649,9 +651,13 @@ def prepare_source(
         / np.maximum(total, 1e-3)[..., None],
         skin_mean,
     ).astype(np.float32)
-    # How squarely the texel actually used (own or mirror) faced the source camera:
-    # grazing texels at the face's edge are smeared and mixed with hair or background.
-    used_cos = (w_own * cos + w_mir * cos_m) / np.maximum(total, 1e-3)
+    # How squarely the texel actually used (own or mirror) faced the source camera
+    # sideways: grazing texels at the face's edge are smeared and mixed with hair or
+    # background. Tilt up or down is left out: the nose's base faces down, edge-on, but
+    # it is no silhouette, and leaving it to the target drew the target's nostrils as a
+    # thin dark line with a light edge.
+    side = np.clip(per_texel[..., 7], 0.0, 1.0)
+    used_cos = (w_own * side + w_mir * side[:, ::-1]) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
     filled = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)

@@ -502,6 +502,21 @@ class TestSourceModel:
         assert np.all(np.isfinite(source.albedo))
         assert 0.0 <= source.valid.min() and source.valid.max() <= 1.0 + 1e-6
 
+    def test_nose_underside_is_the_sources_own(self, swapper: Swapper) -> None:
+        # The nose's base faces down, at a grazing angle to the camera, but it is no
+        # silhouette: its texels (the nostrils) are used, not left to the target,
+        # whose nostrils then showed as a thin dark line with a light edge.
+        source, model = swapper.source, swapper.model
+        size = source.valid.shape[0]
+
+        def valid_at(vertices: list[int]) -> float:
+            uv = np.round(model.uv[vertices] * (size - 1)).astype(int)
+            return float(source.valid[uv[:, 1], uv[:, 0]].mean())
+
+        assert valid_at([94, 79, 309, 166, 392]) > 0.7  # about 0.9; 0.15 before
+        # The sides of the face, seen edge-on, are still not used.
+        assert valid_at([234, 454]) < 0.1
+
     def test_texture_resembles_source(self, astronaut_face: Face) -> None:
         source = prepare_source(astronaut_face, uv_size=64)
         covered = load_face_model().uv_raster(64).covered
