@@ -64,3 +64,26 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
+
+
+class SidesAction(argparse.Action):
+    """1, 2 or 4 values for the four sides, as in CSS: one for all, (top and bottom,
+    right and left), or (top, right, bottom, left). Stores a 4-tuple."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sides = list(values) if isinstance(values, (list, tuple)) else [values]
+        if len(sides) == 1:
+            sides = sides * 4
+        elif len(sides) == 2:
+            sides = sides * 2
+        elif len(sides) != 4:
+            parser.error(
+                f"{option_string} takes 1, 2 or 4 values (top right bottom left), got {len(sides)}"
+            )
+        setattr(namespace, self.dest, tuple(sides))

@@ -57,6 +57,7 @@ from faceweave.analysis.base import detector_names
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.apps.argtypes import (
+    SidesAction,
     non_negative_float,
     positive_float,
     positive_int,
@@ -114,6 +115,8 @@ DEFAULT_MAX_FACES = 8
 DEFAULT_MASK_MOUTH = _SWAP_DEFAULTS.mask_mouth
 DEFAULT_MASK_EYES = _SWAP_DEFAULTS.mask_eyes
 DEFAULT_MASK_GLASSES = _SWAP_DEFAULTS.mask_glasses
+DEFAULT_MASK_PADDING = _SWAP_DEFAULTS.mask_padding
+DEFAULT_FEATHER = _SWAP_DEFAULTS.feather
 DEFAULT_DETAIL = _SWAP_DEFAULTS.detail
 DEFAULT_LIGHT = _SWAP_DEFAULTS.light
 DEFAULT_SHAPE = _SWAP_DEFAULTS.shape
@@ -261,6 +264,25 @@ def _add_swap_parser(commands: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=DEFAULT_MASK_GLASSES,
         help="keep the target's glasses frames in front of the swapped face",
+    )
+    swap.add_argument(
+        "--mask-padding",
+        type=unit_interval,
+        nargs="+",
+        action=SidesAction,
+        default=DEFAULT_MASK_PADDING,
+        metavar="FRACTION",
+        help=(
+            "give the target back this much of the face from the top, right, bottom and "
+            "left, as fractions of its height and width (1, 2 or 4 values, as in CSS): "
+            "'0 0 0.2 0' keeps a bearded chin, '0.15 0 0 0' a fringe (default none)"
+        ),
+    )
+    swap.add_argument(
+        "--feather",
+        type=unit_interval,
+        default=DEFAULT_FEATHER,
+        help="width of the face mask's soft edge, as a fraction of the face (default %(default)s)",
     )
     swap.add_argument(
         "--skip-no-face",

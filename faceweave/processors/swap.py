@@ -108,6 +108,10 @@ class SwapOptions:
         mask_glasses: keep the target's spectacle frames in front of the swapped face
             (found when a frame's bridge crosses the nose; faces at least 80 px).
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
+        mask_padding: (top, right, bottom, left), how much of the face mask to give
+            back to the target from each side, as fractions of the face's height and
+            width in face space (a target's beard: ``(0, 0, 0.2, 0)``; its fringe:
+            ``(0.15, 0, 0, 0)``). Right and left are the image's for a frontal face.
         detail: how far the source's fine detail (pores, wrinkles, grain) is toned down
             to the target's level when the source is sharper: 0 keeps the source's
             detail, 1 matches the target's (a crisp face pasted on a softer video
@@ -131,11 +135,20 @@ class SwapOptions:
     mask_eyes: bool = False
     mask_glasses: bool = True
     feather: float = 0.03
+    mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     detail: float = 1.0
     light: float = 0.5
     uv_size: int = 384
     work_size: int = 64
     process_size: int = 224
+
+    def __post_init__(self) -> None:
+        # A list (JSON, argparse) becomes a tuple of floats, so options stay hashable.
+        try:
+            padding = tuple(float(v) for v in self.mask_padding)
+        except (TypeError, ValueError):
+            return  # validated() says what is wrong
+        object.__setattr__(self, "mask_padding", padding)
 
     @classmethod
     def from_settings(cls, settings: object) -> SwapOptions:
@@ -164,6 +177,21 @@ class SwapOptions:
             raise UsageError(f"light must be within [0, 1], got {self.light}")
         if not 0.0 <= self.feather <= 0.5:
             raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
+        try:
+            padding = tuple(float(v) for v in self.mask_padding)
+        except (TypeError, ValueError):
+            padding = ()
+        if len(padding) != 4 or not all(0.0 <= v < 1.0 for v in padding):
+            raise UsageError(
+                "mask_padding must be 4 fractions (top, right, bottom, left) within [0, 1), "
+                f"got {self.mask_padding}"
+            )
+        top, right, bottom, left = padding
+        if top + bottom > 0.9 or left + right > 0.9:
+            raise UsageError(
+                "mask_padding leaves no face: top + bottom and left + right must be at "
+                f"most 0.9, got {self.mask_padding}"
+            )
         if min(self.uv_size, self.work_size, self.process_size) < 32:
             raise UsageError("uv_size, work_size and process_size must be at least 32")
         return self
@@ -222,7 +250,7 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     size = options.uv_size
     raster = model.uv_raster(size)
     covered = raster.covered
-    inside = covered.astype(np.uint8)
+    inside = _padded(covered, options.mask_padding).astype(np.uint8)
     dist = cv2.distanceTransform(np.pad(inside, 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
     width = max(options.feather * size, 1.0)
     t = np.clip(dist / width, 0.0, 1.0)
@@ -244,6 +272,26 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         edge=band.astype(np.float32),
         glasses=_uv_glasses_band_at(model, size),
     )
+
+
+def _padded(
+    covered: NDArray[np.bool_], padding: tuple[float, float, float, float]
+) -> NDArray[np.bool_]:
+    """``covered`` less the given fractions of its extent at the top, right, bottom and
+    left (SwapOptions.mask_padding)."""
+    top, right, bottom, left = (float(v) for v in padding)
+    if not (top or right or bottom or left):
+        return covered
+    ys, xs = np.nonzero(covered)
+    u0, u1, v0, v1 = xs.min(), xs.max(), ys.min(), ys.max()
+    yy, xx = np.mgrid[0 : covered.shape[0], 0 : covered.shape[1]]
+    keep = (
+        (yy >= v0 + top * (v1 - v0))
+        & (yy <= v1 - bottom * (v1 - v0))
+        & (xx >= u0 + left * (u1 - u0))
+        & (xx <= u1 - right * (u1 - u0))
+    )
+    return np.asarray(covered & keep)
 
 
 def _uv_glasses_band(
@@ -756,8 +804,8 @@ class Swapper:
     Args:
         source_face: the source face, as returned by :class:`~faceweave.FaceAnalyser`
             (it carries its image).
-        fusion, shape, color, blend, mask_mouth, mask_eyes, mask_glasses, feather, uv_size,
-        work_size: see :class:`SwapOptions`.
+        fusion, shape, color, blend, mask_mouth, mask_eyes, mask_glasses, feather,
+        mask_padding, uv_size, work_size: see :class:`SwapOptions`.
 
     Example:
         >>> swapper = Swapper(source_face, fusion=0.7, blend="poisson")  # doctest: +SKIP

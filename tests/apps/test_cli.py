@@ -291,6 +291,33 @@ def test_defaults_live_in_module_constants() -> None:
     assert no_mouth.mask_mouth is False and no_mouth.mask_eyes is True
     assert no_mouth.mask_glasses is False
     assert SwapOptions.from_settings(no_mouth).mask_glasses is False
+    assert args.mask_padding == cli.DEFAULT_MASK_PADDING == (0.0, 0.0, 0.0, 0.0)
+    assert args.feather == cli.DEFAULT_FEATHER
+
+
+@pytest.mark.parametrize(
+    ("values", "sides"),
+    [
+        (["0.1"], (0.1, 0.1, 0.1, 0.1)),
+        (["0.1", "0.2"], (0.1, 0.2, 0.1, 0.2)),
+        (["0", "0", "0.2", "0"], (0.0, 0.0, 0.2, 0.0)),
+    ],
+)
+def test_mask_padding_takes_one_two_or_four_sides(values: list[str], sides: tuple) -> None:
+    base = ["swap", "-s", "a", "-t", "b", "-o", "c.png"]
+    args = cli.build_parser().parse_args([*base, "--mask-padding", *values, "--feather", "0.05"])
+    assert args.mask_padding == sides
+    options = SwapOptions.from_settings(args)
+    assert options.mask_padding == sides and options.feather == 0.05
+
+
+@pytest.mark.parametrize("values", [["0", "0", "0.2"], ["1.5"], ["x"]])
+def test_mask_padding_usage_errors(values: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["swap", "-s", "a", "-t", "b", "-o", "c.png"]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.build_parser().parse_args([*base, "--mask-padding", *values])
+    assert exit_info.value.code == 2
+    assert "--mask-padding" in capsys.readouterr().err
 
 
 # --- end to end, in a subprocess -------------------------------------------------------------

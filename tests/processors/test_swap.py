@@ -20,6 +20,7 @@ from faceweave.processors.swap import (
     SourceModel,
     SwapOptions,
     Swapper,
+    build_uv_masks,
     eyes_seen,
     fusion_mix,
     prepare_source,
@@ -86,6 +87,11 @@ class TestSwapOptions:
             {"light": -0.1},
             {"uv_size": 16},
             {"work_size": 8},
+            {"mask_padding": (0.1, 0.2)},
+            {"mask_padding": (1.0, 0.0, 0.0, 0.0)},
+            {"mask_padding": (-0.1, 0.0, 0.0, 0.0)},
+            {"mask_padding": (0.5, 0.0, 0.5, 0.0)},
+            {"mask_padding": "top"},
         ],
     )
     def test_invalid_raise_usage_error(self, bad: dict, astronaut_face: Face) -> None:
@@ -101,6 +107,11 @@ class TestSwapOptions:
         assert opts == SwapOptions(fusion=0.5, detail=0.0)
         with pytest.raises(UsageError):
             SwapOptions.from_settings(SimpleNamespace(color="sepia"))
+
+    def test_mask_padding_is_kept_as_a_tuple_of_floats(self) -> None:
+        opts = SwapOptions(mask_padding=[0, 0.1, 0.2, 0]).validated()  # type: ignore[arg-type]
+        assert opts.mask_padding == (0.0, 0.1, 0.2, 0.0)
+        hash(opts)
 
     def test_unknown_option_name(self, astronaut_face: Face) -> None:
         with pytest.raises(TypeError):
@@ -680,6 +691,45 @@ def scream(shared_faces: Path, analyser: FaceAnalyser) -> tuple[np.ndarray, Face
     faces = analyser.get_faces(frame)
     assert len(faces) == 1
     return frame, faces[0]
+
+
+class TestMaskPadding:
+    def test_uv_mask_gives_back_each_side(self) -> None:
+        model = load_face_model()
+        plain = build_uv_masks(model, SwapOptions(uv_size=128)).face
+        rows = np.nonzero(plain.max(1) > 0)[0]
+        cols = np.nonzero(plain.max(0) > 0)[0]
+        height, width = rows[-1] - rows[0], cols[-1] - cols[0]
+        for padding, side in (
+            ((0.3, 0, 0, 0), np.s_[: rows[0] + int(0.3 * height), :]),
+            ((0, 0.2, 0, 0), np.s_[:, cols[-1] - int(0.2 * width) + 1 :]),
+            ((0, 0, 0.25, 0), np.s_[rows[-1] - int(0.25 * height) + 1 :, :]),
+            ((0, 0, 0, 0.2), np.s_[:, : cols[0] + int(0.2 * width)]),
+        ):
+            padded = build_uv_masks(model, SwapOptions(uv_size=128, mask_padding=padding)).face
+            assert padded[side].max() == 0.0
+            assert plain[side].max() == 1.0
+            # Away from the padded side the mask is what it was, and it is never larger.
+            assert np.all(padded <= plain + 1e-6)
+            assert np.abs(padded - plain).sum() < 0.5 * plain.sum()
+
+    def test_chin_stays_the_targets(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        points = grace_hopper_face.landmarks_478[:, :2]
+        # Between the mouth corners, from a third of the way below the lower lip down to
+        # the chin's tip (the padding's soft edge lies above it).
+        x0, x1 = points[61, 0], points[291, 0]
+        y0 = points[17, 1] + (points[152, 1] - points[17, 1]) / 3
+        y1 = points[152, 1] - 4
+        chin = np.s_[int(y0) : int(y1), int(x0) : int(x1)]
+
+        def change(out: np.ndarray) -> float:
+            return float(np.abs(out[chin].astype(np.float32) - grace_hopper[chin]).mean())
+
+        padded = swapper.with_options(mask_padding=(0, 0, 0.2, 0))
+        assert change(swapper.swap(grace_hopper, grace_hopper_face)) > 8.0
+        assert change(padded.swap(grace_hopper, grace_hopper_face)) < 1.0
 
 
 class TestMaskMouth:
