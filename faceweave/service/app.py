@@ -307,6 +307,12 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "mask_mouth": {"type": "boolean"},
     "mask_eyes": {"type": "boolean"},
     "mask_glasses": {"type": "boolean"},
+    "mask_padding": {
+        "type": "string",
+        "description": "top right bottom left: 1, 2 or 4 fractions of the face given back "
+        "to the target, as in CSS (e.g. '0 0 0.2 0' keeps a bearded chin)",
+    },
+    "feather": {"type": "number", "minimum": 0, "maximum": 0.5},
     "skip_no_face": {"type": "boolean"},
     "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS)},
     "quality": {"type": "integer", "minimum": 1, "maximum": 100},
@@ -314,7 +320,8 @@ _OPTION_SCHEMA: dict[str, Any] = {
 # Defaults as the jobs take them (JobOptions, whose look defaults are the engine's).
 _JOB_DEFAULTS = JobOptions()
 for _name, _spec in _OPTION_SCHEMA.items():
-    _spec["default"] = getattr(_JOB_DEFAULTS, _name)
+    _default = getattr(_JOB_DEFAULTS, _name)
+    _spec["default"] = " ".join(f"{v:g}" for v in _default) if _name == "mask_padding" else _default
 
 _FILE_SCHEMA = {"type": "string", "format": "binary"}
 _UPLOAD_BODY: dict[str, Any] = {

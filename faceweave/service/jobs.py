@@ -64,6 +64,9 @@ class JobOptions:
         mask_mouth: keep the target's open mouth.
         mask_eyes: keep the target's eyes.
         mask_glasses: keep the target's glasses frames in front of the swapped face.
+        mask_padding: (top, right, bottom, left) fractions of the face given back to
+            the target; in a form, 1, 2 or 4 numbers as in CSS (``"0 0 0.2 0"``).
+        feather: width of the face mask's soft edge, as a fraction of the face.
         skip_no_face: a target without a (matching) face is returned unchanged
             instead of failing the job.
         output_format: ``auto`` (JPEG for JPEG targets, PNG otherwise; the
@@ -84,9 +87,16 @@ class JobOptions:
     mask_mouth: bool = _ENGINE.mask_mouth
     mask_eyes: bool = _ENGINE.mask_eyes
     mask_glasses: bool = _ENGINE.mask_glasses
+    mask_padding: tuple[float, float, float, float] = _ENGINE.mask_padding
+    feather: float = _ENGINE.feather
     skip_no_face: bool = False
     output_format: str = "auto"
     quality: int = 95
+
+    def __post_init__(self) -> None:
+        # Stored jobs come back from JSON with a list.
+        if isinstance(self.mask_padding, list):
+            object.__setattr__(self, "mask_padding", tuple(self.mask_padding))
 
     def validated(self) -> JobOptions:
         """Return ``self`` when every option is valid; raise :class:`UsageError` otherwise."""
@@ -109,6 +119,7 @@ class JobOptions:
             raise UsageError("reference_distance must be between 0 and 10")
         if not 1 <= self.quality <= 100:
             raise UsageError(f"quality must be between 1 and 100, got {self.quality}")
+        SwapOptions.from_settings(self)  # the look, as the engine checks it (mask_padding, feather)
         return self
 
     @classmethod
@@ -140,6 +151,8 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 def _parse(name: str, text: str, kind: type) -> object:
     text = text.strip()
+    if kind is tuple:
+        return _sides(name, text)
     if kind is bool:
         lowered = text.lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -160,6 +173,18 @@ def _parse(name: str, text: str, kind: type) -> object:
     if len(text) > 40:
         raise UsageError(f"{name} is too long")
     return text
+
+
+def _sides(name: str, text: str) -> tuple[float, ...]:
+    """1, 2 or 4 numbers (spaces or commas between) for top, right, bottom, left, as in CSS."""
+    parts = text.replace(",", " ").split()
+    try:
+        values = [float(part) for part in parts]
+    except ValueError:
+        raise UsageError(f"{name} must be 1, 2 or 4 numbers, got {text[:40]!r}") from None
+    if len(values) not in (1, 2, 4):
+        raise UsageError(f"{name} must be 1, 2 or 4 numbers, got {len(values)}")
+    return tuple(values * (4 // len(values)))
 
 
 @dataclass(frozen=True)

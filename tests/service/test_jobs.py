@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from faceweave.errors import UsageError
+from faceweave.processors.swap import SwapOptions
 from faceweave.service.auth import create_key, load_pepper
 from faceweave.service.db import Database
 from faceweave.service.errors import ServiceError
@@ -157,9 +160,23 @@ def test_options_from_form() -> None:
         {"nope": "1"},
         {"light": "2"},
         {"shape": "-0.5"},
+        {"mask_padding": "0 0 0.2"},
+        {"mask_padding": "chin"},
+        {"mask_padding": "0.5 0 0.5 0"},
+        {"feather": "0.9"},
     ):
         with pytest.raises(UsageError):
             JobOptions.from_form(bad)
+
+
+def test_mask_padding_from_a_form_and_back_from_storage() -> None:
+    options = JobOptions.from_form({"mask_padding": "0 0 0.2 0", "feather": "0.05"})
+    assert options.mask_padding == (0.0, 0.0, 0.2, 0.0) and options.feather == 0.05
+    assert JobOptions.from_form({"mask_padding": "0.1"}).mask_padding == (0.1,) * 4
+    assert JobOptions.from_form({"mask_padding": "0.1, 0.2"}).mask_padding == (0.1, 0.2) * 2
+    # Stored as JSON (a list), read back equal.
+    assert JobOptions.from_json(json.dumps(asdict(options))) == options
+    assert SwapOptions.from_settings(options).mask_padding == (0.0, 0.0, 0.2, 0.0)
 
 
 def test_look_options_reach_the_engine_with_its_defaults() -> None:
