@@ -59,6 +59,10 @@ COLOR_MODES = ("none", "rct", "lct", "sh")
 # Easing of the fusion slider (see fusion_mix); 0 is linear, at most 2 (still monotonic).
 FUSION_EASE = 0.8
 BLEND_MODES = ("alpha", "multiband", "poisson")
+# Faces processed at under 1/DETAIL_RESTORE_SCALE of their size keep the target's own
+# full-resolution detail where the output shows the target (see _swap_into's end); closer
+# to the processing size the upsampling loses under a pixel of it.
+DETAIL_RESTORE_SCALE = 1.5
 # The colour match changes the face's contrast by at most this factor either way. A
 # target's skin spread is mostly its light (carried by the light match), and matching
 # it in full blew a source's brows, lashes and make-up up to black on hard-lit or
@@ -1008,17 +1012,33 @@ class Swapper:
         blended = blend_ops.blend(fused, target_proc, mask, mode=opts.blend)
         if (pw, ph) == (cw, ch):
             out[y0:y1, x0:x1] = blended
-        else:
+            return
+        support = (
+            cv2.dilate(mask, np.ones((3, 3), np.uint8)) if opts.blend == "alpha" else _support(mask)
+        )
+        if max(cw / pw, ch / ph) < DETAIL_RESTORE_SCALE:
             # Composite the upsampled swap with the full-resolution target: outside the
             # mask the target keeps every pixel of its own detail.
             up = cv2.resize(blended, (cw, ch), interpolation=cv2.INTER_LINEAR)
-            support = (
-                cv2.dilate(mask, np.ones((3, 3), np.uint8))
-                if opts.blend == "alpha"
-                else _support(mask)
-            )
             m = cv2.resize(support, (cw, ch), interpolation=cv2.INTER_LINEAR)
             out[y0:y1, x0:x1] = cv2.blendLinear(up, target_crop, m, 1.0 - m)
+            return
+        # A face processed well below its size: the target, plus the swap's change to it
+        # (its difference from the processed target) upsampled. Where the output still
+        # shows the target (its mouth interior, eyes or frames kept, hair at the mask's
+        # edge) it keeps its full-resolution detail (teeth stay crisp); where the source
+        # shows, the target's detail finer than the processing size is taken out (blended
+        # with its own upsampled copy): it belongs to the target's features.
+        source_share = cv2.resize(support * alpha, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        coarse = cv2.resize(target_proc, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        base = cv2.blendLinear(coarse, target_crop, source_share, 1.0 - source_share)
+        change = cv2.multiply(
+            cv2.subtract(blended, target_proc, dtype=cv2.CV_32F),
+            cv2.merge([support, support, support]),
+            dtype=cv2.CV_16S,
+        )
+        change = cv2.resize(change, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        out[y0:y1, x0:x1] = cv2.add(base, change, dtype=cv2.CV_8U)
 
 
 def fusion_mix(fusion: float) -> float:
