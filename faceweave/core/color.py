@@ -196,11 +196,13 @@ def _lct_affine(
     source_mask: NDArray[np.generic],
     target_mask: NDArray[np.generic],
     max_gain: float | None = None,
+    ridge: float = 0.0,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``(T, b)`` with ``x' = T x + b`` mapping source BGR statistics onto the target's.
 
     With ``max_gain`` the target covariance is first scaled as a whole so that the
     luma contrast ratio (target std over source std) lies in ``[1/max_gain, max_gain]``.
+    ``ridge`` adds that share of each covariance's mean variance to its diagonal.
     """
     mean_s, cov_s = masked_mean_cov(source, source_mask)
     mean_t, cov_t = masked_mean_cov(target, target_mask)
@@ -209,6 +211,9 @@ def _lct_affine(
         var_t = max(float(_LUMA_BGR @ cov_t @ _LUMA_BGR), 1e-6)
         gain = np.sqrt(var_t / var_s)
         cov_t = cov_t * (float(np.clip(gain, 1.0 / max_gain, max_gain)) / gain) ** 2
+    if ridge > 0.0:
+        cov_s = cov_s + ridge * float(np.trace(cov_s)) / 3.0 * np.eye(3)
+        cov_t = cov_t + ridge * float(np.trace(cov_t)) / 3.0 * np.eye(3)
     _, inv_sqrt_s = _sqrt_and_inv_sqrt(cov_s)
     sqrt_t, _ = _sqrt_and_inv_sqrt(cov_t)
     transform = sqrt_t @ inv_sqrt_s
@@ -224,6 +229,7 @@ def color_transfer(
     mode: str = "rct",
     strength: float = 1.0,
     max_gain: float | None = None,
+    ridge: float = 0.0,
 ) -> FloatImage:
     """Recolour ``source`` so its statistics inside ``source_mask`` match ``target``'s.
 
@@ -242,13 +248,19 @@ def color_transfer(
         max_gain: at most this factor of luma contrast change either way (``rct``: the
             L channel's scale; ``lct``: the whole covariance, scaled by its luma
             ratio); None matches the target's contrast whatever it is.
+        ridge: ``lct`` only: a share of the mean variance added to both covariances
+            before matching them. A source's skin varies little across its colour
+            line, and ``T`` would amplify those minor directions by the inverse
+            (blue and orange blotches on a strongly tanned target); 0 maps the
+            covariance exactly.
 
     Returns:
         The recoloured source, float32 BGR clipped to [0, 255].
 
     Raises:
-        InputError: unknown mode, strength outside [0, 1], max_gain under 1, shapes
-            that do not match, or masks selecting fewer than 16 pixels.
+        InputError: unknown mode, strength outside [0, 1], max_gain under 1, a
+            negative ridge, shapes that do not match, or masks selecting fewer than
+            16 pixels.
 
     Shape:
         - source: (H, W, 3); source_mask: (H, W).
@@ -264,6 +276,8 @@ def color_transfer(
         raise InputError(f"strength must be in [0, 1], got {strength}")
     if max_gain is not None and not max_gain >= 1.0:
         raise InputError(f"max_gain must be at least 1, got {max_gain}")
+    if not ridge >= 0.0:
+        raise InputError(f"ridge must be 0 or more, got {ridge}")
     source_array, target_array = np.asarray(source), np.asarray(target)
     source_weights, target_weights = np.asarray(source_mask), np.asarray(target_mask)
     _check_image_mask("source", source_array, source_weights)
@@ -274,7 +288,7 @@ def color_transfer(
     # The target is only sampled (<= 20k pixels), so it is never converted as a whole.
     if mode == "lct":
         transform, offset = _lct_affine(
-            source_array, target_array, source_weights, target_weights, max_gain
+            source_array, target_array, source_weights, target_weights, max_gain, ridge
         )
         # Blending x and T x + b linearly is itself affine, so strength costs nothing.
         transform = (1.0 - strength) * np.eye(3) + strength * transform

@@ -225,3 +225,33 @@ def test_max_gain_under_one_is_rejected() -> None:
     mask = np.ones((20, 20), np.float32)
     with pytest.raises(InputError, match="max_gain"):
         color_transfer(image, image, source_mask=mask, target_mask=mask, max_gain=0.5)
+
+
+def test_lct_ridge_bounds_the_gain_across_the_sources_colour_line() -> None:
+    # A source whose colours lie on a line (skin: light to dark along one hue) and a
+    # target that varies in every direction: an exact covariance match amplifies the
+    # source's tiny spread across its line by the ratio of the two spreads there.
+    rng = np.random.default_rng(15)
+    line = np.array([0.4, 0.6, 0.7]) / np.linalg.norm([0.4, 0.6, 0.7])
+    across = np.cross(line, [1.0, 0.0, 0.0])
+    across /= np.linalg.norm(across)
+    n = 4096
+    mean = np.array([90.0, 120.0, 170.0])
+    source = mean + np.outer(rng.normal(0, 20, n), line) + rng.normal(0, 1.0, (n, 3))
+    # Two probe pixels outside the mask: the mean, and the mean moved across the line.
+    probes = np.stack([mean, mean + 4.0 * across])
+    pixels = np.concatenate([source, probes]).astype(np.float32)[None]
+    mask = np.concatenate([np.ones(n), np.zeros(2)]).astype(np.float32)[None]
+    target = (np.array([120, 130, 150]) + rng.normal(0, 15, (n, 3))).astype(np.float32)[None]
+    target_mask = np.ones((1, n), np.float32)
+
+    def gain_across(ridge: float) -> float:
+        out = color_transfer(
+            pixels, target, source_mask=mask, target_mask=target_mask, mode="lct", ridge=ridge
+        )[0, n:]
+        return float(np.linalg.norm(out[1] - out[0])) / 4.0
+
+    assert gain_across(0.0) > 8.0  # about 10
+    assert gain_across(0.1) < 5.0  # about 4
+    with pytest.raises(InputError, match="ridge"):
+        color_transfer(pixels, target, source_mask=mask, target_mask=target_mask, ridge=-1.0)
