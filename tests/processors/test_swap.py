@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
+import faceweave.processors.swap as swap_module
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.core.facemodel import load_face_model
 from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
@@ -691,6 +692,53 @@ def scream(shared_faces: Path, analyser: FaceAnalyser) -> tuple[np.ndarray, Face
     faces = analyser.get_faces(frame)
     assert len(faces) == 1
     return frame, faces[0]
+
+
+@pytest.fixture(scope="module")
+def big_grace(analyser: FaceAnalyser, grace_hopper: np.ndarray) -> tuple[np.ndarray, Face]:
+    """Grace Hopper at 3x (her face about 560 px wide), with a film grain finer than the
+    processing size (224 px) could hold."""
+    frame = cv2.resize(grace_hopper, None, fx=3, fy=3, interpolation=cv2.INTER_CUBIC)
+    grain = np.random.default_rng(16).normal(0, 8, frame.shape)
+    frame = np.clip(frame + grain, 0, 255).astype(np.uint8)
+    return frame, analyser.get_faces(frame)[0]
+
+
+class TestLargeFaces:
+    """A face larger than the processing size is swapped small and composited back."""
+
+    def test_fusion_zero_returns_target(
+        self, swapper: Swapper, big_grace: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = big_grace
+        out = swapper.with_options(fusion=0.0).swap(frame, face)
+        assert np.abs(out.astype(np.int16) - frame).max() <= 1
+
+    def test_what_stays_the_targets_keeps_its_full_resolution_detail(
+        self,
+        swapper: Swapper,
+        big_grace: tuple[np.ndarray, Face],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        frame, face = big_grace
+        model = load_face_model()
+        # Inside the target's eye openings (kept: mask_eyes), away from the lids.
+        eyes = np.zeros(frame.shape[:2], np.uint8)
+        for loop in model.loops[:2]:
+            points = np.round(face.landmarks_478[loop, :2]).astype(np.int32)
+            cv2.fillPoly(eyes, [points], 1)
+        eyes = cv2.erode(eyes, np.ones((9, 9), np.uint8)).astype(bool)
+        assert eyes.sum() > 500
+
+        def grain(image: np.ndarray) -> float:
+            grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+            return float((grey - cv2.GaussianBlur(grey, (0, 0), 1.5))[eyes].std())
+
+        keep_eyes = swapper.with_options(mask_eyes=True)
+        assert grain(keep_eyes.swap(frame, face)) > 0.85 * grain(frame)  # about 0.9
+        # Compositing the upsampled swap itself (as below 1.5x) loses it.
+        monkeypatch.setattr(swap_module, "DETAIL_RESTORE_SCALE", np.inf)
+        assert grain(keep_eyes.swap(frame, face)) < 0.7 * grain(frame)  # about 0.56
 
 
 class TestMaskPadding:
