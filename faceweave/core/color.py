@@ -13,7 +13,7 @@ Two modes are implemented here:
   target covariance (``T Cs T^T = Ct``).
 
 Both can be told to limit how far they change the face's contrast
-(``max_gain``): a target whose skin varies more than the source's (hard or low-key
+(``gain_range``): a target whose skin varies more than the source's (hard or low-key
 light, stubble) would otherwise scale the source's dark features (brows, lashes,
 make-up) by that ratio too, and they clip to black.
 
@@ -166,7 +166,7 @@ def _rct(
     target: NDArray[np.generic],
     source_mask: NDArray[np.generic],
     target_mask: NDArray[np.generic],
-    max_gain: float | None = None,
+    gain_range: tuple[float, float] | None = None,
 ) -> NDArray[np.float32]:
     # One buffer converted in place all the way: fresh full-size temporaries cost more
     # here (allocation and page faults) than the colour maths itself.
@@ -179,8 +179,8 @@ def _rct(
     std_s = np.sqrt(np.maximum(np.diag(cov_s), 0.0))
     std_t = np.sqrt(np.maximum(np.diag(cov_t), 0.0))
     scale = std_t / np.maximum(std_s, _LAB_STD_FLOOR)
-    if max_gain is not None:
-        scale[0] = np.clip(scale[0], 1.0 / max_gain, max_gain)
+    if gain_range is not None:
+        scale[0] = np.clip(scale[0], *gain_range)
     offset = mean_t - scale * mean_s
     # cv2.transform, not numpy broadcasting: numpy's inner loop over 3 channels is slow.
     matrix = np.concatenate([np.diag(scale), offset[:, None]], axis=1).astype(np.float32)
@@ -195,22 +195,22 @@ def _lct_affine(
     target: NDArray[np.generic],
     source_mask: NDArray[np.generic],
     target_mask: NDArray[np.generic],
-    max_gain: float | None = None,
+    gain_range: tuple[float, float] | None = None,
     ridge: float = 0.0,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``(T, b)`` with ``x' = T x + b`` mapping source BGR statistics onto the target's.
 
-    With ``max_gain`` the target covariance is first scaled as a whole so that the
-    luma contrast ratio (target std over source std) lies in ``[1/max_gain, max_gain]``.
+    With ``gain_range`` the target covariance is first scaled as a whole so that the
+    luma contrast ratio (target std over source std) lies within it.
     ``ridge`` adds that share of each covariance's mean variance to its diagonal.
     """
     mean_s, cov_s = masked_mean_cov(source, source_mask)
     mean_t, cov_t = masked_mean_cov(target, target_mask)
-    if max_gain is not None:
+    if gain_range is not None:
         var_s = max(float(_LUMA_BGR @ cov_s @ _LUMA_BGR), 1e-6)
         var_t = max(float(_LUMA_BGR @ cov_t @ _LUMA_BGR), 1e-6)
         gain = np.sqrt(var_t / var_s)
-        cov_t = cov_t * (float(np.clip(gain, 1.0 / max_gain, max_gain)) / gain) ** 2
+        cov_t = cov_t * (float(np.clip(gain, *gain_range)) / gain) ** 2
     if ridge > 0.0:
         cov_s = cov_s + ridge * float(np.trace(cov_s)) / 3.0 * np.eye(3)
         cov_t = cov_t + ridge * float(np.trace(cov_t)) / 3.0 * np.eye(3)
@@ -228,7 +228,7 @@ def color_transfer(
     target_mask: Mask,
     mode: str = "rct",
     strength: float = 1.0,
-    max_gain: float | None = None,
+    gain_range: tuple[float, float] | None = None,
     ridge: float = 0.0,
 ) -> FloatImage:
     """Recolour ``source`` so its statistics inside ``source_mask`` match ``target``'s.
@@ -245,9 +245,10 @@ def color_transfer(
         mode: one of :data:`COLOR_MODES`; ``"none"`` and ``"sh"`` return the
             source unchanged (``"sh"`` relighting is done by the caller).
         strength: 0 keeps the source, 1 applies the full transfer; linear between.
-        max_gain: at most this factor of luma contrast change either way (``rct``: the
-            L channel's scale; ``lct``: the whole covariance, scaled by its luma
-            ratio); None matches the target's contrast whatever it is.
+        gain_range: ``(lowest, highest)`` factor by which the face's luma contrast may
+            change (``rct``: the L channel's scale; ``lct``: the whole covariance,
+            scaled by its luma ratio); None matches the target's contrast whatever
+            it is.
         ridge: ``lct`` only: a share of the mean variance added to both covariances
             before matching them. A source's skin varies little across its colour
             line, and ``T`` would amplify those minor directions by the inverse
@@ -258,9 +259,9 @@ def color_transfer(
         The recoloured source, float32 BGR clipped to [0, 255].
 
     Raises:
-        InputError: unknown mode, strength outside [0, 1], max_gain under 1, a
-            negative ridge, shapes that do not match, or masks selecting fewer than
-            16 pixels.
+        InputError: unknown mode, strength outside [0, 1], a gain_range that does
+            not hold 1 (or starts at 0), a negative ridge, shapes that do not
+            match, or masks selecting fewer than 16 pixels.
 
     Shape:
         - source: (H, W, 3); source_mask: (H, W).
@@ -274,8 +275,10 @@ def color_transfer(
         raise InputError(f"unknown colour mode {mode!r}; expected one of {COLOR_MODES}")
     if not 0.0 <= strength <= 1.0:
         raise InputError(f"strength must be in [0, 1], got {strength}")
-    if max_gain is not None and not max_gain >= 1.0:
-        raise InputError(f"max_gain must be at least 1, got {max_gain}")
+    if gain_range is not None and not 0.0 < gain_range[0] <= 1.0 <= gain_range[1]:
+        raise InputError(
+            f"gain_range must be (low, high) with 0 < low <= 1 <= high, got {gain_range}"
+        )
     if not ridge >= 0.0:
         raise InputError(f"ridge must be 0 or more, got {ridge}")
     source_array, target_array = np.asarray(source), np.asarray(target)
@@ -288,7 +291,7 @@ def color_transfer(
     # The target is only sampled (<= 20k pixels), so it is never converted as a whole.
     if mode == "lct":
         transform, offset = _lct_affine(
-            source_array, target_array, source_weights, target_weights, max_gain, ridge
+            source_array, target_array, source_weights, target_weights, gain_range, ridge
         )
         # Blending x and T x + b linearly is itself affine, so strength costs nothing.
         transform = (1.0 - strength) * np.eye(3) + strength * transform
@@ -297,7 +300,7 @@ def color_transfer(
             _to_float(source_array), matrix.astype(np.float32)
         )
     else:
-        result = _rct(source_array, target_array, source_weights, target_weights, max_gain)
+        result = _rct(source_array, target_array, source_weights, target_weights, gain_range)
         if strength < 1.0:
             result = cv2.addWeighted(result, strength, _to_float(source_array), 1.0 - strength, 0.0)
     return _clip_0_255(result)

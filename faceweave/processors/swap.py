@@ -63,11 +63,13 @@ BLEND_MODES = ("alpha", "multiband", "poisson")
 # full-resolution detail where the output shows the target (see _swap_into's end); closer
 # to the processing size the upsampling loses under a pixel of it.
 DETAIL_RESTORE_SCALE = 1.5
-# The colour match changes the face's contrast by at most this factor either way. A
-# target's skin spread is mostly its light (carried by the light match), and matching
-# it in full blew a source's brows, lashes and make-up up to black on hard-lit or
-# stubbled targets (luma gains up to 2.7 between the dev photos).
-COLOR_MAX_GAIN = 1.25
+# The colour match raises the face's contrast by at most 1.25x and lowers it by at most
+# 1.5x. A target's skin spread is mostly its light (carried by the light match), and
+# matching it in full blew a source's brows, lashes and make-up up to black on hard-lit
+# or stubbled targets (luma gains up to 2.7 between the dev photos). Lowering is freer:
+# a source kept crisper than a soft target looks pasted and, as it moves, changes more
+# from frame to frame than the clip does (flicker on vid_p02 0.94 -> 1.04 at 1/1.25).
+COLOR_GAIN_RANGE = (1 / 1.5, 1.25)
 # The linear colour match (lct) matches covariances with this share of the mean variance
 # added to both: a source's skin varies little across its colour line, and matching that
 # exactly amplified the source's minor colour directions up to 3.7x, into blue and orange
@@ -1001,7 +1003,7 @@ class Swapper:
                 target_mask=skin,
                 mode="rct" if opts.color == "sh" else opts.color,
                 strength=0.5 if opts.color == "sh" else 1.0,
-                max_gain=COLOR_MAX_GAIN,
+                gain_range=COLOR_GAIN_RANGE,
                 ridge=COLOR_RIDGE if opts.color == "lct" else 0.0,
             )
         if opts.light > 0 and opts.color != "sh":
