@@ -151,6 +151,36 @@ class TestIdentity:
         assert [t.track_id for t in tracker.update(_BLANK, 0.1)] == [1]
         assert tracker.counters.detections == 2
 
+    def test_a_scene_cut_starts_new_tracks(self) -> None:
+        # Two scenes with the same face position (the fake analyser's face stays put):
+        # after the cut the mesh fit would carry the track onto whoever sits there.
+        ramp = np.tile(np.linspace(0, 255, 640, dtype=np.float32), (480, 1))
+        scene_a = np.repeat(ramp[..., None], 3, axis=2).astype(np.uint8)
+        scene_b = 255 - scene_a  # the ramp the other way
+        frames = [scene_a] * 6 + [scene_b] * 6
+
+        def ids(cut_threshold: float) -> tuple[list[int], int]:
+            fake = FakeAnalyser()
+            fake.faces = [(300, 240, 120)]
+            tracker = FaceTracker(
+                fake, redetect_every=100, smoothing=False, cut_threshold=cut_threshold
+            )
+            seen = [tracker.update(f, i / 30)[0].track_id for i, f in enumerate(frames)]
+            return seen, tracker.counters.cuts
+
+        assert ids(20.0) == ([0] * 6 + [1] * 6, 1)
+        assert ids(0.0) == ([0] * 12, 0)  # without the check the track runs on
+
+    def test_camera_motion_is_no_cut(self) -> None:
+        fake = FakeAnalyser()
+        fake.faces = [(300, 240, 120)]
+        tracker = FaceTracker(fake, smoothing=False)
+        scene = cv2.resize(_texture((60, 80), seed=3), (640, 480), interpolation=cv2.INTER_CUBIC)
+        for i in range(20):  # a pan of 6 px a frame over a coarse texture
+            tracked = tracker.update(np.roll(scene, 6 * i, axis=1), i / 30)
+            assert [t.track_id for t in tracked] == [0]
+        assert tracker.counters.cuts == 0
+
     def test_bad_arguments(self) -> None:
         with pytest.raises(UsageError):
             FaceTracker(FakeAnalyser(), redetect_every=0)
