@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from faceweave.errors import UsageError
+
 
 def number(text: str) -> float:
     """A float."""
@@ -67,8 +69,8 @@ def non_negative_int(text: str) -> int:
 
 
 class SidesAction(argparse.Action):
-    """1, 2 or 4 values for the four sides, as in CSS: one for all, (top and bottom,
-    right and left), or (top, right, bottom, left). Stores a 4-tuple."""
+    """1, 2 or 4 values for the four sides, as in CSS (see
+    :func:`~faceweave.processors.swap.css_sides`). Stores a 4-tuple."""
 
     def __call__(
         self,
@@ -77,13 +79,9 @@ class SidesAction(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        sides = list(values) if isinstance(values, (list, tuple)) else [values]
-        if len(sides) == 1:
-            sides = sides * 4
-        elif len(sides) == 2:
-            sides = sides * 2
-        elif len(sides) != 4:
-            parser.error(
-                f"{option_string} takes 1, 2 or 4 values (top right bottom left), got {len(sides)}"
-            )
-        setattr(namespace, self.dest, tuple(sides))
+        from faceweave.processors.swap import css_sides
+
+        try:
+            setattr(namespace, self.dest, css_sides(values))
+        except UsageError as error:
+            parser.error(f"{option_string} {error}")

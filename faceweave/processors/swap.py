@@ -286,6 +286,26 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     )
 
 
+def css_sides(values: object) -> tuple[float, float, float, float]:
+    """(top, right, bottom, left) from 1, 2 or 4 numbers, as in CSS: one for all sides,
+    (top and bottom, right and left), or each side (SwapOptions.mask_padding).
+
+    Raises:
+        UsageError: another count of values, or values that are not numbers.
+    """
+    items = list(values) if isinstance(values, (list, tuple)) else [values]
+    sides = []
+    for item in items:
+        try:
+            sides.append(float(item))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise UsageError(f"takes 1, 2 or 4 numbers, got {str(item)[:40]!r}") from None
+    if len(sides) not in (1, 2, 4):
+        raise UsageError(f"takes 1, 2 or 4 values (top right bottom left), got {len(sides)}")
+    top, right, bottom, left = sides * (4 // len(sides))
+    return top, right, bottom, left
+
+
 def _padded(
     covered: NDArray[np.bool_], padding: tuple[float, float, float, float]
 ) -> NDArray[np.bool_]:

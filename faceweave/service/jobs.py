@@ -22,7 +22,7 @@ from typing import Any
 
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.errors import UsageError
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SwapOptions
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SwapOptions, css_sides
 from faceweave.service import audit
 from faceweave.service.db import Database
 from faceweave.service.errors import ServiceError
@@ -177,14 +177,10 @@ def _parse(name: str, text: str, kind: type) -> object:
 
 def _sides(name: str, text: str) -> tuple[float, ...]:
     """1, 2 or 4 numbers (spaces or commas between) for top, right, bottom, left, as in CSS."""
-    parts = text.replace(",", " ").split()
     try:
-        values = [float(part) for part in parts]
-    except ValueError:
-        raise UsageError(f"{name} must be 1, 2 or 4 numbers, got {text[:40]!r}") from None
-    if len(values) not in (1, 2, 4):
-        raise UsageError(f"{name} must be 1, 2 or 4 numbers, got {len(values)}")
-    return tuple(values * (4 // len(values)))
+        return css_sides(text.replace(",", " ").split())
+    except UsageError as error:
+        raise UsageError(f"{name} {error}") from None
 
 
 @dataclass(frozen=True)
