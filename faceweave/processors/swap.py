@@ -189,11 +189,13 @@ class SwapOptions:
             raise UsageError(f"light must be within [0, 1], got {self.light}")
         if not 0.0 <= self.feather <= 0.5:
             raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
-        try:
-            padding = tuple(float(v) for v in self.mask_padding)
-        except (TypeError, ValueError):
-            padding = ()
-        if len(padding) != 4 or not all(0.0 <= v < 1.0 for v in padding):
+        # __post_init__ made any sequence of numbers a tuple of floats.
+        padding = self.mask_padding
+        if (
+            not isinstance(padding, tuple)
+            or len(padding) != 4
+            or not all(0.0 <= v < 1.0 for v in padding)
+        ):
             raise UsageError(
                 "mask_padding must be 4 fractions (top, right, bottom, left) within [0, 1), "
                 f"got {self.mask_padding}"
