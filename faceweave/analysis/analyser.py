@@ -5,10 +5,11 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
+import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.base import Detection, FaceDetector, create_detector
+from faceweave.analysis.base import Detection, FaceDetector, create_detector, nms, quarter_turns
 from faceweave.analysis.mediapipe_backend import MeshLandmarker
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
@@ -24,6 +25,47 @@ _MOUTH_CORNERS = (61, 291)
 
 ANALYSER_MODES = ("image", "video")
 
+# Quarter turns the detector can be run at (FaceFusion's face detector angles): the
+# angle a face is turned clockwise in the image, e.g. 90 for a face lying with its
+# top to the right (a phone photo without its orientation tag).
+DETECTOR_ANGLES = (0, 90, 180, 270)
+
+# BlazeFace's score above which an upright detection is taken as it is. Upright faces
+# in the development photos score 0.81-0.98 (small or far ones down to 0.58); faces
+# turned by a quarter or half turn score up to 0.88 at the wrong turn, so below this a
+# still image is looked at in all four turns.
+SURE_UPRIGHT_SCORE = 0.85
+
+# The frame rotation that brings a face turned by the angle upright, and the map from
+# the rotated frame's pixels back to the frame's (x, y) -> (x', y'), for width w and
+# height h of the original frame.
+_UPRIGHT = {
+    90: (cv2.ROTATE_90_COUNTERCLOCKWISE, lambda x, y, w, h: (w - y, x)),
+    180: (cv2.ROTATE_180, lambda x, y, w, h: (w - x, h - y)),
+    270: (cv2.ROTATE_90_CLOCKWISE, lambda x, y, w, h: (y, h - x)),
+}
+
+
+def detect_turned(detector: FaceDetector, frame: Frame, angle: int) -> list[Detection]:
+    """Faces turned clockwise by ``angle`` (a quarter turn), in ``frame``'s pixels:
+    the detector runs on the frame turned back, and its boxes and keypoints are
+    mapped back."""
+    if angle % 360 == 0:
+        return detector.detect(frame)
+    code, back = _UPRIGHT[angle % 360]
+    h, w = frame.shape[:2]
+    found = []
+    for det in detector.detect(cv2.rotate(frame, code)):
+        x0, y0, x1, y1 = det.bbox
+        xs, ys = back(np.array([x0, x1]), np.array([y0, y1]), w, h)
+        box = (float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max()))
+        kps = None
+        if det.keypoints is not None:
+            kx, ky = back(det.keypoints[:, 0], det.keypoints[:, 1], w, h)
+            kps = np.stack([kx, ky], axis=1).astype(np.float32)
+        found.append(Detection(box, det.score, kps))
+    return found
+
 
 def landmarks_5_from_mesh(points: NDArray[np.floating]) -> NDArray[np.float32]:
     """(5, 2) eyes, nose tip, mouth corners from a (478, >=2) mesh, image-left first."""
@@ -31,6 +73,29 @@ def landmarks_5_from_mesh(points: NDArray[np.floating]) -> NDArray[np.float32]:
     eyes = sorted((p[i] for i in _IRIS_CENTRES), key=lambda q: float(q[0]))
     mouth = sorted((p[i] for i in _MOUTH_CORNERS), key=lambda q: float(q[0]))
     return np.stack([eyes[0], eyes[1], p[_NOSE_TIP], mouth[0], mouth[1]]).astype(np.float32)
+
+
+def _inside(point: NDArray[np.floating], box: BBox) -> bool:
+    x0, y0, x1, y1 = box
+    return bool(x0 <= point[0] <= x1 and y0 <= point[1] <= y1)
+
+
+def _same_face(a: Face, b: Face) -> bool:
+    """Two meshes of one face: their boxes overlap by half, or either's nose tip lies
+    in the other's box (a second, shifted fit from a loose detection)."""
+    return (
+        bbox_iou(a.bbox, b.bbox) >= 0.5
+        or _inside(a.landmarks_478[_NOSE_TIP], b.bbox)
+        or _inside(b.landmarks_478[_NOSE_TIP], a.bbox)
+    )
+
+
+def mesh_roll(points: NDArray[np.floating]) -> float:
+    """A mesh's in-plane angle in degrees, clockwise, as :attr:`Detection.roll`: the
+    line from the subject's right eye's outer corner to the left one's."""
+    p = np.asarray(points, np.float64)
+    (ax, ay), (bx, by) = p[33, :2], p[263, :2]
+    return float(np.degrees(np.arctan2(by - ay, bx - ax)))
 
 
 def mesh_bbox(points: NDArray[np.floating]) -> BBox:
@@ -63,6 +128,12 @@ class FaceAnalyser:
         detect_tiles: detect on an n x n grid of overlapping tiles too (n > 1): finds
             the small faces of group photos, at n*n times the detection cost. For
             still images; live video keeps 1.
+        detector_angles: run the detector at these quarter turns (0, 90, 180, 270: how
+            far a face is turned clockwise) and keep every face found; costs one
+            detector run per angle. ``None`` (default): upright only; in ``image``
+            mode also the other three turns when no face found upright scores
+            :data:`SURE_UPRIGHT_SCORE` or more (sideways and upside-down
+            photos), so a photo of clear upright faces costs nothing more.
         mode: ``image`` (every call stands alone: both BlazeFace models and the
             static mesh, the same image always gives the same faces) or ``video``
             (frames in sequence: the full-range detector with the short-range one
@@ -84,12 +155,22 @@ class FaceAnalyser:
         execution_provider: str = "cpu",
         with_embedding: bool = True,
         detect_tiles: int = 1,
+        detector_angles: tuple[int, ...] | None = None,
         mode: str = "image",
     ) -> None:
         if mode not in ANALYSER_MODES:
             raise UsageError(
                 f"unknown analyser mode {mode!r}; choose from {', '.join(ANALYSER_MODES)}"
             )
+        if detector_angles is not None:
+            bad = [a for a in detector_angles if a not in DETECTOR_ANGLES]
+            if bad or not detector_angles:
+                raise UsageError(
+                    f"detector angles must be some of {', '.join(map(str, DETECTOR_ANGLES))}"
+                    f", got {', '.join(map(str, detector_angles)) or 'none'}"
+                )
+            detector_angles = tuple(dict.fromkeys(detector_angles))
+        self.detector_angles = detector_angles
         self.mode = mode
         self.max_faces = max_faces
         self.min_score = min_score
@@ -135,24 +216,57 @@ class FaceAnalyser:
                 reset()
 
     def detect(self, frame: Frame) -> list[Detection]:
-        dets = self.detector.detect(check_frame(frame))
+        """The detected face boxes, largest first, at most ``max_faces``."""
+        dets = self._candidates(check_frame(frame))
         dets.sort(key=lambda d: -(d.bbox[2] - d.bbox[0]) * (d.bbox[3] - d.bbox[1]))
         return dets[: self.max_faces]
 
+    def _candidates(self, frame: Frame) -> list[Detection]:
+        angles = self.detector_angles or (0,)
+        dets = [d for angle in angles for d in detect_turned(self.detector, frame, angle)]
+        if (
+            self.detector_angles is None
+            and self.mode == "image"
+            and max((d.score for d in dets), default=0.0) < SURE_UPRIGHT_SCORE
+        ):
+            # Maybe a sideways or upside-down face: BlazeFace finds those weakly at 0
+            # degrees, with keypoints (and so a mesh) the wrong way up. Look at the
+            # other quarter turns too; per face the best-scoring turn wins.
+            angles = DETECTOR_ANGLES
+            dets += [d for angle in angles[1:] for d in detect_turned(self.detector, frame, angle)]
+        return nms(dets, 0.4) if len(angles) > 1 else dets
+
     def get_faces(self, frame: Frame) -> list[Face]:
-        """All faces in the frame, largest first."""
+        """All faces in the frame (at most ``max_faces``), largest first."""
         frame = check_frame(frame)
         faces: list[Face] = []
-        for det in self.detect(frame):
-            face = self.face_from_box(frame, det.bbox, det.score)
-            if face is not None and all(bbox_iou(face.bbox, f.bbox) < 0.5 for f in faces):
+        # Best detections first: when a loose box's mesh lands on a face that has its
+        # own box, the face keeps the mesh fitted in its own box.
+        for det in sorted(self._candidates(frame), key=lambda d: -d.score):
+            face = self.face_from_box(frame, det.bbox, det.score, det.roll)
+            if face is None or not _inside(face.landmarks_478[_NOSE_TIP], det.bbox):
+                continue  # no mesh, or one fitted to a neighbouring face in the crop
+            if not any(_same_face(face, f) for f in faces):
                 faces.append(face)
-        return faces
+        # By the fitted meshes' boxes: detectors' boxes differ in size between turns.
+        faces.sort(key=lambda f: -(f.bbox[2] - f.bbox[0]) * (f.bbox[3] - f.bbox[1]))
+        return faces[: self.max_faces]
 
-    def face_from_box(self, frame: Frame, bbox: BBox, score: float = 1.0) -> Face | None:
-        points = self.landmarker.fit(frame, bbox)
+    def face_from_box(
+        self, frame: Frame, bbox: BBox, score: float = 1.0, roll: float = 0.0
+    ) -> Face | None:
+        """The face in ``bbox`` (its mesh fitted there), or None; ``roll`` as
+        :attr:`Detection.roll`."""
+        points = self.landmarker.fit(frame, bbox, roll)
         if points is None:
             return None
+        fitted = mesh_roll(points)
+        if quarter_turns(fitted) != quarter_turns(roll):
+            # The detector's keypoints misjudged a strongly tilted face: fit again with
+            # the crop turned the way the mesh says, and keep that fit if it agrees.
+            again = self.landmarker.fit(frame, bbox, fitted)
+            if again is not None and quarter_turns(mesh_roll(again)) == quarter_turns(fitted):
+                points = again
         return self.face_from_landmarks(frame, points, score)
 
     def face_from_landmarks(

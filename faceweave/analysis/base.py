@@ -9,17 +9,37 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from faceweave.core.geometry import bbox_iou
 from faceweave.errors import UsageError
 from faceweave.types import BBox, Frame
 
 
 @dataclass(frozen=True)
 class Detection:
-    """A detected face box with its confidence and optional 5 keypoints (pixels)."""
+    """A detected face box with its confidence and optional keypoints (pixels).
+
+    The keypoints start with the image-left then the image-right eye of an upright
+    face (the subject's right, then left eye), as BlazeFace and YuNet both give them.
+    """
 
     bbox: BBox
     score: float
     keypoints: NDArray[np.float32] | None = None
+
+    @property
+    def roll(self) -> float:
+        """The face's in-plane angle in degrees, clockwise: its eye line's direction
+        (0 upright, 90 lying with its top to the right, 180 upside down); 0 without
+        keypoints."""
+        if self.keypoints is None or len(self.keypoints) < 2:
+            return 0.0
+        (ax, ay), (bx, by) = np.asarray(self.keypoints, np.float64)[:2, :2]
+        return float(np.degrees(np.arctan2(by - ay, bx - ax)))
+
+
+def quarter_turns(roll: float) -> int:
+    """The quarter turns (0-3, clockwise) nearest to an in-plane angle in degrees."""
+    return round(roll / 90.0) % 4
 
 
 class FaceDetector(Protocol):
@@ -29,9 +49,13 @@ class FaceDetector(Protocol):
 
 
 class LandmarkModel(Protocol):
-    """Fits the 478-point mesh to one face given its box; None when it finds no face."""
+    """Fits the 478-point mesh to one face given its box; None when it finds no face.
 
-    def fit(self, frame: Frame, bbox: BBox) -> NDArray[np.float32] | None: ...
+    ``roll`` is the face's in-plane angle in degrees (its eye line, clockwise), so a
+    tilted or upside-down face can be fitted upright.
+    """
+
+    def fit(self, frame: Frame, bbox: BBox, roll: float = 0.0) -> NDArray[np.float32] | None: ...
 
 
 class IdentityModel(Protocol):
@@ -40,6 +64,16 @@ class IdentityModel(Protocol):
     def embed(
         self, frame: Frame, bbox: BBox, points: NDArray[np.floating] | None = None
     ) -> NDArray[np.float32]: ...
+
+
+def nms(dets: list[Detection], iou_threshold: float) -> list[Detection]:
+    """The best-scoring detections, none overlapping a better one by IoU >= threshold."""
+    dets = sorted(dets, key=lambda d: -d.score)
+    kept: list[Detection] = []
+    for d in dets:
+        if all(bbox_iou(d.bbox, k.bbox) < iou_threshold for k in kept):
+            kept.append(d)
+    return kept
 
 
 DETECTORS: dict[str, Callable[..., FaceDetector]] = {}

@@ -15,8 +15,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.base import Detection, register_detector
-from faceweave.core.geometry import bbox_iou
+from faceweave.analysis.base import Detection, nms, quarter_turns, register_detector
 from faceweave.errors import BackendError
 from faceweave.types import BBox, Frame
 
@@ -115,15 +114,6 @@ def _scaled(det: Detection, factor: float) -> Detection:
     return Detection((x0 * factor, y0 * factor, x1 * factor, y1 * factor), det.score, kps)
 
 
-def _nms(dets: list[Detection], iou_threshold: float) -> list[Detection]:
-    dets = sorted(dets, key=lambda d: -d.score)
-    kept: list[Detection] = []
-    for d in dets:
-        if all(bbox_iou(d.bbox, k.bbox) < iou_threshold for k in kept):
-            kept.append(d)
-    return kept
-
-
 @register_detector("mediapipe")
 class BlazeFaceDetector:
     """BlazeFace short range (faces within ~2 m) and full range (small, far faces), merged by NMS.
@@ -201,7 +191,7 @@ class BlazeFaceDetector:
                 for tx in np.linspace(0, w - tw, n).astype(int)
             ]
             found += self._both_models(tiles)
-        return _nms(found, 0.4)
+        return nms(found, 0.4)
 
     def _both_models(
         self, images: list[tuple[NDArray[np.uint8], tuple[int, int]]]
@@ -302,8 +292,8 @@ class MeshLandmarker:
         self.crop_size = crop_size
         self._lock = threading.Lock()
 
-    def fit(self, frame: Frame, bbox: BBox) -> NDArray[np.float32] | None:
-        crop, matrix = self._prepare(frame, bbox)
+    def fit(self, frame: Frame, bbox: BBox, roll: float = 0.0) -> NDArray[np.float32] | None:
+        crop, matrix = self._prepare(frame, bbox, roll)
         size = crop.shape[1]
         with self._lock:
             res = _process(self._tracking, crop) if self.tracking else None
@@ -322,13 +312,27 @@ class MeshLandmarker:
         with self._lock:
             self._tracking.reset()
 
-    def _prepare(self, frame: Frame, bbox: BBox) -> tuple[NDArray[np.uint8], NDArray[np.float64]]:
+    def _prepare(
+        self, frame: Frame, bbox: BBox, roll: float = 0.0
+    ) -> tuple[NDArray[np.uint8], NDArray[np.float64]]:
+        """The square RGB crop around ``bbox`` and its frame -> crop affine matrix.
+
+        A face rolled by more than 45 degrees (``roll``: its eye line's angle in the
+        image, clockwise) is cropped turned by the nearest quarter turn, so the mesh
+        always sees it within 45 degrees of upright: MediaPipe's own face search in
+        the crop finds no face past about 100 degrees.
+        """
         x0, y0, x1, y1 = bbox
-        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2 - 0.05 * (y1 - y0)
+        quarter = quarter_turns(roll)
+        c, s_ = ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))[quarter]
+        up = np.array([s_, -c])  # the face's "up" in frame pixels
+        centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2]) + 0.05 * (y1 - y0) * up
         side = self.crop_scale * max(x1 - x0, y1 - y0)
         out = int(min(self.crop_size, max(64, round(side))))
         s = out / side
-        matrix = np.array([[s, 0, out / 2 - s * cx], [0, s, out / 2 - s * cy]], np.float64)
+        # crop = s * R(-quarter turns) @ (p - centre) + out / 2
+        linear = s * np.array([[c, s_], [-s_, c]])
+        matrix = np.concatenate([linear, (out / 2 - linear @ centre)[:, None]], axis=1)
         crop = cv2.warpAffine(
             frame,
             matrix,
@@ -341,8 +345,9 @@ class MeshLandmarker:
     @staticmethod
     def _postprocess(landmark_list, matrix: NDArray[np.float64], size: int) -> NDArray[np.float32]:  # type: ignore[no-untyped-def]
         pts = _landmark_array(landmark_list) * size
-        s = matrix[0, 0]
-        xy = (pts[:, :2] - matrix[:, 2]) / s
+        s = float(np.sqrt(abs(np.linalg.det(matrix[:, :2]))))
+        back = cv2.invertAffineTransform(matrix)
+        xy = pts[:, :2] @ back[:, :2].T + back[:, 2]
         z = pts[:, 2] / s
         return np.concatenate([xy, z[:, None]], axis=1).astype(np.float32)
 

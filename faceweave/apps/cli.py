@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from faceweave.analysis.analyser import DETECTOR_ANGLES
 from faceweave.analysis.base import detector_names
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS
@@ -523,6 +524,16 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         "--detector-model", type=Path, metavar="FILE.onnx", help="model file of an ONNX detector"
     )
     parser.add_argument(
+        "--detector-angles",
+        type=int,
+        nargs="+",
+        choices=DETECTOR_ANGLES,
+        metavar="DEG",
+        help="look for faces turned clockwise by these quarter turns (0 90 180 270; each "
+        "costs one detector run per frame). Default: upright, and for images the other "
+        "turns too when no clear upright face is found",
+    )
+    parser.add_argument(
         "--execution-provider",
         choices=EXECUTION_PROVIDER_CHOICES,
         default="cpu",
@@ -639,10 +650,13 @@ def _load_faces(
 
 def _detector(args: argparse.Namespace) -> dict[str, Any]:
     """FaceAnalyser arguments for the chosen detector; checks them before any model loads."""
+    angles: dict[str, Any] = (
+        {} if args.detector_angles is None else {"detector_angles": tuple(args.detector_angles)}
+    )
     if args.detector == "mediapipe":
         if args.detector_model is not None:
             raise UsageError("--detector-model is for an ONNX detector: add --detector yunet")
-        return {}
+        return angles
     if args.detector_model is None:
         raise UsageError(f"--detector {args.detector} needs --detector-model FILE.onnx")
     if not args.detector_model.is_file():
@@ -651,6 +665,7 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
         "detector": args.detector,
         "detector_model": args.detector_model,
         "execution_provider": args.execution_provider,
+        **angles,
     }
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
+from faceweave.analysis.analyser import mesh_roll
 from faceweave.core.geometry import bbox_iou
 from faceweave.errors import UsageError
 from faceweave.pipeline.smoothing import OneEuroFilter
@@ -50,7 +51,9 @@ class TrackingAnalyser(Protocol):
 
     def get_faces(self, frame: Frame) -> list[Face]: ...
 
-    def face_from_box(self, frame: Frame, bbox: BBox, score: float = 1.0) -> Face | None: ...
+    def face_from_box(
+        self, frame: Frame, bbox: BBox, score: float = 1.0, roll: float = 0.0
+    ) -> Face | None: ...
 
     def face_from_landmarks(
         self, frame: Frame, points: NDArray[np.floating], score: float = 1.0
@@ -258,7 +261,9 @@ class FaceTracker:
             new_faces = []
         for track in unmatched:  # tracking mode: fit the mesh around the predicted box
             self.counters.fits += 1
-            face = self.analyser.face_from_box(frame, self._predicted_box(track), track.score)
+            face = self.analyser.face_from_box(
+                frame, self._predicted_box(track), track.score, mesh_roll(track.raw)
+            )
             if face is not None:
                 self._found(track, face, frame, time)
             else:

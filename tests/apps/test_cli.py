@@ -167,6 +167,7 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
         ["--color", "purple"],
         ["--blend", "smudge"],
         ["--face-order", "random"],
+        ["--detector-angles", "45"],
     ],
 )
 def test_bad_option_values_are_usage_errors(
@@ -357,6 +358,20 @@ def test_analyse_json(images: Images, target_faces: list[dict]) -> None:
     assert set(face["pose"]) == {"yaw", "pitch", "roll"}
     assert np.asarray(face["landmarks_5"]).shape == (5, 2)
     assert "landmarks_478" not in face
+
+
+def test_analyse_an_upside_down_photo(images: Images, tmp_path: Path) -> None:
+    """A photo the wrong way up: the face is found upside down, or, with
+    ``--detector-angles 0``, looked for upright only (and misread)."""
+    turned = tmp_path / "turned.png"
+    write_image(turned, np.rot90(read_image(images.target_png), 2).copy())
+    found = _run("analyse", turned, "--json", cwd=tmp_path)
+    assert found.returncode == EXIT_OK, found.stderr
+    (face,) = json.loads(found.stdout)
+    assert abs(face["pose"]["roll"]) > 160
+    upright = _run("analyse", turned, "--json", "--detector-angles", "0", cwd=tmp_path)
+    faces = json.loads(upright.stdout) if upright.returncode == EXIT_OK else []
+    assert all(abs(f["pose"]["roll"]) < 160 for f in faces)
 
 
 @pytest.mark.slow

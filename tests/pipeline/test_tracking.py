@@ -46,7 +46,9 @@ class FakeAnalyser:
         self.calls["get_faces"] += 1
         return [self.face_from_landmarks(frame, self.mesh(*f), 0.9) for f in self.faces]
 
-    def face_from_box(self, frame: Frame, bbox: BBox, score: float = 1.0) -> Face | None:
+    def face_from_box(
+        self, frame: Frame, bbox: BBox, score: float = 1.0, roll: float = 0.0
+    ) -> Face | None:
         self.calls["face_from_box"] += 1
         x0, y0, x1, y1 = bbox
         for cx, cy, size in self.faces:
