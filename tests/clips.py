@@ -20,8 +20,13 @@ def make_clip(
     size: tuple[int, int] = (480, 360),
     audio: bool = True,
     video: bool = True,
+    upside_down: bool = False,
 ) -> Path:
-    """Write ``scene`` (None: plain grey) sliding right by STEP px a frame, with an AAC tone."""
+    """Write ``scene`` (None: plain grey) sliding right by STEP px a frame, with an AAC tone.
+
+    ``upside_down``: the frames are stored turned by a half turn, with a display
+    rotation that turns them back (a phone video filmed upside down).
+    """
     width, height = size
     if scene is not None:
         wide = cv2.resize(scene, (round(scene.shape[1] * height / scene.shape[0]), height))
@@ -31,6 +36,8 @@ def make_clip(
                 "libx264", rate=FPS, options={"preset": "ultrafast", "crf": "18"}
             )
             stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            if upside_down:
+                stream.set_display_rotation(180)
         if audio:
             tone = out.add_stream("aac", rate=44100, layout="mono")
         for index in range(frames if video else 0):
@@ -39,6 +46,8 @@ def make_clip(
                 x = (width - wide.shape[1]) // 2 - frames * STEP // 2 + index * STEP
                 x0, x1 = max(0, x), min(width, x + wide.shape[1])
                 canvas[:, x0:x1] = wide[:, x0 - x : x1 - x]
+            if upside_down:
+                canvas = cv2.rotate(canvas, cv2.ROTATE_180)
             frame = av.VideoFrame.from_ndarray(canvas, format="bgr24")
             frame.pts = index
             out.mux(stream.encode(frame))

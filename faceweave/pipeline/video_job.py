@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -386,6 +387,8 @@ def swap_video(
     )
     reader = VideoReader(target_path, start=trim_start, end=trim_end)
     writer: VideoWriter | None = None
+    turned: list[int] = []  # the faces' turn in the stored frames, once known
+    cleanup = contextlib.ExitStack()
     try:
         info = reader.info
         expected = _expected_frames(info.frame_count, info.duration, info.fps, trim_start, trim_end)
@@ -406,6 +409,14 @@ def swap_video(
                 yield Packet(index=frame.index, pts=pts, time=frame.time, image=frame.image)
 
         def analyse(packet: Packet) -> Packet:
+            if not turned:
+                # A phone video stored sideways or upside down (a display rotation):
+                # its faces are turned the other way in the stored frames, so the
+                # detector looks there (unless the caller chose its angles).
+                turned.append((-reader.rotation) % 360)
+                if turned[0] and analyser.detector_angles is None:
+                    analyser.detector_angles = (turned[0],)
+                    cleanup.callback(setattr, analyser, "detector_angles", None)
             detections = tracker.counters.detections
             packet.data["tracked"] = tracker.update(packet.image, packet.time)
             packet.data["redetected"] = tracker.counters.detections > detections
@@ -489,6 +500,7 @@ def swap_video(
         raise
     finally:
         reader.close()
+        cleanup.close()
     seconds = time.perf_counter() - began
     return VideoJobStats(
         frames_read=counts["read"],

@@ -155,6 +155,42 @@ def test_swap_video_keeps_frames_order_audio_and_background(
     assert list(tmp_path.glob("*.tmp")) == [] and list(tmp_path.glob(".*.tmp")) == []
 
 
+def test_a_video_stored_upside_down_is_analysed_the_right_way_up(
+    tmp_path: Path, astronaut: np.ndarray, grace_hopper_face: Face
+) -> None:
+    """A phone video stored upside down, with a display rotation: its faces are looked
+    for turned by a half turn, so the swap matches the one of the same clip stored
+    upright (looked for upright only, the mesh is fitted the wrong way up)."""
+    upright = make_clip(tmp_path / "upright.mp4", astronaut, frames=6, audio=False)
+    turned = make_clip(tmp_path / "turned.mp4", astronaut, frames=6, audio=False, upside_down=True)
+    with av.open(str(turned)) as probe:
+        frame = next(probe.decode(video=0))
+        if not any(data.type.name == "DISPLAYMATRIX" for data in frame.side_data):
+            pytest.skip("this PyAV/FFmpeg build does not write the display matrix")
+    outputs = {}
+    analyser = FaceAnalyser(mode="video", with_embedding=False)
+    for name, clip, job_analyser in [
+        ("upright", upright, None),
+        ("turned", turned, analyser),
+        ("upright only", turned, FaceAnalyser(mode="video", detector_angles=(0,))),
+    ]:
+        out = tmp_path / f"{name} out.mp4"
+        stats = swap_video([grace_hopper_face], clip, out, analyser=job_analyser)
+        assert stats.frames_swapped == 6 or name == "upright only"
+        outputs[name] = [
+            f if name == "upright" else cv2.rotate(f, cv2.ROTATE_180) for f in decode(out)[0]
+        ]
+    assert analyser.detector_angles is None  # the job's choice did not stick
+    before = decode(upright)[0]
+    for index in (0, 5):
+        rows, cols = box_of(analyser.get_faces(before[index]), before[index].shape)
+        reference = outputs["upright"][index][rows, cols]
+        assert mean_diff(reference, before[index][rows, cols]) > 8.0  # swapped
+        # Two encodes of turned frames, each tracked on its own, differ by about 5.
+        assert mean_diff(outputs["turned"][index][rows, cols], reference) < 8.0
+        assert mean_diff(outputs["upright only"][index][rows, cols], reference) > 12.0
+
+
 @pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
 def test_interrupted_job_leaves_nothing(
     error: type[BaseException],
