@@ -10,6 +10,12 @@ import numpy as np
 
 FPS = 30
 STEP = 2  # pixels the scene moves per frame
+# How an upright picture is stored under a clockwise display rotation.
+_STORED = {
+    90: cv2.ROTATE_90_COUNTERCLOCKWISE,
+    180: cv2.ROTATE_180,
+    270: cv2.ROTATE_90_CLOCKWISE,
+}
 
 
 def make_clip(
@@ -20,12 +26,13 @@ def make_clip(
     size: tuple[int, int] = (480, 360),
     audio: bool = True,
     video: bool = True,
-    upside_down: bool = False,
+    display_rotation: int = 0,
 ) -> Path:
     """Write ``scene`` (None: plain grey) sliding right by STEP px a frame, with an AAC tone.
 
-    ``upside_down``: the frames are stored turned by a half turn, with a display
-    rotation that turns them back (a phone video filmed upside down).
+    ``display_rotation`` (0, 90, 180, 270): the frames are stored turned that far
+    counterclockwise, with a display rotation that tells players to turn them back
+    clockwise (a phone video filmed in portrait or upside down).
     """
     width, height = size
     if scene is not None:
@@ -35,9 +42,12 @@ def make_clip(
             stream = out.add_stream(
                 "libx264", rate=FPS, options={"preset": "ultrafast", "crf": "18"}
             )
-            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-            if upside_down:
-                stream.set_display_rotation(180)
+            sideways = display_rotation in (90, 270)
+            stream.width, stream.height = (height, width) if sideways else (width, height)
+            stream.pix_fmt = "yuv420p"
+            if display_rotation:
+                # PyAV takes the angle counterclockwise, as FFmpeg's display matrix.
+                stream.set_display_rotation(-display_rotation)
         if audio:
             tone = out.add_stream("aac", rate=44100, layout="mono")
         for index in range(frames if video else 0):
@@ -46,8 +56,8 @@ def make_clip(
                 x = (width - wide.shape[1]) // 2 - frames * STEP // 2 + index * STEP
                 x0, x1 = max(0, x), min(width, x + wide.shape[1])
                 canvas[:, x0:x1] = wide[:, x0 - x : x1 - x]
-            if upside_down:
-                canvas = cv2.rotate(canvas, cv2.ROTATE_180)
+            if display_rotation:
+                canvas = cv2.rotate(canvas, _STORED[display_rotation])
             frame = av.VideoFrame.from_ndarray(canvas, format="bgr24")
             frame.pts = index
             out.mux(stream.encode(frame))
