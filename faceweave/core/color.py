@@ -47,6 +47,11 @@ _COV_RIDGE_ABS = 1.0
 _COV_RIDGE_REL = 1e-3
 # Luma weights of BGR (ITU-R BT.601), for the contrast of a covariance.
 _LUMA_BGR = np.array([0.114, 0.587, 0.299])
+# Projection onto the grey axis (B = G = R).
+_GREY = np.full((3, 3), 1.0 / 3.0)
+# Below this share of variance off the grey axis a target counts as black and white
+# (fading to colour at twice it).
+_MONO_CHROMA = 0.002
 
 
 def _masked_pixels(
@@ -206,6 +211,7 @@ def _lct_affine(
     """
     mean_s, cov_s = masked_mean_cov(source, source_mask)
     mean_t, cov_t = masked_mean_cov(target, target_mask)
+    colour = _colourfulness(cov_t)
     if gain_range is not None:
         var_s = max(float(_LUMA_BGR @ cov_s @ _LUMA_BGR), 1e-6)
         var_t = max(float(_LUMA_BGR @ cov_t @ _LUMA_BGR), 1e-6)
@@ -217,7 +223,27 @@ def _lct_affine(
     _, inv_sqrt_s = _sqrt_and_inv_sqrt(cov_s)
     sqrt_t, _ = _sqrt_and_inv_sqrt(cov_t)
     transform = sqrt_t @ inv_sqrt_s
-    return transform, mean_t - transform @ mean_s
+    offset = mean_t - transform @ mean_s
+    if colour < 1.0:
+        # A black-and-white (or toned) target: the ridge would leave the source's lips
+        # and eyes some of their colour. Keep only ``colour`` of the result's chroma
+        # around the target's mean tint (x' = (Q + c P) x + (1 - c) P mean_t).
+        keep = _GREY + colour * (np.eye(3) - _GREY)
+        transform = keep @ transform
+        offset = keep @ offset + (1.0 - colour) * (np.eye(3) - _GREY) @ mean_t
+    return transform, offset
+
+
+def _colourfulness(cov: NDArray[np.float64]) -> float:
+    """1 for a colour photo's pixels, 0 for grey ones (any tint), from their covariance:
+    the share of their variance off the grey axis. Skin in colour photos has at least
+    1% of its variance there (1.2-12% in the development photos); black-and-white
+    photos stored as colour have none."""
+    total = float(np.trace(cov))
+    if total <= 1e-9:
+        return 1.0
+    chroma = float(np.trace(cov - _GREY @ cov @ _GREY)) / total
+    return float(np.clip((chroma - _MONO_CHROMA) / _MONO_CHROMA, 0.0, 1.0))
 
 
 def color_transfer(

@@ -256,3 +256,34 @@ def test_lct_ridge_bounds_the_gain_across_the_sources_colour_line() -> None:
     assert gain_across(0.1) < 5.0  # about 4
     with pytest.raises(InputError, match="ridge"):
         color_transfer(pixels, target, source_mask=mask, target_mask=target_mask, ridge=-1.0)
+
+
+@pytest.mark.parametrize("tint", [(0.0, 0.0, 0.0), (-12.0, 0.0, 10.0)], ids=["grey", "sepia"])
+def test_lct_onto_a_black_and_white_target_gives_no_colour(tint: tuple[float, ...]) -> None:
+    """A colour face (with red lips, outside the statistics' mask) matched onto a black
+    and white photo, or a toned one, comes out with the target's tint and no colour of
+    its own; with the ridge, the lips kept some of their red before."""
+    source = _face((48, 48), (80, 110, 170), 14, seed=21)
+    source[40:44, 18:30] = (60, 50, 190)  # lips
+    mask = np.ones((48, 48), np.float32)
+    mask[38:46, 16:32] = 0.0
+    grey = _face((48, 48), (120, 120, 120), 18, seed=22)[..., :1]
+    target = np.repeat(grey, 3, axis=2) + np.asarray(tint, np.float32)
+    out = color_transfer(
+        source, target, source_mask=mask, target_mask=np.ones_like(mask), mode="lct", ridge=0.1
+    )
+    offset = out - out.mean(axis=2, keepdims=True)  # each pixel's departure from grey
+    expected = np.asarray(tint) - np.mean(tint)
+    assert np.abs(offset - expected).max() < 1.0
+    assert np.abs(out.mean(axis=2) - source.mean(axis=2)).mean() > 5.0  # matched, not kept
+    # A colour target keeps the lips red.
+    colour = color_transfer(
+        source,
+        _face((48, 48), (90, 120, 160), 15, seed=23),
+        source_mask=mask,
+        target_mask=np.ones_like(mask),
+        mode="lct",
+        ridge=0.1,
+    )
+    lips = colour[40:44, 18:30].reshape(-1, 3).mean(0)
+    assert lips[2] - lips[1] > 60

@@ -211,6 +211,19 @@ class TestSwapper:
         outside = _outside_mask(grace_hopper_face, grace_hopper.shape)
         np.testing.assert_array_equal(out[outside], grace_hopper[outside])
 
+    @pytest.mark.parametrize("color", ["lct", "rct"])
+    def test_black_and_white_target_stays_black_and_white(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face, color: str
+    ) -> None:
+        grey = cv2.cvtColor(cv2.cvtColor(grace_hopper, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+        face = dataclasses.replace(grace_hopper_face, frame=grey)
+        out = swapper.with_options(color=color).swap(grey, face).astype(np.int16)
+        rows, cols = _box(grace_hopper_face, grey.shape)
+        assert np.abs(out[rows, cols] - grey[rows, cols]).mean() > 3.0  # swapped
+        # No colour: the astronaut's lips and eyes are not painted on a grey photo.
+        spread = out[rows, cols].max(axis=2) - out[rows, cols].min(axis=2)
+        assert spread.max() <= 2
+
     def test_mask_eyes_runs(
         self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
     ) -> None:
