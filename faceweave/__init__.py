@@ -28,6 +28,7 @@ from faceweave.processors.swap import (
     SourceModel,
     SwapOptions,
     Swapper,
+    merge_sources,
     prepare_source,
     source_advice,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "face_distance",
     "get_many_faces",
     "get_one_face",
+    "merge_sources",
     "order_faces",
     "prepare_source",
     "select_faces",

@@ -227,7 +227,16 @@ def _add_swap_parser(commands: Any) -> None:
         ),
     )
     swap.set_defaults(command=_run_swap)
-    swap.add_argument("--source", "-s", type=Path, metavar="SRC", help="the face to put in")
+    swap.add_argument(
+        "--source",
+        "-s",
+        type=Path,
+        nargs="+",
+        metavar="SRC",
+        help="the face to put in; several photos of the same person (-s front.jpg "
+        "left.jpg) are merged, each part of the face taken from the photo that showed "
+        "it best (the first leads: its light and colours)",
+    )
     swap.add_argument(
         "--map",
         action="append",
@@ -619,21 +628,26 @@ class _SwapJob:
 class _Sources:
     """The faces asked for on the command line: paths, not yet analysed."""
 
-    sources: list[Path]
+    sources: list[list[Path]]  # per identity: its photos (several with -s a.jpg b.jpg)
     references: list[Path]  # one for --reference-face, one per source for --map
     selector: str  # one, many, reference or map
+
+    @property
+    def paths(self) -> list[Path]:
+        """Every image named: the sources' photos, then the references."""
+        return [*(path for photos in self.sources for path in photos), *self.references]
 
 
 def _resolve_sources(args: argparse.Namespace) -> _Sources:
     if args.map:
         if args.source is not None or args.reference_face is not None or args.face_selector:
             raise UsageError("--map replaces --source, --reference-face and --face-selector")
-        return _Sources([s for s, _ in args.map], [r for _, r in args.map], "map")
+        return _Sources([[s] for s, _ in args.map], [r for _, r in args.map], "map")
     if args.source is None:
         raise UsageError("give --source SRC, or --map SRC=REF (repeatable)")
     selector = _resolve_selector(args.face_selector, args.reference_face)
     references = [args.reference_face] if selector == "reference" else []
-    return _Sources([args.source], references, selector)
+    return _Sources([list(args.source)], references, selector)
 
 
 def _load_faces(
@@ -646,6 +660,13 @@ def _load_faces(
             frame = read_image(path, max_pixels=max_pixels)
             by_path[path] = _first_face(analyser, frame, path, role)
     return [by_path[path] for path in paths]
+
+
+def _load_source_photos(
+    analyser: fw.FaceAnalyser, sources: list[list[Path]], max_pixels: int
+) -> list[list[Face]]:
+    """Per identity, the largest face of each of its photos."""
+    return [_load_faces(analyser, photos, "source", max_pixels) for photos in sources]
 
 
 def _detector(args: argparse.Namespace) -> dict[str, Any]:
@@ -697,17 +718,17 @@ def _run_swap(args: argparse.Namespace) -> int:
         check_output_path(output_path)
         if args.debug is not None:
             check_output_path(args.debug)
-    for path in [*wanted.sources, *wanted.references]:
+    for path in wanted.paths:
         read_image(path, max_pixels=args.max_pixels)  # unreadable inputs fail before models load
 
     analyser = fw.FaceAnalyser(
         max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES, **_detector(args)
     )
-    source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
+    source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     options = SwapOptions.from_settings(args)
     with _library_warnings():  # advice on a poor source photo, before any output
-        swappers = [fw.Swapper(face, **options.__dict__) for face in source_faces]
+        swappers = [fw.Swapper(photos, **options.__dict__) for photos in source_faces]
     job = _SwapJob(
         analyser=analyser,
         swappers=swappers,
@@ -764,12 +785,12 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
         if args.trim_end <= args.trim_start:
             raise UsageError("--trim-end must be after --trim-start")
     probe_video(target_path)  # missing file, no video stream, unknown codec: before models load
-    for path in [*wanted.sources, *wanted.references]:
+    for path in wanted.paths:
         read_image(path, max_pixels=args.max_pixels)
 
     # Stills (sources, references) in image mode; the frames in video mode.
     analyser = fw.FaceAnalyser(max_faces=args.max_faces, **_detector(args))
-    source_faces = _load_faces(analyser, wanted.sources, "source", args.max_pixels)
+    source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     frame_analyser = fw.FaceAnalyser(max_faces=args.max_faces, mode="video", **_detector(args))
     from tqdm import tqdm

@@ -39,7 +39,7 @@ from faceweave.errors import UsageError
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
 from faceweave.pipeline.video_job import FaceRouter, build_swappers, swap_targets
-from faceweave.processors.swap import SourceModel, SwapOptions, Swapper
+from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
 from faceweave.types import Face
 
 if (
@@ -127,7 +127,7 @@ class LiveStats:
 def run_live(
     capture: LiveSource,
     output: FrameOutput,
-    sources: Sequence[Face | SourceModel | Swapper],
+    sources: Sequence[SourcePhotos | Swapper],
     *,
     analyser: FaceAnalyser | None = None,
     options: SwapOptions | None = None,

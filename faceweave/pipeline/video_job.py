@@ -49,7 +49,7 @@ from faceweave.io.video import (
 )
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace, TrackerCounters
-from faceweave.processors.swap import SourceModel, SwapOptions, Swapper
+from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
 
@@ -207,7 +207,7 @@ class FaceRouter:
 
 
 def build_swappers(
-    sources: Sequence[Face | SourceModel | Swapper], options: SwapOptions | None = None
+    sources: Sequence[SourcePhotos | Swapper], options: SwapOptions | None = None
 ) -> list[Swapper]:
     """One :class:`Swapper` per source (sources already given as swappers are kept)."""
     if not sources:
@@ -292,7 +292,7 @@ class _Resampler:
 
 
 def swap_video(
-    sources: Sequence[Face | SourceModel | Swapper],
+    sources: Sequence[SourcePhotos | Swapper],
     target_path: PathLike,
     output_path: PathLike,
     *,

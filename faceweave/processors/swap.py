@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 
 import cv2
@@ -366,6 +367,10 @@ class SourceModel:
         shape: (478, 3) identity shape in pose-normalised (canonical) units.
         light: (9, 3) spherical-harmonics coefficients of the source's light.
         advice: what the source photo shows in every swap (:func:`source_advice`).
+        confidence: (S, S) float32 how well the photo showed each texel: how squarely
+            it faced the camera, halved where it came from its mirror, 0 where it is
+            hidden, filled or covered (by hair). :func:`merge_sources` weighs several
+            photos of one person by it. None: ``valid`` stands in.
     """
 
     albedo: NDArray[np.float32]
@@ -376,6 +381,7 @@ class SourceModel:
     light: NDArray[np.float64]
     face: Face = field(repr=False)
     advice: tuple[str, ...] = ()
+    confidence: NDArray[np.float32] | None = field(default=None, repr=False)
 
 
 def _fit_light(
@@ -749,6 +755,7 @@ def prepare_source(
         valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
     occluder = _forehead_occluders(model, uv_size, filled, covered)
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
+    confidence = valid * np.clip(used_cos, 0.0, 1.0) * (1.0 - 0.5 * mirrored) * (1.0 - occluder)
     return SourceModel(
         albedo=filled,
         texture=(filled * shading).astype(np.float32),
@@ -758,6 +765,80 @@ def prepare_source(
         light=light,
         face=source_face,
         advice=advice,
+        confidence=confidence.astype(np.float32),
+    )
+
+
+# Several photos of one person: per texel, the photos are weighed by their confidence
+# to this power, so the one that saw a texel best all but decides it (a plain average
+# of a frontal photo and a turned one blurs the features they place a pixel apart).
+MERGE_SHARPNESS = 4.0
+
+
+def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
+    """One source from several photos of the same person.
+
+    The first photo leads: its light, colours and face are kept. Every texel takes
+    the photos that saw it best, and at the highest resolution (see
+    :data:`MERGE_SHARPNESS`), so a frontal photo and a turned one give a face whose
+    far side is its own rather than the near side's mirror image. The other photos'
+    colours are first brought to the first's (a gain per channel, fitted on the skin
+    both saw well), and the identity shape is the photos' mean, frontal ones
+    weighing more.
+
+    Raises:
+        UsageError: no models, or models of different texture sizes.
+    """
+    models = list(models)
+    if not models:
+        raise UsageError("give at least one source photo")
+    if len({m.albedo.shape for m in models}) != 1:
+        raise UsageError("the prepared sources were built for different uv_sizes")
+    if len(models) == 1:
+        return models[0]
+    lead = models[0]
+    confidences = [
+        m.valid * (1.0 - m.occluder) if m.confidence is None else m.confidence for m in models
+    ]
+    albedos = [lead.albedo]
+    for model, confidence in zip(models[1:], confidences[1:], strict=True):
+        # White balance and exposure: a gain per channel, from the skin both photos
+        # saw well. (A full colour match would also copy the lead's contrast, and
+        # with it a soft lead's lack of detail.)
+        both = (confidences[0] > 0.5) & (confidence > 0.5)
+        if int(both.sum()) >= 256:
+            gain = lead.albedo[both].mean(0) / np.maximum(model.albedo[both].mean(0), 1e-6)
+            albedos.append((model.albedo * np.clip(gain, 0.5, 2.0)).astype(np.float32))
+        else:
+            albedos.append(model.albedo)
+    # A texel from a small face holds less detail: weigh by the face's size as well.
+    largest = max(m.face.size for m in models)
+    weights = [
+        np.power(c * min(1.0, m.face.size / largest), MERGE_SHARPNESS) + 1e-6
+        for m, c in zip(models, confidences, strict=True)
+    ]
+    weights[0] = weights[0] + 1e-4  # where no photo saw a texel, the lead's fill stays
+    total = np.sum(weights, axis=0)
+
+    def mix(values: list[NDArray[np.float32]]) -> NDArray[np.float32]:
+        out = np.zeros(values[0].shape, np.float64)
+        for weight, value in zip(weights, values, strict=True):
+            out += (weight[..., None] if value.ndim == 3 else weight) * value
+        return (out / (total[..., None] if out.ndim == 3 else total)).astype(np.float32)
+
+    albedo = mix(albedos)
+    # The lead's own light on the merged albedo (its shading: texture over albedo).
+    shading = lead.texture / np.maximum(lead.albedo, 1e-3)
+    turned = np.array([max(np.cos(np.radians(m.face.pose.yaw)), 0.1) for m in models])
+    shape = np.tensordot(turned / turned.sum(), np.stack([m.shape for m in models]), axes=1)
+    return replace(
+        lead,
+        albedo=albedo,
+        texture=np.clip(albedo * shading, 0.0, 255.0).astype(np.float32),
+        valid=mix([m.valid for m in models]),
+        occluder=mix([m.occluder for m in models]),
+        shape=shape,
+        confidence=np.max(confidences, axis=0).astype(np.float32),
     )
 
 
@@ -832,12 +913,39 @@ def _occluded(
     return np.asarray(texel_depth > near + tolerance)
 
 
+# What a swapper is built from: a face, a prepared source, or several of one person.
+SourcePhotos = Face | SourceModel | Sequence[Face | SourceModel]
+
+# Two photos given as one person whose dlib identity distance is over this get a warning.
+SAME_PERSON_DISTANCE = 0.6
+
+
+def _check_same_person(faces: list[Face]) -> None:
+    """Warn when photos merged as one person look like different people (dlib)."""
+    try:
+        lead = faces[0].embedding
+        distances = [float(np.linalg.norm(face.embedding - lead)) for face in faces[1:]]
+    except Exception:  # noqa: BLE001 - a face without an identity model: nothing to check
+        return
+    for number, distance in enumerate(distances, start=2):
+        if distance > SAME_PERSON_DISTANCE:
+            logger.warning(
+                "source photo %d looks like another person than the first (identity "
+                "distance %.2f, over %.2f): the photos are merged anyway",
+                number,
+                distance,
+                SAME_PERSON_DISTANCE,
+            )
+
+
 class Swapper:
     """Swaps (or fuses) one source identity onto target faces.
 
     Args:
         source_face: the source face, as returned by :class:`~faceweave.FaceAnalyser`
-            (it carries its image).
+            (it carries its image), or a prepared :class:`SourceModel`; or a list of
+            them, several photos of the same person, merged by :func:`merge_sources`
+            (the first leads; a turned photo gives the far side its own texture).
         fusion, shape, color, blend, mask_mouth, mask_eyes, mask_glasses, feather,
         mask_padding, uv_size, work_size: see :class:`SwapOptions`.
 
@@ -846,17 +954,23 @@ class Swapper:
         >>> out = swapper.swap(frame, faces)  # doctest: +SKIP
     """
 
-    def __init__(self, source_face: Face | SourceModel, **options: object) -> None:
+    def __init__(self, source_face: SourcePhotos, **options: object) -> None:
         self.model = load_face_model()
         self.options = SwapOptions(**options).validated()  # type: ignore[arg-type]
-        if isinstance(source_face, SourceModel):
-            self.source = source_face
-        else:
-            if not isinstance(source_face, Face):
+        photos = list(source_face) if isinstance(source_face, (list, tuple)) else [source_face]
+        models = []
+        for photo in photos:
+            if isinstance(photo, SourceModel):
+                models.append(photo)
+            elif isinstance(photo, Face):
+                models.append(prepare_source(photo, model=self.model, uv_size=self.options.uv_size))
+            else:
                 raise NoFaceError("no source face given")
-            self.source = prepare_source(
-                source_face, model=self.model, uv_size=self.options.uv_size
-            )
+        if not models:
+            raise NoFaceError("no source face given")
+        if len(photos) > 1:
+            _check_same_person([m.face for m in models])
+        self.source = merge_sources(models)
         if self.source.albedo.shape[0] != self.options.uv_size:
             raise UsageError("the prepared source was built for another uv_size")
         self.masks = build_uv_masks(self.model, self.options)

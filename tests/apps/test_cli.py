@@ -439,6 +439,32 @@ def test_swap_warns_about_a_small_source_face(images: Images, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_swap_merges_several_source_photos(images: Images, tmp_path: Path) -> None:
+    """``-s a.png b.png``: several photos of one person make one source. Two different
+    people are merged too, with one warning line that says so."""
+    small = tmp_path / "small.png"
+    Image.open(images.source_png).resize((384, 384), Image.Resampling.LANCZOS).save(small)
+    output = tmp_path / "out.png"
+    same = _run(
+        "swap", "-s", images.source_png, small, "-t", images.target_png, "-o", output,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert same.returncode == EXIT_OK, same.stderr
+    assert same.message_lines == []
+    swapped = read_image(output)
+    assert np.abs(swapped.astype(int) - read_image(images.target_png)).mean() > 1.0
+    mixed = tmp_path / "mixed.png"
+    other = _run(
+        "swap", "-s", images.source_png, images.target_jpg, "-t", images.target_png,
+        "-o", mixed, cwd=tmp_path,
+    )  # fmt: skip
+    assert other.returncode == EXIT_OK, other.stderr
+    assert len(other.message_lines) == 2, other.stderr  # Grace's glasses, and the mix
+    assert any("looks like another person" in line for line in other.message_lines)
+    assert mixed.exists()
+
+
+@pytest.mark.slow
 def test_swap_to_jpeg_output_keeps_extension_format(images: Images, tmp_path: Path) -> None:
     output = tmp_path / "out.jpg"
     result = _run(
