@@ -414,7 +414,7 @@ def swap_video(
                 # its faces are turned the other way in the stored frames, so the
                 # detector looks there (unless the caller chose its angles).
                 turned.append((-reader.rotation) % 360)
-                if turned[0] and analyser.detector_angles is None:
+                if turned[0] and getattr(analyser, "detector_angles", ()) is None:
                     analyser.detector_angles = (turned[0],)
                     cleanup.callback(setattr, analyser, "detector_angles", None)
             detections = tracker.counters.detections

@@ -922,11 +922,10 @@ SAME_PERSON_DISTANCE = 0.6
 
 def _check_same_person(faces: list[Face]) -> None:
     """Warn when photos merged as one person look like different people (dlib)."""
-    try:
-        lead = faces[0].embedding
-        distances = [float(np.linalg.norm(face.embedding - lead)) for face in faces[1:]]
-    except Exception:  # noqa: BLE001 - a face without an identity model: nothing to check
-        return
+    if not all(face.has_embedding for face in faces):
+        return  # faces analysed without the identity model: nothing to compare
+    lead = faces[0].embedding
+    distances = [float(np.linalg.norm(face.embedding - lead)) for face in faces[1:]]
     for number, distance in enumerate(distances, start=2):
         if distance > SAME_PERSON_DISTANCE:
             logger.warning(
