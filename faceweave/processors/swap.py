@@ -920,21 +920,23 @@ SourcePhotos = Face | SourceModel | Sequence[Face | SourceModel]
 SAME_PERSON_DISTANCE = 0.6
 
 
-def _check_same_person(faces: list[Face]) -> None:
-    """Warn when photos merged as one person look like different people (dlib)."""
+def _same_person_advice(faces: list[Face]) -> list[str]:
+    """A line for each photo merged as one person that looks like another person
+    than the first (dlib identity distance); none for faces without the identity
+    model."""
     if not all(face.has_embedding for face in faces):
-        return  # faces analysed without the identity model: nothing to compare
+        return []
     lead = faces[0].embedding
-    distances = [float(np.linalg.norm(face.embedding - lead)) for face in faces[1:]]
-    for number, distance in enumerate(distances, start=2):
+    lines = []
+    for number, face in enumerate(faces[1:], start=2):
+        distance = float(np.linalg.norm(face.embedding - lead))
         if distance > SAME_PERSON_DISTANCE:
-            logger.warning(
-                "source photo %d looks like another person than the first (identity "
-                "distance %.2f, over %.2f): the photos are merged anyway",
-                number,
-                distance,
-                SAME_PERSON_DISTANCE,
+            lines.append(
+                f"source photo {number} looks like another person than the first (identity "
+                f"distance {distance:.2f}, over {SAME_PERSON_DISTANCE:.2f}): the photos are "
+                "merged anyway"
             )
+    return lines
 
 
 class Swapper:
@@ -967,9 +969,12 @@ class Swapper:
                 raise NoFaceError("no source face given")
         if not models:
             raise NoFaceError("no source face given")
-        if len(photos) > 1:
-            _check_same_person([m.face for m in models])
         self.source = merge_sources(models)
+        if len(models) > 1:
+            mixed = _same_person_advice([m.face for m in models])
+            for line in mixed:
+                logger.warning("%s", line)
+            self.source = replace(self.source, advice=(*self.source.advice, *mixed))
         if self.source.albedo.shape[0] != self.options.uv_size:
             raise UsageError("the prepared source was built for another uv_size")
         self.masks = build_uv_masks(self.model, self.options)

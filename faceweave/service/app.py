@@ -48,7 +48,17 @@ from faceweave.service.checks import (
 from faceweave.service.config import ServiceConfig
 from faceweave.service.db import Database
 from faceweave.service.errors import ServiceError, http_status_of
-from faceweave.service.jobs import OUTPUT_FORMATS, STATES, InputFile, Job, JobOptions, JobStore
+from faceweave.service.jobs import (
+    EXTRA_SOURCES,
+    OUTPUT_FORMATS,
+    ROLES,
+    STATES,
+    InputFile,
+    Job,
+    JobOptions,
+    JobStore,
+    source_roles,
+)
 from faceweave.service.live import create_live_router
 from faceweave.service.worker import (
     Engine,
@@ -64,7 +74,7 @@ __all__ = ["ServiceState", "create_app"]
 logger = logging.getLogger("faceweave.service")
 
 STATIC_DIR = Path(__file__).parent / "static"
-FILE_FIELDS = ("source", "target", "reference")
+FILE_FIELDS = ROLES
 _MEDIA_TYPES = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -334,6 +344,14 @@ _UPLOAD_BODY: dict[str, Any] = {
                     "required": ["source", "target"],
                     "properties": {
                         "source": {**_FILE_SCHEMA, "description": "image with the source face"},
+                        **{
+                            role: {
+                                **_FILE_SCHEMA,
+                                "description": "another photo of the same person (optional): "
+                                "each part of the face comes from the photo that shows it best",
+                            }
+                            for role in EXTRA_SOURCES
+                        },
                         "target": {
                             **_FILE_SCHEMA,
                             "description": "image or video whose faces are replaced",
@@ -604,14 +622,19 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 if "reference" in checked.inputs
                 else None
             )
+            sources = [
+                directory / f"{role}{checked.inputs[role].ext}"
+                for role in source_roles(checked.inputs)
+            ]
             jpeg = await run_in_threadpool(
                 lambda: previewer.preview(
-                    directory / f"source{checked.inputs['source'].ext}",
+                    sources[0],
                     directory / f"target{checked.inputs['target'].ext}",
                     checked.kind,
                     checked.options,
                     reference_path=reference,
                     mark=f"preview-{key.id}",
+                    extra_sources=sources[1:],
                 )
             )
             await run_in_threadpool(_audit_preview, state, key, checked)

@@ -16,6 +16,7 @@ import json
 import shutil
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,16 @@ __all__ = [
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINAL_STATES = ("done", "failed", "cancelled")
 OUTPUT_FORMATS = ("auto", "png", "jpg", "webp")
-ROLES = ("source", "target", "reference")
+# More photos of the source person, merged with the first (see faceweave.merge_sources).
+EXTRA_SOURCES = ("source_2", "source_3")
+ROLES = ("source", *EXTRA_SOURCES, "target", "reference")
+
+
+def source_roles(inputs: Mapping[str, object]) -> list[str]:
+    """The source photos a job was given, in order: ``source``, then any extras."""
+    return [role for role in ("source", *EXTRA_SOURCES) if role in inputs]
+
+
 # The look of a swap defaults to the engine's own settings, so the two cannot drift apart.
 _ENGINE = SwapOptions()
 MAX_FACES_LIMIT = 32

@@ -17,7 +17,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from faceweave.errors import FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import read_image, write_image
 from faceweave.processors.swap import SwapOptions, Swapper
 from faceweave.service.errors import ServiceError, http_status_of
-from faceweave.service.jobs import Job, JobOptions, JobStore
+from faceweave.service.jobs import Job, JobOptions, JobStore, source_roles
 from faceweave.types import Face, Frame
 
 __all__ = [
@@ -129,7 +129,8 @@ class Engine:
             raise NoFaceError(f"no face found in the {role} image")
         return faces[0]
 
-    def swapper(self, source_face: Face, options: JobOptions) -> Swapper:
+    def swapper(self, source_face: Face | list[Face], options: JobOptions) -> Swapper:
+        """A swapper for one source face, or several photos of the same person."""
         return Swapper(source_face, **SwapOptions.from_settings(options).__dict__)
 
     def swap_image(
@@ -200,13 +201,15 @@ def run_job(
     """
     progress = _Progress(store, job.id)
     options = job.options
-    source = read_image(store.input_path(job, "source"), max_pixels=max_pixels)
-    source_face = engine.first_face(source, "source")
+    source_faces = [
+        engine.first_face(read_image(store.input_path(job, role), max_pixels=max_pixels), role)
+        for role in source_roles(job.inputs)
+    ]
     reference_face = None
     if options.face_selector == "reference":
         reference = read_image(store.input_path(job, "reference"), max_pixels=max_pixels)
         reference_face = engine.first_face(reference, "reference")
-    swapper = engine.swapper(source_face, options)
+    swapper = engine.swapper(source_faces, options)
     progress(0.1, force=True)
     ext = result_extension(job)
     result_path = store.result_path(job.id, ext)
@@ -428,6 +431,7 @@ class Previewer:
         reference_path: Path | None,
         mark: str,
         timeout_s: float = 30.0,
+        extra_sources: Sequence[Path] = (),
     ) -> bytes:
         """A swapped JPEG of the target (or a video's first frame), at most ``max_side`` wide.
 
@@ -435,7 +439,10 @@ class Previewer:
             ServiceError: 503 when the previewer stays busy for ``timeout_s``.
             FaceweaveError: no face, unreadable input.
         """
-        source = _fit(read_image(source_path, max_pixels=self.max_pixels), self.max_side)
+        sources = [
+            _fit(read_image(path, max_pixels=self.max_pixels), self.max_side)
+            for path in (source_path, *extra_sources)
+        ]
         target = _fit(self._target_frame(target_path, target_kind), self.max_side)
         reference = (
             _fit(read_image(reference_path, max_pixels=self.max_pixels), self.max_side)
@@ -445,11 +452,11 @@ class Previewer:
         if not self._lock.acquire(timeout=timeout_s):
             raise ServiceError(503, "busy", "the previewer is busy; try again")
         try:
-            source_face = self.engine.first_face(source, "source")
+            source_faces = [self.engine.first_face(source, "source") for source in sources]
             reference_face = (
                 self.engine.first_face(reference, "reference") if reference is not None else None
             )
-            swapper = self.engine.swapper(source_face, options)
+            swapper = self.engine.swapper(source_faces, options)
             output = self.engine.swap_image(swapper, target, options, reference_face)
         finally:
             self._lock.release()

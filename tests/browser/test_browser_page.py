@@ -36,7 +36,8 @@ def test_upload_two_images_job_completes_result_is_marked(
     page.goto(url + "/")
     page.get_by_label("Key (kept in this browser only)").fill(key)
     page.get_by_role("button", name="Save").click()
-    page.get_by_label("Source face (image)").set_input_files(str(source))
+    # Two photos of the source person (here the same one twice): sent as source, source_2.
+    page.get_by_label("Source face (image)").set_input_files([str(source), str(source)])
     page.get_by_label("Target (image or video)").set_input_files(str(target))
     page.get_by_label("Target's light").fill("0.8")
     assert page.locator("#light-value").inner_text() == "0.80"
@@ -66,6 +67,8 @@ def test_upload_two_images_job_completes_result_is_marked(
     # The sliders' values reached the job (the light as set, the shape at its default).
     request = urllib.request.Request(url + "/v1/jobs", headers={"Authorization": f"Bearer {key}"})
     with urllib.request.urlopen(request, timeout=10) as response:
-        options = json.load(response)["jobs"][0]["options"]
+        job = json.load(response)["jobs"][0]
+    options = job["options"]
     assert (options["light"], options["shape"]) == (0.8, 0.6), options
+    assert set(job["inputs"]) == {"source", "source_2", "target"}, job["inputs"]
     assert not errors, errors

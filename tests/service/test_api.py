@@ -78,6 +78,51 @@ def test_done_job_notes_what_the_source_shows(
     assert note.startswith("source face wears glasses")
 
 
+def test_more_photos_of_the_source_person(
+    service: tuple[TestClient, Path],
+    source_png: bytes,
+    target_jpeg: bytes,
+    astronaut_rgb: np.ndarray,
+) -> None:
+    """``source_2`` (and ``source_3``) add photos of the same person, merged into one
+    source; a photo of someone else is merged too, and the job's notes say so."""
+    client, data_dir = service
+    key = make_key(data_dir, "alice")
+    smaller = io.BytesIO()
+    Image.fromarray(astronaut_rgb).resize((384, 384)).save(smaller, format="PNG")
+    jobs = {}
+    for name, extra in (("same", smaller.getvalue()), ("other", target_jpeg)):
+        response = client.post(
+            "/v1/jobs",
+            headers=auth(key),
+            files={
+                "source": ("me.png", source_png),
+                "source_2": ("me2.png", extra),
+                "target": ("photo.jpg", target_jpeg),
+            },
+        )
+        assert response.status_code == 202, response.text
+        assert set(response.json()["inputs"]) == {"source", "source_2", "target"}
+        jobs[name] = response.json()["id"]
+    same = wait_for(client, jobs["same"], key)
+    assert same["state"] == "done", same
+    assert same["notes"] == []
+    other = wait_for(client, jobs["other"], key)
+    assert other["state"] == "done", other
+    assert any("looks like another person" in note for note in other["notes"])
+    # A photo that is not an image is refused like a bad source.
+    bad = client.post(
+        "/v1/jobs",
+        headers=auth(key),
+        files={
+            "source": ("me.png", source_png),
+            "source_3": ("me3.png", b"not an image"),
+            "target": ("photo.jpg", target_jpeg),
+        },
+    )
+    assert bad.status_code in (415, 422), bad.text
+
+
 def test_png_target_gives_png_and_output_format_is_honoured(
     service: tuple[TestClient, Path], source_png: bytes, astronaut_rgb: np.ndarray
 ) -> None:
@@ -146,6 +191,20 @@ def test_preview_returns_a_jpeg(
     assert response.headers["content-type"] == "image/jpeg"
     assert Image.open(io.BytesIO(response.content)).size == (512, 600)
     assert list((data_dir / "previews").iterdir()) == []
+    # With a second photo of the source person: the same photo twice previews alike.
+    twice = client.post(
+        "/v1/preview",
+        headers=auth(key),
+        files={
+            "source": ("a.png", source_png),
+            "source_2": ("a2.png", source_png),
+            "target": ("b.jpg", target_jpeg),
+        },
+        data={"fusion": "0.5"},
+    )
+    assert twice.status_code == 200, twice.text
+    once = np.asarray(Image.open(io.BytesIO(response.content)), np.int16)
+    assert np.abs(np.asarray(Image.open(io.BytesIO(twice.content)), np.int16) - once).mean() < 1.0
 
 
 def test_bad_options_are_422(

@@ -41,7 +41,10 @@ async function api(path, options = {}) {
 function formData() {
   const form = $("swap-form");
   const data = new FormData();
-  for (const name of ["source", "target", "reference"]) {
+  // Up to three photos of the source person: "source", then "source_2", "source_3".
+  const sources = Array.from(form.elements.source.files).slice(0, 3);
+  sources.forEach((file, i) => data.append(i === 0 ? "source" : `source_${i + 1}`, file));
+  for (const name of ["target", "reference"]) {
     const input = form.elements[name];
     if (input.files.length && !(name === "reference" && form.elements.face_selector.value !== "reference")) {
       data.append(name, input.files[0]);
