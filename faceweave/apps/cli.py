@@ -368,6 +368,11 @@ def _add_live_parser(commands: Any) -> None:
     where.add_argument("--input", "-i", type=Path, metavar="VIDEO", help="a file at real time")
     live.add_argument("--loop", action="store_true", help="play --input in a loop")
     live.add_argument(
+        "--mirror",
+        action="store_true",
+        help="flip the picture left to right, as a mirror (a selfie view), before the swap",
+    )
+    live.add_argument(
         "--output",
         "-o",
         default=DEFAULT_LIVE_OUTPUT,
@@ -903,7 +908,7 @@ def _library_warnings(write: Callable[..., None] | None = None) -> Iterator[None
 
 def _run_live(args: argparse.Namespace) -> int:
     import faceweave as fw
-    from faceweave.io.camera import Camera, FilePacer, LiveSource
+    from faceweave.io.camera import Camera, FilePacer, LiveSource, Mirrored
     from faceweave.io.outputs import check_output_spec, open_output
     from faceweave.pipeline.live import LiveControls, run_live
 
@@ -930,6 +935,8 @@ def _run_live(args: argparse.Namespace) -> int:
             fps=args.fps,
         )
     )
+    if args.mirror:
+        capture = Mirrored(capture)
     with _library_warnings(), contextlib.ExitStack() as cleanup:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
         analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)

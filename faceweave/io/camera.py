@@ -30,7 +30,7 @@ from faceweave.io.image import PathLike
 from faceweave.io.video import VideoReader
 from faceweave.pipeline.stages import Packet
 
-__all__ = ["Camera", "FilePacer", "LiveSource"]
+__all__ = ["Camera", "FilePacer", "LiveSource", "Mirrored"]
 
 # A camera that returns no frame this many times in a row is gone (unplugged, closed).
 _MAX_READ_FAILURES = 30
@@ -201,3 +201,24 @@ class FilePacer(LiveSource):
         if not self._closed:
             self._closed = True
             self._reader.close()
+
+
+class Mirrored(LiveSource):
+    """Another live source flipped left to right, as a mirror (a selfie view).
+
+    Sizes, rate and counters are the wrapped source's; closing closes it.
+    """
+
+    def __init__(self, source: LiveSource) -> None:
+        self.source = source
+        self.width, self.height, self.fps = source.width, source.height, source.fps
+
+    def __iter__(self) -> Iterator[Packet]:
+        for packet in self.source:
+            self.captured, self.dropped = self.source.captured, self.source.dropped
+            packet.image = cv2.flip(packet.image, 1)
+            yield packet
+        self.captured, self.dropped = self.source.captured, self.source.dropped
+
+    def close(self) -> None:
+        self.source.close()

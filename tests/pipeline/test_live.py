@@ -17,7 +17,7 @@ from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytes
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.apps import cli
 from faceweave.errors import EXIT_OK, EXIT_USAGE, UsageError
-from faceweave.io.camera import FilePacer
+from faceweave.io.camera import FilePacer, Mirrored
 from faceweave.io.image import write_image
 from faceweave.io.outputs import FileOutput
 from faceweave.pipeline.live import LiveControls, run_live
@@ -32,6 +32,19 @@ def live_clip(tmp_path_factory: pytest.TempPathFactory, astronaut: np.ndarray) -
     return make_clip(
         tmp_path_factory.mktemp("live") / "talk.mp4", astronaut, frames=60, size=(320, 240)
     )
+
+
+def test_mirrored_source_flips_each_frame_and_keeps_the_counters(live_clip: Path) -> None:
+    plain = [p.image for p in FilePacer(live_clip, realtime=False)]
+    mirrored = Mirrored(FilePacer(live_clip, realtime=False))
+    assert (mirrored.width, mirrored.height, mirrored.fps) == (320, 240, 30.0)
+    flipped = [p.image for p in mirrored]
+    assert len(flipped) == len(plain) == mirrored.captured == 60
+    for a, b in zip(plain, flipped, strict=True):
+        np.testing.assert_array_equal(a[:, ::-1], b)
+    assert np.abs(plain[0].astype(int) - flipped[0]).mean() > 5  # the clip is not symmetric
+    mirrored.close()
+    mirrored.close()  # twice is safe, as for the sources it wraps
 
 
 def test_controls_follow_the_keys() -> None:
@@ -190,6 +203,7 @@ def test_live_cli_file_to_file_with_stats(
             "2",
             "--stats",
             str(tmp_path / "s.json"),
+            "--mirror",
         ],
         cwd=tmp_path,
         env=env,
@@ -211,3 +225,8 @@ def test_live_cli_file_to_file_with_stats(
     assert {"analyse", "swap"} <= set(stats["stage_ms"])
     with av.open(str(tmp_path / "out.mp4")) as container:
         assert container.streams.video[0].frames == stats["frames_processed"]
+        first = next(container.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+    with av.open(str(live_clip)) as container:
+        camera = next(container.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+    # --mirror: the output is the camera's picture flipped left to right.
+    assert np.abs(first - camera[:, ::-1]).mean() < 0.5 * np.abs(first - camera).mean()
