@@ -359,9 +359,11 @@ def _add_live_parser(commands: Any) -> None:
         "-s",
         required=True,
         action="append",
+        nargs="+",
         type=Path,
         metavar="SRC",
-        help="source face (repeatable: n switches)",
+        help="source face (repeatable: n switches); several photos after one --source are "
+        "the same person, merged",
     )
     where = live.add_mutually_exclusive_group()
     where.add_argument("--camera", type=_camera, metavar="INDEX|DEVICE", help="default 0")
@@ -922,7 +924,8 @@ def _run_live(args: argparse.Namespace) -> int:
         raise OutputError(f"{args.stats}: directory {args.stats.parent} does not exist")
     selector = _resolve_selector(args.face_selector, args.reference_face)
     detector = _detector(args)
-    for path in [*args.source, *([args.reference_face] if args.reference_face else [])]:
+    photos = [path for group in args.source for path in group]
+    for path in [*photos, *([args.reference_face] if args.reference_face else [])]:
         read_image(path, max_pixels=args.max_pixels)
 
     capture: LiveSource = (
@@ -940,7 +943,7 @@ def _run_live(args: argparse.Namespace) -> int:
     with _library_warnings(), contextlib.ExitStack() as cleanup:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
         analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)
-        source_faces = _load_faces(analyser, list(args.source), "source", args.max_pixels)
+        source_faces = _load_source_photos(analyser, args.source, args.max_pixels)
         references = (
             _load_faces(analyser, [args.reference_face], "reference", args.max_pixels)
             if selector == "reference"

@@ -657,6 +657,7 @@ def prepare_source(
     model: FaceModel | None = None,
     uv_size: int = 256,
     frame: Frame | None = None,
+    log_advice: bool = True,
 ) -> SourceModel:
     """Unwrap, complete and de-light a source face.
 
@@ -665,6 +666,8 @@ def prepare_source(
         model: the face model (the packaged one by default).
         uv_size: texture side in texels.
         frame: the image the face was found in.
+        log_advice: log the advice lines (below); False for a photo that only
+            helps another one (see :func:`merge_sources`).
 
     Returns:
         The :class:`SourceModel`.
@@ -680,7 +683,7 @@ def prepare_source(
     seen_eyes = eyes_seen(source_face, image)
     glasses = _glasses_in_photo(source_face, image)
     advice = tuple(_advice(source_face, seen_eyes, _glasses_found(glasses)))
-    for line in advice:
+    for line in advice if log_advice else ():
         logger.warning("%s", line)
     verts = model.extend(source_face.landmarks_478)
     uvr = model.uv_raster(uv_size)
@@ -960,11 +963,20 @@ class Swapper:
         self.options = SwapOptions(**options).validated()  # type: ignore[arg-type]
         photos = list(source_face) if isinstance(source_face, (list, tuple)) else [source_face]
         models = []
-        for photo in photos:
+        for number, photo in enumerate(photos):
             if isinstance(photo, SourceModel):
                 models.append(photo)
             elif isinstance(photo, Face):
-                models.append(prepare_source(photo, model=self.model, uv_size=self.options.uv_size))
+                # What the first photo shows is what every swap shows; the others only
+                # fill in what they saw better, so their advice is not logged.
+                models.append(
+                    prepare_source(
+                        photo,
+                        model=self.model,
+                        uv_size=self.options.uv_size,
+                        log_advice=number == 0,
+                    )
+                )
             else:
                 raise NoFaceError("no source face given")
         if not models:

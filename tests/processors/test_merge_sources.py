@@ -119,8 +119,12 @@ class TestSwapperWithSeveralPhotos:
         self, astronaut_face: Face, grace_hopper_face: Face, caplog: pytest.LogCaptureFixture
     ) -> None:
         with caplog.at_level(logging.WARNING, logger="faceweave"):
-            Swapper([astronaut_face, grace_hopper_face])
-        assert any("another person" in r.getMessage() for r in caplog.records)
+            mixed = Swapper([astronaut_face, grace_hopper_face])
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("another person" in m for m in messages)
+        # The second photo's own advice (Grace Hopper's glasses) is not what swaps show.
+        assert not any("glasses" in m for m in messages)
+        assert [line for line in mixed.source.advice if "another person" in line]
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="faceweave"):
             Swapper([astronaut_face, astronaut_face])
