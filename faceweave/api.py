@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
+from typing import cast
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import NoFaceError, UsageError
@@ -79,24 +81,36 @@ class FacePredictor:
             raise NoFaceError(f"{name}: no face found in the source")
         return faces[0]
 
-    def swapper(self, source: SourceLike) -> Swapper:
-        """The swapper for ``source``, reused while the same source is asked for."""
-        key: object = os.fspath(source) if isinstance(source, (str, os.PathLike)) else id(source)
+    def swapper(self, source: SourceLike | Sequence[SourceLike]) -> Swapper:
+        """The swapper for ``source``, reused while the same source is asked for.
+
+        A list or tuple is several photos of the same person, merged (see
+        :func:`~faceweave.merge_sources`).
+        """
+        photos: list[SourceLike] = (
+            list(source) if isinstance(source, (list, tuple)) else [cast(SourceLike, source)]
+        )
+        key = tuple(os.fspath(p) if isinstance(p, (str, os.PathLike)) else id(p) for p in photos)
+        by_path = all(isinstance(p, (str, os.PathLike)) for p in photos)
         cached = self._cached
-        if (
-            cached is not None
-            and cached[0] == key
-            and (isinstance(key, str) or cached[1] is source)
-        ):
+        if cached is not None and cached[0] == key and (by_path or cached[1] is source):
             return cached[2]
-        swapper = Swapper(self.source_face(source), **self.options)
+        faces = [self.source_face(photo) for photo in photos]
+        swapper = Swapper(faces if len(faces) > 1 else faces[0], **self.options)
         self._cached = (key, source, swapper)
         return swapper
 
     def swap(
-        self, frame: Frame, source: SourceLike, target_face: Face | list[Face] | None = None
+        self,
+        frame: Frame,
+        source: SourceLike | Sequence[SourceLike],
+        target_face: Face | list[Face] | None = None,
     ) -> Frame:
-        """Swap ``source`` onto ``target_face`` (the largest face when None) in ``frame``."""
+        """Swap ``source`` onto ``target_face`` (the largest face when None) in ``frame``.
+
+        ``source``: a path, a frame or a Face; or a list of them, several photos of
+        the same person.
+        """
         if target_face is None:
             target_face = get_one_face(frame)
             if target_face is None:

@@ -48,6 +48,23 @@ def test_swap_source_path(
         np.testing.assert_array_equal(out, reference_swap)
 
 
+def test_swap_source_photos(
+    predictor: fw.FacePredictor,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    astronaut: np.ndarray,
+    reference_swap: np.ndarray,
+    tmp_path: Path,
+) -> None:
+    """A list of sources is several photos of one person; the same photo twice swaps
+    as once, and the merged swapper is reused for the same list of paths."""
+    path = tmp_path / "source.png"
+    assert cv2.imwrite(str(path), astronaut)
+    out = predictor.swap(grace_hopper, [path, str(path)], grace_hopper_face)
+    assert np.abs(out.astype(np.int16) - reference_swap).max() <= 1
+    assert predictor.swapper([path, path]) is predictor.swapper([str(path), path])
+
+
 def test_swap_source_face(
     predictor: fw.FacePredictor,
     grace_hopper: np.ndarray,
