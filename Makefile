@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live clean
+.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,9 @@ bench-quality: $(STAMP)
 
 bench-speed: $(STAMP)
 	$(PY) benchmarks/speed.py
+
+bench-turned: $(STAMP)
+	$(PY) benchmarks/turned.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
