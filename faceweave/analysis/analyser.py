@@ -31,9 +31,10 @@ ANALYSER_MODES = ("image", "video")
 DETECTOR_ANGLES = (0, 90, 180, 270)
 
 # BlazeFace's score above which an upright detection is taken as it is. Upright faces
-# in the development photos score 0.81-0.98 (small or far ones down to 0.58); faces
-# turned by a quarter or half turn score up to 0.88 at the wrong turn, so below this a
-# still image is looked at in all four turns.
+# in the development photos score 0.81-0.98 (small or far ones down to 0.58); upside
+# down, the same faces score at most 0.83, so below this a still image is looked at in
+# all four turns. (Lying on their side they score up to 0.93, but their eye keypoints
+# still give the tilt the mesh crop is turned by.)
 SURE_UPRIGHT_SCORE = 0.85
 
 # The frame rotation that brings a face turned by the angle upright, and the map from
