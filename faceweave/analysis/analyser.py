@@ -81,6 +81,14 @@ def _inside(point: NDArray[np.floating], box: BBox) -> bool:
     return bool(x0 <= point[0] <= x1 and y0 <= point[1] <= y1)
 
 
+def _grown(box: BBox, share: float = 0.25) -> BBox:
+    """``box`` grown by ``share`` of its size on every side (a profile's nose tip can
+    stand out of a detector's box)."""
+    x0, y0, x1, y1 = box
+    dx, dy = share * (x1 - x0), share * (y1 - y0)
+    return (x0 - dx, y0 - dy, x1 + dx, y1 + dy)
+
+
 def _same_face(a: Face, b: Face) -> bool:
     """Two meshes of one face: their boxes overlap by half, or either's nose tip lies
     in the other's box (a second, shifted fit from a loose detection)."""
@@ -245,7 +253,7 @@ class FaceAnalyser:
         # own box, the face keeps the mesh fitted in its own box.
         for det in sorted(self._candidates(frame), key=lambda d: -d.score):
             face = self.face_from_box(frame, det.bbox, det.score, det.roll)
-            if face is None or not _inside(face.landmarks_478[_NOSE_TIP], det.bbox):
+            if face is None or not _inside(face.landmarks_478[_NOSE_TIP], _grown(det.bbox)):
                 continue  # no mesh, or one fitted to a neighbouring face in the crop
             if not any(_same_face(face, f) for f in faces):
                 faces.append(face)

@@ -163,3 +163,42 @@ class TestDetectorAngles:
         calls.clear()
         assert analyser.get_faces(np.full((240, 320, 3), 127, np.uint8)) == []
         assert len(calls) == 4  # nothing upright: every turn was looked at
+
+
+class TestLooseBoxes:
+    """get_faces keeps a mesh only near its own detection box."""
+
+    @staticmethod
+    def _faces_from(analyser: FaceAnalyser, frame: Frame, box: tuple[float, ...]) -> list[Face]:
+        analyser._candidates = lambda f: [Detection(box, 0.9)]  # type: ignore[method-assign]
+        return analyser.get_faces(frame)
+
+    def test_a_nose_just_outside_the_box_is_kept(
+        self, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        """A profile's nose tip can stand out of the detector's box."""
+        x0, y0, x1, y1 = astronaut_face.bbox
+        nose_x = float(astronaut_face.landmarks_478[1, 0])
+        # The box stops short of the nose by a tenth of its width.
+        box = (nose_x + 0.1 * (x1 - x0), y0, x1 + 0.4 * (x1 - x0), y1)
+        faces = self._faces_from(FaceAnalyser(with_embedding=False), astronaut, box)
+        assert len(faces) == 1
+
+    def test_a_mesh_on_a_neighbouring_face_is_dropped(
+        self, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        """A loose box whose crop holds a face next to it: the mesh fitted there is that
+        face's, and is not taken as a face of the box (nor does it replace the face's
+        own mesh). The mesh model is a stand-in that always finds the astronaut."""
+
+        class FindsTheAstronaut:
+            def fit(self, frame: Frame, bbox: object, roll: float = 0.0) -> np.ndarray:
+                return astronaut_face.landmarks_478.copy()
+
+        x0, y0, x1, y1 = astronaut_face.bbox
+        width = x1 - x0
+        analyser = FaceAnalyser(with_embedding=False)
+        analyser.__dict__["landmarker"] = FindsTheAstronaut()
+        beside = (x1 + 0.5 * width, y0, x1 + 1.5 * width, y1)
+        assert self._faces_from(analyser, astronaut, beside) == []
+        assert len(self._faces_from(analyser, astronaut, astronaut_face.bbox)) == 1
