@@ -33,16 +33,22 @@ def test_swap_source_frame(reference_swap: np.ndarray, grace_hopper: np.ndarray)
     assert np.abs(reference_swap.astype(np.int16) - grace_hopper).mean() > 0.5
 
 
+@pytest.fixture
+def astronaut_path(tmp_path: Path, astronaut: np.ndarray) -> Path:
+    """The astronaut written to a PNG file."""
+    path = tmp_path / "source.png"
+    assert cv2.imwrite(str(path), astronaut)
+    return path
+
+
 def test_swap_source_path(
     predictor: fw.FacePredictor,
     grace_hopper: np.ndarray,
     grace_hopper_face: Face,
-    astronaut: np.ndarray,
     reference_swap: np.ndarray,
-    tmp_path: Path,
+    astronaut_path: Path,
 ) -> None:
-    path = tmp_path / "source.png"
-    assert cv2.imwrite(str(path), astronaut)
+    path = astronaut_path
     for source in (path, str(path)):
         out = predictor.swap(grace_hopper, source, grace_hopper_face)
         np.testing.assert_array_equal(out, reference_swap)
@@ -52,14 +58,12 @@ def test_swap_source_photos(
     predictor: fw.FacePredictor,
     grace_hopper: np.ndarray,
     grace_hopper_face: Face,
-    astronaut: np.ndarray,
     reference_swap: np.ndarray,
-    tmp_path: Path,
+    astronaut_path: Path,
 ) -> None:
     """A list of sources is several photos of one person; the same photo twice swaps
     as once, and the merged swapper is reused for the same list of paths."""
-    path = tmp_path / "source.png"
-    assert cv2.imwrite(str(path), astronaut)
+    path = astronaut_path
     out = predictor.swap(grace_hopper, [path, str(path)], grace_hopper_face)
     assert np.abs(out.astype(np.int16) - reference_swap).max() <= 1
     assert predictor.swapper([path, path]) is predictor.swapper([str(path), path])

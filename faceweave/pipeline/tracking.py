@@ -333,9 +333,11 @@ class FaceTracker:
 
     def _is_cut(self, grey: NDArray[np.uint8]) -> bool:
         """Whether the whole frame changed like a cut, not like motion (and remember it)."""
+        if self.cut_threshold <= 0:
+            return False
         thumb = cv2.resize(grey, _CUT_THUMB, interpolation=cv2.INTER_AREA).astype(np.float32)
         previous, self._thumb = self._thumb, thumb
-        if self.cut_threshold <= 0 or previous is None:
+        if previous is None:
             return False
         return float(cv2.absdiff(previous, thumb).mean()) > self.cut_threshold
 

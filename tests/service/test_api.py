@@ -78,6 +78,12 @@ def test_done_job_notes_what_the_source_shows(
     assert note.startswith("source face wears glasses")
 
 
+def _photos(source: bytes, target: bytes, **more: bytes) -> dict[str, tuple[str, bytes]]:
+    """Multipart files: the source, more photos by field name (``source_2``...), the target."""
+    extra = {role: (f"{role}.png", data) for role, data in more.items()}
+    return {"source": ("me.png", source), **extra, "target": ("photo.jpg", target)}
+
+
 def test_more_photos_of_the_source_person(
     service: tuple[TestClient, Path],
     source_png: bytes,
@@ -93,13 +99,7 @@ def test_more_photos_of_the_source_person(
     jobs = {}
     for name, extra in (("same", smaller.getvalue()), ("other", target_jpeg)):
         response = client.post(
-            "/v1/jobs",
-            headers=auth(key),
-            files={
-                "source": ("me.png", source_png),
-                "source_2": ("me2.png", extra),
-                "target": ("photo.jpg", target_jpeg),
-            },
+            "/v1/jobs", headers=auth(key), files=_photos(source_png, target_jpeg, source_2=extra)
         )
         assert response.status_code == 202, response.text
         assert set(response.json()["inputs"]) == {"source", "source_2", "target"}
@@ -114,11 +114,7 @@ def test_more_photos_of_the_source_person(
     bad = client.post(
         "/v1/jobs",
         headers=auth(key),
-        files={
-            "source": ("me.png", source_png),
-            "source_3": ("me3.png", b"not an image"),
-            "target": ("photo.jpg", target_jpeg),
-        },
+        files=_photos(source_png, target_jpeg, source_3=b"not an image"),
     )
     assert bad.status_code in (415, 422), bad.text
 
@@ -195,11 +191,7 @@ def test_preview_returns_a_jpeg(
     twice = client.post(
         "/v1/preview",
         headers=auth(key),
-        files={
-            "source": ("a.png", source_png),
-            "source_2": ("a2.png", source_png),
-            "target": ("b.jpg", target_jpeg),
-        },
+        files=_photos(source_png, target_jpeg, source_2=source_png),
         data={"fusion": "0.5"},
     )
     assert twice.status_code == 200, twice.text
