@@ -17,6 +17,11 @@ Both can be told to limit how far they change the face's contrast
 light, stubble) would otherwise scale the source's dark features (brows, lashes,
 make-up) by that ratio too, and they clip to black.
 
+Both can also keep black near black (``anchor_black``): an affine map's offset moves
+black to a grey or a colour cast (a dark-skinned source's brown irises turned blue-grey
+on a pale target), or pushes dark features below black. The offset is faded out below
+the source skin's mean lightness, smoothly, to half at black.
+
 ``"sh"`` (spherical-harmonics relighting) needs 3D normals and is done by the
 caller with :mod:`faceweave.core.lighting`; here it, like ``"none"``, returns the
 source unchanged.
@@ -49,6 +54,12 @@ _COV_RIDGE_REL = 1e-3
 _LUMA_BGR = np.array([0.114, 0.587, 0.299])
 # Projection onto the grey axis (B = G = R).
 _GREY = np.full((3, 3), 1.0 / 3.0)
+# anchor_black: the share of the colour map's offset that is faded out at black. At a
+# half, the map's slope at black is the skin's own gain (mean over mean, as a change
+# of exposure gives), so the source's darks are not stretched. Fading all of it made a
+# low-key source's shadows (p18) and the background a profile source (p15) shows
+# between its brows stand out black on a light target.
+_BLACK_ANCHOR = 0.5
 # Below this share of variance off the grey axis a target counts as black and white
 # (fading to colour at twice it).
 _MONO_CHROMA = 0.002
@@ -172,6 +183,7 @@ def _rct(
     source_mask: NDArray[np.generic],
     target_mask: NDArray[np.generic],
     gain_range: tuple[float, float] | None = None,
+    anchor_black: bool = False,
 ) -> NDArray[np.float32]:
     # One buffer converted in place all the way: fresh full-size temporaries cost more
     # here (allocation and page faults) than the colour maths itself.
@@ -187,9 +199,15 @@ def _rct(
     if gain_range is not None:
         scale[0] = np.clip(scale[0], *gain_range)
     offset = mean_t - scale * mean_s
-    # cv2.transform, not numpy broadcasting: numpy's inner loop over 3 channels is slow.
-    matrix = np.concatenate([np.diag(scale), offset[:, None]], axis=1).astype(np.float32)
-    work = cv2.transform(work, matrix)
+    if anchor_black:
+        # Lab's black is (0, 0, 0); the ramp runs on L.
+        ramp = _black_ramp(np.multiply(work[..., 0], np.float32(1.0 / max(mean_s[0], 1e-3))))
+        work = cv2.transform(work, np.diag(scale).astype(np.float32))
+        work += _ramped_offset(ramp, offset)
+    else:
+        # cv2.transform, not numpy broadcasting: numpy's inner loop over 3 channels is slow.
+        matrix = np.concatenate([np.diag(scale), offset[:, None]], axis=1).astype(np.float32)
+        work = cv2.transform(work, matrix)
     cv2.cvtColor(work, cv2.COLOR_Lab2BGR, dst=work)
     work *= np.float32(255)
     return work
@@ -202,8 +220,9 @@ def _lct_affine(
     target_mask: NDArray[np.generic],
     gain_range: tuple[float, float] | None = None,
     ridge: float = 0.0,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(T, b)`` with ``x' = T x + b`` mapping source BGR statistics onto the target's.
+) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """``(T, b, luma)`` with ``x' = T x + b`` mapping source BGR statistics onto the
+    target's, and the source's mean luma.
 
     With ``gain_range`` the target covariance is first scaled as a whole so that the
     luma contrast ratio (target std over source std) lies within it.
@@ -231,7 +250,7 @@ def _lct_affine(
         keep = _GREY + colour * (np.eye(3) - _GREY)
         transform = keep @ transform
         offset = keep @ offset + (1.0 - colour) * (np.eye(3) - _GREY) @ mean_t
-    return transform, offset
+    return transform, offset, float(_LUMA_BGR @ mean_s)
 
 
 def _colourfulness(cov: NDArray[np.float64]) -> float:
@@ -256,6 +275,7 @@ def color_transfer(
     strength: float = 1.0,
     gain_range: tuple[float, float] | None = None,
     ridge: float = 0.0,
+    anchor_black: bool = False,
 ) -> FloatImage:
     """Recolour ``source`` so its statistics inside ``source_mask`` match ``target``'s.
 
@@ -280,6 +300,13 @@ def color_transfer(
             line, and ``T`` would amplify those minor directions by the inverse
             (blue and orange blotches on a strongly tanned target); 0 maps the
             covariance exactly.
+        anchor_black: keep black near black: the map's offset is faded out below
+            the source's mean lightness (luma for ``lct``, L for ``rct``) over the
+            mask, as ``1 - (1 - v / mean)^2 / 2``, to half at black. The mean and
+            what is lighter map as without it; darker pixels (pupils, irises, lashes, brows,
+            nostrils) keep their depth and hue where a positive offset would lift
+            them towards its own colour; where it is negative, fewer of them are
+            pushed below black. The statistics then match only approximately.
 
     Returns:
         The recoloured source, float32 BGR clipped to [0, 255].
@@ -316,20 +343,51 @@ def color_transfer(
 
     # The target is only sampled (<= 20k pixels), so it is never converted as a whole.
     if mode == "lct":
-        transform, offset = _lct_affine(
+        transform, offset, luma_s = _lct_affine(
             source_array, target_array, source_weights, target_weights, gain_range, ridge
         )
         # Blending x and T x + b linearly is itself affine, so strength costs nothing.
         transform = (1.0 - strength) * np.eye(3) + strength * transform
-        matrix = np.concatenate([transform, strength * offset[:, None]], axis=1)
-        result: NDArray[np.float32] = cv2.transform(
-            _to_float(source_array), matrix.astype(np.float32)
-        )
+        offset = strength * offset
+        pixels = _to_float(source_array)
+        if anchor_black:
+            # Luma over the skin's mean luma, in one pass.
+            ratio = cv2.transform(
+                pixels, (_LUMA_BGR / max(luma_s, 1e-3))[None, :].astype(np.float32)
+            )
+            result: NDArray[np.float32] = cv2.transform(pixels, transform.astype(np.float32))
+            result += _ramped_offset(_black_ramp(ratio), offset)
+        else:
+            matrix = np.concatenate([transform, offset[:, None]], axis=1)
+            result = cv2.transform(pixels, matrix.astype(np.float32))
     else:
-        result = _rct(source_array, target_array, source_weights, target_weights, gain_range)
+        result = _rct(
+            source_array, target_array, source_weights, target_weights, gain_range, anchor_black
+        )
         if strength < 1.0:
             result = cv2.addWeighted(result, strength, _to_float(source_array), 1.0 - strength, 0.0)
     return _clip_0_255(result)
+
+
+def _black_ramp(ratio: NDArray[np.float32]) -> NDArray[np.float32]:
+    """``1 - a (1 - r)^2`` (``a`` = _BLACK_ANCHOR) of a lightness ratio ``r`` to the
+    skin's mean, ``r`` clipped to [0, 1]: ``1 - a`` at black, 1 from the mean up, with
+    no kink there (slope 0). In place."""
+    cv2.min(ratio, 1.0, dst=ratio)
+    cv2.max(ratio, 0.0, dst=ratio)
+    # 1 - a (1 - r)^2 = (1 - a) + a r (2 - r)
+    ratio *= np.float32(2.0) - ratio
+    ratio *= np.float32(_BLACK_ANCHOR)
+    ratio += np.float32(1.0 - _BLACK_ANCHOR)
+    return ratio
+
+
+def _ramped_offset(ramp: NDArray[np.float32], offset: NDArray[np.float64]) -> NDArray[np.float32]:
+    """``ramp[..., None] * offset`` as 3 channels (OpenCV's 3-to-3 transform is
+    vectorised; its 1-to-3 form and numpy broadcasting are 10x slower)."""
+    spread = cv2.cvtColor(ramp, cv2.COLOR_GRAY2BGR)
+    out: NDArray[np.float32] = cv2.transform(spread, np.diag(offset).astype(np.float32))
+    return out
 
 
 def _clip_0_255(image: NDArray[np.float32]) -> NDArray[np.float32]:

@@ -287,3 +287,64 @@ def test_lct_onto_a_black_and_white_target_gives_no_colour(tint: tuple[float, ..
     )
     lips = colour[40:44, 18:30].reshape(-1, 3).mean(0)
     assert lips[2] - lips[1] > 60
+
+
+@pytest.mark.parametrize("mode", ["rct", "lct"])
+def test_anchor_black_keeps_dark_features_dark(mode: str) -> None:
+    """A dark-skinned source on a pale target: the affine map lifts black to grey (the
+    pupils and irises of such swaps came out grey and blue-grey); anchored, black keeps
+    only half the lift, features darker than the skin keep their order, and the skin
+    from its mean up maps as without the anchor."""
+    source = _face((48, 48), (45, 65, 95), 12, seed=31)
+    mask = np.ones((48, 48), np.float32)
+    mask[:, 40:] = 0.0
+    # Outside the statistics: a grey ramp from black up to past the skin's mean.
+    source[:, 40:] = np.linspace(0.0, 120.0, 48, dtype=np.float32)[:, None, None]
+    target = _face((48, 48), (150, 175, 215), 15, seed=32)
+    kwargs = {"source_mask": mask, "target_mask": np.ones_like(mask), "mode": mode}
+    plain = color_transfer(source, target, gain_range=(1 / 1.5, 1.25), **kwargs)
+    anchored = color_transfer(
+        source, target, gain_range=(1 / 1.5, 1.25), anchor_black=True, **kwargs
+    )
+    luma = np.array([0.114, 0.587, 0.299], np.float32)
+    ramp_plain, ramp_anchored = plain[:, 44] @ luma, anchored[:, 44] @ luma
+    assert ramp_plain[0] > 60.0  # black lifted to grey
+    assert abs(ramp_anchored[0] - 0.5 * ramp_plain[0]) < 3.0, (ramp_anchored[0], ramp_plain[0])
+    assert np.all(np.diff(ramp_anchored) > 0.0)  # no inversion, no plateau
+    assert np.all(ramp_anchored <= ramp_plain + 1e-3)
+    # At the skin's mean and above, the anchored map is the plain one.
+    mean_luma = float((source[mask >= 0.5] @ luma).mean())
+    at_mean = np.abs(source[:, 44] @ luma - mean_luma).argmin()
+    np.testing.assert_allclose(ramp_anchored[at_mean], ramp_plain[at_mean], atol=1.5)
+    lighter = source[:, 44] @ luma > 1.15 * mean_luma
+    assert lighter.sum() > 5
+    np.testing.assert_allclose(anchored[lighter, 44], plain[lighter, 44], atol=0.05)
+    # The skin's mean still goes (about) to the target's.
+    skin = anchored[mask >= 0.5] @ luma
+    assert abs(float(skin.mean()) - float((target.reshape(-1, 3) @ luma).mean())) < 6.0
+
+
+def test_anchor_black_keeps_strength_linear_and_eases_crushing() -> None:
+    source = _face((32, 32), (45, 65, 95), 12, seed=33)
+    target = _face((32, 32), (120, 140, 170), 12, seed=34)
+    mask = np.ones((32, 32), np.float32)
+    kwargs = {"source_mask": mask, "target_mask": mask, "mode": "lct", "anchor_black": True}
+    zero = color_transfer(source, target, strength=0.0, **kwargs)
+    half = color_transfer(source, target, strength=0.5, **kwargs)
+    full = color_transfer(source, target, strength=1.0, **kwargs)
+    np.testing.assert_array_equal(zero, source)
+    np.testing.assert_allclose(half, (source + full) / 2, atol=1e-3)
+    # A light source on a dark target: the offset is negative and pushes the source's
+    # dark features below black. Anchored, less of it reaches them (the darkest still
+    # end at black), and their order stays.
+    light = _face((32, 32), (140, 150, 170), 10, seed=35)
+    light[:, 28:] = np.linspace(20.0, 140.0, 32, dtype=np.float32)[:, None, None]
+    mask[:, 28:] = 0.0
+    dark = _face((32, 32), (60, 80, 110), 14, seed=36)
+    kwargs = {"source_mask": mask, "target_mask": mask, "mode": "lct"}
+    plain = color_transfer(light, dark, **kwargs)[:, 30].sum(-1)
+    anchored = color_transfer(light, dark, anchor_black=True, **kwargs)[:, 30].sum(-1)
+    assert plain[:17].max() < 1.0  # the darker half crushed to black
+    assert np.all(anchored >= plain - 1e-3)
+    assert np.all(np.diff(anchored[anchored > 0.5]) > 0.0)
+    assert anchored[13:17].mean() > plain[13:17].mean() + 8.0

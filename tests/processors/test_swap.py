@@ -885,3 +885,32 @@ class TestCutMouth:
         _cut_mouth(weight, np.full((20, 2), 10.0, np.float32))  # no width
         _cut_mouth(weight, self._lips(10.0) + 500.0)  # off the crop
         np.testing.assert_array_equal(weight, 1.0)
+
+
+def test_a_dark_source_keeps_its_pupils_dark_on_a_light_target(
+    monkeypatch: pytest.MonkeyPatch,
+    analyser: FaceAnalyser,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+) -> None:
+    """The astronaut, exposed at a third, swapped onto herself: the colour match brings
+    her skin back up, and its offset lifted her irises and pupils to grey with it.
+    Anchored at black (by half), a third of that lift is gone."""
+    dark = (astronaut * 0.35).astype(np.uint8)
+    source = analyser.get_faces(dark)[0]
+
+    def irises(out: np.ndarray) -> float:
+        grey = cv2.cvtColor(out, cv2.COLOR_BGR2GRAY).astype(np.float32)
+        points = astronaut_face.landmarks_478[:, :2]
+        mask = np.zeros(grey.shape, np.uint8)
+        for centre, ring in ((468, slice(469, 473)), (473, slice(474, 478))):
+            radius = np.linalg.norm(points[ring] - points[centre], axis=1).mean()
+            cv2.circle(mask, tuple(int(v) for v in points[centre]), int(0.6 * radius), 1, -1)
+        return float(grey[mask > 0].mean())
+
+    own = irises(astronaut)
+    anchored = irises(Swapper(source).swap(astronaut, astronaut_face))
+    monkeypatch.setattr(swap_module, "COLOR_ANCHOR_BLACK", False)
+    lifted = irises(Swapper(source).swap(astronaut, astronaut_face))
+    assert lifted > own + 25.0, (own, lifted)
+    assert own < anchored < lifted - 0.3 * (lifted - own), (own, anchored, lifted)
