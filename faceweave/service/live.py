@@ -41,7 +41,7 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +71,9 @@ from faceweave.errors import NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
 from faceweave.processors.swap import Swapper
+from faceweave.service.checks import check_media, receive_upload
 from faceweave.service.errors import ServiceError
+from faceweave.service.jobs import EXTRA_SOURCES
 from faceweave.types import Frame
 
 __all__ = [
@@ -95,6 +97,12 @@ _BLANK: Frame = np.zeros((64, 64, 3), np.uint8)  # runs the detector once: loads
 def default_analyser() -> FaceAnalyser:
     """The analyser of one live session: one face, no identity model (not needed live)."""
     return FaceAnalyser(max_faces=1, with_embedding=False, mode="video")
+
+
+def default_source_analyser() -> FaceAnalyser:
+    """The analyser of source photos: still images (both detectors), one face, with the
+    identity model (several photos of one person are checked to be one person)."""
+    return FaceAnalyser(max_faces=1)
 
 
 # --- per-session processing (runs in the session's worker thread) ---------------------------
@@ -298,6 +306,10 @@ class SwappedTrack(VideoStreamTrack):
         self._ready.set()
 
 
+# The multipart fields of a live source: the first photo leads.
+SOURCE_FIELDS = ("source", *EXTRA_SOURCES)
+
+
 # --- sessions --------------------------------------------------------------------------------
 
 
@@ -331,7 +343,8 @@ class LiveSessions:
     """The live sessions of one application, their limits and shared helpers.
 
     Args:
-        analyser_factory: builds each session's analyser (and the one for source images).
+        analyser_factory: builds each session's analyser.
+        source_analyser_factory: builds the analyser of source photos (one, shared).
         max_sessions: sessions at once; more are refused with 503.
         connect_timeout_s: a session that is not connected by then is closed.
         max_pixels: largest source image (width * height).
@@ -341,11 +354,13 @@ class LiveSessions:
         self,
         *,
         analyser_factory: Callable[[], FaceAnalyser] = default_analyser,
+        source_analyser_factory: Callable[[], FaceAnalyser] = default_source_analyser,
         max_sessions: int = 4,
         connect_timeout_s: float = 30.0,
         max_pixels: int = DEFAULT_MAX_PIXELS,
     ) -> None:
         self.analyser_factory = analyser_factory
+        self.source_analyser_factory = source_analyser_factory
         self.max_sessions = max_sessions
         self.connect_timeout_s = connect_timeout_s
         self.max_pixels = max_pixels
@@ -377,19 +392,34 @@ class LiveSessions:
         for session in list(self.sessions.values()):
             await self.close(session)
 
-    def prepare_source(self, data: bytes) -> Swapper:
-        """Decode and check an image, find its face, prepare it (thread pool, not the loop)."""
-        with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
-            path = Path(tmp) / "source"
-            path.write_bytes(data)
-            image = read_image(path, max_pixels=self.max_pixels)
-        with self._source_lock:
-            if self._source_analyser is None:
-                self._source_analyser = self.analyser_factory()
-            faces = self._source_analyser.get_faces(image)
-        if not faces:
-            raise NoFaceError("no face found in the source image")
-        return Swapper(faces[0], fusion=1.0)
+    def prepare_source(self, photos: bytes | Path | Sequence[bytes | Path]) -> Swapper:
+        """Decode and check the source photos, find their faces and prepare them as one
+        source (several photos of one person are merged, the first leading). Blocking:
+        run it in the thread pool, not the loop.
+
+        Raises:
+            NoFaceError: a photo shows no face.
+            InputError, ImageTooLargeError: a photo cannot be read or is too large.
+        """
+        items = [photos] if isinstance(photos, bytes | Path) else list(photos)
+        faces = []
+        for number, item in enumerate(items, start=1):
+            name = "the source image" if len(items) == 1 else f"source photo {number}"
+            if isinstance(item, Path):
+                image = read_image(item, max_pixels=self.max_pixels)
+            else:
+                with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
+                    path = Path(tmp) / "source"
+                    path.write_bytes(item)
+                    image = read_image(path, max_pixels=self.max_pixels)
+            with self._source_lock:
+                if self._source_analyser is None:
+                    self._source_analyser = self.source_analyser_factory()
+                found = self._source_analyser.get_faces(image)
+            if not found:
+                raise NoFaceError(f"no face found in {name}")
+            faces.append(found[0])
+        return Swapper(faces if len(faces) > 1 else faces[0], fusion=1.0)
 
 
 # --- request and response bodies -------------------------------------------------------------
@@ -555,16 +585,34 @@ def create_live_router(
 
     @router.post("/v1/live/{session_id}/source", response_model=SessionOut, tags=["live"])
     async def set_source(session_id: str, request: Request, key: Any = owner_dep) -> SessionOut:
-        """Set the source face: the request body is the image (PNG, JPEG, WebP or BMP)."""
+        """Set the source face: the request body is the image (PNG, JPEG, WebP or BMP).
+
+        Several photos of the same person go as ``multipart/form-data`` files named
+        ``source``, ``source_2`` and ``source_3``, as for jobs: they are merged into one
+        source, each part of the face taken from the photo that showed it best.
+        """
         session = live.get(session_id, _owner_of(key))
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > max_source_bytes:
-                raise ServiceError(413, "upload_too_large", "the source image is too large")
-        if not data:
-            raise ServiceError(422, "missing_file", "send the source image as the request body")
-        prepared = await run_in_threadpool(live.prepare_source, bytes(data))
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("multipart/form-data"):
+            with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
+                upload = await receive_upload(
+                    request, Path(tmp), file_fields=SOURCE_FIELDS, max_file_bytes=max_source_bytes
+                )
+                if "source" not in upload.files:
+                    raise ServiceError(422, "missing_file", "send the source image as 'source'")
+                for received in upload.files.values():
+                    check_media(received, ("image",))
+                paths = [upload.files[f].path for f in SOURCE_FIELDS if f in upload.files]
+                prepared = await run_in_threadpool(live.prepare_source, paths)
+        else:
+            data = bytearray()
+            async for chunk in request.stream():
+                data += chunk
+                if len(data) > max_source_bytes:
+                    raise ServiceError(413, "upload_too_large", "the source image is too large")
+            if not data:
+                raise ServiceError(422, "missing_file", "send the source image as the request body")
+            prepared = await run_in_threadpool(live.prepare_source, bytes(data))
 
         def install() -> None:
             with session.control_lock:

@@ -107,6 +107,16 @@ def test_live_fake_camera_is_swapped_with_low_latency(
             break
     assert back < diff / 2, (back, diff)
 
+    # Two photos of the source person go as one multipart request and are merged.
+    second = tmp_path / "source_2.png"
+    cv2.imwrite(str(second), np.asarray(grace_hopper)[:, ::-1])
+    page.evaluate("() => { document.getElementById('status').textContent = ''; }")
+    page.get_by_label("Source face (image)").set_input_files([str(source), str(second)])
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent === 'Swapping live.'",
+        timeout=30_000,
+    )
+
     page.get_by_role("button", name="Stop").click()
     page.wait_for_function("() => document.getElementById('status').textContent === 'Stopped.'")
     assert not errors, errors

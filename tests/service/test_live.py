@@ -474,3 +474,69 @@ def test_marker_jitter_buffer_emits_a_frame_on_its_last_packet() -> None:
     assert buffer.add(packet(14, 7000, 0))[1] is None
     frame = buffer.add(packet(15, 10000, 0))[1]
     assert frame is not None and frame.timestamp == 7000
+
+
+# --- several source photos --------------------------------------------------------------------
+
+
+def test_a_live_source_takes_several_photos_as_multipart(
+    app_and_key: tuple[FastAPI, str],
+    sessions: LiveSessions,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+) -> None:
+    """``source``, ``source_2`` and ``source_3`` files, as for jobs, are merged into one
+    source; a raw body is still one photo. Two different people merge with the
+    same-person warning, which shows the second photo was used."""
+    app, key = app_and_key
+    headers = {"Authorization": f"Bearer {key}"}
+    first, second = png_bytes(np.asarray(astronaut)), png_bytes(np.asarray(grace_hopper))
+    blank = png_bytes(np.full((64, 64, 3), 128, np.uint8))
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        pc.addTrack(StampedCamera(camera_frame(np.asarray(astronaut))))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://live.test") as client:
+            await pc.setLocalDescription(await pc.createOffer())
+            offer = {"sdp": pc.localDescription.sdp, "type": "offer"}
+            response = await client.post("/v1/live/offer", json=offer, headers=headers)
+            assert response.status_code == 200, response.text
+            session = response.json()["session"]
+            url = f"/v1/live/{session}/source"
+
+            async def send(files: dict[str, tuple[str, bytes, str]]) -> httpx.Response:
+                return await client.post(url, files=files, headers=headers)
+
+            png = "image/png"
+            response = await send(
+                {"source": ("a.png", first, png), "source_2": ("b.png", second, png)}
+            )
+            out["two"] = (response.status_code, response.json())
+            out["advice"] = sessions.sessions[session].source_model.source.advice
+            response = await client.post(url, content=first, headers=headers)
+            out["raw"] = response.status_code
+            out["raw_advice"] = sessions.sessions[session].source_model.source.advice
+            out["no_first"] = (await send({"source_2": ("b.png", second, png)})).json()
+            out["no_face"] = (
+                await send({"source": ("a.png", first, png), "source_2": ("c.png", blank, png)})
+            ).json()
+            out["not_image"] = (
+                await send({"source": ("a.png", first, png), "source_2": ("c.txt", b"hello", png)})
+            ).status_code
+            out["unknown"] = (await send({"other": ("a.png", first, png)})).status_code
+            await client.delete(f"/v1/live/{session}", headers=headers)
+        await pc.close()
+        return out
+
+    out = asyncio.run(run())
+    assert out["two"][0] == 200 and out["two"][1]["source"] is True, out["two"]
+    assert any("source photo 2 looks like another person" in line for line in out["advice"])
+    assert out["raw"] == 200
+    assert not any("another person" in line for line in out["raw_advice"])
+    assert out["no_first"]["error"]["code"] == "missing_file"
+    assert out["no_face"]["error"]["code"] == "no_face"
+    assert "source photo 2" in out["no_face"]["error"]["message"]
+    assert out["not_image"] == 415
+    assert out["unknown"] == 422

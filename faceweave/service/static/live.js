@@ -183,12 +183,21 @@ function waitForIce(pc) {
 }
 
 async function sendSource() {
-  const file = $("source").files[0];
-  if (!file || !live.session) return;
-  say("Analysing the source face…");
-  await api(`/v1/live/${live.session}/source`, {
-    method: "POST", body: file, headers: { "Content-Type": file.type || "application/octet-stream" },
-  });
+  // Up to three photos of the source person: "source", then "source_2", "source_3".
+  const files = Array.from($("source").files).slice(0, 3);
+  if (!files.length || !live.session) return;
+  say(files.length > 1 ? `Analysing ${files.length} source photos…` : "Analysing the source face…");
+  const url = `/v1/live/${live.session}/source`;
+  if (files.length === 1) {
+    await api(url, {
+      method: "POST", body: files[0],
+      headers: { "Content-Type": files[0].type || "application/octet-stream" },
+    });
+  } else {
+    const data = new FormData();
+    files.forEach((file, i) => data.append(i === 0 ? "source" : `source_${i + 1}`, file));
+    await api(url, { method: "POST", body: data });
+  }
   say("Swapping live.");
 }
 
