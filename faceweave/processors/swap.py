@@ -739,6 +739,9 @@ def prepare_source(
         u = np.linspace(0.0, 1.0, uv_size, dtype=np.float32)[None, :]
         side = (0.5 - u) if left_cos < right_cos else (u - 0.5)
         t = np.maximum(t, np.clip(side / 0.03, 0.0, 1.0) * (seen_m > 0.5))
+    # Hair over part of the brows or forehead (a side-swept fringe): take the mirror
+    # texel where it is much closer to skin.
+    t = np.maximum(t, _fringe_mirror(model, uv_size, tex, covered) * (seen_m > 0.5))
     w_own = seen * (1.0 - t) + 1e-4 * seen
     w_mir = seen_m * t
     total = w_own + w_mir
@@ -885,6 +888,45 @@ def _forehead_occluders(
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
     ramp = cv2.morphologyEx(ramp.astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     return np.asarray(cv2.GaussianBlur(ramp, (0, 0), size * 0.01), np.float32)
+
+
+def _uv_y(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """The canonical face's height (y, down) at each texel."""
+    raster = model.uv_raster(size)
+    return raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
+
+
+# Fringe mirroring (see _fringe_mirror): a texel above the eyes is taken from its mirror
+# where its distance from the cheeks' skin colour (robust z, lightness at half weight)
+# is over FRINGE_Z and exceeds its mirror's by FRINGE_MARGIN or more (fully by twice).
+FRINGE_Z = 3.0
+FRINGE_MARGIN = 1.5
+
+
+def _fringe_mirror(
+    model: FaceModel, size: int, texture: NDArray[np.float32], covered: NDArray[np.bool_]
+) -> NDArray[np.float32]:
+    """How much each texel above the eyes should come from its mirror because hair
+    covers it and not its mirror: a side-swept fringe over one brow. Measured on the
+    texture as photographed (its shading counts at half weight); brows and hair that
+    cover both sides alike are left as they are (the forehead occluders take those)."""
+    y = _uv_y(model, size)
+    eye_top = float(model.canonical[model.loops[0], 1].min())
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    lab = cv2.cvtColor(np.clip(texture / 255.0, 0.0, 1.0).astype(np.float32), cv2.COLOR_BGR2Lab)
+    cheeks = covered & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    if cheeks.sum() < 50:
+        return np.zeros((size, size), np.float32)
+    samples = lab[cheeks]
+    med = np.median(samples, axis=0)
+    mad = np.median(np.abs(samples - med), axis=0) * 1.4826 + np.array([2.0, 1.5, 1.5])
+    mad[0] *= 2.0  # lightness is half shading
+    z = np.sqrt((((lab - med) / mad) ** 2).sum(-1)) * covered
+    upper = covered & (y < eye_top)
+    mirror = np.clip((z - z[:, ::-1] - FRINGE_MARGIN) / FRINGE_MARGIN, 0.0, 1.0)
+    mirror *= (z > FRINGE_Z) & upper
+    return np.asarray(cv2.GaussianBlur(mirror.astype(np.float32), (0, 0), size * 0.006), np.float32)
 
 
 def _mean_where(image: NDArray[np.float32], mask: NDArray[np.bool_]) -> NDArray[np.float32]:

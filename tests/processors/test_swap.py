@@ -434,6 +434,46 @@ def test_source_glasses_are_painted_out_where_mirrored(
     assert seen[:, lens].sum() > 1000 and seen[:, other].sum() > 1000
 
 
+def test_a_fringe_over_one_brow_takes_the_other_brow(
+    astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A side-swept fringe: orange hair painted over one of the astronaut's brows and
+    the skin above it. Where only that side is covered, the texture takes the mirror
+    texels (the clean brow); brows alike on both sides are not touched."""
+    size = 256
+    model = load_face_model()
+    points = astronaut_face.landmarks_478[:, :2]
+    brow = points[model.regions["left_eyebrow"]]
+    up = np.array([0.0, -0.6 * float(np.ptp(brow[:, 0])) / 2.5], np.float32)
+    hull = cv2.convexHull(np.concatenate([brow, brow + up]).astype(np.int32))
+    fringe = astronaut.copy()
+    cv2.fillConvexPoly(fringe, hull, (40, 110, 210))
+    source = dataclasses.replace(astronaut_face, frame=fringe)
+    uv = model.uv[model.regions["left_eyebrow"]] * (size - 1)
+    region = np.zeros((size, size), np.uint8)
+    cv2.fillConvexPoly(region, cv2.convexHull(uv.astype(np.int32)), 1)
+    region = region.astype(bool)
+
+    def orange(texture: np.ndarray) -> float:
+        # Red minus blue: about 170 with the painted hair, 55 for her own brow.
+        return float((texture[region][:, 2] - texture[region][:, 0]).mean())
+
+    mirrored = prepare_source(source, uv_size=size).texture
+    clean = prepare_source(astronaut_face, uv_size=size).texture
+    monkeypatch.setattr(
+        swap_module, "_fringe_mirror", lambda model, size, *a: np.zeros((size, size), np.float32)
+    )
+    kept = prepare_source(source, uv_size=size).texture
+    assert region.sum() > 100
+    assert orange(kept) > orange(clean) + 60.0, (orange(kept), orange(clean))
+    assert orange(mirrored) < orange(clean) + 0.3 * (orange(kept) - orange(clean))
+    # The clean brow itself is not touched.
+    other = np.zeros((size, size), np.uint8)
+    uv_other = model.uv[model.regions["right_eyebrow"]] * (size - 1)
+    cv2.fillConvexPoly(other, cv2.convexHull(uv_other.astype(np.int32)), 1)
+    assert np.abs(mirrored[other > 0] - kept[other > 0]).max() < 1.0
+
+
 def test_source_advice(
     astronaut_face: Face, grace_hopper_face: Face, caplog: pytest.LogCaptureFixture
 ) -> None:
