@@ -474,6 +474,42 @@ def test_a_fringe_over_one_brow_takes_the_other_brow(
     assert np.abs(mirrored[other > 0] - kept[other > 0]).max() < 1.0
 
 
+def test_a_turned_sources_dark_midline_is_left_to_the_target(
+    astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    """A profile's forehead and nose bridge are its silhouette: background past it is
+    mixed into the texels of the midline, a thin dark line the forehead check's opening
+    removes. On a source turned past 35 degrees the line becomes an occluder (the target
+    shows there); a skin-coloured midline, and a frontal source, are left alone."""
+    size = 256
+    model = load_face_model()
+    points = astronaut_face.landmarks_478[:, :2]
+    midline = points[[10, 151, 9, 8, 168, 6, 197]].astype(np.int32)
+    lined = astronaut.copy()
+    cv2.polylines(lined, [midline], False, (25, 20, 20), 2)
+    source = dataclasses.replace(astronaut_face, frame=lined)
+    uv = (model.uv[[9, 8, 168, 6]] * (size - 1)).astype(np.int32)
+    strip = np.zeros((size, size), np.uint8)
+    cv2.polylines(strip, [uv], False, 1, 1)
+    strip = strip.astype(bool)
+
+    found = swap_module._profile_midline(
+        model, size, prepare_source(source, uv_size=size).albedo, model.uv_raster(size).covered
+    )
+    clean = swap_module._profile_midline(
+        model,
+        size,
+        prepare_source(astronaut_face, uv_size=size).albedo,
+        model.uv_raster(size).covered,
+    )
+    assert found[strip].mean() > 0.5, found[strip].mean()
+    assert clean[strip].mean() < 0.1, clean[strip].mean()  # (her fringe above does count)
+    # Only turned sources get it: the frontal astronaut keeps her texels.
+    assert prepare_source(source, uv_size=size).occluder[strip].mean() < 0.2
+    turned = dataclasses.replace(source, pose=dataclasses.replace(source.pose, yaw=50.0))
+    assert prepare_source(turned, uv_size=size).occluder[strip].mean() > 0.5
+
+
 def test_source_advice(
     astronaut_face: Face, grace_hopper_face: Face, caplog: pytest.LogCaptureFixture
 ) -> None:
