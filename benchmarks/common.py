@@ -126,9 +126,23 @@ def is_single_face(row: dict[str, str]) -> bool:
     return row.get("type", "image") == "image" and note.startswith(SINGLE_FACE_NOTES)
 
 
+# Still images taken from a folder without a MANIFEST.tsv.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+
+
 def folder_images(folder: Path) -> list[tuple[FaceImage, str]]:
-    """Single-face still images listed in ``folder/MANIFEST.tsv`` (videos skipped)."""
+    """Single-face still images listed in ``folder/MANIFEST.tsv`` (videos skipped).
+
+    A folder without a manifest (your own face set) gives every still image in it, by
+    name; each is taken to show one face (the largest face found is used).
+    """
     images: list[tuple[FaceImage, str]] = []
+    if not (folder / "MANIFEST.tsv").exists():
+        for path in sorted(folder.iterdir()):
+            if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file():
+                frame = read_frame(path)
+                images.append((FaceImage(path.stem, frame, str(path)), _sha256(path)))
+        return images
     for row in read_manifest(folder):
         if not is_single_face(row):
             continue

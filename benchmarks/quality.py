@@ -606,7 +606,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--faces",
         type=Path,
         default=SHARED_FACES_DIR,
-        help="folder with MANIFEST.tsv (default: %(default)s)",
+        help="face images: the single-face ones a MANIFEST.tsv lists, or every image "
+        "of a folder without one (default: %(default)s)",
     )
     parser.add_argument(
         "--no-shared", action="store_true", help="package images only (ignore --faces)"

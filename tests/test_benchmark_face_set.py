@@ -1,0 +1,51 @@
+"""The benchmarks' face set: a folder with or without a MANIFEST.tsv."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import cv2
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _common() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_common", ROOT / "benchmarks" / "common.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_common", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_folder_without_a_manifest_gives_every_still_image(
+    tmp_path: Path, astronaut: np.ndarray
+) -> None:
+    common = _common()
+    cv2.imwrite(str(tmp_path / "b_face.jpg"), np.asarray(astronaut))
+    cv2.imwrite(str(tmp_path / "a_face.png"), np.asarray(astronaut)[:, ::-1])
+    (tmp_path / "notes.txt").write_text("not an image")
+    (tmp_path / "clip.mp4").write_bytes(b"\x00" * 16)
+    images = common.folder_images(tmp_path)
+    assert [image.name for image, _ in images] == ["a_face", "b_face"]
+    assert images[0][0].frame.shape == astronaut.shape
+    assert images[0][1] != images[1][1]  # file hashes, for de-duplication
+
+
+def test_a_manifest_lists_only_its_single_face_images(
+    tmp_path: Path, astronaut: np.ndarray
+) -> None:
+    common = _common()
+    for name in ("img_one.png", "img_group.png", "img_unlisted.png"):
+        cv2.imwrite(str(tmp_path / name), np.asarray(astronaut))
+    (tmp_path / "MANIFEST.tsv").write_text(
+        "file\ttype\tcontent_note\n"
+        "img_one.png\timage\t1 face, frontal\n"
+        "img_group.png\timage\tgroup of 5\n"
+    )
+    images = common.folder_images(tmp_path)
+    assert [image.name for image, _ in images] == ["one"]
