@@ -303,10 +303,11 @@ def color_transfer(
         anchor_black: keep black near black: the map's offset is faded out below
             the source's mean lightness (luma for ``lct``, L for ``rct``) over the
             mask, as ``1 - (1 - v / mean)^2 / 2``, to half at black. The mean and
-            what is lighter map as without it; darker pixels (pupils, irises, lashes, brows,
-            nostrils) keep their depth and hue where a positive offset would lift
-            them towards its own colour; where it is negative, fewer of them are
-            pushed below black. The statistics then match only approximately.
+            what is lighter map as without it; darker pixels (pupils, irises,
+            lashes, brows, nostrils) keep more of their depth and hue where a
+            positive offset would lift them towards its own colour; where it is
+            negative, fewer of them are pushed below black. The statistics then
+            match only approximately.
 
     Returns:
         The recoloured source, float32 BGR clipped to [0, 255].

@@ -898,13 +898,6 @@ def _uv_y(model: FaceModel, size: int) -> NDArray[np.float32]:
     return raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
 
 
-# Fringe mirroring (see _fringe_mirror): a texel above the eyes is taken from its mirror
-# where its distance from the cheeks' skin colour (robust z, lightness at half weight)
-# is over FRINGE_Z and exceeds its mirror's by FRINGE_MARGIN or more (fully by twice).
-FRINGE_Z = 3.0
-FRINGE_MARGIN = 1.5
-
-
 def _skin_z(
     model: FaceModel,
     size: int,

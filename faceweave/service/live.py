@@ -67,7 +67,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.analysis.analyser import FaceAnalyser
-from faceweave.errors import NoFaceError
+from faceweave.errors import InputError, NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
 from faceweave.processors.swap import Swapper
@@ -405,13 +405,14 @@ class LiveSessions:
         faces = []
         for number, item in enumerate(items, start=1):
             name = "the source image" if len(items) == 1 else f"source photo {number}"
-            if isinstance(item, Path):
-                image = read_image(item, max_pixels=self.max_pixels)
-            else:
-                with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
-                    path = Path(tmp) / "source"
+            with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
+                path = item if isinstance(item, Path) else Path(tmp) / "source"
+                if not isinstance(item, Path):
                     path.write_bytes(item)
+                try:
                     image = read_image(path, max_pixels=self.max_pixels)
+                except InputError as exc:  # named as the client knows it, not by our path
+                    raise type(exc)(str(exc).replace(str(path), name)) from exc
             with self._source_lock:
                 if self._source_analyser is None:
                     self._source_analyser = self.source_analyser_factory()

@@ -522,6 +522,8 @@ def test_a_live_source_takes_several_photos_as_multipart(
             out["no_face"] = (
                 await send({"source": ("a.png", first, png), "source_2": ("c.png", blank, png)})
             ).json()
+            truncated = {"source": ("a.png", first, png), "source_2": ("b.png", second[:300], png)}
+            out["truncated"] = (await send(truncated)).json()
             out["not_image"] = (
                 await send({"source": ("a.png", first, png), "source_2": ("c.txt", b"hello", png)})
             ).status_code
@@ -538,5 +540,8 @@ def test_a_live_source_takes_several_photos_as_multipart(
     assert out["no_first"]["error"]["code"] == "missing_file"
     assert out["no_face"]["error"]["code"] == "no_face"
     assert "source photo 2" in out["no_face"]["error"]["message"]
+    assert out["truncated"]["error"]["code"] == "bad_input", out["truncated"]
+    assert "source photo 2" in out["truncated"]["error"]["message"], out["truncated"]
+    assert "/tmp" not in out["truncated"]["error"]["message"], out["truncated"]
     assert out["not_image"] == 415
     assert out["unknown"] == 422
