@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -13,11 +14,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@functools.cache
 def _common() -> ModuleType:
+    """benchmarks/common.py (the benchmarks are scripts, not a package)."""
     spec = importlib.util.spec_from_file_location("bench_common", ROOT / "benchmarks" / "common.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_common", module)
+    sys.modules["bench_common"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 

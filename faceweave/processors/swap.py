@@ -865,21 +865,13 @@ def _forehead_occluders(
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
     temple texels far from them in Lab (robust z-score) are marked as occluders.
     """
-    raster = model.uv_raster(size)
-    y = raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
-    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
-    eye_y = float(model.canonical[model.loops[0], 1].max())
-    mouth_y = float(model.canonical[model.loops[2], 1].mean())
-    lab = cv2.cvtColor(
-        np.clip(albedo / max(float(albedo.max()), 1.0), 0, 1).astype(np.float32), cv2.COLOR_BGR2Lab
-    )
-    cheeks = covered & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
-    if cheeks.sum() < 50:
+    z = _skin_z(model, size, _albedo_bytes(albedo), covered)
+    if z is None:
         return np.zeros((size, size), np.float32)
-    samples = lab[cheeks]
-    med = np.median(samples, axis=0)
-    mad = np.median(np.abs(samples - med), axis=0) * 1.4826 + np.array([2.0, 1.5, 1.5])
-    z = np.sqrt((((lab - med) / mad) ** 2).sum(-1))
+    raster = model.uv_raster(size)
+    y = _uv_y(model, size)
+    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
     x = raster.interpolate(model.canonical_extended[:, 0:1], model.render_triangles)[..., 0]
     eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
     temples = (np.abs(x) > eye_outer_x) & (y < mouth_y)
@@ -896,6 +888,11 @@ def _uv_y(model: FaceModel, size: int) -> NDArray[np.float32]:
     """The canonical face's height (y, down) at each texel."""
     raster = model.uv_raster(size)
     return raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
+
+
+def _albedo_bytes(albedo: NDArray[np.float32]) -> NDArray[np.float32]:
+    """An albedo (any scale) brought to 0..255 by its maximum, for :func:`_skin_z`."""
+    return np.asarray(albedo * (255.0 / max(float(albedo.max()), 1.0)), np.float32)
 
 
 def _skin_z(
@@ -959,7 +956,7 @@ def _profile_midline(
     55): texels there that are not skin-coloured are background seen past the profile,
     partly mixed in. Thin, they escape the forehead check (its opening removes lines);
     on p15 they drew a dark notch between the brows of every target."""
-    z = _skin_z(model, size, albedo * (255.0 / max(float(albedo.max()), 1e-6)), covered)
+    z = _skin_z(model, size, _albedo_bytes(albedo), covered)
     if z is None:
         return np.zeros((size, size), np.float32)
     u = np.linspace(0.0, 1.0, size, dtype=np.float32)[None, :]
