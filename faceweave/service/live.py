@@ -308,6 +308,35 @@ class SwappedTrack(VideoStreamTrack):
 
 # The multipart fields of a live source: the first photo leads.
 SOURCE_FIELDS = ("source", *EXTRA_SOURCES)
+_PHOTO = {"type": "string", "format": "binary"}
+# The source endpoint reads its body itself; this describes it for OpenAPI.
+_SOURCE_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            **{
+                media: {"schema": {**_PHOTO, "description": "the source photo"}}
+                for media in ("image/png", "image/jpeg", "image/webp", "image/bmp")
+            },
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["source"],
+                    "properties": {
+                        "source": {**_PHOTO, "description": "the source photo (it leads)"},
+                        **{
+                            field: {
+                                **_PHOTO,
+                                "description": "another photo of the same person (optional)",
+                            }
+                            for field in EXTRA_SOURCES
+                        },
+                    },
+                }
+            },
+        },
+    }
+}
 
 
 # --- sessions --------------------------------------------------------------------------------
@@ -584,7 +613,12 @@ def create_live_router(
         logger.info("live session %s started", session.id[:8])
         return Answer(session=session.id, sdp=pc.localDescription.sdp)
 
-    @router.post("/v1/live/{session_id}/source", response_model=SessionOut, tags=["live"])
+    @router.post(
+        "/v1/live/{session_id}/source",
+        response_model=SessionOut,
+        tags=["live"],
+        openapi_extra=_SOURCE_BODY,
+    )
     async def set_source(session_id: str, request: Request, key: Any = owner_dep) -> SessionOut:
         """Set the source face: the request body is the image (PNG, JPEG, WebP or BMP).
 
