@@ -18,8 +18,8 @@ light, stubble) would otherwise scale the source's dark features (brows, lashes,
 make-up) by that ratio too, and they clip to black.
 
 Both can also keep black near black (``anchor_black``): an affine map's offset moves
-black to a grey or a colour cast (a dark-skinned source's brown irises turned blue-grey
-on a pale target), or pushes dark features below black. The offset is faded out below
+black to a grey or a colour cast (a dark-skinned source's pupils turned a dull
+blue-green on a pale target), or pushes dark features below black. The offset is faded out below
 the source skin's mean lightness, smoothly, to half at black.
 
 ``"sh"`` (spherical-harmonics relighting) needs 3D normals and is done by the

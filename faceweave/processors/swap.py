@@ -79,8 +79,8 @@ COLOR_GAIN_RANGE = (1 / 1.5, 1.25)
 COLOR_RIDGE = 0.1
 # The colour match keeps black near black (color_transfer's anchor_black): its offset is
 # faded out below the source skin's mean lightness, by half at black. Without it black
-# took the offset's cast: a dark-skinned source (p21) on a pale target (p23) had
-# blue-grey irises, black moved to (19, 18, 0) BGR. On the 306 development pairs without
+# took the offset's cast: for a dark-skinned source (p21) on a pale target (p23) it moved
+# to (19, 18, 0) BGR in his pupils and lashes. On the 306 development pairs without
 # p15, p18 and p19 it moved d(out, src) 0.506 -> 0.501 and retrieval 280 -> 283, the
 # landmark error unchanged (0.054).
 COLOR_ANCHOR_BLACK = True
