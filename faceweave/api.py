@@ -96,7 +96,7 @@ class FacePredictor:
         if cached is not None and cached[0] == key and (by_path or cached[1] is source):
             return cached[2]
         faces = [self.source_face(photo) for photo in photos]
-        swapper = Swapper(faces if len(faces) > 1 else faces[0], **self.options)
+        swapper = Swapper(faces, **self.options)
         self._cached = (key, source, swapper)
         return swapper
 

@@ -449,7 +449,7 @@ class LiveSessions:
             if not found:
                 raise NoFaceError(f"no face found in {name}")
             faces.append(found[0])
-        return Swapper(faces if len(faces) > 1 else faces[0], fusion=1.0)
+        return Swapper(faces, fusion=1.0)
 
 
 # --- request and response bodies -------------------------------------------------------------
