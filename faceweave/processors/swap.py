@@ -884,10 +884,14 @@ def _forehead_occluders(
     return np.asarray(cv2.GaussianBlur(ramp, (0, 0), size * 0.01), np.float32)
 
 
+@functools.lru_cache(maxsize=4)
 def _uv_y(model: FaceModel, size: int) -> NDArray[np.float32]:
-    """The canonical face's height (y, down) at each texel."""
+    """The canonical face's height (y, down) at each texel (read-only, shared: a source's
+    preparation asks for it several times)."""
     raster = model.uv_raster(size)
-    return raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
+    y = raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
+    y.setflags(write=False)
+    return y
 
 
 def _albedo_bytes(albedo: NDArray[np.float32]) -> NDArray[np.float32]:
