@@ -88,7 +88,7 @@ from faceweave.io import (
     write_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SwapOptions
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     import faceweave as fw
@@ -107,6 +107,8 @@ COLOR_CHOICES = COLOR_MODES
 DEFAULT_COLOR = _SWAP_DEFAULTS.color
 BLEND_CHOICES = BLEND_MODES
 DEFAULT_BLEND = _SWAP_DEFAULTS.blend
+GAZE_CHOICES = GAZE_MODES
+DEFAULT_GAZE = _SWAP_DEFAULTS.gaze
 FACE_SELECTOR_CHOICES = SELECTORS
 DEFAULT_FACE_SELECTOR = "one"
 DEFAULT_REFERENCE_DISTANCE = 0.6
@@ -504,6 +506,14 @@ def _add_look_and_selection_options(
     )
     parser.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
     parser.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
+    parser.add_argument(
+        "--gaze",
+        choices=GAZE_CHOICES,
+        default=DEFAULT_GAZE,
+        help="where the swapped eyes look: target (they follow the target's eyes) or "
+        "source (as in the source photo: one looking into the camera keeps eye contact) "
+        "(default %(default)s)",
+    )
     parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     parser.add_argument("--light", type=unit_interval, default=DEFAULT_LIGHT, help=LIGHT_HELP)
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)

@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
-from faceweave.core import lighting
+from faceweave.core import eyeball, lighting
 from faceweave.core.facemodel import (
     HOLE_EYE_LEFT,
     HOLE_EYE_RIGHT,
@@ -57,6 +57,7 @@ from faceweave.types import Face, Frame
 logger = logging.getLogger("faceweave")
 
 COLOR_MODES = ("none", "rct", "lct", "sh")
+GAZE_MODES = ("target", "source")
 # Easing of the fusion slider (see fusion_mix); 0 is linear, at most 2 (still monotonic).
 FUSION_EASE = 0.8
 BLEND_MODES = ("alpha", "multiband", "poisson")
@@ -125,6 +126,11 @@ class SwapOptions:
             of its lips, cut at full resolution.
         mask_eyes: always keep the target's eyes (eyeballs, gaze) inside the lids; they
             are kept anyway where the source's eyes are not seen (see eyes_seen).
+        gaze: where the source's irises look: ``target`` (they follow the target's
+            irises: a video's eyes move) or ``source`` (where the source photo's
+            looked within its lids: a photo looking into the camera gives eye
+            contact). Either way an iris keeps its round shape and the photo's size
+            against the eye (:mod:`faceweave.core.eyeball`).
         mask_glasses: keep the target's spectacle frames in front of the swapped face
             (found when a frame's bridge crosses the nose; faces at least 80 px).
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
@@ -153,6 +159,7 @@ class SwapOptions:
     blend: str = "multiband"
     mask_mouth: bool = True
     mask_eyes: bool = False
+    gaze: str = "target"
     mask_glasses: bool = True
     feather: float = 0.03
     mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
@@ -191,6 +198,8 @@ class SwapOptions:
             raise UsageError(
                 f"unknown blend mode {self.blend!r}; choose from {', '.join(BLEND_MODES)}"
             )
+        if self.gaze not in GAZE_MODES:
+            raise UsageError(f"unknown gaze {self.gaze!r}; choose from {', '.join(GAZE_MODES)}")
         if not 0.0 <= self.detail <= 1.0:
             raise UsageError(f"detail must be within [0, 1], got {self.detail}")
         if not 0.0 <= self.light <= 1.0:
@@ -378,6 +387,10 @@ class SourceModel:
             it faced the camera, halved where it came from its mirror, 0 where it is
             hidden, filled or covered (by hair). :func:`merge_sources` weighs several
             photos of one person by it. None: ``valid`` stands in.
+        eyes: the eyeballs of the image-left and image-right eye openings in iris
+            coordinates (:func:`faceweave.core.eyeball.eye_patch`), light divided
+            out as in ``albedo``; None for an eye whose iris was not found (the
+            opening is then warped with the lids, as the rest of the face).
     """
 
     albedo: NDArray[np.float32]
@@ -389,6 +402,9 @@ class SourceModel:
     face: Face = field(repr=False)
     advice: tuple[str, ...] = ()
     confidence: NDArray[np.float32] | None = field(default=None, repr=False)
+    eyes: tuple[eyeball.EyePatch | None, eyeball.EyePatch | None] = field(
+        default=(None, None), repr=False
+    )
 
 
 def _fit_light(
@@ -658,6 +674,72 @@ def _uv_glasses_band_at(model: FaceModel, size: int) -> NDArray[np.float32]:
     return _uv_glasses_band(model, _uv_holes(model, size), model.uv_raster(size).covered)
 
 
+@functools.lru_cache(maxsize=4)
+def _eye_layout(model: FaceModel) -> tuple[tuple[NDArray[np.int32], int, int, int], ...]:
+    """Per eye opening (image-left, image-right): its lid ring, its first iris point
+    (the iris centre; the contour follows) and its two corners."""
+    layout = []
+    for loop in model.loops[:2]:
+        centre = model.canonical[loop, :2].mean(0)
+        first = min(
+            (468, 473), key=lambda i: float(np.linalg.norm(model.canonical[i, :2] - centre))
+        )
+        xs = model.canonical[loop, 0]
+        layout.append((loop, first, int(loop[xs.argmin()]), int(loop[xs.argmax()])))
+    return tuple(layout)
+
+
+def _eye_fits(model: FaceModel, points: NDArray[np.floating]) -> list[bool]:
+    """Per eye opening, whether the iris points of ``points`` (478+, >=2) fit an iris."""
+    pts = np.asarray(points, np.float64)[:, :2]
+    return [
+        eyeball.plausible_iris(
+            eyeball.iris_affine(pts[first : first + 5]),
+            float(np.linalg.norm(pts[right] - pts[left])),
+        )
+        for _, first, left, right in _eye_layout(model)
+    ]
+
+
+def _source_eyes(
+    model: FaceModel,
+    image: Frame,
+    landmarks: NDArray[np.floating],
+    shading: NDArray[np.float32],
+    mirrored: NDArray[np.float32],
+) -> tuple[eyeball.EyePatch | None, eyeball.EyePatch | None]:
+    """SourceModel.eyes: each eyeball in iris coordinates, in albedo units.
+
+    An eye the photo saw badly (its texels mostly mirrored: a turned head's far eye)
+    or whose iris does not fit takes the other eye's patch, mirrored left-right.
+    """
+    pts = np.asarray(landmarks, np.float64)[:, :2]
+    size = shading.shape[0]
+    holes = _uv_holes(model, size)
+    patches: list[eyeball.EyePatch | None] = []
+    far: list[bool] = []
+    for (loop, first, left, right), fits, code in zip(
+        _eye_layout(model), _eye_fits(model, pts), (HOLE_EYE_LEFT, HOLE_EYE_RIGHT), strict=True
+    ):
+        texels = holes == code
+        patch = (
+            eyeball.eye_patch(image, pts[loop], pts[first : first + 5], pts[[left, right]])
+            if fits
+            else None
+        )
+        if patch is not None:
+            patch = patch.scaled(1.0 / np.maximum(shading[texels].mean(0), 1.0))
+        patches.append(patch)
+        far.append(float(mirrored[texels].mean()) > 0.5)
+    out: list[eyeball.EyePatch | None] = []
+    for k in (0, 1):
+        own, other = patches[k], patches[1 - k]
+        if other is not None and (own is None or (far[k] and not far[1 - k])):
+            own = other.mirrored()
+        out.append(own)
+    return out[0], out[1]
+
+
 def prepare_source(
     source_face: Face,
     *,
@@ -770,6 +852,11 @@ def prepare_source(
     if abs(source_face.pose.yaw) > 35.0:
         occluder = np.maximum(occluder, _profile_midline(model, uv_size, filled, covered))
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
+    eyes = (
+        _source_eyes(model, image, source_face.landmarks_478, shading, mirrored)
+        if seen_eyes >= 0.5
+        else (None, None)
+    )
     confidence = valid * np.clip(used_cos, 0.0, 1.0) * (1.0 - 0.5 * mirrored) * (1.0 - occluder)
     return SourceModel(
         albedo=filled,
@@ -781,6 +868,7 @@ def prepare_source(
         face=source_face,
         advice=advice,
         confidence=confidence.astype(np.float32),
+        eyes=eyes,
     )
 
 
@@ -816,6 +904,7 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
         m.valid * (1.0 - m.occluder) if m.confidence is None else m.confidence for m in models
     ]
     albedos = [lead.albedo]
+    gains = [np.ones(3, np.float32)]
     for model, confidence in zip(models[1:], confidences[1:], strict=True):
         # White balance and exposure: a gain per channel, from the skin both photos
         # saw well. (A full colour match would also copy the lead's contrast, and
@@ -823,9 +912,10 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
         both = (confidences[0] > 0.5) & (confidence > 0.5)
         if int(both.sum()) >= 256:
             gain = lead.albedo[both].mean(0) / np.maximum(model.albedo[both].mean(0), 1e-6)
-            albedos.append((model.albedo * np.clip(gain, 0.5, 2.0)).astype(np.float32))
+            gains.append(np.clip(gain, 0.5, 2.0).astype(np.float32))
         else:
-            albedos.append(model.albedo)
+            gains.append(np.ones(3, np.float32))
+        albedos.append((model.albedo * gains[-1]).astype(np.float32))
     # A texel from a small face holds less detail: weigh by the face's size as well.
     largest = max(m.face.size for m in models)
     weights = [
@@ -844,6 +934,19 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
     albedo = mix(albedos)
     # The lead's own light on the merged albedo (its shading: texture over albedo).
     shading = lead.texture / np.maximum(lead.albedo, 1e-3)
+    # Each eyeball from the first photo that has one (not mixed: two irises a pixel
+    # apart would blur), in the lead's colours.
+    eyes = tuple(
+        next(
+            (
+                e.scaled(g)
+                for m, g in zip(models, gains, strict=True)
+                if (e := m.eyes[k]) is not None
+            ),
+            None,
+        )
+        for k in (0, 1)
+    )
     turned = np.array([max(np.cos(np.radians(m.face.pose.yaw)), 0.1) for m in models])
     shape = np.tensordot(turned / turned.sum(), np.stack([m.shape for m in models]), axes=1)
     return replace(
@@ -854,6 +957,7 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
         occluder=mix([m.occluder for m in models]),
         shape=shape,
         confidence=np.max(confidences, axis=0).astype(np.float32),
+        eyes=(eyes[0], eyes[1]),
     )
 
 
@@ -1087,9 +1191,64 @@ class Swapper:
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
+        self._eyes = self._eye_patches()
+        self._hole_codes = np.append(self.model.hole_of_triangle, np.int8(-1))  # [-1] -> -1
         self.identity = _identity_shape(self.model)
         # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
         cv2.cvtColor(np.zeros((1, 1, 3), np.float32), cv2.COLOR_BGR2Lab)
+
+    def _eye_patches(self) -> tuple[eyeball.EyePatch | None, ...]:
+        """The source's eyeballs in the texture's units (albedo for ``sh``, else
+        under the source's light, as its eye texels are); none when the target's
+        eyes are kept anyway."""
+        if self.options.mask_eyes:
+            return (None, None)
+        if self.options.color == "sh":
+            return self.source.eyes
+        holes = _uv_holes(self.model, self.options.uv_size)
+        shading = self.source.texture / np.maximum(self.source.albedo, 1e-3)
+        return tuple(
+            None if patch is None else patch.scaled(shading[holes == code].mean(0))
+            for patch, code in zip(self.source.eyes, (HOLE_EYE_LEFT, HOLE_EYE_RIGHT), strict=True)
+        )
+
+    def _paint_eyes(
+        self,
+        source: NDArray[np.float32],
+        points: NDArray[np.float32],
+        triangle: NDArray[np.int32],
+        backdrop: NDArray[np.float32],
+    ) -> None:
+        """Paint the source's eyeballs into ``source`` (processing-crop pixels), each
+        at the output's iris: the gaze and iris size stay the target's.
+
+        Args:
+            source: the warped source texture, painted in place.
+            points: the output mesh's vertices in processing-crop pixels.
+            triangle: the coarse raster's triangle per pixel (which opening shows).
+            backdrop: the target warped to the output geometry (its own eyes).
+        """
+        # Which opening each coarse grid pixel shows (-1: none; hole codes as in
+        # FaceModel.hole_of_triangle), by one lookup.
+        hole = self._hole_codes[triangle]
+        for (loop, first, left, right), patch, code in zip(
+            _eye_layout(self.model), self._eyes, (HOLE_EYE_LEFT, HOLE_EYE_RIGHT), strict=True
+        ):
+            if patch is None:
+                continue
+            # Where this opening is drawn at all (not behind a turned head's nose),
+            # grown by a grid pixel so that the drawn outline is the lids' own.
+            shown = cv2.dilate((hole == code).astype(np.uint8) * 255, np.ones((3, 3), np.uint8))
+            eyeball.paint_eye(
+                source,
+                patch,
+                points[loop],
+                points[first : first + 5],
+                points[[left, right]],
+                backdrop,
+                shown,
+                gaze=self.options.gaze,
+            )
 
     def with_options(self, **changes: object) -> Swapper:
         """A swapper with some options changed, reusing the prepared source."""
@@ -1234,6 +1393,13 @@ class Swapper:
         source = cv2.remap(
             texture, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         ).astype(np.float32, copy=False)
+        if any(patch is not None for patch in self._eyes):
+            self._paint_eyes(
+                source,
+                (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
+                raster.triangle,
+                warped_target,
+            )
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
         enough_skin = cv2.countNonZero(skin) > 64

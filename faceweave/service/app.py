@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import faceweave
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.errors import FaceweaveError, UsageError
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES
 from faceweave.service import audit
 from faceweave.service.auth import ApiKey, RateLimiter, authenticate, load_pepper
 from faceweave.service.checks import (
@@ -307,6 +307,7 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "fusion": {"type": "number", "minimum": 0, "maximum": 1},
     "color": {"type": "string", "enum": list(COLOR_MODES)},
     "blend": {"type": "string", "enum": list(BLEND_MODES)},
+    "gaze": {"type": "string", "enum": list(GAZE_MODES)},
     "detail": {"type": "number", "minimum": 0, "maximum": 1},
     "light": {"type": "number", "minimum": 0, "maximum": 1},
     "shape": {"type": "number", "minimum": 0, "maximum": 1},

@@ -23,7 +23,13 @@ from typing import Any
 
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.errors import UsageError
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, SwapOptions, css_sides
+from faceweave.processors.swap import (
+    BLEND_MODES,
+    COLOR_MODES,
+    GAZE_MODES,
+    SwapOptions,
+    css_sides,
+)
 from faceweave.service import audit
 from faceweave.service.db import Database
 from faceweave.service.errors import ServiceError
@@ -64,6 +70,8 @@ class JobOptions:
         fusion: 0 keeps the target, 1 is a full swap.
         color: colour mode (see :data:`~faceweave.COLOR_MODES`).
         blend: blend mode (see :data:`~faceweave.BLEND_MODES`).
+        gaze: ``target`` (the eyes follow the target's) or ``source`` (the source
+            photo's gaze).
         face_selector: ``one``, ``many`` or ``reference`` (needs a reference image).
         face_order: order of the target faces (see :func:`~faceweave.order_faces`).
         max_faces: at most this many target faces are detected.
@@ -87,6 +95,7 @@ class JobOptions:
     fusion: float = _ENGINE.fusion
     color: str = _ENGINE.color
     blend: str = _ENGINE.blend
+    gaze: str = _ENGINE.gaze
     detail: float = _ENGINE.detail
     light: float = _ENGINE.light
     shape: float = _ENGINE.shape
@@ -120,6 +129,7 @@ class JobOptions:
             raise UsageError(f"shape must be between 0 and 1, got {self.shape}")
         _choice("color", self.color, COLOR_MODES)
         _choice("blend", self.blend, BLEND_MODES)
+        _choice("gaze", self.gaze, GAZE_MODES)
         _choice("face_selector", self.face_selector, SELECTORS)
         _choice("face_order", self.face_order, ORDERS)
         _choice("output_format", self.output_format, OUTPUT_FORMATS)

@@ -277,6 +277,7 @@ def test_defaults_live_in_module_constants() -> None:
     assert args.fusion == cli.DEFAULT_FUSION
     assert args.color == cli.DEFAULT_COLOR
     assert args.blend == cli.DEFAULT_BLEND
+    assert args.gaze == cli.DEFAULT_GAZE == "target"
     assert args.detail == cli.DEFAULT_DETAIL
     assert args.face_order == cli.DEFAULT_FACE_ORDER
     assert args.max_faces == cli.DEFAULT_MAX_FACES
@@ -292,6 +293,10 @@ def test_defaults_live_in_module_constants() -> None:
     assert no_mouth.mask_mouth is False and no_mouth.mask_eyes is True
     assert no_mouth.mask_glasses is False
     assert SwapOptions.from_settings(no_mouth).mask_glasses is False
+    eye_contact = cli.build_parser().parse_args(
+        ["swap", "-s", "a", "-t", "b", "-o", "c.png", "--gaze", "source"]
+    )
+    assert SwapOptions.from_settings(eye_contact).gaze == "source"
     assert args.mask_padding == cli.DEFAULT_MASK_PADDING == (0.0, 0.0, 0.0, 0.0)
     assert args.feather == cli.DEFAULT_FEATHER
 

@@ -81,6 +81,7 @@ class TestSwapOptions:
             {"shape": 2.0},
             {"color": "sepia"},
             {"blend": "median"},
+            {"gaze": "camera"},
             {"feather": 0.9},
             {"detail": 1.5},
             {"detail": -0.1},
@@ -990,3 +991,101 @@ def test_a_dark_source_keeps_its_pupils_dark_on_a_light_target(
     lifted = irises(Swapper(source).swap(astronaut, astronaut_face))
     assert lifted > own + 25.0, (own, lifted)
     assert own < anchored < lifted - 0.3 * (lifted - own), (own, anchored, lifted)
+
+
+def _look_aside(image: np.ndarray, face: Face, shift: float) -> tuple[np.ndarray, Face]:
+    """The face with its irises moved ``shift`` eye widths to the image's right, in the
+    image (white where they were, the iris's own colour where they go) and in its mesh."""
+    out = image.astype(np.float32)
+    points = face.landmarks_478.copy()
+    for loop, first, left, right in swap_module._eye_layout(load_face_model()):
+        ring = points[loop, :2]
+        width = float(np.linalg.norm(points[right, :2] - points[left, :2]))
+        centre = points[first, :2]
+        radius = float(np.linalg.norm(points[first + 1 : first + 5, :2] - centre, axis=1).mean())
+        opening = _polygon_mask(ring, image.shape)
+        yy, xx = np.mgrid[: image.shape[0], : image.shape[1]]
+        dist = np.hypot(xx - centre[0], yy - centre[1])
+        white_pixels = out[opening & (dist > 1.3 * radius)]
+        luma = white_pixels @ np.array([0.114, 0.587, 0.299], np.float32)
+        white = white_pixels[luma >= np.median(luma)].mean(0)
+        iris = out[opening & (dist < 0.9 * radius)].mean(0)
+        eye = np.empty_like(out)
+        eye[:] = white
+        moved = (int(round((centre[0] + shift * width) * 16)), int(round(centre[1] * 16)))
+        cv2.circle(eye, moved, int(radius * 16), iris.tolist(), -1, cv2.LINE_AA, shift=4)
+        cv2.circle(eye, moved, int(radius * 0.4 * 16), (20, 20, 20), -1, cv2.LINE_AA, shift=4)
+        out[opening] = eye[opening]
+        points[first : first + 5, 0] += shift * width
+    looked = np.clip(out, 0, 255).astype(np.uint8)
+    return looked, dataclasses.replace(face, landmarks_478=points, frame=looked)
+
+
+def _iris_offsets(image: np.ndarray, face: Face) -> list[float]:
+    """Per eye: where the opening's darkest quarter (iris and pupil) sits, from the
+    opening's centroid, along x, in eye widths."""
+    offsets = []
+    luma = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    for loop, _, left, right in swap_module._eye_layout(load_face_model()):
+        ring = face.landmarks_478[loop, :2]
+        width = float(np.linalg.norm(face.landmarks_478[right, :2] - face.landmarks_478[left, :2]))
+        opening = _polygon_mask(ring, image.shape, erode=2)
+        dark = opening & (luma <= np.percentile(luma[opening], 25))
+        xs = np.nonzero(dark)[1]
+        offsets.append(float((xs.mean() - ring[:, 0].mean()) / width))
+    return offsets
+
+
+GAZE_SHIFT = 0.15  # eye widths to the image's right
+
+
+@pytest.fixture(scope="module")
+def aside(astronaut: np.ndarray, astronaut_face: Face) -> tuple[np.ndarray, Face]:
+    """The astronaut looking aside (her irises drawn GAZE_SHIFT eye widths right)."""
+    return _look_aside(astronaut, astronaut_face, GAZE_SHIFT)
+
+
+class TestGaze:
+    """The source's irises go where the target's look (gaze "target", the default), or
+    stay where the source photo's looked within its lids (gaze "source")."""
+
+    SHIFT = GAZE_SHIFT
+
+    def test_the_drawn_target_looks_aside(self, aside: tuple[np.ndarray, Face]) -> None:
+        image, face = aside
+        assert all(offset > 0.6 * self.SHIFT for offset in _iris_offsets(image, face))
+
+    def test_default_follows_the_targets_gaze(
+        self, aside: tuple[np.ndarray, Face], astronaut_flipped_faces: list[Face]
+    ) -> None:
+        image, face = aside
+        source = astronaut_flipped_faces[0]  # she looks into the camera
+        assert source.frame is not None
+        assert all(abs(o) < 0.07 for o in _iris_offsets(source.frame, source))
+        out = Swapper(source).swap(image, [face])
+        assert all(offset > 0.6 * self.SHIFT for offset in _iris_offsets(out, face))
+
+    def test_gaze_source_keeps_the_photos(
+        self, aside: tuple[np.ndarray, Face], astronaut_flipped_faces: list[Face]
+    ) -> None:
+        image, face = aside
+        out = Swapper(astronaut_flipped_faces[0], gaze="source").swap(image, [face])
+        assert all(abs(offset) < 0.07 for offset in _iris_offsets(out, face))
+
+    def test_a_source_without_open_eyes_has_no_eyeballs(
+        self, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        assert all(e is not None for e in prepare_source(astronaut_face).eyes)
+        shut = dataclasses.replace(astronaut_face, frame=_shut_eyes(astronaut, astronaut_face))
+        assert prepare_source(shut).eyes == (None, None)
+
+    def test_several_photos_take_the_first_photos_eyeballs_that_has_them(
+        self, astronaut: np.ndarray, astronaut_face: Face, astronaut_flipped_faces: list[Face]
+    ) -> None:
+        shut = dataclasses.replace(astronaut_face, frame=_shut_eyes(astronaut, astronaut_face))
+        flipped = prepare_source(astronaut_flipped_faces[0], uv_size=SwapOptions().uv_size)
+        merged = Swapper([shut, flipped]).source
+        first, own = merged.eyes[0], flipped.eyes[0]
+        assert first is not None and own is not None and merged.eyes[1] is not None
+        # In the lead's colours: the second photo's gain (here close to 1) applied.
+        assert np.allclose(first.white, own.white, rtol=0.1)

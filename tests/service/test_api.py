@@ -212,6 +212,7 @@ def test_bad_options_are_422(
         ({"face_selector": "reference"}, "reference"),
         ({"wat": "1"}, "wat"),
         ({"mask_eyes": "maybe"}, "mask_eyes"),
+        ({"gaze": "camera"}, "gaze"),
     ):
         response = submit(client, key, source_png, target_jpeg, **options)
         assert response.status_code == 422, (options, response.text)

@@ -188,7 +188,9 @@ def test_look_options_reach_the_engine_with_its_defaults() -> None:
 
     engine = SwapOptions()
     shared = [f.name for f in fields(JobOptions) if f.name in SwapOptions.__dataclass_fields__]
-    assert {"fusion", "color", "blend", "detail", "light", "shape", "mask_eyes"} <= set(shared)
+    assert {"fusion", "color", "blend", "gaze", "detail", "light", "shape", "mask_eyes"} <= set(
+        shared
+    )
     for name in shared:
         assert getattr(JobOptions(), name) == getattr(engine, name), name
     options = JobOptions.from_form({"light": "0.9", "shape": "0.2"})

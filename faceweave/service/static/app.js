@@ -50,7 +50,7 @@ function formData() {
       data.append(name, input.files[0]);
     }
   }
-  for (const name of ["fusion", "light", "shape", "color", "blend", "face_selector"]) {
+  for (const name of ["fusion", "light", "shape", "color", "blend", "gaze", "face_selector"]) {
     data.append(name, form.elements[name].value);
   }
   for (const name of ["mask_mouth", "mask_eyes", "mask_glasses"]) {

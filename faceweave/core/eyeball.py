@@ -1,0 +1,369 @@
+"""Eyeballs in iris coordinates: the source's eye content placed at the target's gaze.
+
+A face mesh's eye opening is a hole bounded by the lids. Warped like skin, a fan
+from the lids to a centre, the source's eyeball follows the source's lids: the
+iris keeps the source's gaze (every output stares where the source photo looked)
+and is stretched with the opening (a wide-eyed target gets an oval iris and the
+source's lash line smeared inwards; a squinting source gives a blurred slit).
+
+Here the eyeball is resampled in **iris coordinates** instead: the iris centre is
+the origin and its radius the unit, fitted as an affine map from the mesh's five
+iris points (centre, then the contour at +x, -y, -x, +y in the image). So the
+iris stays round (foreshortened as the target's is), its size is the target's
+and its position the target's gaze. What the source's lids hid is filled in: the
+top of the iris from its vertical mirror or, failing that, from its mean radial
+profile; the white from the target's own white, brought to the source's white's
+colour, so that it keeps the shadow the target's lids cast on it.
+
+All functions are pure numpy/OpenCV; image points are (x, y) pixels.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+# The five iris points in iris coordinates, in the mesh's order (centre, then the
+# contour at +x, -y, -x, +y in the image: the same for both eyes).
+UNIT_IRIS = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, -1.0], [-1.0, 0.0], [0.0, 1.0]])
+# Patch extent (half-width, half-height) in iris radii: an eye is about five iris
+# radii wide and a gaze moves the iris up to a radius off centre.
+PATCH_SPAN = (3.5, 2.5)
+PATCH_RES = 16  # patch pixels per iris radius
+# Plausible iris radius over eye width (corner to corner): 0.16-0.31 over the dev
+# set's faces up to 40 degrees of yaw; outside, the iris fit is not trusted.
+IRIS_RATIO_RANGE = (0.12, 0.42)
+# Iris aspect (its fitted axes' ratio) beyond which the fit is taken as broken
+# (a profile's far eye): the foreshortening of a 60 degree turn is 0.5.
+IRIS_MAX_ASPECT = 2.5
+# Lid margin left out of what the photo shows of the eyeball, in iris radii.
+LID_MARGIN = 0.12
+# Least share of the iris disc, and area of white (in squared iris radii), that the
+# photo must show to fill in the rest.
+MIN_IRIS_SEEN = 0.3
+MIN_WHITE_SEEN = 0.5
+# Least lightness (8-bit luma) of the white's lighter half over the iris: 36-144
+# for the dev set's open eyes, 1-24 for closed, shadowed or tinted ones.
+MIN_CONTRAST = 25.0
+# The iris is drawn at the source's size against the eye's width, but at most this
+# factor from the target's fitted iris.
+IRIS_MAX_SCALE = 1.3
+# The white's colour is measured from this many iris radii out (clear of the iris's
+# dark rim).
+WHITE_FROM = 1.15
+# The white drawn over the target's own iris where the iris has moved (gaze "source"):
+# a shade of the source's white, as under the lids.
+SHADED_WHITE = 0.85
+
+
+_IRIS_PINV = np.linalg.pinv(np.hstack([UNIT_IRIS, np.ones((5, 1))]))  # (3, 5)
+
+
+def iris_affine(iris_5: NDArray[np.floating]) -> NDArray[np.float64]:
+    """(2, 3) least-squares affine map from iris coordinates to image points.
+
+    Args:
+        iris_5: (5, 2) the mesh's iris points (centre, +x, -y, -x, +y).
+    """
+    return np.asarray((_IRIS_PINV @ np.asarray(iris_5, np.float64)[:, :2]).T, np.float64)
+
+
+def plausible_iris(affine: NDArray[np.float64], eye_width: float) -> bool:
+    """Whether an iris fit is usable: its radius against the eye's width, its aspect."""
+    (a, b, _), (c, d, _) = affine.tolist()
+    axis_1, axis_2 = math.hypot(a, c), math.hypot(b, d)
+    if eye_width <= 1e-6 or min(axis_1, axis_2) <= 1e-6:
+        return False
+    radius = math.sqrt(abs(a * d - b * c))
+    lo, hi = IRIS_RATIO_RANGE
+    return lo <= radius / eye_width <= hi and max(axis_1, axis_2) / min(axis_1, axis_2) <= (
+        IRIS_MAX_ASPECT
+    )
+
+
+def _patch_to_iris() -> NDArray[np.float64]:
+    """(3, 3) patch pixels -> iris coordinates."""
+    half_w, half_h = PATCH_SPAN
+    n = float(PATCH_RES)
+    return np.array([[1.0 / n, 0.0, -half_w], [0.0, 1.0 / n, -half_h], [0.0, 0.0, 1.0]])
+
+
+def patch_size() -> tuple[int, int]:
+    """(width, height) of an eye patch; odd, so the iris centre is a pixel centre."""
+    half_w, half_h = PATCH_SPAN
+    return int(round(2 * half_w * PATCH_RES)) + 1, int(round(2 * half_h * PATCH_RES)) + 1
+
+
+def patch_to_image(affine: NDArray[np.float64]) -> NDArray[np.float64]:
+    """(2, 3) patch pixels -> image points, for an iris fit ``affine``."""
+    return np.asarray(affine @ _patch_to_iris(), np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class EyePatch:
+    """One eyeball in iris coordinates (see :func:`patch_size`).
+
+    Attributes:
+        pixels: (PH, PW, 3) float32 the photo's eyeball, the hidden part of the
+            iris filled in.
+        alpha: (PH, PW) float32 where ``pixels`` hold the eye (the opening as
+            photographed, and the whole iris); elsewhere the white is filled in.
+        white: (3,) float32 the colour of the photo's white (its lighter half).
+        size: the iris radius over the eye's width (corner to corner).
+        gaze: (2,) where the iris centre sat in the opening: its offset from the lid
+            ring's centroid along the corner-to-corner line and across it, in eye
+            widths (:func:`paint_eye` with ``gaze="source"``).
+    """
+
+    pixels: NDArray[np.float32]
+    alpha: NDArray[np.float32]
+    white: NDArray[np.float32]
+    size: float
+    gaze: NDArray[np.float64]
+
+    def scaled(self, gain: NDArray[np.floating]) -> EyePatch:
+        """The same patch with its colours times ``gain`` (3,)."""
+        g = np.asarray(gain, np.float32)
+        pixels = (self.pixels * g).astype(np.float32)
+        return EyePatch(pixels, self.alpha, self.white * g, self.size, self.gaze)
+
+    @functools.cached_property
+    def clear_of_iris(self) -> NDArray[np.uint8]:
+        """(PH, PW) 255 away from the iris and its dark rim (where the white is)."""
+        pw, ph = patch_size()
+        r = _iris_radius_grid(pw, ph, _patch_to_iris()[:2])
+        return np.where(r > WHITE_FROM, 255, 0).astype(np.uint8)
+
+    def mirrored(self) -> EyePatch:
+        """The patch mirrored left-right (the other eye's)."""
+        return EyePatch(
+            np.ascontiguousarray(self.pixels[:, ::-1]),
+            np.ascontiguousarray(self.alpha[:, ::-1]),
+            self.white,
+            self.size,
+            self.gaze,
+        )
+
+
+_LUMA = np.array([0.114, 0.587, 0.299], np.float32)  # BGR
+
+
+def _eye_frame(
+    lids: NDArray[np.floating], corners: NDArray[np.floating]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """An eye's centre (its lid ring's centroid), (2, 2) axes as columns (corner to
+    corner, and across) and width."""
+    c = np.asarray(corners, np.float64)
+    ax, ay = float(c[1, 0] - c[0, 0]), float(c[1, 1] - c[0, 1])
+    width = max(math.hypot(ax, ay), 1e-6)
+    ax, ay = ax / width, ay / width
+    across = np.array([[ax, -ay], [ay, ax]])
+    return np.asarray(lids)[:, :2].mean(0).astype(np.float64), across, width
+
+
+def _iris_radius_grid(width: int, height: int, to_iris: NDArray[np.float64]) -> NDArray[np.float32]:
+    """(height, width) distance from the iris centre in iris radii, per pixel."""
+    x = np.arange(width, dtype=np.float32)[None, :]
+    y = np.arange(height, dtype=np.float32)[:, None]
+    m = to_iris.astype(np.float32)
+    u = m[0, 0] * x + m[0, 1] * y + m[0, 2]
+    v = m[1, 0] * x + m[1, 1] * y + m[1, 2]
+    return np.asarray(np.sqrt(u * u + v * v), np.float32)
+
+
+def _lighter_mean(
+    image: NDArray[np.float32], mask: NDArray[np.uint8]
+) -> NDArray[np.float32] | None:
+    """(3,) mean colour of the masked pixels at least as light as their mean (the
+    white without the lids' shadow and lashes); None under four pixels."""
+    if cv2.countNonZero(mask) < 4:
+        return None
+    luma = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    lighter = cv2.compare(luma, cv2.mean(luma, mask)[0], cv2.CMP_GE) & mask
+    return np.array(cv2.mean(image, lighter)[:3], np.float32)
+
+
+def eye_patch(
+    image: NDArray[np.generic],
+    lids: NDArray[np.floating],
+    iris_5: NDArray[np.floating],
+    corners: NDArray[np.floating],
+) -> EyePatch | None:
+    """The eyeball in iris coordinates, the hidden part of the iris filled in.
+
+    Args:
+        image: (H, W, 3) the photo.
+        lids: (K, 2) the eye opening's boundary ring in image points.
+        iris_5: (5, 2) the iris points (see :func:`iris_affine`).
+        corners: (2, 2) the eye's corners, image-left first.
+
+    Returns:
+        The :class:`EyePatch`, or None when the photo shows too little of the
+        iris or of the white, or no white lighter than the iris (a squint, a lens's
+        glare, a shadow).
+    """
+    pw, ph = patch_size()
+    affine = iris_affine(iris_5)
+    centre, across, width = _eye_frame(lids, corners)
+    size = float(np.sqrt(abs(np.linalg.det(affine[:, :2])))) / width
+    gaze = across.T @ (affine[:, 2] - centre) / width
+    to_image = patch_to_image(affine)
+    patch = cv2.warpAffine(
+        np.asarray(image),
+        to_image,
+        (pw, ph),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_REPLICATE,
+    ).astype(np.float32)
+    to_patch = cv2.invertAffineTransform(to_image)
+    ring = np.asarray(lids, np.float64)[:, :2] @ to_patch[:, :2].T + to_patch[:, 2]
+    opening = np.zeros((ph, pw), np.uint8)
+    cv2.fillPoly(opening, [np.round(ring * 16).astype(np.int32)], 255, cv2.LINE_8, shift=4)
+    # The lid margin's own pixels (lashes, their shadow) are not eyeball.
+    margin = 2 * int(round(LID_MARGIN * PATCH_RES)) + 1
+    opening = cv2.erode(opening, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (margin, margin))) > 0
+    r = _iris_radius_grid(pw, ph, _patch_to_iris()[:2])
+    iris = r < 1.0
+    seen_iris = iris & opening
+    # The white: clear of the iris's dark rim.
+    seen_white = opening & (r > WHITE_FROM)
+    if (
+        seen_iris.sum() < MIN_IRIS_SEEN * np.pi * PATCH_RES**2
+        or seen_white.sum() < MIN_WHITE_SEEN * PATCH_RES**2
+    ):
+        return None
+    white = _lighter_mean(patch, seen_white.astype(np.uint8) * 255)
+    assert white is not None  # seen_white has at least MIN_WHITE_SEEN squared radii
+    if float(white @ _LUMA - patch[seen_iris].mean(0) @ _LUMA) < MIN_CONTRAST:
+        return None
+    # Iris: the vertical mirror where the other lid showed it, else its radial profile.
+    bins = np.minimum((r * 8).astype(np.int32), 7)
+    counts = np.bincount(bins[seen_iris], minlength=8).astype(np.float64)
+    profile = np.stack(
+        [np.bincount(bins[seen_iris], patch[..., c][seen_iris], minlength=8) for c in range(3)],
+        axis=1,
+    )
+    have = counts > 0
+    centres = np.arange(8, dtype=np.float64)
+    profile = np.stack(
+        [np.interp(centres, centres[have], profile[have, c] / counts[have]) for c in range(3)],
+        axis=1,
+    )
+    iris_fill = profile[bins].astype(np.float32)
+    mirrored_seen = seen_iris[::-1]
+    iris_fill[mirrored_seen] = patch[::-1][mirrored_seen]
+    # Soft edges: the iris disc anti-aliased, the seen opening feathered by a pixel.
+    in_iris = np.clip((1.0 - r) * PATCH_RES + 0.5, 0.0, 1.0).astype(np.float32)
+    shown = cv2.GaussianBlur(opening.astype(np.float32), (0, 0), 1.0) * opening
+    pixels = shown[..., None] * patch + (1.0 - shown[..., None]) * iris_fill
+    alpha = np.maximum(shown, in_iris)
+    return EyePatch(pixels.astype(np.float32), alpha.astype(np.float32), white, size, gaze)
+
+
+def paint_eye(
+    canvas: NDArray[np.float32],
+    patch: EyePatch,
+    lids: NDArray[np.floating],
+    iris_5: NDArray[np.floating],
+    corners: NDArray[np.floating],
+    backdrop: NDArray[np.float32],
+    visible: NDArray[np.uint8] | None = None,
+    *,
+    gaze: str = "target",
+) -> bool:
+    """Paint an eye patch into ``canvas`` inside the opening ``lids``, in place.
+
+    Args:
+        canvas: (H, W, 3) float32 image to paint into.
+        patch: from :func:`eye_patch`, in the canvas's colour units.
+        lids: (K, 2) the opening's boundary ring in canvas points.
+        iris_5: (5, 2) the iris points in canvas points: where the iris goes.
+        corners: (2, 2) the eye's corners in canvas points, image-left first: the
+            iris is drawn at the photo's size against the eye's width
+            (``patch.size``), within IRIS_MAX_SCALE of the fitted one.
+        backdrop: (H, W, 3) float32 the target's own eye at the same place: where
+            the source's lids hid the white, the backdrop's white shows, brought
+            to the source's white's colour (its lid shadows stay).
+        visible: optional uint8 mask, 255 where the opening is not hidden behind
+            nearer geometry (a turned head's nose), on a grid of any size over the
+            whole canvas (aligned as ``cv2.resize`` aligns the two).
+        gaze: ``target``: the iris goes where ``iris_5`` has it; ``source``: where
+            the photo's iris sat in its opening (``patch.gaze``), the gaze of the
+            photo.
+
+    Returns:
+        False, and nothing painted, where ``iris_5`` fits no plausible iris (see
+        :func:`plausible_iris`) or the opening is under two pixels.
+    """
+    h, w = canvas.shape[:2]
+    ring = np.asarray(lids, np.float32)[:, :2]
+    (x0f, y0f), (x1f, y1f) = ring.min(0), ring.max(0)
+    x0, y0 = max(int(x0f) - 1, 0), max(int(y0f) - 1, 0)
+    x1, y1 = min(int(x1f) + 3, w), min(int(y1f) + 3, h)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return False
+    affine = iris_affine(iris_5)
+    centre, across, width = _eye_frame(ring, corners)
+    if not plausible_iris(affine, width):
+        return False
+    # Where the target's own iris is, in the region's pixels (its backdrop's iris).
+    own_iris = affine.copy()
+    own_iris[:, 2] -= (x0, y0)
+    radius = math.sqrt(abs(affine[0, 0] * affine[1, 1] - affine[0, 1] * affine[1, 0]))
+    affine[:, :2] *= min(max(patch.size * width / radius, 1.0 / IRIS_MAX_SCALE), IRIS_MAX_SCALE)
+    if gaze == "source":
+        affine[:, 2] = centre + across @ patch.gaze * width
+    affine[:, 2] -= (x0, y0)  # from here on, in the region's pixels
+    size = (x1 - x0, y1 - y0)
+    to_region = patch_to_image(affine)
+    pixels = cv2.warpAffine(patch.pixels, to_region, size, borderMode=cv2.BORDER_REPLICATE)
+    alpha = cv2.warpAffine(patch.alpha, to_region, size, borderMode=cv2.BORDER_REPLICATE)
+    inside = np.zeros((size[1], size[0]), np.uint8)
+    cv2.fillPoly(inside, [((ring - (x0, y0)) * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
+    if visible is not None:
+        kx, ky = visible.shape[1] / w, visible.shape[0] / h
+        to_grid = np.array([[kx, 0.0, (x0 + 0.5) * kx - 0.5], [0.0, ky, (y0 + 0.5) * ky - 0.5]])
+        shown = cv2.warpAffine(
+            visible, to_grid, size, flags=cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE
+        )
+        inside = cv2.multiply(inside, shown, scale=1.0 / 255.0)
+    weight = inside.astype(np.float32) * np.float32(1.0 / 255.0)
+    # The target's white: inside the opening, clear of its own iris, its lighter part.
+    # The fill is the target's eye brought to the source's white's colour: the lids'
+    # shadow on it stays (under the upper lid the iris's rim reads as that shadow).
+    # Where the iris has moved away from the target's own (gaze "source"), the
+    # target's iris would show twice: there the source's white, in the shade that
+    # the lids' margin gives it.
+    back = backdrop[y0:y1, x0:x1]
+    clear = cv2.warpAffine(
+        patch.clear_of_iris,
+        patch_to_image(own_iris),
+        size,
+        flags=cv2.INTER_NEAREST,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=255,
+    )
+    target_white = _lighter_mean(back, clear & cv2.compare(inside, 127, cv2.CMP_GT))
+    if target_white is None:
+        fill = np.empty_like(back)
+        fill[:] = patch.white
+    else:
+        fill = back * (patch.white / np.maximum(target_white, 1.0)).astype(np.float32)
+        if gaze == "source":
+            cv2.copyTo(
+                np.full_like(back, 1.0) * (SHADED_WHITE * patch.white),
+                255 - clear,
+                fill,
+            )
+    eye = cv2.blendLinear(pixels, fill, alpha, 1.0 - alpha)
+    # canvas += weight * (eye - canvas): exactly unchanged where the weight is 0.
+    roi = canvas[y0:y1, x0:x1]
+    eye -= roi
+    eye *= weight[..., None]
+    roi += eye
+    return True

@@ -1,0 +1,260 @@
+"""Eyeballs in iris coordinates: fit, patch, fill and paint, on drawn eyes."""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+import pytest
+
+from faceweave.core import eyeball
+from faceweave.core.eyeball import UNIT_IRIS, eye_patch, iris_affine, paint_eye, plausible_iris
+
+SKIN = (120.0, 150.0, 190.0)
+WHITE = (225.0, 230.0, 235.0)
+IRIS = (40.0, 70.0, 110.0)
+CENTRE = (100.0, 60.0)
+HALF_WIDTH = 40.0
+RADIUS = 14.0
+
+
+def _lids(half_height: float, centre: tuple[float, float] = CENTRE) -> np.ndarray:
+    """(32, 2) an almond-shaped opening: upper arc left to right, lower arc back."""
+    t = np.linspace(0.0, np.pi, 17)[:-1]
+    x = centre[0] - HALF_WIDTH * np.cos(t)
+    upper = np.stack([x, centre[1] - half_height * np.sin(t)], axis=1)
+    t2 = np.linspace(np.pi, 2 * np.pi, 17)[:-1]
+    x2 = centre[0] - HALF_WIDTH * np.cos(t2)
+    lower = np.stack([x2, centre[1] - half_height * np.sin(t2)], axis=1)
+    return np.concatenate([upper, lower]).astype(np.float32)
+
+
+def _corners(centre: tuple[float, float] = CENTRE) -> np.ndarray:
+    return np.array([[centre[0] - HALF_WIDTH, centre[1]], [centre[0] + HALF_WIDTH, centre[1]]])
+
+
+def _iris_points(centre: tuple[float, float], radius: float = RADIUS) -> np.ndarray:
+    return (np.asarray(centre) + radius * UNIT_IRIS).astype(np.float32)
+
+
+def _draw_eye(
+    half_height: float,
+    iris_at: tuple[float, float],
+    *,
+    white: tuple[float, float, float] = WHITE,
+    iris: tuple[float, float, float] = IRIS,
+) -> np.ndarray:
+    """A skin-coloured image with one eye: white, iris and pupil, cut by the lids."""
+    image = np.full((120, 200, 3), SKIN, np.float32)
+    eye = np.full_like(image, white)
+    cv2.circle(
+        eye,
+        (int(iris_at[0] * 16), int(iris_at[1] * 16)),
+        int(RADIUS * 16),
+        iris,
+        -1,
+        cv2.LINE_AA,
+        shift=4,
+    )
+    cv2.circle(
+        eye,
+        (int(iris_at[0] * 16), int(iris_at[1] * 16)),
+        int(5 * 16),
+        (10, 10, 10),
+        -1,
+        cv2.LINE_AA,
+        shift=4,
+    )
+    opening = np.zeros(image.shape[:2], np.uint8)
+    cv2.fillPoly(
+        opening, [np.round(_lids(half_height) * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4
+    )
+    a = (opening.astype(np.float32) / 255.0)[..., None]
+    return np.clip(a * eye + (1 - a) * image, 0, 255).astype(np.uint8)
+
+
+def _patch_at(patch: np.ndarray, u: float, v: float) -> np.ndarray:
+    """The patch's pixel at iris coordinates (u, v)."""
+    pw, ph = eyeball.patch_size()
+    x = int(round((pw - 1) / 2 + u * eyeball.PATCH_RES))
+    y = int(round((ph - 1) / 2 + v * eyeball.PATCH_RES))
+    return patch[y, x]
+
+
+class TestIrisFit:
+    def test_recovers_an_affine_map(self) -> None:
+        rng = np.random.default_rng(3)
+        true = np.hstack([rng.normal(0, 5, (2, 2)), rng.normal(50, 10, (2, 1))])
+        points = UNIT_IRIS @ true[:, :2].T + true[:, 2]
+        assert np.allclose(iris_affine(points), true, atol=1e-9)
+
+    def test_least_squares_over_a_noisy_contour(self) -> None:
+        points = _iris_points((60.0, 40.0), 10.0)
+        points[1:] += np.array([[0.5, 0], [0, -0.5], [-0.5, 0], [0, 0.5]], np.float32)
+        fit = iris_affine(points)
+        assert np.allclose(fit[:, 2], (60.0, 40.0), atol=1e-5)  # the mean of the points
+        assert math.isclose(fit[0, 0], 10.5, abs_tol=1e-5)
+
+    @pytest.mark.parametrize(
+        ("radius", "aspect", "expected"),
+        [
+            (16.0, 1.0, True),
+            (16.0, 2.0, True),
+            (3.0, 1.0, False),
+            (40.0, 1.0, False),
+            (16.0, 3.0, False),
+            (0.0, 1.0, False),
+        ],
+    )
+    def test_plausible(self, radius: float, aspect: float, expected: bool) -> None:
+        affine = np.array([[radius / math.sqrt(aspect), 0, 0], [0, radius * math.sqrt(aspect), 0]])
+        assert plausible_iris(affine, 80.0) is expected
+        assert plausible_iris(affine, 0.0) is False
+
+
+class TestEyePatch:
+    def test_white_size_and_gaze_of_the_photo(self) -> None:
+        at = (CENTRE[0] + 8.0, CENTRE[1])
+        image = _draw_eye(18.0, at)
+        patch = eye_patch(image, _lids(18.0), _iris_points(at), _corners())
+        assert patch is not None
+        assert np.allclose(patch.white, WHITE, atol=6)
+        assert math.isclose(patch.size, RADIUS / (2 * HALF_WIDTH), rel_tol=0.02)
+        # The lid ring's centroid sits at CENTRE: the iris 8 px (a tenth of the eye) right.
+        assert np.allclose(patch.gaze, (8.0 / 80.0, 0.0), atol=0.01)
+        # Iris coordinates: the pupil at the centre, the iris one radius out, white beyond.
+        assert _patch_at(patch.pixels, 0, 0).max() < 30
+        assert np.allclose(_patch_at(patch.pixels, 0.7, 0), IRIS, atol=8)
+        assert np.allclose(_patch_at(patch.pixels, 1.8, 0), WHITE, atol=8)
+
+    def test_the_part_of_the_iris_the_lids_hid_is_filled_in(self) -> None:
+        image = _draw_eye(9.0, CENTRE)  # lids cut the iris's top and bottom (radius 14)
+        patch = eye_patch(image, _lids(9.0), _iris_points(CENTRE), _corners())
+        assert patch is not None
+        for v in (-0.85, 0.85):  # under the lids in the photo: skin there
+            assert np.allclose(_patch_at(patch.pixels, 0, v), IRIS, atol=20)
+            assert _patch_at(patch.alpha, 0, v) == pytest.approx(1.0)
+        # Beyond the iris, where the lids hid the white: left to the target (alpha 0).
+        assert _patch_at(patch.alpha, 1.6, -1.0) == pytest.approx(0.0)
+        assert _patch_at(patch.alpha, 1.8, 0.0) == pytest.approx(1.0)
+
+    def test_no_patch_where_no_eye_shows(self) -> None:
+        lids = _lids(18.0)
+        iris = _iris_points(CENTRE)
+        flat = _draw_eye(18.0, CENTRE, white=SKIN, iris=SKIN)  # painted over: no contrast
+        assert eye_patch(flat, lids, iris, _corners()) is None
+        slit = _draw_eye(2.0, CENTRE)  # a squint: hardly any iris or white
+        assert eye_patch(slit, _lids(2.0), iris, _corners()) is None
+
+    def test_mirrored_and_scaled(self) -> None:
+        image = _draw_eye(18.0, (CENTRE[0] + 8.0, CENTRE[1]))
+        patch = eye_patch(image, _lids(18.0), _iris_points((108.0, 60.0)), _corners())
+        assert patch is not None
+        flipped = patch.mirrored()
+        assert np.array_equal(flipped.pixels, patch.pixels[:, ::-1])
+        assert np.array_equal(flipped.mirrored().pixels, patch.pixels)
+        assert np.array_equal(flipped.gaze, patch.gaze)  # both eyes look the same way
+        half = patch.scaled(np.array([0.5, 0.5, 0.5]))
+        assert np.allclose(half.pixels, patch.pixels * 0.5)
+        assert np.allclose(half.white, patch.white * 0.5)
+
+
+def _dark_centroid(image: np.ndarray, lids: np.ndarray) -> np.ndarray:
+    """Centroid of the opening's darkest pixels (the iris and pupil)."""
+    inside = np.zeros(image.shape[:2], np.uint8)
+    cv2.fillPoly(inside, [np.round(lids).astype(np.int32)], 255)
+    luma = cv2.cvtColor(np.clip(image, 0, 255).astype(np.uint8), cv2.COLOR_BGR2GRAY)
+    dark = (inside > 0) & (luma < 120)
+    ys, xs = np.nonzero(dark)
+    return np.array([xs.mean(), ys.mean()])
+
+
+@pytest.fixture
+def source_patch() -> eyeball.EyePatch:
+    """A photo's eye looking straight ahead."""
+    image = _draw_eye(18.0, CENTRE)
+    patch = eye_patch(image, _lids(18.0), _iris_points(CENTRE), _corners())
+    assert patch is not None
+    return patch
+
+
+class TestPaintEye:
+    def test_the_iris_goes_where_the_target_looks(self, source_patch: eyeball.EyePatch) -> None:
+        at = (CENTRE[0] - 12.0, CENTRE[1] + 2.0)
+        target = _draw_eye(18.0, at, iris=(150, 150, 150)).astype(np.float32)
+        canvas = np.full_like(target, 128.0)
+        assert paint_eye(canvas, source_patch, _lids(18.0), _iris_points(at), _corners(), target)
+        assert np.allclose(_dark_centroid(canvas, _lids(18.0)), at, atol=1.0)
+
+    def test_gaze_source_keeps_the_photos_gaze(self, source_patch: eyeball.EyePatch) -> None:
+        at = (CENTRE[0] - 12.0, CENTRE[1])
+        target = _draw_eye(18.0, at).astype(np.float32)
+        canvas = target.copy()
+        lids = _lids(18.0)
+        paint_eye(canvas, source_patch, lids, _iris_points(at), _corners(), target, gaze="source")
+        # The photo's iris sat at the opening's centre; the target's own iris (where the
+        # painted one is not) is covered by the source's white in shade, not shown twice.
+        assert np.allclose(_dark_centroid(canvas, lids), CENTRE, atol=1.0)
+        own = canvas[int(at[1]), int(at[0]) - 8]
+        assert own.min() > 150
+
+    def test_only_the_opening_changes(self, source_patch: eyeball.EyePatch) -> None:
+        target = _draw_eye(18.0, CENTRE).astype(np.float32)
+        canvas = np.full_like(target, 77.0)
+        paint_eye(canvas, source_patch, _lids(18.0), _iris_points(CENTRE), _corners(), target)
+        grown = np.zeros(canvas.shape[:2], np.uint8)
+        cv2.fillPoly(grown, [np.round(_lids(18.0)).astype(np.int32)], 255)
+        grown = cv2.dilate(grown, np.ones((5, 5), np.uint8))
+        assert np.all(canvas[grown == 0] == 77.0)
+        assert np.abs(canvas[grown > 0] - 77.0).max() > 100
+
+    def test_the_white_the_photo_hid_keeps_the_targets_lid_shadow(self) -> None:
+        # The photo's eye is narrow; the target's is wide open, its white shaded
+        # towards the upper lid (a stripe at 60% of its light).
+        image = _draw_eye(10.0, CENTRE, white=(200.0, 210.0, 220.0))
+        narrow = eye_patch(image, _lids(10.0), _iris_points(CENTRE), _corners())
+        assert narrow is not None
+        target = _draw_eye(24.0, CENTRE).astype(np.float32)
+        shade = (slice(40, 44), slice(85, 95))  # under the upper lid, clear of the iris
+        target[shade] *= 0.6
+        canvas = target.copy()
+        paint_eye(canvas, narrow, _lids(24.0), _iris_points(CENTRE), _corners(), target)
+        lit = canvas[int(CENTRE[1]) - 3, 72]  # beside the iris: the photo's own white
+        assert np.allclose(lit, narrow.white, atol=12)
+        shaded = canvas[shade].reshape(-1, 3).mean(0)
+        assert np.allclose(shaded / narrow.white, 0.6, atol=0.06)
+
+    def test_a_hidden_opening_or_an_implausible_iris_paints_nothing(
+        self, source_patch: eyeball.EyePatch
+    ) -> None:
+        target = _draw_eye(18.0, CENTRE).astype(np.float32)
+        canvas = np.full_like(target, 50.0)
+        hidden = np.zeros((12, 20), np.uint8)  # a coarse grid over the canvas
+        paint_eye(
+            canvas, source_patch, _lids(18.0), _iris_points(CENTRE), _corners(), target, hidden
+        )
+        assert np.all(canvas == 50.0)
+        collapsed = np.repeat(np.array([CENTRE], np.float32), 5, axis=0)
+        assert not paint_eye(canvas, source_patch, _lids(18.0), collapsed, _corners(), target)
+        assert np.all(canvas == 50.0)
+
+    def test_the_iris_keeps_the_photos_size_against_the_eye(
+        self, source_patch: eyeball.EyePatch
+    ) -> None:
+        # The target's fitted iris is 10% larger than the photo's proportion: the
+        # photo's proportion wins (within IRIS_MAX_SCALE).
+        target = _draw_eye(18.0, CENTRE).astype(np.float32)
+        canvas = target.copy()
+        paint_eye(
+            canvas,
+            source_patch,
+            _lids(18.0),
+            _iris_points(CENTRE, RADIUS * 1.1),
+            _corners(),
+            target,
+        )
+        row = cv2.cvtColor(np.clip(canvas, 0, 255).astype(np.uint8), cv2.COLOR_BGR2GRAY)[60]
+        dark = np.nonzero(row < 150)[0]
+        dark = dark[(dark > 60) & (dark < 140)]
+        assert dark.max() - dark.min() + 1 == pytest.approx(2 * RADIUS, abs=2)
