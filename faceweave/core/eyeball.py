@@ -308,7 +308,8 @@ def paint_eye(
     if x1 - x0 < 2 or y1 - y0 < 2:
         return False
     affine = iris_affine(iris_5)
-    centre, across, width = _eye_frame(ring, corners)
+    (cx0, cy0), (cx1, cy1) = np.asarray(corners, np.float64)[:, :2].tolist()
+    width = math.hypot(cx1 - cx0, cy1 - cy0)
     if not plausible_iris(affine, width):
         return False
     # Where the target's own iris is, in the region's pixels (its backdrop's iris).
@@ -317,6 +318,7 @@ def paint_eye(
     radius = math.sqrt(abs(affine[0, 0] * affine[1, 1] - affine[0, 1] * affine[1, 0]))
     affine[:, :2] *= min(max(patch.size * width / radius, 1.0 / IRIS_MAX_SCALE), IRIS_MAX_SCALE)
     if gaze == "source":
+        centre, across, _ = _eye_frame(ring, corners)
         affine[:, 2] = centre + across @ patch.gaze * width
     affine[:, 2] -= (x0, y0)  # from here on, in the region's pixels
     size = (x1 - x0, y1 - y0)
