@@ -230,7 +230,7 @@ def _lct_affine(
     """
     mean_s, cov_s = masked_mean_cov(source, source_mask)
     mean_t, cov_t = masked_mean_cov(target, target_mask)
-    colour = _colourfulness(cov_t)
+    colour = colourfulness(cov_t)
     if gain_range is not None:
         var_s = max(float(_LUMA_BGR @ cov_s @ _LUMA_BGR), 1e-6)
         var_t = max(float(_LUMA_BGR @ cov_t @ _LUMA_BGR), 1e-6)
@@ -253,7 +253,7 @@ def _lct_affine(
     return transform, offset, float(_LUMA_BGR @ mean_s)
 
 
-def _colourfulness(cov: NDArray[np.float64]) -> float:
+def colourfulness(cov: NDArray[np.float64]) -> float:
     """1 for a colour photo's pixels, 0 for grey ones (any tint), from their covariance:
     the share of their variance off the grey axis. Skin in colour photos has at least
     1% of its variance there (1.2-12% in the development photos); black-and-white

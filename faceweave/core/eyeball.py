@@ -12,8 +12,9 @@ iris points (centre, then the contour at +x, -y, -x, +y in the image). So the
 iris stays round (foreshortened as the target's is), its size is the target's
 and its position the target's gaze. What the source's lids hid is filled in: the
 top of the iris from its vertical mirror or, failing that, from its mean radial
-profile; the white from the target's own white, brought to the source's white's
-colour, so that it keeps the shadow the target's lids cast on it.
+profile; the white from the target's own, which keeps the shadow the target's lids
+cast on it. The eyeball's colours are brought to the target's by a white balance
+(the photo's white to the target's), not by the skin's colour map.
 
 All functions are pure numpy/OpenCV; image points are (x, y) pixels.
 """
@@ -50,6 +51,13 @@ MIN_WHITE_SEEN = 0.5
 # Least lightness (8-bit luma) of the white's lighter half over the iris: 36-144
 # for the dev set's open eyes, 1-24 for closed, shadowed or tinted ones.
 MIN_CONTRAST = 25.0
+# The white's Lab chroma over that of the skin around the eye (the patch outside the
+# opening): 0.03-0.89 for the dev set's open eyes; 0.94-1.14 where the "white" was
+# skin or seen through a warm-tinted lens (Grace Hopper's, drawn red-orange when
+# brought to a target's white). Skin under MIN_SKIN_CHROMA (a black-and-white photo)
+# gives no measure.
+MAX_WHITE_CHROMA = 0.9
+MIN_SKIN_CHROMA = 8.0
 # The iris is drawn at the source's size against the eye's width, but at most this
 # factor from the target's fitted iris.
 IRIS_MAX_SCALE = 1.3
@@ -57,8 +65,14 @@ IRIS_MAX_SCALE = 1.3
 # dark rim).
 WHITE_FROM = 1.15
 # The white drawn over the target's own iris where the iris has moved (gaze "source"):
-# a shade of the source's white, as under the lids.
+# a shade of the target's white, as under the lids.
 SHADED_WHITE = 0.85
+# Bounds of the white balance (see white_gain): the overall gain, and each channel's
+# gain against it. A white's tint, measured on a few dozen pixels next to lashes and
+# make-up, varies by up to 30% between the dev photos' eyes (blue over red 0.8-1.3)
+# where their light hardly differs: most of it is not the light's.
+WHITE_GAIN_RANGE = (0.4, 2.5)
+WHITE_TINT_RANGE = 1.1
 
 
 _IRIS_PINV = np.linalg.pinv(np.hstack([UNIT_IRIS, np.ones((5, 1))]))  # (3, 5)
@@ -126,12 +140,6 @@ class EyePatch:
     size: float
     gaze: NDArray[np.float64]
 
-    def scaled(self, gain: NDArray[np.floating]) -> EyePatch:
-        """The same patch with its colours times ``gain`` (3,)."""
-        g = np.asarray(gain, np.float32)
-        pixels = (self.pixels * g).astype(np.float32)
-        return EyePatch(pixels, self.alpha, self.white * g, self.size, self.gaze)
-
     @functools.cached_property
     def clear_of_iris(self) -> NDArray[np.uint8]:
         """(PH, PW) 255 away from the iris and its dark rim (where the white is)."""
@@ -174,6 +182,12 @@ def _iris_radius_grid(width: int, height: int, to_iris: NDArray[np.float64]) -> 
     u = m[0, 0] * x + m[0, 1] * y + m[0, 2]
     v = m[1, 0] * x + m[1, 1] * y + m[1, 2]
     return np.asarray(np.sqrt(u * u + v * v), np.float32)
+
+
+def _chroma(bgr: NDArray[np.floating]) -> float:
+    """CIE Lab chroma of one 8-bit BGR colour."""
+    lab = cv2.cvtColor(np.asarray(bgr, np.float32).reshape(1, 1, 3) / 255.0, cv2.COLOR_BGR2Lab)
+    return float(np.hypot(lab[0, 0, 1], lab[0, 0, 2]))
 
 
 def _lighter_mean(
@@ -241,6 +255,12 @@ def eye_patch(
     assert white is not None  # seen_white has at least MIN_WHITE_SEEN squared radii
     if float(white @ _LUMA - patch[seen_iris].mean(0) @ _LUMA) < MIN_CONTRAST:
         return None
+    # A white as colourful as the lids' skin is skin (a squint the mesh read as open,
+    # a lens's tint).
+    lids_skin = ~cv2.dilate(opening.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
+    skin_chroma = _chroma(np.median(patch[lids_skin], axis=0))
+    if skin_chroma >= MIN_SKIN_CHROMA and _chroma(white) > MAX_WHITE_CHROMA * skin_chroma:
+        return None
     # Iris: the vertical mirror where the other lid showed it, else its radial profile.
     bins = np.minimum((r * 8).astype(np.int32), 7)
     counts = np.bincount(bins[seen_iris], minlength=8).astype(np.float64)
@@ -265,6 +285,18 @@ def eye_patch(
     return EyePatch(pixels.astype(np.float32), alpha.astype(np.float32), white, size, gaze)
 
 
+def white_gain(
+    source_white: NDArray[np.floating], target_white: NDArray[np.floating]
+) -> NDArray[np.float32]:
+    """(3,) per-channel gain taking one white to the other, its overall level within
+    WHITE_GAIN_RANGE and its tint (each channel against the mean gain) within
+    WHITE_TINT_RANGE."""
+    gain = np.asarray(target_white, np.float64) / np.maximum(source_white, 1.0)
+    level = float(np.clip(gain.mean(), *WHITE_GAIN_RANGE))
+    tint = np.clip(gain / max(gain.mean(), 1e-6), 1.0 / WHITE_TINT_RANGE, WHITE_TINT_RANGE)
+    return (level * tint).astype(np.float32)
+
+
 def paint_eye(
     canvas: NDArray[np.float32],
     patch: EyePatch,
@@ -275,30 +307,42 @@ def paint_eye(
     visible: NDArray[np.uint8] | None = None,
     *,
     gaze: str = "target",
+    balance: bool = True,
+    colour: float = 1.0,
 ) -> bool:
     """Paint an eye patch into ``canvas`` inside the opening ``lids``, in place.
 
+    The eye is drawn in the target's colours: the photo's eyeball times a gain per
+    channel that takes the photo's white to the target's (a white balance and
+    exposure; the white of an eye is about the same for everyone, so the gain is the
+    light's). A brown iris stays brown on any target; matched with the skin's colour
+    transfer it was shifted towards blue on a lighter-skinned target.
+
     Args:
-        canvas: (H, W, 3) float32 image to paint into.
-        patch: from :func:`eye_patch`, in the canvas's colour units.
+        canvas: (H, W, 3) float32 image to paint into, in the target's colours.
+        patch: from :func:`eye_patch`.
         lids: (K, 2) the opening's boundary ring in canvas points.
         iris_5: (5, 2) the iris points in canvas points: where the iris goes.
         corners: (2, 2) the eye's corners in canvas points, image-left first: the
             iris is drawn at the photo's size against the eye's width
             (``patch.size``), within IRIS_MAX_SCALE of the fitted one.
-        backdrop: (H, W, 3) float32 the target's own eye at the same place: where
-            the source's lids hid the white, the backdrop's white shows, brought
-            to the source's white's colour (its lid shadows stay).
+        backdrop: (H, W, 3) float32 the target's own eye at the same place: its
+            white sets the gain, and where the source's lids hid the white, the
+            backdrop's white shows (with the shadow its lids cast).
         visible: optional uint8 mask, 255 where the opening is not hidden behind
             nearer geometry (a turned head's nose), on a grid of any size over the
             whole canvas (aligned as ``cv2.resize`` aligns the two).
         gaze: ``target``: the iris goes where ``iris_5`` has it; ``source``: where
             the photo's iris sat in its opening (``patch.gaze``), the gaze of the
             photo.
+        balance: False draws the photo's colours as they are (no colour match).
+        colour: the share of the eye's chroma kept, around the target's white's tint
+            (0 on a black-and-white target, as its skin's colour map does).
 
     Returns:
         False, and nothing painted, where ``iris_5`` fits no plausible iris (see
-        :func:`plausible_iris`) or the opening is under two pixels.
+        :func:`plausible_iris`), the opening is under two pixels or shows no white
+        to measure.
     """
     h, w = canvas.shape[:2]
     ring = np.asarray(lids, np.float32)[:, :2]
@@ -336,11 +380,10 @@ def paint_eye(
         inside = cv2.multiply(inside, shown, scale=1.0 / 255.0)
     weight = inside.astype(np.float32) * np.float32(1.0 / 255.0)
     # The target's white: inside the opening, clear of its own iris, its lighter part.
-    # The fill is the target's eye brought to the source's white's colour: the lids'
-    # shadow on it stays (under the upper lid the iris's rim reads as that shadow).
+    # Where the photo's lids hid the white, the target's eye shows: the shadow its
+    # lids cast stays (under the upper lid the iris's rim reads as that shadow).
     # Where the iris has moved away from the target's own (gaze "source"), the
-    # target's iris would show twice: there the source's white, in the shade that
-    # the lids' margin gives it.
+    # target's iris would show twice: there its white, in the shade of the lids.
     back = backdrop[y0:y1, x0:x1]
     clear = cv2.warpAffine(
         patch.clear_of_iris,
@@ -352,16 +395,20 @@ def paint_eye(
     )
     target_white = _lighter_mean(back, clear & cv2.compare(inside, 127, cv2.CMP_GT))
     if target_white is None:
-        fill = np.empty_like(back)
-        fill[:] = patch.white
-    else:
-        fill = back * (patch.white / np.maximum(target_white, 1.0)).astype(np.float32)
-        if gaze == "source":
-            cv2.copyTo(
-                np.full_like(back, 1.0) * (SHADED_WHITE * patch.white),
-                255 - clear,
-                fill,
-            )
+        return False
+    fill = back
+    if gaze == "source":
+        fill = back.copy()
+        cv2.copyTo(np.full_like(back, 1.0) * (SHADED_WHITE * target_white), 255 - clear, fill)
+    if balance:
+        pixels *= white_gain(patch.white, target_white)
+        if colour < 1.0:
+            # x' = (Q + c P) x + (1 - c) P white: Q onto the grey axis, P = I - Q.
+            grey = np.full((3, 3), 1.0 / 3.0)
+            chroma = np.eye(3) - grey
+            keep = grey + colour * chroma
+            offset = (1.0 - colour) * chroma @ target_white
+            pixels = cv2.transform(pixels, np.hstack([keep, offset[:, None]]))
     eye = cv2.blendLinear(pixels, fill, alpha, 1.0 - alpha)
     # canvas += weight * (eye - canvas): exactly unchanged where the weight is 0.
     roi = canvas[y0:y1, x0:x1]

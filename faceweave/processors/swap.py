@@ -708,17 +708,15 @@ def _source_eyes(
     model: FaceModel,
     image: Frame,
     landmarks: NDArray[np.floating],
-    shading: NDArray[np.float32],
     mirrored: NDArray[np.float32],
 ) -> tuple[eyeball.EyePatch | None, eyeball.EyePatch | None]:
-    """SourceModel.eyes: each eyeball in iris coordinates, in albedo units.
+    """SourceModel.eyes: each eyeball in iris coordinates, as photographed.
 
     An eye the photo saw badly (its texels mostly mirrored: a turned head's far eye)
     or whose iris does not fit takes the other eye's patch, mirrored left-right.
     """
     pts = np.asarray(landmarks, np.float64)[:, :2]
-    size = shading.shape[0]
-    holes = _uv_holes(model, size)
+    holes = _uv_holes(model, mirrored.shape[0])
     patches: list[eyeball.EyePatch | None] = []
     far: list[bool] = []
     for (loop, first, left, right), fits, code in zip(
@@ -730,8 +728,6 @@ def _source_eyes(
             if fits
             else None
         )
-        if patch is not None:
-            patch = patch.scaled(1.0 / np.maximum(shading[texels].mean(0), 1.0))
         patches.append(patch)
         far.append(float(mirrored[texels].mean()) > 0.5)
     out: list[eyeball.EyePatch | None] = []
@@ -856,7 +852,7 @@ def prepare_source(
         occluder = np.maximum(occluder, _profile_midline(model, uv_size, filled, covered))
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
     eyes = (
-        _source_eyes(model, image, source_face.landmarks_478, shading, mirrored)
+        _source_eyes(model, image, source_face.landmarks_478, mirrored)
         if seen_eyes >= 0.5
         else (None, None)
     )
@@ -907,7 +903,6 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
         m.valid * (1.0 - m.occluder) if m.confidence is None else m.confidence for m in models
     ]
     albedos = [lead.albedo]
-    gains = [np.ones(3, np.float32)]
     for model, confidence in zip(models[1:], confidences[1:], strict=True):
         # White balance and exposure: a gain per channel, from the skin both photos
         # saw well. (A full colour match would also copy the lead's contrast, and
@@ -915,10 +910,9 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
         both = (confidences[0] > 0.5) & (confidence > 0.5)
         if int(both.sum()) >= 256:
             gain = lead.albedo[both].mean(0) / np.maximum(model.albedo[both].mean(0), 1e-6)
-            gains.append(np.clip(gain, 0.5, 2.0).astype(np.float32))
+            albedos.append((model.albedo * np.clip(gain, 0.5, 2.0)).astype(np.float32))
         else:
-            gains.append(np.ones(3, np.float32))
-        albedos.append((model.albedo * gains[-1]).astype(np.float32))
+            albedos.append(model.albedo)
     # A texel from a small face holds less detail: weigh by the face's size as well.
     largest = max(m.face.size for m in models)
     weights = [
@@ -938,18 +932,8 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
     # The lead's own light on the merged albedo (its shading: texture over albedo).
     shading = lead.texture / np.maximum(lead.albedo, 1e-3)
     # Each eyeball from the first photo that has one (not mixed: two irises a pixel
-    # apart would blur), in the lead's colours.
-    eyes = tuple(
-        next(
-            (
-                e.scaled(g)
-                for m, g in zip(models, gains, strict=True)
-                if (e := m.eyes[k]) is not None
-            ),
-            None,
-        )
-        for k in (0, 1)
-    )
+    # apart would blur; its colours are brought to the target's white when drawn).
+    eyes = tuple(next((e for m in models if (e := m.eyes[k]) is not None), None) for k in (0, 1))
     turned = np.array([max(np.cos(np.radians(m.face.pose.yaw)), 0.1) for m in models])
     shape = np.tensordot(turned / turned.sum(), np.stack([m.shape for m in models]), axes=1)
     return replace(
@@ -1201,19 +1185,8 @@ class Swapper:
         cv2.cvtColor(np.zeros((1, 1, 3), np.float32), cv2.COLOR_BGR2Lab)
 
     def _eye_patches(self) -> tuple[eyeball.EyePatch | None, ...]:
-        """The source's eyeballs in the texture's units (albedo for ``sh``, else
-        under the source's light, as its eye texels are); none when the target's
-        eyes are kept anyway."""
-        if self.options.mask_eyes:
-            return (None, None)
-        if self.options.color == "sh":
-            return self.source.eyes
-        holes = _uv_holes(self.model, self.options.uv_size)
-        shading = self.source.texture / np.maximum(self.source.albedo, 1e-3)
-        return tuple(
-            None if patch is None else patch.scaled(shading[holes == code].mean(0))
-            for patch, code in zip(self.source.eyes, (HOLE_EYE_LEFT, HOLE_EYE_RIGHT), strict=True)
-        )
+        """The source's eyeballs; none when the target's eyes are kept anyway."""
+        return (None, None) if self.options.mask_eyes else self.source.eyes
 
     def _paint_eyes(
         self,
@@ -1221,6 +1194,7 @@ class Swapper:
         points: NDArray[np.float32],
         triangle: NDArray[np.int32] | None,
         backdrop: NDArray[np.float32],
+        colour: float,
     ) -> None:
         """Paint the source's eyeballs into ``source`` (processing-crop pixels), each
         at the output's iris: the gaze and iris size stay the target's.
@@ -1231,6 +1205,8 @@ class Swapper:
             triangle: the coarse raster's triangle per pixel (which opening shows),
                 or None when no opening can be hidden (a face turned little).
             backdrop: the target warped to the output geometry (its own eyes).
+            colour: the target skin's colourfulness (0 for a black-and-white photo:
+                the eyes are drawn grey too).
         """
         # Which opening each coarse grid pixel shows (-1: none; hole codes as in
         # FaceModel.hole_of_triangle), by one lookup.
@@ -1256,6 +1232,8 @@ class Swapper:
                 backdrop,
                 shown,
                 gaze=self.options.gaze,
+                balance=self.options.color != "none",
+                colour=colour,
             )
 
     def with_options(self, **changes: object) -> Swapper:
@@ -1375,7 +1353,8 @@ class Swapper:
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_LINEAR)
         )
         # Measured on the coarse grid, where it is smooth.
-        keep_target = 1.0 - _target_occluders(_shrink(target_proc, (rw, rh)), skin, edge)
+        occluders, colour = _target_occluders(_shrink(target_proc, (rw, rh)), skin, edge)
+        keep_target = 1.0 - occluders
         if opts.mask_glasses and target_face.size >= GLASSES_MIN_FACE_PX:
             landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
             frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
@@ -1401,14 +1380,6 @@ class Swapper:
         source = cv2.remap(
             texture, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         ).astype(np.float32, copy=False)
-        if any(patch is not None for patch in self._eyes):
-            self._paint_eyes(
-                source,
-                (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
-                # Only a turned head's nose can hide part of an eye opening.
-                raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None,
-                warped_target,
-            )
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
         enough_skin = cv2.countNonZero(skin) > 64
@@ -1428,6 +1399,17 @@ class Swapper:
             # Skin seen in both: 255 where the source's own texels are used.
             on = cv2.compare(skin, 0.5, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
             source = _match_light(source, target_proc, on, opts.light)
+        if any(patch is not None for patch in self._eyes):
+            # After the colour and light match: the eyeballs take the target's white
+            # as their own (see eyeball.paint_eye), not the skin's colour map.
+            self._paint_eyes(
+                source,
+                (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
+                # Only a turned head's nose can hide part of an eye opening.
+                raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None,
+                warped_target,
+                colour,
+            )
         if opts.detail > 0 and enough_skin:
             source = _match_detail(source, warped_target, skin, opts.detail)
         # Outside the mask the foreground is the target itself, so a multiband or
@@ -1586,11 +1568,16 @@ def _line_contrast(image: Frame, kernel: NDArray[np.uint8]) -> NDArray[np.float3
 
 def _target_occluders(
     target_small: Frame, skin: NDArray[np.floating], edge: NDArray[np.float32]
-) -> NDArray[np.float32]:
+) -> tuple[NDArray[np.float32], float]:
     """Near the face's edge, target pixels far from the target's skin colour are not face:
     background past a turned head's silhouette, hair over the forehead, a hand. They
     stay the target's. Computed on ``target_small``, the target crop shrunk to the
-    coarse grid, and upsampled to ``edge``'s size (it is smooth)."""
+    coarse grid, and upsampled to ``edge``'s size (it is smooth).
+
+    Returns:
+        The occluders, and the colourfulness of the target's skin
+        (:func:`faceweave.core.color.colourfulness`; 1 where too little skin shows).
+    """
     h, w = edge.shape[:2]
     grid = (target_small.shape[1], target_small.shape[0])
     small = target_small.astype(np.float32)
@@ -1599,7 +1586,7 @@ def _target_occluders(
     )
     pixels = small[skin_small > 0.9]
     if len(pixels) < 32:
-        return np.zeros((h, w), np.float32)
+        return np.zeros((h, w), np.float32), 1.0
     cov, mean = cv2.calcCovarMatrix(
         pixels, None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
     )
@@ -1610,7 +1597,8 @@ def _target_occluders(
     z2 = cv2.transform(cv2.transform(diff, inv) * diff, np.ones((1, 3)))
     occl = np.clip((np.sqrt(np.maximum(z2, 0.0)) - 3.5) / 2.0, 0.0, 1.0).astype(np.float32)
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
-    return np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
+    occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
+    return occl, color_ops.colourfulness(cov)
 
 
 # Light match (see _match_light): blur width as a fraction of the skin's extent, and

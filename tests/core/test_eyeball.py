@@ -147,7 +147,7 @@ class TestEyePatch:
         slit = _draw_eye(2.0, CENTRE)  # a squint: hardly any iris or white
         assert eye_patch(slit, _lids(2.0), iris, _corners()) is None
 
-    def test_mirrored_and_scaled(self) -> None:
+    def test_mirrored(self) -> None:
         image = _draw_eye(18.0, (CENTRE[0] + 8.0, CENTRE[1]))
         patch = eye_patch(image, _lids(18.0), _iris_points((108.0, 60.0)), _corners())
         assert patch is not None
@@ -155,9 +155,6 @@ class TestEyePatch:
         assert np.array_equal(flipped.pixels, patch.pixels[:, ::-1])
         assert np.array_equal(flipped.mirrored().pixels, patch.pixels)
         assert np.array_equal(flipped.gaze, patch.gaze)  # both eyes look the same way
-        half = patch.scaled(np.array([0.5, 0.5, 0.5]))
-        assert np.allclose(half.pixels, patch.pixels * 0.5)
-        assert np.allclose(half.white, patch.white * 0.5)
 
 
 def _dark_centroid(image: np.ndarray, lids: np.ndarray) -> np.ndarray:
@@ -220,10 +217,12 @@ class TestPaintEye:
         target[shade] *= 0.6
         canvas = target.copy()
         paint_eye(canvas, narrow, _lids(24.0), _iris_points(CENTRE), _corners(), target)
-        lit = canvas[int(CENTRE[1]) - 3, 72]  # beside the iris: the photo's own white
-        assert np.allclose(lit, narrow.white, atol=12)
+        # Beside the iris: the photo's own white, balanced to the target's.
+        lit = canvas[int(CENTRE[1]) - 3, 72]
+        assert np.allclose(lit, WHITE, atol=8)
+        # Above it, hidden by the photo's lids: the target's white with its shadow.
         shaded = canvas[shade].reshape(-1, 3).mean(0)
-        assert np.allclose(shaded / narrow.white, 0.6, atol=0.06)
+        assert np.allclose(shaded / np.array(WHITE), 0.6, atol=0.06)
 
     def test_a_hidden_opening_or_an_implausible_iris_paints_nothing(
         self, source_patch: eyeball.EyePatch
@@ -258,3 +257,51 @@ class TestPaintEye:
         dark = np.nonzero(row < 150)[0]
         dark = dark[(dark > 60) & (dark < 140)]
         assert dark.max() - dark.min() + 1 == pytest.approx(2 * RADIUS, abs=2)
+
+
+def test_the_eye_is_white_balanced_to_the_target() -> None:
+    """A photo under a warm, dim light: its iris keeps its own colour against its white,
+    brought to the target's white (not shifted by a skin colour map)."""
+    dim_white = (155.0, 165.0, 180.0)  # within WHITE_TINT_RANGE of WHITE's tint
+    dim_iris = (20.0, 45.0, 90.0)
+    image = _draw_eye(18.0, CENTRE, white=dim_white, iris=dim_iris)
+    patch = eye_patch(image, _lids(18.0), _iris_points(CENTRE), _corners())
+    assert patch is not None
+    target = _draw_eye(18.0, CENTRE).astype(np.float32)
+    canvas = np.full_like(target, 128.0)
+    paint_eye(canvas, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target)
+    gain = np.array(WHITE) / np.array(dim_white)
+    iris = canvas[int(CENTRE[1]), int(CENTRE[0] + 0.7 * RADIUS)]
+    assert np.allclose(iris, np.array(dim_iris) * gain, atol=6)
+    assert np.allclose(canvas[int(CENTRE[1]), int(CENTRE[0] + 1.8 * RADIUS)], WHITE, atol=6)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "level", "tint"),
+    [
+        ((200, 200, 200), (100, 100, 100), 0.5, (1, 1, 1)),
+        ((10, 10, 10), (250, 250, 250), 2.5, (1, 1, 1)),
+        ((200, 200, 200), (100, 200, 300), 1.0, (1 / 1.1, 1, 1.1)),
+    ],
+)
+def test_white_gain_bounds(
+    source: tuple[float, ...], target: tuple[float, ...], level: float, tint: tuple[float, ...]
+) -> None:
+    gain = eyeball.white_gain(np.array(source, float), np.array(target, float))
+    assert np.allclose(gain, level * np.array(tint), rtol=1e-5)
+
+
+def test_no_colour_on_a_black_and_white_target_and_none_matched_on_request() -> None:
+    image = _draw_eye(18.0, CENTRE)  # a brown-orange iris
+    patch = eye_patch(image, _lids(18.0), _iris_points(CENTRE), _corners())
+    assert patch is not None
+    grey_target = _draw_eye(18.0, CENTRE, white=(200, 200, 200), iris=(90, 90, 90))
+    target = grey_target.astype(np.float32)
+    at = (int(CENTRE[1]), int(CENTRE[0] + 0.7 * RADIUS))
+    canvas = target.copy()
+    paint_eye(canvas, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target, colour=0.0)
+    assert np.ptp(canvas[at]) < 1.0  # grey: B = G = R
+    raw = target.copy()
+    paint_eye(canvas, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target)
+    paint_eye(raw, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target, balance=False)
+    assert np.allclose(raw[at], IRIS, atol=6)  # the photo's own colour

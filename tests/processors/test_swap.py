@@ -588,7 +588,9 @@ class TestHiddenEyes:
             return float(np.abs(out.astype(np.float32) - grace_hopper)[eyes].mean())
 
         assert change(shut) < 10.0  # grey levels; about 6 (the blend's spread)
-        assert change(astronaut_face) > 25.0  # about 38
+        # About 22: the astronaut's eyeballs, drawn where Grace Hopper looks and
+        # white-balanced to her whites (38 when they were warped with the lids).
+        assert change(astronaut_face) > 16.0
 
 
 class TestSourceModel:
@@ -972,9 +974,13 @@ def test_a_dark_source_keeps_its_pupils_dark_on_a_light_target(
 ) -> None:
     """The astronaut, exposed at a third, swapped onto herself: the colour match brings
     her skin back up, and its offset lifted her irises and pupils to grey with it.
-    Anchored at black (by half), a third of that lift is gone."""
+    Anchored at black (by half), a third of that lift is gone. (Measured on the eye
+    warped with the lids, as when a photo's eyeball cannot be used: the eyeball layer
+    is white-balanced instead and keeps them near her own, checked last.)"""
     dark = (astronaut * 0.35).astype(np.uint8)
     source = analyser.get_faces(dark)[0]
+    eyeballs = Swapper(source).swap(astronaut, astronaut_face)
+    monkeypatch.setattr(Swapper, "_eye_patches", lambda self: (None, None))
 
     def irises(out: np.ndarray) -> float:
         grey = cv2.cvtColor(out, cv2.COLOR_BGR2GRAY).astype(np.float32)
@@ -991,6 +997,7 @@ def test_a_dark_source_keeps_its_pupils_dark_on_a_light_target(
     lifted = irises(Swapper(source).swap(astronaut, astronaut_face))
     assert lifted > own + 25.0, (own, lifted)
     assert own < anchored < lifted - 0.3 * (lifted - own), (own, anchored, lifted)
+    assert abs(irises(eyeballs) - own) < 12.0, (own, irises(eyeballs))
 
 
 def _look_aside(image: np.ndarray, face: Face, shift: float) -> tuple[np.ndarray, Face]:
