@@ -42,6 +42,9 @@ IRIS_RATIO_RANGE = (0.12, 0.42)
 # Iris aspect (its fitted axes' ratio) beyond which the fit is taken as broken
 # (a profile's far eye): the foreshortening of a 60 degree turn is 0.5.
 IRIS_MAX_ASPECT = 2.5
+# An iris under this radius (pixels) in the photo gives no patch: p33's 33 px face,
+# an iris of about 1.5 px, drew a flat white almond with a speck for an iris.
+MIN_IRIS_RADIUS_PX = 3.0
 # Lid margin left out of what the photo shows of the eyeball, in iris radii.
 LID_MARGIN = 0.12
 # Least share of the iris disc, and area of white (in squared iris radii), that the
@@ -219,12 +222,15 @@ def eye_patch(
     Returns:
         The :class:`EyePatch`, or None when the photo shows too little of the
         iris or of the white, or no white lighter than the iris (a squint, a lens's
-        glare, a shadow).
+        glare, a shadow), or an iris under MIN_IRIS_RADIUS_PX (a small face).
     """
     pw, ph = patch_size()
     affine = iris_affine(iris_5)
     centre, across, width = _eye_frame(lids, corners)
-    size = float(np.sqrt(abs(np.linalg.det(affine[:, :2])))) / width
+    radius = float(np.sqrt(abs(np.linalg.det(affine[:, :2]))))
+    if radius < MIN_IRIS_RADIUS_PX:
+        return None
+    size = radius / width
     gaze = across.T @ (affine[:, 2] - centre) / width
     to_image = patch_to_image(affine)
     patch = cv2.warpAffine(

@@ -305,3 +305,10 @@ def test_no_colour_on_a_black_and_white_target_and_none_matched_on_request() -> 
     paint_eye(canvas, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target)
     paint_eye(raw, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target, balance=False)
     assert np.allclose(raw[at], IRIS, atol=6)  # the photo's own colour
+
+
+def test_no_patch_from_a_tiny_eye() -> None:
+    small = cv2.resize(_draw_eye(18.0, CENTRE), None, fx=0.2, fy=0.2, interpolation=cv2.INTER_AREA)
+    scale = np.float32(0.2)
+    lids, iris = _lids(18.0) * scale, _iris_points(CENTRE) * scale  # iris radius 2.8 px
+    assert eye_patch(small, lids, iris, _corners() * scale) is None
