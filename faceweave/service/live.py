@@ -70,7 +70,7 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import InputError, NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
-from faceweave.processors.swap import Swapper
+from faceweave.processors.swap import GAZE_MODES, Swapper
 from faceweave.service.checks import check_media, receive_upload
 from faceweave.service.errors import ServiceError
 from faceweave.service.jobs import EXTRA_SOURCES
@@ -352,6 +352,7 @@ class LiveSession:
     processor: FrameProcessor
     executor: ThreadPoolExecutor
     fusion: float
+    gaze: str = "target"
     created_at: float = field(default_factory=time.monotonic)
     track: SwappedTrack | None = None
     channel: RTCDataChannel | None = None
@@ -366,6 +367,19 @@ class LiveSession:
 
     def on_frame(self, timing: FrameTiming) -> None:
         self.send_stats({"type": "frame", **timing.__dict__})
+
+    def install_swapper(self) -> None:
+        """Give the frame processor the prepared source with this session's look
+        (call with ``control_lock`` held)."""
+        prepared = self.source_model
+        if prepared is None:
+            return
+        changes = {
+            name: value
+            for name, value in (("fusion", self.fusion), ("gaze", self.gaze))
+            if getattr(prepared.options, name) != value
+        }
+        self.processor.swapper = prepared.with_options(**changes) if changes else prepared
 
 
 class LiveSessions:
@@ -454,11 +468,15 @@ class LiveSessions:
 
 # --- request and response bodies -------------------------------------------------------------
 
+GAZE_PATTERN = "^(" + "|".join(GAZE_MODES) + ")$"
+GAZE_HELP = "where the swapped eyes look: target (the camera face's) or source (the photo's)"
+
 
 class Offer(BaseModel):
     sdp: str = Field(max_length=100_000, description="the browser's SDP offer")
     type: str = Field(default="offer", pattern="^offer$")
     fusion: float = Field(default=1.0, ge=0.0, le=1.0)
+    gaze: str = Field(default="target", pattern=GAZE_PATTERN, description=GAZE_HELP)
 
 
 class Answer(BaseModel):
@@ -471,9 +489,14 @@ class FusionIn(BaseModel):
     fusion: float = Field(ge=0.0, le=1.0, description="0 keeps the camera, 1 is a full swap")
 
 
+class GazeIn(BaseModel):
+    gaze: str = Field(pattern=GAZE_PATTERN, description=GAZE_HELP)
+
+
 class SessionOut(BaseModel):
     session: str
     fusion: float
+    gaze: str = Field(default="target", description=GAZE_HELP)
     source: bool = Field(description="a source face is set")
 
 
@@ -482,6 +505,15 @@ class SessionOut(BaseModel):
 
 async def _no_auth() -> None:
     return None
+
+
+def _session_out(session: LiveSession) -> SessionOut:
+    return SessionOut(
+        session=session.id,
+        fusion=session.fusion,
+        gaze=session.gaze,
+        source=session.source_model is not None,
+    )
 
 
 def _owner_of(key: object) -> str | None:
@@ -546,6 +578,7 @@ def create_live_router(
             processor=FrameProcessor(live.analyser_factory),
             executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="faceweave-live"),
             fusion=body.fusion,
+            gaze=body.gaze,
         )
         live.sessions[session.id] = session
         session.executor.submit(session.processor.warm_up)
@@ -652,14 +685,10 @@ def create_live_router(
         def install() -> None:
             with session.control_lock:
                 session.source_model = prepared
-                session.processor.swapper = (
-                    prepared
-                    if session.fusion >= 1.0
-                    else prepared.with_options(fusion=session.fusion)
-                )
+                session.install_swapper()
 
         await run_in_threadpool(install)
-        return SessionOut(session=session.id, fusion=session.fusion, source=True)
+        return SessionOut(session=session.id, fusion=session.fusion, gaze=session.gaze, source=True)
 
     @router.post("/v1/live/{session_id}/fusion", response_model=SessionOut, tags=["live"])
     async def set_fusion(session_id: str, body: FusionIn, key: Any = owner_dep) -> SessionOut:
@@ -669,15 +698,25 @@ def create_live_router(
         def install() -> None:
             with session.control_lock:
                 session.fusion = body.fusion
-                if session.source_model is not None:
-                    session.processor.swapper = session.source_model.with_options(
-                        fusion=body.fusion
-                    )
+                session.install_swapper()
 
         await run_in_threadpool(install)
-        return SessionOut(
-            session=session.id, fusion=session.fusion, source=session.source_model is not None
-        )
+        return _session_out(session)
+
+    @router.post("/v1/live/{session_id}/gaze", response_model=SessionOut, tags=["live"])
+    async def set_gaze(session_id: str, body: GazeIn, key: Any = owner_dep) -> SessionOut:
+        """Choose where the swapped eyes look while the session runs: ``target`` (they
+        follow the camera face's eyes) or ``source`` (as in the source photo: one that
+        looks into the lens keeps eye contact)."""
+        session = live.get(session_id, _owner_of(key))
+
+        def install() -> None:
+            with session.control_lock:
+                session.gaze = body.gaze
+                session.install_swapper()
+
+        await run_in_threadpool(install)
+        return _session_out(session)
 
     @router.delete("/v1/live/{session_id}", status_code=204, tags=["live"])
     async def close_session(session_id: str, key: Any = owner_dep) -> Response:

@@ -74,6 +74,8 @@ def test_live_fake_camera_is_swapped_with_low_latency(
     except Exception:  # say what the page saw, for whoever reads the failure
         print("page state:", page.evaluate(STATE))
         raise
+    # Chromium pauses muted videos scrolled out of view: keep both on screen.
+    page.locator("#remote").scroll_into_view_if_needed()
     time.sleep(1.0)  # a second more of swapped frames
 
     local, remote = grab(page, "local", box), grab(page, "remote", box)
@@ -106,6 +108,11 @@ def test_live_fake_camera_is_swapped_with_low_latency(
         if back < diff / 2 or time.monotonic() > deadline:
             break
     assert back < diff / 2, (back, diff)
+
+    # Eye contact: the page asks for the source photo's gaze.
+    with page.expect_response(lambda r: r.url.endswith("/gaze")) as gaze:
+        page.get_by_label("Eye contact", exact=False).check()
+    assert gaze.value.status == 200 and gaze.value.json()["gaze"] == "source"
 
     # Two photos of the source person go as one multipart request and are merged.
     second = tmp_path / "source_2.png"

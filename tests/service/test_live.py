@@ -198,9 +198,15 @@ async def wait_until(predicate: Any, timeout: float, what: str) -> None:
 
 
 async def run_session(
-    app: FastAPI, key: str, picture: np.ndarray, source_png: bytes, swapped_frames: int = 45
+    app: FastAPI,
+    key: str,
+    sessions: LiveSessions,
+    picture: np.ndarray,
+    source_png: bytes,
+    swapped_frames: int = 45,
 ) -> dict[str, Any]:
-    """Connect, pass through, set a source, swap, change fusion, close; returns what happened."""
+    """Connect, pass through, set a source, swap, change fusion and gaze, close; returns
+    what happened."""
     headers = {"Authorization": f"Bearer {key}"}
     transport = httpx.ASGITransport(app=app)
     camera = StampedCamera(picture)
@@ -228,7 +234,16 @@ async def run_session(
 
     try:
         return await _drive(
-            pc, channel, camera, received, pongs, transport, headers, source_png, swapped_frames
+            pc,
+            channel,
+            camera,
+            received,
+            pongs,
+            transport,
+            headers,
+            source_png,
+            swapped_frames,
+            sessions,
         )
     finally:
         await pc.close()
@@ -246,6 +261,7 @@ async def _drive(
     headers: dict[str, str],
     source_png: bytes,
     swapped_frames: int,
+    sessions: LiveSessions,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {}
     async with httpx.AsyncClient(transport=transport, base_url="http://live.test") as client:
@@ -288,6 +304,16 @@ async def _drive(
         await wait_until(lambda: len(received.frames) >= mark + 15, 30.0, "fusion-0 frames")
         result["fusion0"] = list(received.frames[-5:])
 
+        response = await client.post(
+            f"/v1/live/{session}/gaze", json={"gaze": "source"}, headers=headers
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["gaze"] == "source"
+        swapper = sessions.sessions[session].processor.swapper
+        result["gaze_options"] = (swapper.options.gaze, swapper.options.fusion)
+        bad = await client.post(f"/v1/live/{session}/gaze", json={"gaze": "up"}, headers=headers)
+        result["bad_gaze_status"] = bad.status_code
+
         other = await client.post(
             "/v1/live/" + "0" * 32 + "/fusion", json={"fusion": 1}, headers=headers
         )
@@ -313,7 +339,9 @@ def test_live_loopback_swaps_frames_with_low_latency(
     app, key = app_and_key
     picture = camera_frame(np.asarray(astronaut))
     box = face_box(picture)
-    result = asyncio.run(run_session(app, key, picture, png_bytes(np.asarray(grace_hopper))))
+    result = asyncio.run(
+        run_session(app, key, sessions, picture, png_bytes(np.asarray(grace_hopper)))
+    )
 
     def diffs(frames: list[tuple[int, float, np.ndarray]]) -> list[float]:
         return [region_diff(stamp(picture, i), image, box) for i, _, image in frames]
@@ -350,6 +378,8 @@ def test_live_loopback_swaps_frames_with_low_latency(
     assert any(s["faces"] == 1 for s in frames)
     assert result["unknown_status"] == 404
     assert result["bad_fusion_status"] == 422
+    assert result["gaze_options"] == ("source", 0.0)  # the fusion set before is kept
+    assert result["bad_gaze_status"] == 422
     assert result["session"] not in sessions.sessions
 
 

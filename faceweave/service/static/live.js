@@ -209,6 +209,18 @@ async function sendFusion() {
   });
 }
 
+function gaze() {
+  return $("eye-contact").checked ? "source" : "target";
+}
+
+async function sendGaze() {
+  if (!live.session) return;
+  await api(`/v1/live/${live.session}/gaze`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ gaze: gaze() }),
+  });
+}
+
 async function start(event) {
   event.preventDefault();
   if (!apiKey()) { say("Enter your API key first.", true); return; }
@@ -258,7 +270,9 @@ async function start(event) {
     say("Connecting…");
     const answer = await (await api("/v1/live/offer", {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ sdp: pc.localDescription.sdp, type: "offer", fusion: Number($("fusion").value) }),
+      body: JSON.stringify({
+        sdp: pc.localDescription.sdp, type: "offer", fusion: Number($("fusion").value), gaze: gaze(),
+      }),
     })).json();
     live.session = answer.session;
     await pc.setRemoteDescription({ type: "answer", sdp: answer.sdp });
@@ -302,5 +316,6 @@ document.addEventListener("DOMContentLoaded", () => {
     clearTimeout(fusionTimer); // at most one request per 100 ms while the slider moves
     fusionTimer = setTimeout(() => sendFusion().catch((e) => say(e.message, true)), 100);
   });
+  $("eye-contact").addEventListener("change", () => sendGaze().catch((e) => say(e.message, true)));
   window.addEventListener("pagehide", stop);
 });
