@@ -9,12 +9,13 @@ source's lash line smeared inwards; a squinting source gives a blurred slit).
 Here the eyeball is resampled in **iris coordinates** instead: the iris centre is
 the origin and its radius the unit, fitted as an affine map from the mesh's five
 iris points (centre, then the contour at +x, -y, -x, +y in the image). So the
-iris stays round (foreshortened as the target's is), its size is the target's
-and its position the target's gaze. What the source's lids hid is filled in: the
-top of the iris from its vertical mirror or, failing that, from its mean radial
-profile; the white from the target's own, which keeps the shadow the target's lids
-cast on it. The eyeball's colours are brought to the target's by a white balance
-(the photo's white to the target's), not by the skin's colour map.
+iris stays round (foreshortened as the target's is), keeps its size against the
+eye and sits where the target's iris is: the target's gaze. What the source's
+lids hid is filled in: the top of the iris from its vertical mirror or, failing
+that, from its mean radial profile; the white from the target's own, which keeps
+the shadow the target's lids cast on it. The eyeball's colours are brought to the
+target's by a white balance (the photo's white to the target's), not by the
+skin's colour map.
 
 All functions are pure numpy/OpenCV; image points are (x, y) pixels.
 """
@@ -51,7 +52,7 @@ LID_MARGIN = 0.12
 # photo must show to fill in the rest.
 MIN_IRIS_SEEN = 0.3
 MIN_WHITE_SEEN = 0.5
-# Least lightness (8-bit luma) of the white's lighter half over the iris: 36-144
+# Least lightness (8-bit luma) of the white's lighter part over the iris: 36-144
 # for the dev set's open eyes, 1-24 for closed, shadowed or tinted ones.
 MIN_CONTRAST = 25.0
 # The white's Lab chroma over that of the skin around the eye (the patch outside the
@@ -130,7 +131,7 @@ class EyePatch:
             iris filled in.
         alpha: (PH, PW) float32 where ``pixels`` hold the eye (the opening as
             photographed, and the whole iris); elsewhere the white is filled in.
-        white: (3,) float32 the colour of the photo's white (its lighter half).
+        white: (3,) float32 the colour of the photo's white (its lighter part).
         size: the iris radius over the eye's width (corner to corner).
         gaze: (2,) where the iris centre sat in the opening: its offset from the lid
             ring's centroid along the corner-to-corner line and across it, in eye
@@ -221,8 +222,9 @@ def eye_patch(
 
     Returns:
         The :class:`EyePatch`, or None when the photo shows too little of the
-        iris or of the white, or no white lighter than the iris (a squint, a lens's
-        glare, a shadow), or an iris under MIN_IRIS_RADIUS_PX (a small face).
+        iris or of the white, no white lighter than the iris (a squint, a lens's
+        glare, a shadow) or a "white" as colourful as the skin around the eye (see
+        MAX_WHITE_CHROMA), or an iris under MIN_IRIS_RADIUS_PX (a small face).
     """
     pw, ph = patch_size()
     affine = iris_affine(iris_5)

@@ -20,7 +20,9 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
    shading, bilinearly upsampled to the processing size (large faces are
    processed at ``process_size`` and composited back at full resolution).
 4. The source texture is colour-matched on skin (``lct`` by default; ``sh``
-   relights the albedo with the target's light), its finest detail toned down
+   relights the albedo with the target's light), its eyeballs are drawn in the
+   target's lids at the target's gaze and white-balanced to the target's whites
+   (:mod:`faceweave.core.eyeball`), its finest detail toned down
    to the target's when the source is crisper (``detail``), mixed with the
    re-warped target by ``fusion``, and blended into the frame with a mask
    feathered in face space. The mouth interior (and the eyes, if asked) keeps the
@@ -391,9 +393,10 @@ class SourceModel:
             hidden, filled or covered (by hair). :func:`merge_sources` weighs several
             photos of one person by it. None: ``valid`` stands in.
         eyes: the eyeballs of the image-left and image-right eye openings in iris
-            coordinates (:func:`faceweave.core.eyeball.eye_patch`), light divided
-            out as in ``albedo``; None for an eye whose iris was not found (the
-            opening is then warped with the lids, as the rest of the face).
+            coordinates (:func:`faceweave.core.eyeball.eye_patch`), as photographed
+            (they are white-balanced to each target when drawn); None for an eye
+            the photo does not show clearly (the opening is then warped with the
+            lids, as the rest of the face).
     """
 
     albedo: NDArray[np.float32]
@@ -1196,8 +1199,9 @@ class Swapper:
         backdrop: NDArray[np.float32],
         colour: float,
     ) -> None:
-        """Paint the source's eyeballs into ``source`` (processing-crop pixels), each
-        at the output's iris: the gaze and iris size stay the target's.
+        """Paint the source's eyeballs into ``source`` (processing-crop pixels), in
+        the target's lids, where the output's irises are (or, with ``gaze="source"``,
+        where the photo's sat), white-balanced to the target's whites.
 
         Args:
             source: the warped source texture, painted in place.
