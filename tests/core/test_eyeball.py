@@ -312,3 +312,37 @@ def test_no_patch_from_a_tiny_eye() -> None:
     scale = np.float32(0.2)
     lids, iris = _lids(18.0) * scale, _iris_points(CENTRE) * scale  # iris radius 2.8 px
     assert eye_patch(small, lids, iris, _corners() * scale) is None
+
+
+def test_any_placement_paints_finite_values_or_nothing(source_patch: eyeball.EyePatch) -> None:
+    """Openings cut by the canvas's edge, tiny or huge, irises off the eye, hidden parts:
+    never an error or a NaN, and a refusal changes nothing."""
+    rng = np.random.default_rng(1)
+    painted = 0
+    for _ in range(300):
+        h, w = (int(v) for v in rng.integers(5, 80, 2))
+        canvas = rng.uniform(0, 255, (h, w, 3)).astype(np.float32)
+        backdrop = rng.uniform(0, 255, (h, w, 3)).astype(np.float32)
+        at, scale = rng.uniform(-20, 100, 2), rng.uniform(0.05, 1.5)
+        lids = (_lids(rng.uniform(1, 25)) - np.array(CENTRE)) * scale + at
+        iris = _iris_points((0.0, 0.0), RADIUS * rng.uniform(0.3, 1.5)) * scale + at
+        iris += rng.normal(0, 3, (5, 2)).astype(np.float32)
+        corners = (_corners() - np.array(CENTRE)) * scale + at
+        hidden = None if rng.random() < 0.5 else (rng.random((8, 9)) * 255).astype(np.uint8)
+        before = canvas.copy()
+        ok = paint_eye(
+            canvas,
+            source_patch,
+            lids.astype(np.float32),
+            iris,
+            corners,
+            backdrop,
+            hidden,
+            gaze=str(rng.choice(["target", "source"])),
+            colour=float(rng.random()),
+        )
+        assert np.isfinite(canvas).all()
+        if not ok:
+            assert np.array_equal(canvas, before)
+        painted += ok
+    assert painted > 30  # the draw covers plausible placements too
