@@ -58,8 +58,8 @@ MIN_CONTRAST = 25.0
 # The white's Lab chroma over that of the skin around the eye (the patch outside the
 # opening): 0.03-0.89 for the dev set's open eyes; 0.94-1.14 where the "white" was
 # skin or seen through a warm-tinted lens (Grace Hopper's, drawn red-orange when
-# brought to a target's white). Skin under MIN_SKIN_CHROMA (a black-and-white photo)
-# gives no measure.
+# brought to a target's white): such an eye is not white-balanced. Skin under
+# MIN_SKIN_CHROMA (a black-and-white photo) gives no measure.
 MAX_WHITE_CHROMA = 0.9
 MIN_SKIN_CHROMA = 8.0
 # The iris is drawn at the source's size against the eye's width, but at most this
@@ -136,6 +136,10 @@ class EyePatch:
         gaze: (2,) where the iris centre sat in the opening: its offset from the lid
             ring's centroid along the corner-to-corner line and across it, in eye
             widths (:func:`paint_eye` with ``gaze="source"``).
+        balanced: whether ``white`` can white-balance the eye (False where the
+            photo's "white" is as colourful as the skin around it: a warm lens, a
+            squint; such an eye is drawn in the photo's colours and colour-mapped
+            with the skin, see :func:`paint_eye`).
     """
 
     pixels: NDArray[np.float32]
@@ -143,6 +147,7 @@ class EyePatch:
     white: NDArray[np.float32]
     size: float
     gaze: NDArray[np.float64]
+    balanced: bool = True
 
     @functools.cached_property
     def clear_of_iris(self) -> NDArray[np.uint8]:
@@ -159,6 +164,7 @@ class EyePatch:
             self.white,
             self.size,
             self.gaze,
+            self.balanced,
         )
 
 
@@ -221,10 +227,11 @@ def eye_patch(
         corners: (2, 2) the eye's corners, image-left first.
 
     Returns:
-        The :class:`EyePatch`, or None when the photo shows too little of the
-        iris or of the white, no white lighter than the iris (a squint, a lens's
-        glare, a shadow) or a "white" as colourful as the skin around the eye (see
-        MAX_WHITE_CHROMA), or an iris under MIN_IRIS_RADIUS_PX (a small face).
+        The :class:`EyePatch` (not ``balanced`` where its "white" is as colourful
+        as the skin around the eye, see MAX_WHITE_CHROMA), or None when the photo
+        shows too little of the iris or of the white, no white lighter than the iris
+        (a squint, a lens's glare, a shadow), or an iris under MIN_IRIS_RADIUS_PX
+        (a small face).
     """
     pw, ph = patch_size()
     affine = iris_affine(iris_5)
@@ -263,12 +270,13 @@ def eye_patch(
     assert white is not None  # seen_white has at least MIN_WHITE_SEEN squared radii
     if float(white @ _LUMA - patch[seen_iris].mean(0) @ _LUMA) < MIN_CONTRAST:
         return None
-    # A white as colourful as the lids' skin is skin (a squint the mesh read as open,
-    # a lens's tint).
+    # A white as colourful as the lids' skin is not a white to balance on (a squint the
+    # mesh read as open, a lens's tint).
     lids_skin = ~cv2.dilate(opening.astype(np.uint8), np.ones((9, 9), np.uint8)).astype(bool)
     skin_chroma = _chroma(np.median(patch[lids_skin], axis=0))
-    if skin_chroma >= MIN_SKIN_CHROMA and _chroma(white) > MAX_WHITE_CHROMA * skin_chroma:
-        return None
+    balanced = not (
+        skin_chroma >= MIN_SKIN_CHROMA and _chroma(white) > MAX_WHITE_CHROMA * skin_chroma
+    )
     # Iris: the vertical mirror where the other lid showed it, else its radial profile.
     bins = np.minimum((r * 8).astype(np.int32), 7)
     counts = np.bincount(bins[seen_iris], minlength=8).astype(np.float64)
@@ -290,7 +298,9 @@ def eye_patch(
     shown = cv2.GaussianBlur(opening.astype(np.float32), (0, 0), 1.0) * opening
     pixels = shown[..., None] * patch + (1.0 - shown[..., None]) * iris_fill
     alpha = np.maximum(shown, in_iris)
-    return EyePatch(pixels.astype(np.float32), alpha.astype(np.float32), white, size, gaze)
+    return EyePatch(
+        pixels.astype(np.float32), alpha.astype(np.float32), white, size, gaze, balanced
+    )
 
 
 def white_gain(
@@ -315,16 +325,19 @@ def paint_eye(
     visible: NDArray[np.uint8] | None = None,
     *,
     gaze: str = "target",
-    balance: bool = True,
+    space: str = "target",
     colour: float = 1.0,
 ) -> bool:
     """Paint an eye patch into ``canvas`` inside the opening ``lids``, in place.
 
-    The eye is drawn in the target's colours: the photo's eyeball times a gain per
-    channel that takes the photo's white to the target's (a white balance and
-    exposure; the white of an eye is about the same for everyone, so the gain is the
-    light's). A brown iris stays brown on any target; matched with the skin's colour
-    transfer it was shifted towards blue on a lighter-skinned target.
+    In ``space="target"`` the eye is drawn in the target's colours: the photo's
+    eyeball times a gain per channel that takes the photo's white to the target's (a
+    white balance and exposure; the white of an eye is about the same for everyone,
+    so the gain is the light's). A brown iris stays brown on any target; matched with
+    the skin's colour transfer it was shifted towards blue on a lighter-skinned
+    target. In ``space="source"`` it is drawn in the photo's colours, the target's
+    white brought to the photo's (for an eye that is not ``balanced``, before the
+    skin's colour map; or with no colour match at all).
 
     Args:
         canvas: (H, W, 3) float32 image to paint into, in the target's colours.
@@ -343,9 +356,10 @@ def paint_eye(
         gaze: ``target``: the iris goes where ``iris_5`` has it; ``source``: where
             the photo's iris sat in its opening (``patch.gaze``), the gaze of the
             photo.
-        balance: False draws the photo's colours as they are (no colour match).
+        space: ``target`` or ``source``: the colours the canvas holds (above).
         colour: the share of the eye's chroma kept, around the target's white's tint
-            (0 on a black-and-white target, as its skin's colour map does).
+            (0 on a black-and-white target, as its skin's colour map does; in the
+            source space the colour map sees to that).
 
     Returns:
         False, and nothing painted, where ``iris_5`` fits no plausible iris (see
@@ -404,11 +418,16 @@ def paint_eye(
     target_white = _lighter_mean(back, clear & cv2.compare(inside, 127, cv2.CMP_GT))
     if target_white is None:
         return False
+    # The fill and the white over the target's own iris, in the canvas's colours.
+    white = target_white
     fill = back
+    if space == "source":
+        white = patch.white
+        fill = back * (white / np.maximum(target_white, 1.0)).astype(np.float32)
     if gaze == "source":
-        fill = back.copy()
-        cv2.copyTo(np.full_like(back, 1.0) * (SHADED_WHITE * target_white), 255 - clear, fill)
-    if balance:
+        fill = fill.copy()
+        cv2.copyTo(np.full_like(back, 1.0) * (SHADED_WHITE * white), 255 - clear, fill)
+    if space == "target":
         pixels *= white_gain(patch.white, target_white)
         if colour < 1.0:
             # x' = (Q + c P) x + (1 - c) P white: Q onto the grey axis, P = I - Q.

@@ -1198,6 +1198,7 @@ class Swapper:
         triangle: NDArray[np.int32] | None,
         backdrop: NDArray[np.float32],
         colour: float,
+        space: str,
     ) -> None:
         """Paint the source's eyeballs into ``source`` (processing-crop pixels), in
         the target's lids, where the output's irises are (or, with ``gaze="source"``,
@@ -1211,6 +1212,9 @@ class Swapper:
             backdrop: the target warped to the output geometry (its own eyes).
             colour: the target skin's colourfulness (0 for a black-and-white photo:
                 the eyes are drawn grey too).
+            space: ``source``: the eyeballs drawn before the colour match (those
+                that are not ``balanced``, and all of them with ``color="none"``), in
+                the photo's colours; ``target``: the others, after it, white-balanced.
         """
         # Which opening each coarse grid pixel shows (-1: none; hole codes as in
         # FaceModel.hole_of_triangle), by one lookup.
@@ -1218,7 +1222,8 @@ class Swapper:
         for (loop, first, left, right), patch, code in zip(
             _eye_layout(self.model), self._eyes, (HOLE_EYE_LEFT, HOLE_EYE_RIGHT), strict=True
         ):
-            if patch is None:
+            balanced = patch is not None and patch.balanced and self.options.color != "none"
+            if patch is None or balanced != (space == "target"):
                 continue
             # Where this opening is drawn at all (not behind a turned head's nose),
             # grown by a grid pixel so that the drawn outline is the lids' own.
@@ -1236,7 +1241,7 @@ class Swapper:
                 backdrop,
                 shown,
                 gaze=self.options.gaze,
-                balance=self.options.color != "none",
+                space=space,
                 colour=colour,
             )
 
@@ -1330,7 +1335,11 @@ class Swapper:
             # next to the mesh border are not pulled towards a placeholder.
             maps = cv2.resize(maps, (pw, ph), interpolation=cv2.INTER_LINEAR)
             coverage = cv2.resize(coverage, (pw, ph), interpolation=cv2.INTER_LINEAR)
-            maps /= np.maximum(coverage, 1e-6)[..., None]
+            # Only the mesh's rim needs it: inside, the coverage is 1 (outside 0, and
+            # the values 0): a division over the whole crop cost 0.25 ms.
+            rim = np.flatnonzero((coverage > 0.0) & (coverage != 1.0))
+            flat = maps.reshape(-1, maps.shape[2])
+            flat[rim] /= coverage.reshape(-1)[rim, None]
         coverage = np.clip((coverage - 0.5) * 2.0, 0.0, 1.0)
         # Fixed-point UV maps (1/32 texel), built once for the two face-space lookups.
         uv_map, uv_frac = cv2.convertMaps(
@@ -1386,6 +1395,13 @@ class Swapper:
         ).astype(np.float32, copy=False)
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
+        eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
+        # Only a turned head's nose can hide part of an eye opening.
+        eye_hidden = raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None
+        if any(patch is not None for patch in self._eyes):
+            # Eyeballs that cannot be white-balanced (and all of them with no colour
+            # match) go in now, in the photo's colours: the skin's colour map follows.
+            self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "source")
         enough_skin = cv2.countNonZero(skin) > 64
         if opts.color != "none" and enough_skin:
             source = color_ops.color_transfer(
@@ -1403,17 +1419,10 @@ class Swapper:
             # Skin seen in both: 255 where the source's own texels are used.
             on = cv2.compare(skin, 0.5, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
             source = _match_light(source, target_proc, on, opts.light)
-        if any(patch is not None for patch in self._eyes):
+        if opts.color != "none" and any(p is not None and p.balanced for p in self._eyes):
             # After the colour and light match: the eyeballs take the target's white
             # as their own (see eyeball.paint_eye), not the skin's colour map.
-            self._paint_eyes(
-                source,
-                (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
-                # Only a turned head's nose can hide part of an eye opening.
-                raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None,
-                warped_target,
-                colour,
-            )
+            self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "target")
         if opts.detail > 0 and enough_skin:
             source = _match_detail(source, warped_target, skin, opts.detail)
         # Outside the mask the foreground is the target itself, so a multiband or

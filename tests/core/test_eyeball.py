@@ -303,7 +303,7 @@ def test_no_colour_on_a_black_and_white_target_and_none_matched_on_request() -> 
     assert np.ptp(canvas[at]) < 1.0  # grey: B = G = R
     raw = target.copy()
     paint_eye(canvas, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target)
-    paint_eye(raw, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target, balance=False)
+    paint_eye(raw, patch, _lids(18.0), _iris_points(CENTRE), _corners(), target, space="source")
     assert np.allclose(raw[at], IRIS, atol=6)  # the photo's own colour
 
 
@@ -346,3 +346,20 @@ def test_any_placement_paints_finite_values_or_nothing(source_patch: eyeball.Eye
             assert np.array_equal(canvas, before)
         painted += ok
     assert painted > 30  # the draw covers plausible placements too
+
+
+def test_a_white_as_colourful_as_the_skin_is_not_balanced_on() -> None:
+    """Behind a warm lens (or in a squint read as open) the "white" is skin-coloured:
+    the patch is kept, for the skin's colour map, but not white-balanced; drawn in the
+    photo's colours, the target's white around it is brought to the photo's."""
+    warm = (60.0, 120.0, 200.0)
+    image = _draw_eye(18.0, CENTRE, white=warm)
+    patch = eye_patch(image, _lids(9.0), _iris_points(CENTRE), _corners())
+    assert patch is not None and not patch.balanced
+    clear = eye_patch(_draw_eye(18.0, CENTRE), _lids(9.0), _iris_points(CENTRE), _corners())
+    assert clear is not None and clear.balanced
+    target = _draw_eye(24.0, CENTRE).astype(np.float32)
+    canvas = target.copy()
+    paint_eye(canvas, patch, _lids(24.0), _iris_points(CENTRE), _corners(), target, space="source")
+    hidden_white = canvas[40:44, 85:95].reshape(-1, 3).mean(0)  # under the photo's lids
+    assert np.allclose(hidden_white, patch.white, atol=10)
