@@ -1398,7 +1398,7 @@ class Swapper:
         eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
         # Only a turned head's nose can hide part of an eye opening.
         eye_hidden = raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None
-        if any(patch is not None for patch in self._eyes):
+        if any(p is not None and not (p.balanced and opts.color != "none") for p in self._eyes):
             # Eyeballs that cannot be white-balanced (and all of them with no colour
             # match) go in now, in the photo's colours: the skin's colour map follows.
             self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "source")
