@@ -235,7 +235,7 @@ def _lct_affine(
         var_s = max(float(_LUMA_BGR @ cov_s @ _LUMA_BGR), 1e-6)
         var_t = max(float(_LUMA_BGR @ cov_t @ _LUMA_BGR), 1e-6)
         gain = np.sqrt(var_t / var_s)
-        cov_t = cov_t * (float(np.clip(gain, *gain_range)) / gain) ** 2
+        cov_t = cov_t * (min(max(float(gain), gain_range[0]), gain_range[1]) / gain) ** 2
     if ridge > 0.0:
         cov_s = cov_s + ridge * float(np.trace(cov_s)) / 3.0 * np.eye(3)
         cov_t = cov_t + ridge * float(np.trace(cov_t)) / 3.0 * np.eye(3)
@@ -262,7 +262,7 @@ def colourfulness(cov: NDArray[np.float64]) -> float:
     if total <= 1e-9:
         return 1.0
     chroma = float(np.trace(cov - _GREY @ cov @ _GREY)) / total
-    return float(np.clip((chroma - _MONO_CHROMA) / _MONO_CHROMA, 0.0, 1.0))
+    return min(max((chroma - _MONO_CHROMA) / _MONO_CHROMA, 0.0), 1.0)
 
 
 def color_transfer(

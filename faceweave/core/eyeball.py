@@ -310,8 +310,12 @@ def white_gain(
     WHITE_GAIN_RANGE and its tint (each channel against the mean gain) within
     WHITE_TINT_RANGE."""
     gain = np.asarray(target_white, np.float64) / np.maximum(source_white, 1.0)
-    level = float(np.clip(gain.mean(), *WHITE_GAIN_RANGE))
-    tint = np.clip(gain / max(gain.mean(), 1e-6), 1.0 / WHITE_TINT_RANGE, WHITE_TINT_RANGE)
+    lo, hi = WHITE_GAIN_RANGE
+    level = min(max(float(gain.mean()), lo), hi)
+    tint = np.minimum(
+        np.maximum(gain / max(float(gain.mean()), 1e-6), 1.0 / WHITE_TINT_RANGE),
+        WHITE_TINT_RANGE,
+    )
     return (level * tint).astype(np.float32)
 
 

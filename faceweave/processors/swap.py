@@ -1270,7 +1270,7 @@ class Swapper:
         # Keep the target's silhouette: no shape change where the surface is seen edge-on
         # (moving a turned head's outline would smear the background next to it).
         normals = vertex_normals(target_face.landmarks_478, self.model.triangles)
-        facing = np.clip((np.abs(normals[:, 2:3]) - 0.25) / 0.35, 0.0, 1.0)
+        facing = np.minimum(np.maximum((np.abs(normals[:, 2:3]) - 0.25) / 0.35, 0.0), 1.0)
         moved = target_norm + amount * facing * delta
         return from_pose_space(moved, target_face.pose).astype(np.float32)
 
@@ -1321,7 +1321,7 @@ class Swapper:
             (tgt_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
             # Grazing surface (a turned head's silhouette): where the fitted mesh may
             # overhang the real face onto background.
-            np.clip((0.85 - np.abs(normals_out[:, 2:3])) / 0.4, 0.0, 1.0),
+            np.minimum(np.maximum((0.85 - np.abs(normals_out[:, 2:3])) / 0.4, 0.0), 1.0),
         ]
         if opts.color == "sh":
             tgt_normals = vertex_normals(tgt_verts, model.render_triangles)
@@ -1340,7 +1340,8 @@ class Swapper:
             rim = np.flatnonzero((coverage > 0.0) & (coverage != 1.0))
             flat = maps.reshape(-1, maps.shape[2])
             flat[rim] /= coverage.reshape(-1)[rim, None]
-        coverage = np.clip((coverage - 0.5) * 2.0, 0.0, 1.0)
+        # (np.minimum/maximum: np.clip's own overhead is most of its cost on these.)
+        coverage = np.minimum(np.maximum((coverage - 0.5) * 2.0, 0.0), 1.0)
         # Fixed-point UV maps (1/32 texel), built once for the two face-space lookups.
         uv_map, uv_frac = cv2.convertMaps(
             np.ascontiguousarray(maps[..., 0]), np.ascontiguousarray(maps[..., 1]), cv2.CV_16SC2
@@ -1428,7 +1429,8 @@ class Swapper:
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).
         alpha = np.ascontiguousarray(
-            fusion_mix(opts.fusion) * weight * np.clip(mask * 20.0, 0.0, 1.0), np.float32
+            fusion_mix(opts.fusion) * weight * np.minimum(np.maximum(mask * 20.0, 0.0), 1.0),
+            np.float32,
         )
         fused = cv2.blendLinear(source, warped_target, alpha, np.float32(1.0) - alpha)
         blended = blend_ops.blend(fused, target_proc, mask, mode=opts.blend)
@@ -1608,7 +1610,7 @@ def _target_occluders(
     diff = small - mean.astype(np.float32).reshape(1, 1, 3)
     _, inv = cv2.invert(cov + np.eye(3) * 16.0)
     z2 = cv2.transform(cv2.transform(diff, inv) * diff, np.ones((1, 3)))
-    occl = np.clip((np.sqrt(np.maximum(z2, 0.0)) - 3.5) / 2.0, 0.0, 1.0).astype(np.float32)
+    occl = np.minimum(np.maximum((np.sqrt(np.maximum(z2, 0.0)) - 3.5) / 2.0, 0.0), 1.0)
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
     return occl, color_ops.colourfulness(cov)
@@ -1665,7 +1667,7 @@ def _match_light(
     lo, hi = LIGHT_GAIN_RANGE
     gain = np.clip((lumas[0] + 1.0) / (lumas[1] + 1.0), lo, hi) ** amount
     # Where the blurred mask is thin (far from skin) the ratio is an extrapolation.
-    confidence = np.clip(support * (1.0 / 0.3), 0.0, 1.0)
+    confidence = np.minimum(np.maximum(support * (1.0 / 0.3), 0.0), 1.0)
     gain = (1.0 + (gain - 1.0) * confidence).astype(np.float32)
     gain = cv2.resize(gain, (wk, hk), interpolation=cv2.INTER_LINEAR)
     if (hk, wk) != (h, w):
@@ -1739,7 +1741,7 @@ def _cut_mouth(weight: NDArray[np.float32], inner_lips: NDArray[np.float32]) -> 
         return
     openness = cv2.contourArea(inner_lips) / (width * width) * 4.0 / np.pi
     lo, hi = MOUTH_OPEN_RANGE
-    grow = MOUTH_KEEP_LIP * width * float(np.clip((openness - lo) / (hi - lo), 0.0, 1.0))
+    grow = MOUTH_KEEP_LIP * width * min(max((openness - lo) / (hi - lo), 0.0), 1.0)
     reach = int(np.ceil(2.5 * grow)) + 4  # the band plus three blur sigmas
     x0, y0 = np.floor(inner_lips.min(0)).astype(int) - reach
     x1, y1 = np.ceil(inner_lips.max(0)).astype(int) + reach + 1
