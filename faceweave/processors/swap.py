@@ -1182,6 +1182,17 @@ class Swapper:
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self._eyes = self._eye_patches()
+        # Per eye, the colours it is drawn in: "target" (white-balanced, after the
+        # colour match) or "source" (the photo's, before it: a patch whose white does
+        # not balance, or no colour match at all); None: no patch.
+        self._eye_spaces = tuple(
+            None
+            if patch is None
+            else "target"
+            if patch.balanced and self.options.color != "none"
+            else "source"
+            for patch in self._eyes
+        )
         self._hole_codes = np.append(self.model.hole_of_triangle, np.int8(-1))  # [-1] -> -1
         self.identity = _identity_shape(self.model)
         # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
@@ -1212,18 +1223,21 @@ class Swapper:
             backdrop: the target warped to the output geometry (its own eyes).
             colour: the target skin's colourfulness (0 for a black-and-white photo:
                 the eyes are drawn grey too).
-            space: ``source``: the eyeballs drawn before the colour match (those
-                that are not ``balanced``, and all of them with ``color="none"``), in
-                the photo's colours; ``target``: the others, after it, white-balanced.
+            space: which eyeballs to draw (see ``_eye_spaces``): ``source``, before
+                the colour match, in the photo's colours; ``target``, after it,
+                white-balanced.
         """
         # Which opening each coarse grid pixel shows (-1: none; hole codes as in
         # FaceModel.hole_of_triangle), by one lookup.
         hole = None if triangle is None else self._hole_codes[triangle]
-        for (loop, first, left, right), patch, code in zip(
-            _eye_layout(self.model), self._eyes, (HOLE_EYE_LEFT, HOLE_EYE_RIGHT), strict=True
+        for (loop, first, left, right), patch, eye_space, code in zip(
+            _eye_layout(self.model),
+            self._eyes,
+            self._eye_spaces,
+            (HOLE_EYE_LEFT, HOLE_EYE_RIGHT),
+            strict=True,
         ):
-            balanced = patch is not None and patch.balanced and self.options.color != "none"
-            if patch is None or balanced != (space == "target"):
+            if patch is None or eye_space != space:
                 continue
             # Where this opening is drawn at all (not behind a turned head's nose),
             # grown by a grid pixel so that the drawn outline is the lids' own.
@@ -1399,7 +1413,7 @@ class Swapper:
         eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
         # Only a turned head's nose can hide part of an eye opening.
         eye_hidden = raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None
-        if any(p is not None and not (p.balanced and opts.color != "none") for p in self._eyes):
+        if "source" in self._eye_spaces:
             # Eyeballs that cannot be white-balanced (and all of them with no colour
             # match) go in now, in the photo's colours: the skin's colour map follows.
             self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "source")
@@ -1420,7 +1434,7 @@ class Swapper:
             # Skin seen in both: 255 where the source's own texels are used.
             on = cv2.compare(skin, 0.5, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
             source = _match_light(source, target_proc, on, opts.light)
-        if opts.color != "none" and any(p is not None and p.balanced for p in self._eyes):
+        if "target" in self._eye_spaces:
             # After the colour and light match: the eyeballs take the target's white
             # as their own (see eyeball.paint_eye), not the skin's colour map.
             self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "target")

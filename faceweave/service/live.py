@@ -368,18 +368,22 @@ class LiveSession:
     def on_frame(self, timing: FrameTiming) -> None:
         self.send_stats({"type": "frame", **timing.__dict__})
 
-    def install_swapper(self) -> None:
-        """Give the frame processor the prepared source with this session's look
-        (call with ``control_lock`` held)."""
-        prepared = self.source_model
-        if prepared is None:
-            return
-        changes = {
-            name: value
-            for name, value in (("fusion", self.fusion), ("gaze", self.gaze))
-            if getattr(prepared.options, name) != value
-        }
-        self.processor.swapper = prepared.with_options(**changes) if changes else prepared
+    def update(self, **changes: Any) -> None:
+        """Set some of ``source_model``, ``fusion`` and ``gaze``, and give the frame
+        processor the prepared source with this look (blocking on the control lock:
+        run it in the thread pool)."""
+        with self.control_lock:
+            for name, value in changes.items():
+                setattr(self, name, value)
+            prepared = self.source_model
+            if prepared is None:
+                return
+            look = {
+                name: value
+                for name, value in (("fusion", self.fusion), ("gaze", self.gaze))
+                if getattr(prepared.options, name) != value
+            }
+            self.processor.swapper = prepared.with_options(**look) if look else prepared
 
 
 class LiveSessions:
@@ -682,25 +686,14 @@ def create_live_router(
                 raise ServiceError(422, "missing_file", "send the source image as the request body")
             prepared = await run_in_threadpool(live.prepare_source, bytes(data))
 
-        def install() -> None:
-            with session.control_lock:
-                session.source_model = prepared
-                session.install_swapper()
-
-        await run_in_threadpool(install)
-        return SessionOut(session=session.id, fusion=session.fusion, gaze=session.gaze, source=True)
+        await run_in_threadpool(session.update, source_model=prepared)
+        return _session_out(session)
 
     @router.post("/v1/live/{session_id}/fusion", response_model=SessionOut, tags=["live"])
     async def set_fusion(session_id: str, body: FusionIn, key: Any = owner_dep) -> SessionOut:
         """Change the fusion degree while the session runs."""
         session = live.get(session_id, _owner_of(key))
-
-        def install() -> None:
-            with session.control_lock:
-                session.fusion = body.fusion
-                session.install_swapper()
-
-        await run_in_threadpool(install)
+        await run_in_threadpool(session.update, fusion=body.fusion)
         return _session_out(session)
 
     @router.post("/v1/live/{session_id}/gaze", response_model=SessionOut, tags=["live"])
@@ -709,13 +702,7 @@ def create_live_router(
         follow the camera face's eyes) or ``source`` (as in the source photo: one that
         looks into the lens keeps eye contact)."""
         session = live.get(session_id, _owner_of(key))
-
-        def install() -> None:
-            with session.control_lock:
-                session.gaze = body.gaze
-                session.install_swapper()
-
-        await run_in_threadpool(install)
+        await run_in_threadpool(session.update, gaze=body.gaze)
         return _session_out(session)
 
     @router.delete("/v1/live/{session_id}", status_code=204, tags=["live"])
