@@ -761,7 +761,12 @@ def _run_swap(args: argparse.Namespace) -> int:
         watermark=None if args.no_watermark else _new_job_id(),
     )
     if not batch:
-        note = job.run(target_path, output_path, args.debug)
+        try:
+            note = job.run(target_path, output_path, args.debug)
+        except InputError as err:
+            # Name the target, as a batch does: the analysis's own frame check
+            # ("image too small: 6000x4") does not know the file it came from.
+            raise type(err)(_naming(target_path, str(err))) from err
         if note is not None and not args.quiet:
             _note(note)
         return EXIT_OK

@@ -347,6 +347,19 @@ def test_missing_source(images: Images, tmp_path: Path) -> None:
     assert not output.exists()
 
 
+def test_target_too_small_names_the_file(images: Images, tmp_path: Path) -> None:
+    # Readable, but under the analysis's 8 px minimum: the error names the file, as
+    # every other error about a target does.
+    target = tmp_path / "strip.png"
+    Image.new("RGB", (600, 4), "white").save(target)
+    output = tmp_path / "out.png"
+    result = _run("swap", "-s", images.source_png, "-t", target, "-o", output, cwd=tmp_path)
+    assert result.returncode == EXIT_ERROR
+    _assert_one_error_line(result, "strip.png", "image too small: 600x4")
+    assert not output.exists()
+    _assert_no_temp_files(tmp_path)
+
+
 @pytest.mark.slow
 def test_fusion_out_of_range_is_usage_error(images: Images, tmp_path: Path) -> None:
     output = tmp_path / "out.png"
