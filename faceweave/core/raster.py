@@ -48,14 +48,19 @@ class Raster:
         vals = np.asarray(values, np.float32)
         out = np.full((h * w, vals.shape[1]), fill, np.float32)
         flat_tri = self.triangle.reshape(-1)
-        cov = np.nonzero(flat_tri >= 0)[0]
-        tri = triangles[flat_tri[cov]]  # (P, 3)
-        wts = self.weights.reshape(-1, 3)[cov]  # (P, 3)
-        out[cov] = (
-            vals[tri[:, 0]] * wts[:, 0:1]
-            + vals[tri[:, 1]] * wts[:, 1:2]
-            + vals[tri[:, 2]] * wts[:, 2:3]
-        )
+        cov = np.flatnonzero(flat_tri >= 0)
+        pixel_tri = flat_tri[cov]
+        wts = np.take(self.weights.reshape(-1, 3), cov, axis=0)  # (P, 3)
+        # One corner at a time, through contiguous corner columns (np.take on these is
+        # about twice as fast as fancy indexing through a (P, 3) gather); the sum keeps
+        # the corners' order.
+        corners = np.ascontiguousarray(np.asarray(triangles).T)
+        total = None
+        for k in range(3):
+            term = np.take(vals, np.take(corners[k], pixel_tri), axis=0)
+            term *= wts[:, k : k + 1]
+            total = term if total is None else total + term
+        out[cov] = total
         return out.reshape(h, w, -1)
 
 
@@ -135,14 +140,17 @@ def rasterize(
     local = np.repeat(np.arange(len(ids), dtype=np.int32), counts)
     first = (np.cumsum(counts) - counts).astype(np.int32)
     offs = np.arange(total, dtype=np.int32) - np.repeat(first, counts)
-    nxc = nx[ids][local]
+    # Per-candidate copies of the triangle's box and coefficients, each set in one
+    # np.take along the rows (a third of the cost of one gather per row).
+    nxc, box_x, box_y = np.take(np.stack([nx[ids], xmin[ids], ymin[ids]]), local, axis=1)
     py_off = offs // nxc
-    px = xmin[ids][local] + (offs - py_off * nxc)
-    py = ymin[ids][local] + py_off
+    px = box_x + (offs - py_off * nxc)
+    py = box_y + py_off
     fx = px.astype(np.float32)
     fy = py.astype(np.float32)
-    l1 = coef[0][local] * fx + coef[1][local] * fy + coef[2][local]
-    l2 = coef[3][local] * fx + coef[4][local] * fy + coef[5][local]
+    c = np.take(coef, local, axis=1)
+    l1 = c[0] * fx + c[1] * fy + c[2]
+    l2 = c[3] * fx + c[4] * fy + c[5]
     eps = np.float32(1e-5)
     inside = (l1 >= -eps) & (l2 >= -eps) & (l1 + l2 <= 1 + eps)
     sel = np.nonzero(inside)[0]
@@ -152,8 +160,9 @@ def rasterize(
     lc = tri_local[covered]
     cx = (covered % w).astype(np.float32)
     cy = (covered // w).astype(np.float32)
-    w1 = coef[0][lc] * cx + coef[1][lc] * cy + coef[2][lc]
-    w2 = coef[3][lc] * cx + coef[4][lc] * cy + coef[5][lc]
+    c = np.take(coef, lc, axis=1)
+    w1 = c[0] * cx + c[1] * cy + c[2]
+    w2 = c[3] * cx + c[4] * cy + c[5]
     tri_id.reshape(-1)[covered] = ids[lc]
     flat = weights.reshape(-1, 3)
     flat[covered, 0] = 1.0 - w1 - w2
