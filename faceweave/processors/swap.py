@@ -951,15 +951,34 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
     )
 
 
+# Hair over the forehead (see _forehead_occluders). The photo's hair colour is sampled
+# in a band along the mesh's top and side edges HAIR_RIM of the texture's side wide,
+# from texels over HAIR_SAMPLE_Z robust z from the cheeks' skin, when they are at least
+# HAIR_SAMPLE_SHARE of that band. A fringe is hair over more than FRINGE_COVER of the
+# forehead below that band (above the brows); its occluders are then grown by
+# FRINGE_GROW of the texture's side before the blur. Without that the blur's ramp lay on
+# the fringe's lower strands and the shadow they cast, and a fair fringe (the
+# astronaut's) left a brown band across every target's forehead.
+HAIR_RIM = 0.06
+HAIR_SAMPLE_Z = 3.0
+HAIR_SAMPLE_SHARE = 0.15
+FRINGE_COVER = 0.3
+FRINGE_GROW = 0.023
+
+
 def _forehead_occluders(
     model: FaceModel, size: int, albedo: NDArray[np.float32], covered: NDArray[np.bool_]
 ) -> NDArray[np.float32]:
     """Hair over the forehead (bangs) is not the source's face: find it by colour.
 
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
-    temple texels far from them in Lab (robust z-score) are marked as occluders.
+    temple texels far from them in Lab (robust z-score) are marked as occluders, and
+    so are those nearer the photo's own hair colour than its skin's (a fair fringe
+    under a warm light lies within 2 z of the skin). A fringe's occluders are grown
+    so that the target's forehead takes over on skin (see FRINGE_GROW).
     """
-    z = _skin_z(model, size, _albedo_bytes(albedo), covered)
+    texture = _albedo_bytes(albedo)
+    z = _skin_z(model, size, texture, covered)
     if z is None:
         return np.zeros((size, size), np.float32)
     raster = model.uv_raster(size)
@@ -974,8 +993,35 @@ def _forehead_occluders(
     # at a profile's silhouette, a microphone, glasses frames.
     inner = _uv_skin(model, size) & ~region
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
+    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    rim = region & (depth < HAIR_RIM * size)
+    hair_z = _hair_z(texture, rim & (z > HAIR_SAMPLE_Z), rim)
+    if hair_z is not None:
+        nearer_hair = np.clip((z - hair_z) / 2.0, 0.0, 1.0) * np.clip(z - 1.0, 0.0, 1.0)
+        ramp = np.maximum(ramp, nearer_hair * region)
     ramp = cv2.morphologyEx(ramp.astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
-    return np.asarray(cv2.GaussianBlur(ramp, (0, 0), size * 0.01), np.float32)
+    forehead = region & ~temples & (depth >= HAIR_RIM * size) & (y < brow_y - 0.1)
+    if forehead.any() and float((ramp[forehead] > 0.5).mean()) > FRINGE_COVER:
+        k = int(round(FRINGE_GROW * size)) | 1
+        ramp = np.where(region, cv2.dilate(ramp, np.ones((k, k), np.uint8)), ramp)
+    return np.asarray(cv2.GaussianBlur(ramp.astype(np.float32), (0, 0), size * 0.01), np.float32)
+
+
+def _hair_z(
+    texture: NDArray[np.float32], samples: NDArray[np.bool_], band: NDArray[np.bool_]
+) -> NDArray[np.float32] | None:
+    """Each texel's distance from the hair colour of the ``samples`` texels (robust z in
+    Lab, as _skin_z); None when they are under HAIR_SAMPLE_SHARE of ``band`` or too few.
+    ``texture`` is BGR in 0..255."""
+    count = int(samples.sum())
+    if count < max(50, HAIR_SAMPLE_SHARE * int(band.sum())):
+        return None
+    lab = cv2.cvtColor(np.clip(texture / 255.0, 0.0, 1.0).astype(np.float32), cv2.COLOR_BGR2Lab)
+    hair = lab[samples]
+    med = np.median(hair, axis=0).astype(np.float32)
+    mad = np.median(np.abs(hair - med), axis=0) * 1.4826 + np.array([2.0, 1.5, 1.5])
+    scaled = (lab - med) * (1.0 / mad).astype(np.float32)
+    return np.asarray(np.sqrt(np.einsum("ijk,ijk->ij", scaled, scaled)), np.float32)
 
 
 @functools.lru_cache(maxsize=4)

@@ -475,6 +475,54 @@ def test_a_fringe_over_one_brow_takes_the_other_brow(
     assert np.abs(mirrored[other > 0] - kept[other > 0]).max() < 1.0
 
 
+def _uv_skin_texture(size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A face texture of one skin colour with a little noise, and where it is covered."""
+    covered = load_face_model().uv_raster(size).covered
+    rng = np.random.default_rng(seed)
+    texture = np.array([150, 170, 210], np.float32) + rng.normal(0, 2, (size, size, 3))
+    return (texture * covered[..., None]).astype(np.float32), covered
+
+
+def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
+    """A fringe close to the skin's colour (about 3 robust z from it, where the skin
+    check only half counts it) over the forehead: texels nearer the photo's hair colour
+    than its skin's are occluders, and a fringe's occluders are grown so that the ramp
+    to the source's skin lies below its lower edge (before, the ramp lay on the edge and
+    left a band of hair colour across the target's forehead: the astronaut's). Skin
+    further down, a texture without hair, and a hairline kept to the mesh's top edge
+    (no fringe: nothing is grown) stay the source's."""
+    size = 384
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    y = swap_module._uv_y(model, size)
+    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
+    line = brow_y - 0.2
+    hair = covered & (y < line)
+    rng = np.random.default_rng(1)
+    fair = texture.copy()
+    fair[hair] = np.array([128, 160, 206], np.float32) + rng.normal(0, 2, (int(hair.sum()), 3))
+    z = swap_module._skin_z(model, size, swap_module._albedo_bytes(fair), covered)
+    assert z is not None and 2.5 < float(np.median(z[hair])) < 4.0  # the premise
+    found = swap_module._forehead_occluders(model, size, fair, covered)
+    core = cv2.erode(hair.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
+    from_hair = cv2.distanceTransform((~hair).astype(np.uint8), cv2.DIST_L2, 3)
+    skin_below = covered & (y > line) & (y < brow_y - 0.05)
+    assert found[core].mean() > 0.95, found[core].mean()  # 0.44 before
+    assert found[skin_below & (from_hair <= 3)].mean() > 0.6  # 0.15 before
+    assert found[skin_below & (from_hair >= 12)].max() < 0.05
+    forehead = covered & (y < brow_y - 0.05)
+    assert swap_module._forehead_occluders(model, size, texture, covered)[forehead].max() < 0.01
+    # Hair along the mesh's top edge only (a hairline, no fringe): not grown.
+    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    rim = hair & (depth < swap_module.HAIR_RIM * size)
+    hairline = texture.copy()
+    hairline[rim] = fair[rim]
+    kept = swap_module._forehead_occluders(model, size, hairline, covered)
+    assert kept[rim & (depth < 0.04 * size)].mean() > 0.8
+    away = forehead & (depth > swap_module.HAIR_RIM * size + 10)
+    assert kept[away].max() < 0.05
+
+
 def test_a_turned_sources_dark_midline_is_left_to_the_target(
     astronaut: np.ndarray, astronaut_face: Face
 ) -> None:
