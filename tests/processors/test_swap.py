@@ -523,6 +523,61 @@ def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     assert kept[away].max() < 0.05
 
 
+def test_a_dropped_jaw_does_not_hide_the_chin(
+    astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scream as MediaPipe meshes it: the lower lip pulled far down in the image,
+    over the skin below it, which the mesh puts well behind the lips. That skin is in
+    view; with the lips counted as occluders it read as hidden (p27: the targets took
+    their own there, a pale patch under the source's lips). A closed mouth keeps every
+    triangle as a possible occluder."""
+    size = 256
+    model = load_face_model()
+    raster = model.uv_raster(size)
+    points = np.asarray(astronaut_face.landmarks_478, np.float32).copy()
+    lips = model.regions["lips"]
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    lower = lips[model.canonical[lips, 1] > mouth_y]
+    lower_y = float(model.canonical[lower, 1].max())
+    y, x = model.canonical[:478, 1], model.canonical[:478, 0]
+    below = np.flatnonzero((y > lower_y) & (y < lower_y + 0.35) & (np.abs(x) < 0.5))
+    assert swap_module._mouth_opening(points) < swap_module.MOUTH_OPEN_WIDE
+    assert len(swap_module._occluding_triangles(model, False)) == len(model.render_triangles)
+    points[lower, 1] += 0.25 * astronaut_face.size
+    points[below, 2] += 0.2 * astronaut_face.size
+    assert swap_module._mouth_opening(points) > swap_module.MOUTH_OPEN_WIDE
+    verts = model.extend(points)
+    per_texel = raster.interpolate(verts[:, :3], model.render_triangles)
+    uv_y = swap_module._uv_y(model, size)
+    uv_x = raster.interpolate(model.canonical_extended[:, 0:1], model.render_triangles)[..., 0]
+    chin = raster.covered & (uv_y > lower_y + 0.05) & (uv_y < lower_y + 0.3) & (np.abs(uv_x) < 0.4)
+
+    def hidden(triangles: np.ndarray) -> float:
+        occluded = swap_module._occluded(
+            verts, triangles, per_texel[..., :2], per_texel[..., 2], astronaut_face.size
+        )
+        return float(occluded[chin].mean())
+
+    assert chin.sum() > 300
+    assert hidden(model.render_triangles) > 0.9  # every triangle an occluder: as before
+    assert hidden(swap_module._occluding_triangles(model, True)) < 0.05
+    # The source's preparation uses the set that fits its mouth.
+    passed: list[int] = []
+    occluded = swap_module._occluded
+
+    def spy(verts: np.ndarray, triangles: np.ndarray, *args: object) -> np.ndarray:
+        passed.append(len(triangles))
+        return occluded(verts, triangles, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(swap_module, "_occluded", spy)
+    prepare_source(astronaut_face, uv_size=size)
+    prepare_source(dataclasses.replace(astronaut_face, landmarks_478=points), uv_size=size)
+    assert passed == [
+        len(model.render_triangles),
+        len(swap_module._occluding_triangles(model, True)),
+    ]
+
+
 def test_a_turned_sources_dark_midline_is_left_to_the_target(
     astronaut: np.ndarray, astronaut_face: Face
 ) -> None:
