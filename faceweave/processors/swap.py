@@ -99,6 +99,12 @@ GLASSES_LINE_CONTRAST = 18.0
 # A source's frames are painted out of its texture: only strong lines, so that its own
 # wrinkles and lashes around the eyes stay.
 GLASSES_SOURCE_CONTRAST = 35.0
+# How far from the eye openings (in eye widths) frame lines are looked for: on targets,
+# and, further, on a source whose frames are painted out (the lower outer corner of a
+# large frame and the temple arm behind it lie past the targets' reach: p29's left a
+# dark curve at every target's temple).
+GLASSES_REACH = 0.75
+GLASSES_SOURCE_REACH = 0.95
 GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by one line: none .. glasses
 # An open eye shows white and iris: the lightness in its opening (OpenCV's 8-bit L*,
@@ -352,9 +358,13 @@ def _padded(
 
 
 def _uv_glasses_band(
-    model: FaceModel, hole: NDArray[np.integer], covered: NDArray[np.bool_]
+    model: FaceModel,
+    hole: NDArray[np.integer],
+    covered: NDArray[np.bool_],
+    reach: float = GLASSES_REACH,
 ) -> NDArray[np.float32]:
-    """(S, S) UV mask of where spectacle frames sit (see UVMasks.glasses)."""
+    """(S, S) UV mask of where spectacle frames sit (see UVMasks.glasses), out to
+    ``reach`` eye widths from the eye openings."""
     size = hole.shape[0]
     frames = np.zeros(hole.shape, bool)
     eyes = []
@@ -366,7 +376,7 @@ def _uv_glasses_band(
         # Distance from the eye opening: a frame's rim runs 0.1-0.75 eye widths out
         # (past the lashes, up to the brow and down to the top of the cheek).
         dist = cv2.distanceTransform(1 - eye, cv2.DIST_L2, 5)
-        frames |= (dist > 0.10 * width) & (dist < 0.75 * width)
+        frames |= (dist > 0.10 * width) & (dist < reach * width)
     (l0, l1, ly0, ly1, lw), (r0, r1, ry0, ry1, rw) = sorted(eyes)
     width, centre, top = (lw + rw) / 2, (ly0 + ly1 + ry0 + ry1) / 4, min(ly0, ry0)
     yy, xx = np.mgrid[0:size, 0:size]
@@ -623,7 +633,7 @@ def _paint_out_source_glasses(
         return albedo
     _, line_kernel, crop, (x0, y0), scale = found
     size = albedo.shape[0]
-    band = _uv_glasses_band_at(model, size) > 0.5
+    band = _uv_glasses_band_at(model, size, GLASSES_SOURCE_REACH) > 0.5
     line = (_line_contrast(crop, line_kernel) > GLASSES_SOURCE_CONTRAST).astype(np.float32)
     mx = np.ascontiguousarray((map_xy[..., 0] - x0) * scale, np.float32)
     my = np.ascontiguousarray((map_xy[..., 1] - y0) * scale, np.float32)
@@ -675,10 +685,13 @@ def _uv_eye_width(model: FaceModel, size: int) -> float:
     return float(xs.max() - xs.min()) if xs.size else size * 0.1
 
 
-@functools.lru_cache(maxsize=4)
-def _uv_glasses_band_at(model: FaceModel, size: int) -> NDArray[np.float32]:
-    """UVMasks.glasses at one UV size, without building the other masks."""
-    return _uv_glasses_band(model, _uv_holes(model, size), model.uv_raster(size).covered)
+@functools.lru_cache(maxsize=8)
+def _uv_glasses_band_at(
+    model: FaceModel, size: int, reach: float = GLASSES_REACH
+) -> NDArray[np.float32]:
+    """UVMasks.glasses at one UV size (or out to another reach), without building the
+    other masks."""
+    return _uv_glasses_band(model, _uv_holes(model, size), model.uv_raster(size).covered, reach)
 
 
 @functools.lru_cache(maxsize=4)

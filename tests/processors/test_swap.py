@@ -347,9 +347,10 @@ class TestGlasses:
         np.testing.assert_array_equal(plain, without)  # no glasses found, nothing kept
 
 
-def _draw_glasses(image: np.ndarray, face: Face, lenses: int = 2) -> np.ndarray:
+def _draw_glasses(image: np.ndarray, face: Face, lenses: int = 2, arms: bool = False) -> np.ndarray:
     """``image`` with thin dark spectacle frames drawn around the face's eyes (around
-    the eye on the image's left only with ``lenses=1``), joined by a bridge."""
+    the eye on the image's left only with ``lenses=1``), joined by a bridge, and with
+    ``arms`` a temple arm running out from each lens towards the ears."""
     pts = face.landmarks_478[:, :2]
     drawn = image.copy()
     width = float(np.linalg.norm(pts[33] - pts[133]))
@@ -360,6 +361,12 @@ def _draw_glasses(image: np.ndarray, face: Face, lenses: int = 2) -> np.ndarray:
     left = (int(centres[0][0] + 0.75 * width), int(centres[0][1]))
     right = (int(centres[1][0] - 0.75 * width), int(centres[1][1]))
     cv2.line(drawn, left, right, (20, 20, 20), 2)
+    for centre, out in ((centres[0], -1.0), (centres[1], 1.0)) if arms else ():
+        # From the lens's outer edge down and out, as a large frame's arm seen from
+        # a little above: below the level of the eyes, where targets are not looked at.
+        start = (int(centre[0] + out * 0.75 * width), int(centre[1]))
+        end = (int(centre[0] + out * 1.4 * width), int(centre[1] + 0.6 * width))
+        cv2.line(drawn, start, end, (20, 20, 20), 2)
     return drawn
 
 
@@ -385,11 +392,37 @@ def test_source_glasses_are_painted_out(
     np.testing.assert_array_equal(prepare_source(astronaut_face, uv_size=384).texture, plain)
     changed = np.abs(painted - kept).max(2) > 8  # grey levels
     assert changed.sum() > 200  # the frames
-    band = swap_module._uv_glasses_band_at(load_face_model(), 384) > 0.5
+    reach = swap_module.GLASSES_SOURCE_REACH
+    band = swap_module._uv_glasses_band_at(load_face_model(), 384, reach) > 0.5
     grown = cv2.dilate(band.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
     assert changed[~grown].sum() == 0
     luma = np.array([0.114, 0.587, 0.299], np.float32)
     assert float(((painted - kept) @ luma)[changed].mean()) > 0  # dark frames became skin
+
+
+def test_temple_arms_of_source_glasses_are_painted_out(
+    astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame's temple arms run out past where targets' frames are looked for (0.75
+    eye widths from the eyes): on a source they are painted out as well, out to
+    GLASSES_SOURCE_REACH (p29's left a dark curve at every target's temple)."""
+    model = load_face_model()
+    wearing = dataclasses.replace(
+        astronaut_face, frame=_draw_glasses(astronaut, astronaut_face, arms=True)
+    )
+    painted = prepare_source(wearing, uv_size=384).texture
+    plain = prepare_source(astronaut_face, uv_size=384).texture
+    monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
+    kept = prepare_source(wearing, uv_size=384).texture
+    # Between 0.75 and 0.95 eye widths out, where p29's arm and lower rim lie.
+    outer = (swap_module._uv_glasses_band_at(model, 384, 0.95) > 0.5) & (
+        swap_module._uv_glasses_band_at(model, 384, 0.75) < 0.5
+    )
+    arm = outer & (kept.mean(2) < plain.mean(2) - 8.0)
+    gone = arm & (painted.mean(2) > kept.mean(2) + 8.0)
+    assert arm.sum() > 100
+    # Out to 0.75 eye widths only, 27% of these texels were painted (the hole's margin).
+    assert gone.sum() > 0.7 * arm.sum(), (gone.sum(), arm.sum())
 
 
 def test_source_glasses_are_painted_out_where_mirrored(
