@@ -374,7 +374,8 @@ def _uv_glasses_band(
         width = float(xs.max() - xs.min())
         eyes.append((xs.min(), xs.max(), ys.min(), ys.max(), width))
         # Distance from the eye opening: a frame's rim runs 0.1-0.75 eye widths out
-        # (past the lashes, up to the brow and down to the top of the cheek).
+        # (past the lashes, up to the brow and down to the top of the cheek; a large
+        # frame's outer corner further, see GLASSES_SOURCE_REACH).
         dist = cv2.distanceTransform(1 - eye, cv2.DIST_L2, 5)
         frames |= (dist > 0.10 * width) & (dist < reach * width)
     (l0, l1, ly0, ly1, lw), (r0, r1, ry0, ry1, rw) = sorted(eyes)
@@ -991,8 +992,9 @@ def _forehead_occluders(
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
     temple texels far from them in Lab (robust z-score) are marked as occluders, and
     so are those nearer the photo's own hair colour than its skin's (a fair fringe
-    under a warm light lies within 2 z of the skin). A fringe's occluders are grown
-    so that the target's forehead takes over on skin (see FRINGE_GROW).
+    under a warm light lies 2-4 z from the skin, where the first test only partly
+    counts it). A fringe's occluders are grown so that the target's forehead takes
+    over on skin (see FRINGE_GROW).
     """
     texture = _albedo_bytes(albedo)
     z = _skin_z(model, size, texture, covered)
