@@ -997,7 +997,8 @@ def _forehead_occluders(
     over on skin (see FRINGE_GROW).
     """
     texture = _albedo_bytes(albedo)
-    z = _skin_z(model, size, texture, covered)
+    lab = _texture_lab(texture)  # once, for the skin's colour and the hair's
+    z = _skin_z(model, size, texture, covered, lab=lab)
     if z is None:
         return np.zeros((size, size), np.float32)
     raster = model.uv_raster(size)
@@ -1014,7 +1015,7 @@ def _forehead_occluders(
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
     depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
     rim = region & (depth < HAIR_RIM * size)
-    hair_z = _hair_z(texture, rim & (z > HAIR_SAMPLE_Z), rim)
+    hair_z = _hair_z(lab, rim & (z > HAIR_SAMPLE_Z), rim)
     if hair_z is not None:
         nearer_hair = np.clip((z - hair_z) / 2.0, 0.0, 1.0) * np.clip(z - 1.0, 0.0, 1.0)
         ramp = np.maximum(ramp, nearer_hair * region)
@@ -1027,20 +1028,14 @@ def _forehead_occluders(
 
 
 def _hair_z(
-    texture: NDArray[np.float32], samples: NDArray[np.bool_], band: NDArray[np.bool_]
+    lab: NDArray[np.float32], samples: NDArray[np.bool_], band: NDArray[np.bool_]
 ) -> NDArray[np.float32] | None:
     """Each texel's distance from the hair colour of the ``samples`` texels (robust z in
-    Lab, as _skin_z); None when they are under HAIR_SAMPLE_SHARE of ``band`` or too few.
-    ``texture`` is BGR in 0..255."""
-    count = int(samples.sum())
-    if count < max(50, HAIR_SAMPLE_SHARE * int(band.sum())):
+    the texture's Lab ``lab``, as _skin_z); None when they are under HAIR_SAMPLE_SHARE
+    of ``band`` or too few."""
+    if int(samples.sum()) < max(50, HAIR_SAMPLE_SHARE * int(band.sum())):
         return None
-    lab = cv2.cvtColor(np.clip(texture / 255.0, 0.0, 1.0).astype(np.float32), cv2.COLOR_BGR2Lab)
-    hair = lab[samples]
-    med = np.median(hair, axis=0).astype(np.float32)
-    mad = np.median(np.abs(hair - med), axis=0) * 1.4826 + np.array([2.0, 1.5, 1.5])
-    scaled = (lab - med) * (1.0 / mad).astype(np.float32)
-    return np.asarray(np.sqrt(np.einsum("ijk,ijk->ij", scaled, scaled)), np.float32)
+    return np.asarray(_robust_z(lab, lab[samples]), np.float32)
 
 
 @functools.lru_cache(maxsize=4)
@@ -1064,22 +1059,37 @@ def _skin_z(
     texture: NDArray[np.float32],
     covered: NDArray[np.bool_],
     lightness_weight: float = 1.0,
+    lab: NDArray[np.float32] | None = None,
 ) -> NDArray[np.float32] | None:
     """Each texel's distance from the cheeks' skin colour (robust z-score in Lab, its
     lightness part scaled by ``lightness_weight``); None when too little cheek shows.
-    ``texture`` is BGR in 0..255."""
+    ``texture`` is BGR in 0..255; ``lab`` its _texture_lab, when the caller has it."""
     y = _uv_y(model, size)
     eye_y = float(model.canonical[model.loops[0], 1].max())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
-    lab = cv2.cvtColor(np.clip(texture / 255.0, 0.0, 1.0).astype(np.float32), cv2.COLOR_BGR2Lab)
+    lab = _texture_lab(texture) if lab is None else lab
     cheeks = covered & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
     if cheeks.sum() < 50:
         return None
-    samples = lab[cheeks]
+    return np.asarray(_robust_z(lab, lab[cheeks], lightness_weight) * covered, np.float32)
+
+
+def _texture_lab(texture: NDArray[np.float32]) -> NDArray[np.float32]:
+    """A BGR texture in 0..255 as OpenCV's float Lab."""
+    lab = cv2.cvtColor(np.clip(texture / 255.0, 0.0, 1.0).astype(np.float32), cv2.COLOR_BGR2Lab)
+    return np.asarray(lab, np.float32)
+
+
+def _robust_z(
+    lab: NDArray[np.float32], samples: NDArray[np.float32], lightness_weight: float = 1.0
+) -> NDArray[np.float64]:
+    """Each pixel's distance from the colour of ``samples`` ((N, 3) Lab): per channel its
+    difference from their median over their median absolute deviation (scaled to a
+    standard deviation, with a floor), the lightness part scaled by ``lightness_weight``."""
     med = np.median(samples, axis=0)
     mad = np.median(np.abs(samples - med), axis=0) * 1.4826 + np.array([2.0, 1.5, 1.5])
     mad[0] /= lightness_weight
-    return np.asarray(np.sqrt((((lab - med) / mad) ** 2).sum(-1)) * covered, np.float32)
+    return np.asarray(np.sqrt((((lab - med) / mad) ** 2).sum(-1)), np.float64)
 
 
 # Fringe mirroring (see _fringe_mirror): a texel above the eyes is taken from its mirror
