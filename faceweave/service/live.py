@@ -70,7 +70,7 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import InputError, NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
-from faceweave.processors.swap import GAZE_MODES, Swapper
+from faceweave.processors.swap import GAZE_MODES, SwapOptions, Swapper
 from faceweave.service.checks import check_media, receive_upload
 from faceweave.service.errors import ServiceError
 from faceweave.service.jobs import EXTRA_SOURCES
@@ -352,7 +352,7 @@ class LiveSession:
     processor: FrameProcessor
     executor: ThreadPoolExecutor
     fusion: float
-    gaze: str = "target"
+    gaze: str = SwapOptions.gaze
     created_at: float = field(default_factory=time.monotonic)
     track: SwappedTrack | None = None
     channel: RTCDataChannel | None = None
@@ -480,7 +480,7 @@ class Offer(BaseModel):
     sdp: str = Field(max_length=100_000, description="the browser's SDP offer")
     type: str = Field(default="offer", pattern="^offer$")
     fusion: float = Field(default=1.0, ge=0.0, le=1.0)
-    gaze: str = Field(default="target", pattern=GAZE_PATTERN, description=GAZE_HELP)
+    gaze: str = Field(default=SwapOptions.gaze, pattern=GAZE_PATTERN, description=GAZE_HELP)
 
 
 class Answer(BaseModel):
@@ -500,7 +500,7 @@ class GazeIn(BaseModel):
 class SessionOut(BaseModel):
     session: str
     fusion: float
-    gaze: str = Field(default="target", description=GAZE_HELP)
+    gaze: str = Field(default=SwapOptions.gaze, description=GAZE_HELP)
     source: bool = Field(description="a source face is set")
 
 
