@@ -395,8 +395,9 @@ class SourceModel:
             and hidden texels filled from their mirror.
         texture: (S, S, 3) float32 the same under the source's own light.
         valid: (S, S) float32 confidence that a texel saw the source (not mirrored/filled).
-        occluder: (S, S) float32 likelihood that a forehead/temple texel shows hair or
-            a hat rather than skin (those texels keep the target's pixels).
+        occluder: (S, S) float32 likelihood that a texel shows hair, a hat or, at the
+            lower face's edge, background or a collar rather than skin (those texels
+            keep the target's pixels).
         shape: (478, 3) identity shape in pose-normalised (canonical) units.
         light: (9, 3) spherical-harmonics coefficients of the source's light.
         advice: what the source photo shows in every swap (:func:`source_advice`).
@@ -868,7 +869,7 @@ def prepare_source(
     # All or nothing, as the advice says: half of each would show two pairs of eyes.
     if seen_eyes < 0.5:
         valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
-    occluder = _forehead_occluders(model, uv_size, filled, covered)
+    occluder = _source_occluders(model, uv_size, filled, covered)
     if abs(source_face.pose.yaw) > 35.0:
         occluder = np.maximum(occluder, _profile_midline(model, uv_size, filled, covered))
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
@@ -969,7 +970,7 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
     )
 
 
-# Hair over the forehead (see _forehead_occluders). The photo's hair colour is sampled
+# Hair over the forehead (see _source_occluders). The photo's hair colour is sampled
 # in a band along the mesh's top and side edges HAIR_RIM of the texture's side wide,
 # from texels over HAIR_SAMPLE_Z robust z from the cheeks' skin, when they are at least
 # HAIR_SAMPLE_SHARE of that band. A fringe is hair over more than FRINGE_COVER of the
@@ -982,12 +983,20 @@ HAIR_SAMPLE_Z = 3.0
 HAIR_SAMPLE_SHARE = 0.15
 FRINGE_COVER = 0.3
 FRINGE_GROW = 0.023
+# What is not face at the lower face's edge (see _edge_outliers): texels within
+# EDGE_DEPTH of the texture's side from the mesh's edge, joined to it, whose robust z
+# from the cheeks' colour passes EDGE_Z[0] (fully at EDGE_Z[1]) or whose brightness
+# falls under EDGE_DARK[0] of the skin's median (fully at EDGE_DARK[1]).
+EDGE_DEPTH = 0.15
+EDGE_Z = (2.0, 3.0)
+EDGE_DARK = (0.6, 0.4)
 
 
-def _forehead_occluders(
+def _source_occluders(
     model: FaceModel, size: int, albedo: NDArray[np.float32], covered: NDArray[np.bool_]
 ) -> NDArray[np.float32]:
-    """Hair over the forehead (bangs) is not the source's face: find it by colour.
+    """What in the source's texture is not its face, found by colour: hair over the
+    forehead (bangs), and what lies at the lower face's edge (_edge_outliers).
 
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
     temple texels far from them in Lab (robust z-score) are marked as occluders, and
@@ -1014,6 +1023,9 @@ def _forehead_occluders(
     inner = _uv_skin(model, size) & ~region
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
     depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    skin = _uv_skin(model, size)
+    below_eyes = skin & (y > float(model.canonical[model.loops[0], 1].max()))
+    ramp = np.maximum(ramp, _edge_outliers(texture, z, below_eyes, depth, skin))
     rim = region & (depth < HAIR_RIM * size)
     hair_z = _hair_z(lab, rim & (z > HAIR_SAMPLE_Z), rim)
     if hair_z is not None:
@@ -1025,6 +1037,48 @@ def _forehead_occluders(
         k = int(round(FRINGE_GROW * size)) | 1
         ramp = np.where(region, cv2.dilate(ramp, np.ones((k, k), np.uint8)), ramp)
     return np.asarray(cv2.GaussianBlur(ramp.astype(np.float32), (0, 0), size * 0.01), np.float32)
+
+
+def _edge_outliers(
+    texture: NDArray[np.float32],
+    z: NDArray[np.float32],
+    lower: NDArray[np.bool_],
+    depth: NDArray[np.float32],
+    skin: NDArray[np.bool_],
+) -> NDArray[np.float32]:
+    """How surely each texel of the lower face's sides and chin shows something other
+    than the face, reached from the mesh's edge: background, a collar, the shadow under
+    an ear or jaw, a microphone.
+
+    The mesh's outline often lies a little outside the face's real one. Texels there
+    squarely face the camera, so nothing else leaves them out, and every target took
+    them: Grace Hopper's collar and the shadow under her ear gave a dark smudge on
+    every target's cheek, a bright neck a light line along the jaw, p10's microphone a
+    grey blob on the chin. A texel counts when it is off the cheeks' colour
+    (EDGE_Z, robust z) or much darker than the skin (EDGE_DARK, share of its median
+    brightness), within EDGE_DEPTH of the texture's side from the edge (``depth``, in
+    texels), and joined to the edge by such texels: a mole, a beard's shading or a
+    wrinkle inside the face is not.
+
+    Args:
+        texture: (S, S, 3) the albedo in 0..255 (see _albedo_bytes).
+        z: (S, S) each texel's distance from the cheeks' colour (_skin_z).
+        lower: where to look (skin below the eyes).
+        depth: distance from the covered region's edge, in texels.
+        skin: the skin texels the brightness median is taken over.
+    """
+    size = z.shape[0]
+    rel = texture.mean(-1) / max(float(np.median(texture[skin].mean(-1))), 1.0)
+    (z0, z1), (d0, d1) = EDGE_Z, EDGE_DARK
+    near = lower & (depth < EDGE_DEPTH * size)
+    candidate = (near & ((z > z0) | (rel < d0))).astype(np.uint8)
+    _, labels = cv2.connectedComponents(candidate, connectivity=8)
+    touching = np.unique(labels[(candidate > 0) & (depth < 3.0)])
+    joined = np.isin(labels, touching[touching > 0])
+    how = np.maximum(
+        np.clip((z - z0) / (z1 - z0), 0.0, 1.0), np.clip((d0 - rel) / (d0 - d1), 0.0, 1.0)
+    )
+    return np.asarray(joined * how, np.float32)
 
 
 def _hair_z(

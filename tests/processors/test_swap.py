@@ -536,7 +536,7 @@ def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     fair[hair] = np.array([128, 160, 206], np.float32) + rng.normal(0, 2, (int(hair.sum()), 3))
     z = swap_module._skin_z(model, size, swap_module._albedo_bytes(fair), covered)
     assert z is not None and 2.5 < float(np.median(z[hair])) < 4.0  # the premise
-    found = swap_module._forehead_occluders(model, size, fair, covered)
+    found = swap_module._source_occluders(model, size, fair, covered)
     core = cv2.erode(hair.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
     from_hair = cv2.distanceTransform((~hair).astype(np.uint8), cv2.DIST_L2, 3)
     skin_below = covered & (y > line) & (y < brow_y - 0.05)
@@ -544,16 +544,53 @@ def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     assert found[skin_below & (from_hair <= 3)].mean() > 0.6  # 0.15 before
     assert found[skin_below & (from_hair >= 12)].max() < 0.05
     forehead = covered & (y < brow_y - 0.05)
-    assert swap_module._forehead_occluders(model, size, texture, covered)[forehead].max() < 0.01
+    assert swap_module._source_occluders(model, size, texture, covered)[forehead].max() < 0.01
     # Hair along the mesh's top edge only (a hairline, no fringe): not grown.
     depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
     rim = hair & (depth < swap_module.HAIR_RIM * size)
     hairline = texture.copy()
     hairline[rim] = fair[rim]
-    kept = swap_module._forehead_occluders(model, size, hairline, covered)
+    kept = swap_module._source_occluders(model, size, hairline, covered)
     assert kept[rim & (depth < 0.04 * size)].mean() > 0.8
     away = forehead & (depth > swap_module.HAIR_RIM * size + 10)
     assert kept[away].max() < 0.05
+
+
+def test_what_lies_at_the_lower_face_edge_is_left_to_the_target() -> None:
+    """A dark patch reaching in from the lower face's edge (a collar, the shadow under
+    an ear: Grace Hopper's left a dark smudge on every target's cheek) is an occluder,
+    even on a wrinkled face whose skin varies so much in brightness that the patch
+    lies under 4 robust z from it (where the skin check counted little). The same
+    darkness inside the cheek, not joined to the edge (a mole, a beard's shading),
+    and a clean texture stay the source's."""
+    size = 256
+    model = load_face_model()
+    covered = model.uv_raster(size).covered
+    rng = np.random.default_rng(3)
+    shade = np.clip(rng.normal(1.0, 0.3, (size, size)), 0.4, 1.6).astype(np.float32)
+    texture = np.array([150, 170, 210], np.float32) * shade[..., None]
+    texture = (texture * covered[..., None]).astype(np.float32)
+    y = swap_module._uv_y(model, size)
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    xs = np.arange(size)[None, :]
+    collar = covered & (y > eye_y + 0.1) & (y < mouth_y + 0.1)
+    collar &= (xs < size // 2) & (depth < 0.08 * size)
+    mole = covered & (xs > size // 2) & (depth > 0.09 * size) & (depth < 0.13 * size)
+    mole &= np.abs(y - (mouth_y + 0.05)) < 0.05  # below the temples' hair check
+    dark = texture.copy()
+    dark[collar | mole] *= 0.3
+    z = swap_module._skin_z(model, size, swap_module._albedo_bytes(dark), covered)
+    assert z is not None and float(np.median(z[collar])) < 4.0  # the premise
+    found = swap_module._source_occluders(model, size, dark, covered)
+    core = collar & (cv2.erode(collar.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0)
+    assert core.sum() > 50 and mole.sum() > 20
+    assert found[core].mean() > 0.9, found[core].mean()  # 0.19 before
+    assert found[cv2.erode(mole.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0].max() < 0.1
+    lower = covered & (y > eye_y)
+    clean = swap_module._source_occluders(model, size, texture, covered)
+    assert float((clean[lower] > 0.5).mean()) < 0.02
 
 
 def test_a_dropped_jaw_does_not_hide_the_chin(
