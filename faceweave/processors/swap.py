@@ -645,20 +645,14 @@ def _paint_out_source_glasses(
     hole = cv2.dilate(hole, np.ones((5, 5), np.uint8))
     if not hole.any():
         return albedo
-    skin = (_uv_skin(model, size) & (hole == 0)).astype(np.float32)
-    fill = np.zeros_like(albedo)
-    known = np.zeros(skin.shape, np.float32)
-    for sigma in (size * 0.015, size * 0.05):  # near skin first, farther where none is near
-        weight = cv2.GaussianBlur(skin, (0, 0), sigma)
-        mean = (
-            cv2.GaussianBlur(albedo * skin[..., None], (0, 0), sigma)
-            / np.maximum(weight, 1e-6)[..., None]
-        )
-        take = (weight > 0.05) & (known == 0)
-        fill[take] = mean[take]
-        known[take] = 1.0
-    alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0) * known
+    fill, near = _skin_fill(albedo, _uv_skin(model, size) & (hole == 0))
+    alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0)
     painted = np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
+    # The check below looks at the frames painted from nearby skin only (``near``).
+    # Thick frames (Grace Hopper's) lie partly far from any skin: over the brows,
+    # with tinted lenses between. Painted from far away they become blotches, worse
+    # than the glasses; from near skin they leave strong lines, and are kept.
+    from_near = np.asarray(albedo + (alpha * near)[..., None] * (fill - albedo), np.float32)
     # Strong lines around the eyes before and after, on a common 8-bit scale.
     k = int(max(3, round(0.25 * _uv_eye_width(model, size)))) | 1
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
@@ -669,9 +663,43 @@ def _paint_out_source_glasses(
         return int(((_line_contrast(u8, kernel) > GLASSES_BRIDGE_CONTRAST) & band).sum())
 
     before = strong_lines(albedo)
-    if before == 0 or strong_lines(painted) > GLASSES_PAINTED_RESIDUE * before:
+    if before == 0 or strong_lines(from_near) > GLASSES_PAINTED_RESIDUE * before:
         return albedo
     return painted
+
+
+def _skin_fill(
+    albedo: NDArray[np.float32], skin: NDArray[np.bool_]
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Every texel's mean of the ``skin`` texels around it, and where that came from
+    near skin (1) rather than the last, wide pass (0).
+
+    Near skin first (a few texels), farther where none is near. A frame's bar through
+    the brows (not skin) lies far from any: the last pass reaches it (without it,
+    p29's bar stayed as a dark dash above one eye on every target)."""
+    size = albedo.shape[0]
+    weights = skin.astype(np.float32)
+    fill = np.zeros_like(albedo)
+    known = np.zeros(skin.shape, bool)
+    for spread, enough in SKIN_FILL_PASSES:
+        sigma = size * spread
+        weight = cv2.GaussianBlur(weights, (0, 0), sigma)
+        mean = (
+            cv2.GaussianBlur(albedo * weights[..., None], (0, 0), sigma)
+            / np.maximum(weight, 1e-6)[..., None]
+        )
+        take = (weight > enough) & ~known
+        fill[take] = mean[take]
+        known |= take
+        if spread < SKIN_FILL_PASSES[-1][0]:
+            near = known.copy()
+    fill[~known] = albedo[skin].mean(0) if skin.any() else albedo.reshape(-1, 3).mean(0)
+    return fill, near.astype(np.float32)
+
+
+# _skin_fill's passes: (Gaussian sigma as a share of the texture's side, least share
+# of skin under it for the pass to decide a texel).
+SKIN_FILL_PASSES = ((0.015, 0.05), (0.05, 0.05), (0.15, 1e-3))
 
 
 def _uv_holes(model: FaceModel, size: int) -> NDArray[np.intp]:

@@ -425,6 +425,33 @@ def test_temple_arms_of_source_glasses_are_painted_out(
     assert gone.sum() > 0.7 * arm.sum(), (gone.sum(), arm.sum())
 
 
+def test_the_skin_fill_reaches_every_texel() -> None:
+    """Painting out a frame takes the mean of the skin around each texel, near skin
+    first. A frame's bar through the brows (which are not skin) lies far from any
+    skin: every texel still gets the skin's colour (two passes left texels unfilled,
+    and p29's bar stayed as a dark dash above one eye on every target)."""
+    size = 256
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    # A painted-out frame's whole band is no skin, nor are the eyes, brows and lips.
+    band = swap_module._uv_glasses_band_at(model, size, swap_module.GLASSES_SOURCE_REACH)
+    skin = swap_module._uv_skin(model, size) & (band < 0.5)
+    away = covered & ~skin
+    texture[away] = 20.0  # dark: brows, a frame over them
+    fill, near = swap_module._skin_fill(texture, skin)
+    assert 0.0 < float(near[away].mean()) < 1.0  # the brows' middle is far from skin
+    colour = np.array([150, 170, 210], np.float32)
+    assert np.abs(fill[covered] - colour).max() < 12.0
+    # Near skin, a texel takes the skin nearest it: a lighter cheek stays lighter.
+    lighter = texture.copy()
+    lighter[:, : size // 2][skin[:, : size // 2]] += 30.0
+    side, _ = swap_module._skin_fill(lighter, skin)
+    eyes = swap_module._uv_holes(model, size)
+    left = eyes == swap_module.HOLE_EYE_LEFT
+    right = eyes == swap_module.HOLE_EYE_RIGHT
+    assert abs(float(side[left].mean() - side[right].mean())) > 15.0
+
+
 def test_source_glasses_are_painted_out_where_mirrored(
     astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
 ) -> None:
