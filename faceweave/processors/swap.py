@@ -48,6 +48,7 @@ from faceweave.core.facemodel import (
     HOLE_EYE_LEFT,
     HOLE_EYE_RIGHT,
     HOLE_MOUTH,
+    HOLE_NONE,
     FaceModel,
     load_face_model,
 )
@@ -893,6 +894,8 @@ def prepare_source(
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
     filled = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)
+    if wide_open:
+        filled = _paint_out_stray_lip(filled, shading, model)
     # Closed eyes or tinted lenses: the target's own eyes stay (they follow its lids).
     # All or nothing, as the advice says: half of each would show two pairs of eyes.
     if seen_eyes < 0.5:
@@ -1263,6 +1266,71 @@ def _occluding_triangles(model: FaceModel, mouth_wide_open: bool) -> NDArray[np.
     occluding = np.ascontiguousarray(triangles[keep])
     occluding.setflags(write=False)
     return occluding
+
+
+# The outer lip contour of MediaPipe's mesh, in order around the mouth.
+_LOWER_OUTER_LIP = (61, 146, 91, 181, 84, 17, 314, 405, 321, 375)  # corner to corner
+_UPPER_OUTER_LIP = (291, 409, 270, 269, 267, 0, 37, 39, 40, 185)  # and back
+OUTER_LIPS = _LOWER_OUTER_LIP + _UPPER_OUTER_LIP
+# A stray lip (see _paint_out_stray_lip): texels below the mouth whose redness (Lab a*)
+# lies over STRAY_LIP_SHARE of the way from the cheeks' to the lips', when the two
+# differ by STRAY_LIP_GAP or more.
+STRAY_LIP_SHARE = 0.6
+STRAY_LIP_GAP = 6.0
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_lips(model: FaceModel, size: int) -> NDArray[np.bool_]:
+    """(S, S) texels inside the outer lip contour, the mouth opening left out."""
+    poly = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(poly, [np.round(model.uv[list(OUTER_LIPS)] * (size - 1)).astype(np.int32)], 1)
+    lips = (poly > 0) & (_uv_holes(model, size) == HOLE_NONE)
+    lips.setflags(write=False)
+    return lips
+
+
+def _paint_out_stray_lip(
+    albedo: NDArray[np.float32], shading: NDArray[np.float32], model: FaceModel
+) -> NDArray[np.float32]:
+    """A wide-open mouth's lower lip, where it lies outside the mesh's lips, replaced
+    by the chin's skin.
+
+    A scream stretches the lower lip down over the chin, and MediaPipe's lip contour
+    does not follow it all the way: p27's lower lip reached a third of the way down
+    the chin's triangles, and every target got a large pink lower lip. Below the
+    mouth and within its width, texels nearer the lips' redness than the cheeks'
+    (STRAY_LIP_SHARE; measured under the photo's own light, ``albedo * shading``) and
+    joined to the lips take the mean of the skin around them (_skin_fill). Lips no
+    redder than the skin (STRAY_LIP_GAP) are left alone.
+    """
+    size = albedo.shape[0]
+    lips = _uv_lips(model, size)
+    raster = model.uv_raster(size)
+    covered = raster.covered
+    y = _uv_y(model, size)
+    x = raster.interpolate(model.canonical_extended[:, 0:1], model.render_triangles)[..., 0]
+    mouth = model.canonical[list(OUTER_LIPS)]
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    skin = _uv_skin(model, size) & ~lips
+    cheeks = skin & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    if cheeks.sum() < 50 or lips.sum() < 50:
+        return albedo
+    redness = _texture_lab(np.clip(albedo * shading, 0.0, 255.0))[..., 1]
+    a_skin, a_lips = float(np.median(redness[cheeks])), float(np.median(redness[lips]))
+    if a_lips - a_skin < STRAY_LIP_GAP:
+        return albedo
+    below = covered & ~lips & (y > mouth_y) & (np.abs(x) < 1.15 * float(np.abs(mouth[:, 0]).max()))
+    below &= _uv_holes(model, size) == HOLE_NONE
+    red = below & ((redness - a_skin) > STRAY_LIP_SHARE * (a_lips - a_skin))
+    _, labels = cv2.connectedComponents((red | lips).astype(np.uint8), connectivity=8)
+    stray = np.isin(labels, np.unique(labels[lips])) & red
+    if not stray.any():
+        return albedo
+    hole = cv2.dilate(stray.astype(np.uint8), np.ones((3, 3), np.uint8))
+    fill, _ = _skin_fill(albedo, skin & (hole == 0))
+    alpha = cv2.GaussianBlur(hole.astype(np.float32), (5, 5), 0) * ~lips  # lips untouched
+    return np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
 
 
 def _occluded(

@@ -675,6 +675,61 @@ def test_a_dropped_jaw_does_not_hide_the_chin(
     ]
 
 
+def test_a_screams_stray_lower_lip_becomes_chin(
+    astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scream stretches the lower lip down over the chin beyond the mesh's lip
+    contour (p27: every target got a large pink lower lip). Lip-red texels below the
+    lips and joined to them take the chin's skin; the lips themselves, a red mark
+    apart from them, and lips no redder than the skin stay. Only a wide-open mouth's
+    source is painted."""
+    size = 256
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    lips = swap_module._uv_lips(model, size)
+    y = swap_module._uv_y(model, size)
+    raster = model.uv_raster(size)
+    x = raster.interpolate(model.canonical_extended[:, 0:1], model.render_triangles)[..., 0]
+    lip_bottom = float(model.canonical[list(swap_module.OUTER_LIPS), 1].max())
+    red = np.array([120, 110, 215], np.float32)  # BGR: lip red on the skin's light
+    texture[lips] = red
+    # The stretched lip: a band below the lips, joined to them.
+    dist = cv2.distanceTransform((~lips).astype(np.uint8), cv2.DIST_L2, 3)
+    stray = covered & ~lips & (y > lip_bottom - 0.1) & (dist < 0.03 * size) & (np.abs(x) < 0.3)
+    # A red mark on the chin, apart from the lips.
+    mark = covered & (np.abs(x) < 0.05) & (np.abs(y - (lip_bottom + 0.35)) < 0.03)
+    texture[stray | mark] = red
+    shading = np.ones_like(texture)
+    out = swap_module._paint_out_stray_lip(texture, shading, model)
+
+    def redness(image: np.ndarray, where: np.ndarray) -> float:
+        return float((image[where, 2] - image[where, 0]).mean())  # R - B
+
+    core = stray & (cv2.erode(stray.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
+    assert core.sum() > 50 and mark.sum() > 20
+    assert redness(texture, core) > 90
+    assert redness(out, core) < redness(texture, ~lips & covered & ~stray & ~mark) + 10
+    np.testing.assert_array_equal(out[lips], texture[lips])
+    np.testing.assert_array_equal(out[mark], texture[mark])
+    # Lips no redder than the skin: nothing to tell them apart by.
+    pale = texture.copy()
+    pale[lips | stray] = np.array([150, 170, 210], np.float32)
+    np.testing.assert_array_equal(swap_module._paint_out_stray_lip(pale, shading, model), pale)
+    # Called for a wide-open mouth only.
+    calls: list[int] = []
+    monkeypatch.setattr(
+        swap_module, "_paint_out_stray_lip", lambda albedo, *a: calls.append(1) or albedo
+    )
+    points = np.asarray(astronaut_face.landmarks_478, np.float32).copy()
+    prepare_source(astronaut_face, uv_size=size)
+    assert calls == []
+    lower = [i for i in swap_module._LOWER_OUTER_LIP[1:-1]] + [14, 87, 178, 88, 95, 317, 402, 318]
+    points[lower, 1] += 0.25 * astronaut_face.size
+    assert swap_module._mouth_opening(points) > swap_module.MOUTH_OPEN_WIDE
+    prepare_source(dataclasses.replace(astronaut_face, landmarks_478=points), uv_size=size)
+    assert calls == [1]
+
+
 def test_a_turned_sources_dark_midline_is_left_to_the_target(
     astronaut: np.ndarray, astronaut_face: Face
 ) -> None:
