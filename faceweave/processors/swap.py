@@ -900,7 +900,8 @@ def prepare_source(
     # All or nothing, as the advice says: half of each would show two pairs of eyes.
     if seen_eyes < 0.5:
         valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
-    occluder = _source_occluders(model, uv_size, filled, covered)
+    occluder, edge = _source_outliers(model, uv_size, filled, covered)
+    filled = _paint_out_edge(filled, edge, model)
     if abs(source_face.pose.yaw) > 35.0:
         occluder = np.maximum(occluder, _profile_midline(model, uv_size, filled, covered))
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
@@ -1001,7 +1002,7 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
     )
 
 
-# Hair over the forehead (see _source_occluders). The photo's hair colour is sampled
+# Hair over the forehead (see _source_outliers). The photo's hair colour is sampled
 # in a band along the mesh's top and side edges HAIR_RIM of the texture's side wide,
 # from texels over HAIR_SAMPLE_Z robust z from the cheeks' skin, when they are at least
 # HAIR_SAMPLE_SHARE of that band. A fringe is hair over more than FRINGE_COVER of the
@@ -1021,13 +1022,22 @@ FRINGE_GROW = 0.023
 EDGE_DEPTH = 0.15
 EDGE_Z = (2.0, 3.0)
 EDGE_DARK = (0.6, 0.4)
+# Of those, the texels within EDGE_RIM of the texture's side from the edge are left to
+# the target (occluders); the rest are painted over with the source's skin.
+EDGE_RIM = 0.02
 
 
-def _source_occluders(
+def _source_outliers(
     model: FaceModel, size: int, albedo: NDArray[np.float32], covered: NDArray[np.bool_]
-) -> NDArray[np.float32]:
-    """What in the source's texture is not its face, found by colour: hair over the
-    forehead (bangs), and what lies at the lower face's edge (_edge_outliers).
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """What in the source's texture is not its face, found by colour: ``(occluders,
+    edge)``.
+
+    ``occluders`` (0..1, blurred) keep the target's pixels: hair over the forehead
+    (bangs), and the outer EDGE_RIM of what lies at the lower face's edge. ``edge``
+    is all of the latter (_edge_outliers): further in, it is painted over with the
+    source's skin (_paint_out_edge) rather than left to the target, whose own chin
+    (a beard) showed through p10's microphone as a patch.
 
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
     temple texels far from them in Lab (robust z-score) are marked as occluders, and
@@ -1040,7 +1050,7 @@ def _source_occluders(
     lab = _texture_lab(texture)  # once, for the skin's colour and the hair's
     z = _skin_z(model, size, texture, covered, lab=lab)
     if z is None:
-        return np.zeros((size, size), np.float32)
+        return np.zeros((size, size), np.float32), np.zeros((size, size), np.float32)
     raster = model.uv_raster(size)
     y = _uv_y(model, size)
     brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
@@ -1056,7 +1066,8 @@ def _source_occluders(
     depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
     skin = _uv_skin(model, size)
     below_eyes = skin & (y > float(model.canonical[model.loops[0], 1].max()))
-    ramp = np.maximum(ramp, _edge_outliers(texture, z, below_eyes, depth, skin))
+    edge = _edge_outliers(texture, z, below_eyes, depth, skin)
+    ramp = np.maximum(ramp, edge * (depth < EDGE_RIM * size))
     rim = region & (depth < HAIR_RIM * size)
     hair_z = _hair_z(lab, rim & (z > HAIR_SAMPLE_Z), rim)
     if hair_z is not None:
@@ -1067,7 +1078,26 @@ def _source_occluders(
     if forehead.any() and float((ramp[forehead] > 0.5).mean()) > FRINGE_COVER:
         k = int(round(FRINGE_GROW * size)) | 1
         ramp = np.where(region, cv2.dilate(ramp, np.ones((k, k), np.uint8)), ramp)
-    return np.asarray(cv2.GaussianBlur(ramp.astype(np.float32), (0, 0), size * 0.01), np.float32)
+    return np.asarray(
+        cv2.GaussianBlur(ramp.astype(np.float32), (0, 0), size * 0.01), np.float32
+    ), edge
+
+
+def _paint_out_edge(
+    albedo: NDArray[np.float32], edge: NDArray[np.float32], model: FaceModel
+) -> NDArray[np.float32]:
+    """The lower face's edge outliers (``edge``, from _source_outliers) painted over
+    with the mean of the skin around them (_skin_fill): what lies inside the face's
+    outline (p10's microphone reaching up his chin) becomes the source's skin; the
+    outer EDGE_RIM stays an occluder, the target's."""
+    hole = edge > 0.3
+    if not hole.any():
+        return albedo
+    size = albedo.shape[0]
+    hole_u8 = cv2.dilate(hole.astype(np.uint8), np.ones((5, 5), np.uint8))
+    fill, _ = _skin_fill(albedo, _uv_skin(model, size) & (hole_u8 == 0))
+    alpha = cv2.GaussianBlur(hole_u8.astype(np.float32), (0, 0), size * 0.006)
+    return np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
 
 
 def _edge_outliers(
@@ -1084,8 +1114,8 @@ def _edge_outliers(
     The mesh's outline often lies a little outside the face's real one. Texels there
     squarely face the camera, so nothing else leaves them out, and every target took
     them: Grace Hopper's collar and the shadow under her ear gave a dark smudge on
-    every target's cheek, a bright neck a light line along the jaw, p10's microphone a
-    grey blob on the chin. A texel counts when it is off the cheeks' colour
+    every target's cheek, p21's bright neck a light line along the jaw, p10's
+    microphone a grey blob on the chin. A texel counts when it is off the cheeks' colour
     (EDGE_Z, robust z) or much darker than the skin (EDGE_DARK, share of its median
     brightness), within EDGE_DEPTH of the texture's side from the edge (``depth``, in
     texels), and joined to the edge by such texels: a mole, a beard's shading or a

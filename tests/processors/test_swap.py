@@ -383,6 +383,8 @@ def test_source_glasses_are_painted_out(
     import faceweave.processors.swap as swap_module
 
     wearing = dataclasses.replace(astronaut_face, frame=_draw_glasses(astronaut, astronaut_face))
+    # Only the frames' own effect: the lower edge's paint-out follows the skin's statistics.
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
     textures = [prepare_source(f, uv_size=384).texture for f in (wearing, grace_hopper_face)]
     plain = prepare_source(astronaut_face, uv_size=384).texture
     monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
@@ -407,6 +409,9 @@ def test_temple_arms_of_source_glasses_are_painted_out(
     eye widths from the eyes): on a source they are painted out as well, out to
     GLASSES_SOURCE_REACH (p29's left a dark curve at every target's temple)."""
     model = load_face_model()
+    # An arm reaching the face's edge is also the lower edge's outlier: this is about
+    # the frames' own paint-out.
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
     wearing = dataclasses.replace(
         astronaut_face, frame=_draw_glasses(astronaut, astronaut_face, arms=True)
     )
@@ -467,6 +472,8 @@ def test_source_glasses_are_painted_out_where_mirrored(
     )
     paint_out = swap_module._paint_out_source_glasses
     monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
+    # The texture as the paint-out sees it: before the lower edge is painted.
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
     albedo = prepare_source(one_lens, uv_size=size).albedo
     verts = model.extend(astronaut_face.landmarks_478)
     map_xy = model.uv_raster(size).interpolate(verts[:, :2], model.render_triangles)
@@ -563,7 +570,7 @@ def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     fair[hair] = np.array([128, 160, 206], np.float32) + rng.normal(0, 2, (int(hair.sum()), 3))
     z = swap_module._skin_z(model, size, swap_module._albedo_bytes(fair), covered)
     assert z is not None and 2.5 < float(np.median(z[hair])) < 4.0  # the premise
-    found = swap_module._source_occluders(model, size, fair, covered)
+    found = swap_module._source_outliers(model, size, fair, covered)[0]
     core = cv2.erode(hair.astype(np.uint8), np.ones((7, 7), np.uint8)).astype(bool)
     from_hair = cv2.distanceTransform((~hair).astype(np.uint8), cv2.DIST_L2, 3)
     skin_below = covered & (y > line) & (y < brow_y - 0.05)
@@ -571,23 +578,24 @@ def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     assert found[skin_below & (from_hair <= 3)].mean() > 0.6  # 0.15 before
     assert found[skin_below & (from_hair >= 12)].max() < 0.05
     forehead = covered & (y < brow_y - 0.05)
-    assert swap_module._source_occluders(model, size, texture, covered)[forehead].max() < 0.01
+    assert swap_module._source_outliers(model, size, texture, covered)[0][forehead].max() < 0.01
     # Hair along the mesh's top edge only (a hairline, no fringe): not grown.
     depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
     rim = hair & (depth < swap_module.HAIR_RIM * size)
     hairline = texture.copy()
     hairline[rim] = fair[rim]
-    kept = swap_module._source_occluders(model, size, hairline, covered)
+    kept = swap_module._source_outliers(model, size, hairline, covered)[0]
     assert kept[rim & (depth < 0.04 * size)].mean() > 0.8
     away = forehead & (depth > swap_module.HAIR_RIM * size + 10)
     assert kept[away].max() < 0.05
 
 
-def test_what_lies_at_the_lower_face_edge_is_left_to_the_target() -> None:
+def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     """A dark patch reaching in from the lower face's edge (a collar, the shadow under
-    an ear: Grace Hopper's left a dark smudge on every target's cheek) is an occluder,
-    even on a wrinkled face whose skin varies so much in brightness that the patch
-    lies under 4 robust z from it (where the skin check counted little). The same
+    an ear: Grace Hopper's left a dark smudge on every target's cheek) is found, even
+    on a wrinkled face whose skin varies so much in brightness that the patch lies
+    under 4 robust z from it (where the skin check counted little): its outer rim is
+    left to the target, the rest painted over with the source's skin. The same
     darkness inside the cheek, not joined to the edge (a mole, a beard's shading),
     and a clean texture stay the source's."""
     size = 256
@@ -610,14 +618,24 @@ def test_what_lies_at_the_lower_face_edge_is_left_to_the_target() -> None:
     dark[collar | mole] *= 0.3
     z = swap_module._skin_z(model, size, swap_module._albedo_bytes(dark), covered)
     assert z is not None and float(np.median(z[collar])) < 4.0  # the premise
-    found = swap_module._source_occluders(model, size, dark, covered)
+    occluders, found = swap_module._source_outliers(model, size, dark, covered)
     core = collar & (cv2.erode(collar.astype(np.uint8), np.ones((9, 9), np.uint8)) > 0)
+    mole_core = cv2.erode(mole.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
     assert core.sum() > 50 and mole.sum() > 20
-    assert found[core].mean() > 0.9, found[core].mean()  # 0.19 before
-    assert found[cv2.erode(mole.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0].max() < 0.1
+    assert found[core].mean() > 0.9, found[core].mean()  # as occluders: 0.19 before
+    assert found[mole_core].max() < 0.1 and occluders[mole_core].max() < 0.1
+    rim = collar & (depth < 0.5 * swap_module.EDGE_RIM * size)
+    assert occluders[rim].mean() > 0.5
+    inside = collar & (depth > 2 * swap_module.EDGE_RIM * size) & (y > mouth_y)
+    assert inside.sum() > 20 and occluders[inside].max() < 0.1
+    painted = swap_module._paint_out_edge(dark, found, model)
+    skin = float(texture[covered & ~collar & ~mole].mean())
+    assert abs(float(painted[core].mean()) - skin) < 0.1 * skin  # dark: 0.3 of it
+    np.testing.assert_array_equal(painted[mole_core], dark[mole_core])
     lower = covered & (y > eye_y)
-    clean = swap_module._source_occluders(model, size, texture, covered)
+    clean_occluders, clean = swap_module._source_outliers(model, size, texture, covered)
     assert float((clean[lower] > 0.5).mean()) < 0.02
+    assert float((clean_occluders[lower] > 0.5).mean()) < 0.02
 
 
 def test_a_dropped_jaw_does_not_hide_the_chin(
