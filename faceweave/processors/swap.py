@@ -791,7 +791,7 @@ def prepare_source(
     source_face: Face,
     *,
     model: FaceModel | None = None,
-    uv_size: int = 256,
+    uv_size: int = SwapOptions.uv_size,
     frame: Frame | None = None,
     log_advice: bool = True,
 ) -> SourceModel:
@@ -800,7 +800,8 @@ def prepare_source(
     Args:
         source_face: the face; its ``frame`` is used unless ``frame`` is given.
         model: the face model (the packaged one by default).
-        uv_size: texture side in texels.
+        uv_size: texture side in texels (a Swapper takes the source only at its
+            own ``uv_size``; the default is both's).
         frame: the image the face was found in.
         log_advice: log the advice lines (below); False for a photo that only
             helps another one (see :func:`merge_sources`).

@@ -868,6 +868,8 @@ class TestHiddenEyes:
 
 class TestSourceModel:
     def test_prepare_source(self, swapper: Swapper, astronaut_face: Face) -> None:
+        # Prepared once with the defaults, a source goes into a Swapper with its own.
+        Swapper(prepare_source(astronaut_face, log_advice=False))
         source = swapper.source
         assert isinstance(source, SourceModel)
         size = swapper.options.uv_size
