@@ -430,6 +430,33 @@ def test_temple_arms_of_source_glasses_are_painted_out(
     assert gone.sum() > 0.7 * arm.sum(), (gone.sum(), arm.sum())
 
 
+def test_one_bright_texel_does_not_decide_the_glasses_paint_out(
+    astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a source's frames are painted out is decided on its strong lines around
+    the eyes, measured on an 8-bit scale. That scale once came from the texture's
+    brightest texel: a highlight at the mesh's edge (p29's texture peaks at 3.4x its
+    99.5th percentile) shrank every line, and one at 8x turned the drawn frames'
+    decision from painted to kept."""
+    size = 384
+    model = load_face_model()
+    wearing = dataclasses.replace(astronaut_face, frame=_draw_glasses(astronaut, astronaut_face))
+    paint_out = swap_module._paint_out_source_glasses
+    monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    albedo = prepare_source(wearing, uv_size=size).albedo
+    verts = model.extend(astronaut_face.landmarks_478)
+    map_xy = model.uv_raster(size).interpolate(verts[:, :2], model.render_triangles)
+    found = swap_module._glasses_in_photo(wearing, wearing.frame)
+    none = np.zeros((size, size), np.float32)
+    assert paint_out(albedo, found, model, map_xy, none) is not albedo  # painted
+    covered = model.uv_raster(size).covered
+    ys, xs = np.nonzero(covered)
+    lit = albedo.copy()
+    lit[ys[-1], xs[-1]] = 8.0 * float(np.percentile(albedo[covered], 99.5))  # at the chin's edge
+    assert paint_out(lit, found, model, map_xy, none) is not lit
+
+
 def test_the_skin_fill_reaches_every_texel() -> None:
     """Painting out a frame takes the mean of the skin around each texel, near skin
     first. A frame's bar through the brows (which are not skin) lies far from any
