@@ -686,21 +686,35 @@ def _skin_fill(
     p29's bar stayed as a dark dash above one eye on every target)."""
     size = albedo.shape[0]
     weights = skin.astype(np.float32)
+    # The skin's colour and its weight in one array: one blur per pass.
+    stacked = np.ascontiguousarray(np.dstack([albedo * weights[..., None], weights]))
     fill = np.zeros_like(albedo)
     known = np.zeros(skin.shape, bool)
     for spread, enough in SKIN_FILL_PASSES:
         sigma = size * spread
-        weight = cv2.GaussianBlur(weights, (0, 0), sigma)
-        mean = (
-            cv2.GaussianBlur(albedo * weights[..., None], (0, 0), sigma)
-            / np.maximum(weight, 1e-6)[..., None]
-        )
+        # A wide blur is smooth: worked out on a grid a quarter of sigma apart (at
+        # full size the widest pass cost 60 ms at 384 texels).
+        step = max(1, int(sigma // 4))
+        if step > 1:
+            small = cv2.resize(
+                stacked, None, fx=1 / step, fy=1 / step, interpolation=cv2.INTER_AREA
+            )
+            blurred = cv2.resize(
+                cv2.GaussianBlur(small, (0, 0), sigma * small.shape[0] / size),
+                (size, size),
+                interpolation=cv2.INTER_LINEAR,
+            )
+        else:
+            blurred = cv2.GaussianBlur(stacked, (0, 0), sigma)
+        weight = blurred[..., 3]
+        mean = blurred[..., :3] / np.maximum(weight, 1e-6)[..., None]
         take = (weight > enough) & ~known
-        fill[take] = mean[take]
+        np.copyto(fill, mean, where=take[..., None])
         known |= take
         if spread < SKIN_FILL_PASSES[-1][0]:
             near = known.copy()
-    fill[~known] = albedo[skin].mean(0) if skin.any() else albedo.reshape(-1, 3).mean(0)
+    if not known.all():
+        fill[~known] = albedo[skin].mean(0) if skin.any() else albedo.reshape(-1, 3).mean(0)
     return fill, near.astype(np.float32)
 
 
