@@ -1046,6 +1046,10 @@ EDGE_DARK = (0.6, 0.4)
 # Of those, the texels within EDGE_RIM of the texture's side from the edge are left to
 # the target (occluders); the rest are painted over with the source's skin.
 EDGE_RIM = 0.02
+# They must lie on one side only: texels whose mirror, give or take EDGE_MIRROR_SLACK of
+# the texture's side, is one too belong to the face (p29's, p24's and p25's beards
+# along the jaw were painted out).
+EDGE_MIRROR_SLACK = 0.025
 
 
 def _source_outliers(
@@ -1057,8 +1061,8 @@ def _source_outliers(
     ``occluders`` (0..1, blurred) keep the target's pixels: hair over the forehead
     (bangs), and the outer EDGE_RIM of what lies at the lower face's edge. ``edge``
     is all of the latter (_edge_outliers): further in, it is painted over with the
-    source's skin (_paint_out_edge) rather than left to the target, whose own chin
-    (a beard) showed through p10's microphone as a patch.
+    source's skin (_paint_out_edge) rather than left to the target, whose own skin
+    showed through as a patch of another colour.
 
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
     temple texels far from them in Lab (robust z-score) are marked as occluders, and
@@ -1109,7 +1113,7 @@ def _paint_out_edge(
 ) -> NDArray[np.float32]:
     """The lower face's edge outliers (``edge``, from _source_outliers) painted over
     with the mean of the skin around them (_skin_fill): what lies inside the face's
-    outline (p10's microphone reaching up his chin) becomes the source's skin; the
+    outline (the shadow under Grace Hopper's ear) becomes the source's skin; the
     outer EDGE_RIM stays an occluder, the target's."""
     hole = edge > 0.3
     if not hole.any():
@@ -1129,18 +1133,19 @@ def _edge_outliers(
     skin: NDArray[np.bool_],
 ) -> NDArray[np.float32]:
     """How surely each texel of the lower face's sides and chin shows something other
-    than the face, reached from the mesh's edge: background, a collar, the shadow under
-    an ear or jaw, a microphone.
+    than the face, reached from the mesh's edge on one side: background, a collar, the
+    shadow under an ear.
 
     The mesh's outline often lies a little outside the face's real one. Texels there
     squarely face the camera, so nothing else leaves them out, and every target took
     them: Grace Hopper's collar and the shadow under her ear gave a dark smudge on
-    every target's cheek, p21's bright neck a light line along the jaw, p10's
-    microphone a grey blob on the chin. A texel counts when it is off the cheeks' colour
-    (EDGE_Z, robust z) or much darker than the skin (EDGE_DARK, share of its median
-    brightness), within EDGE_DEPTH of the texture's side from the edge (``depth``, in
-    texels), and joined to the edge by such texels: a mole, a beard's shading or a
-    wrinkle inside the face is not.
+    every target's cheek, p21's bright neck a light line along the jaw. A texel
+    counts when it is off the cheeks' colour (EDGE_Z, robust z) or much darker than
+    the skin (EDGE_DARK, share of its median brightness), within EDGE_DEPTH of the
+    texture's side from the edge (``depth``, in texels), joined to the edge by such
+    texels (a mole or a wrinkle inside the face is not), and on one side of the face
+    only (EDGE_MIRROR_SLACK): a beard along the jaw is dark and off the skin's colour
+    on both sides. So is anything in the middle: p10's microphone stays.
 
     Args:
         texture: (S, S, 3) the albedo in 0..255 (see _albedo_bytes).
@@ -1157,6 +1162,12 @@ def _edge_outliers(
     _, labels = cv2.connectedComponents(candidate, connectivity=8)
     touching = np.unique(labels[(candidate > 0) & (depth < 3.0)])
     joined = np.isin(labels, touching[touching > 0])
+    # One side only: what the mirror side shows too is the face's (a beard along the
+    # jaw, which the tests above take for a collar; a goatee). Texel by texel: a whole
+    # region that is partly mirrored can be a collar joined to the jaw's shading.
+    k = int(round(EDGE_MIRROR_SLACK * size)) | 1
+    grown = cv2.dilate(joined.astype(np.uint8), np.ones((k, k), np.uint8)) > 0
+    joined &= ~grown[:, ::-1]
     how = np.maximum(
         np.clip((z - z0) / (z1 - z0), 0.0, 1.0), np.clip((d0 - rel) / (d0 - d1), 0.0, 1.0)
     )
