@@ -1119,9 +1119,20 @@ def _paint_out_edge(
     if not hole.any():
         return albedo
     size = albedo.shape[0]
-    hole_u8 = cv2.dilate(hole.astype(np.uint8), np.ones((5, 5), np.uint8))
-    fill, _ = _skin_fill(albedo, _uv_skin(model, size) & (hole_u8 == 0))
-    alpha = cv2.GaussianBlur(hole_u8.astype(np.float32), (0, 0), size * 0.006)
+    grown = cv2.dilate(hole.astype(np.uint8), np.ones((5, 5), np.uint8))
+    alpha = cv2.GaussianBlur(grown.astype(np.float32), (0, 0), size * 0.006)
+    return _painted_with_skin(albedo, _uv_skin(model, size), grown > 0, alpha)
+
+
+def _painted_with_skin(
+    albedo: NDArray[np.float32],
+    skin: NDArray[np.bool_],
+    hole: NDArray[np.bool_],
+    alpha: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """``albedo`` painted over by ``alpha`` (0..1 per texel) with the mean of the
+    ``skin`` texels around each texel outside ``hole`` (_skin_fill)."""
+    fill, _ = _skin_fill(albedo, skin & ~hole)
     return np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
 
 
@@ -1390,9 +1401,8 @@ def _paint_out_stray_lip(
     if not stray.any():
         return albedo
     hole = cv2.dilate(stray.astype(np.uint8), np.ones((3, 3), np.uint8))
-    fill, _ = _skin_fill(albedo, skin & (hole == 0))
     alpha = cv2.GaussianBlur(hole.astype(np.float32), (5, 5), 0) * ~lips  # lips untouched
-    return np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
+    return _painted_with_skin(albedo, skin, hole > 0, alpha)
 
 
 def _occluded(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -430,6 +431,22 @@ def test_temple_arms_of_source_glasses_are_painted_out(
     assert gone.sum() > 0.7 * arm.sum(), (gone.sum(), arm.sum())
 
 
+def _texture_before_glasses_paint_out(
+    face: Face, size: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Callable[..., np.ndarray], np.ndarray, np.ndarray]:
+    """``(the paint-out function, the albedo it is given, the texels' photo positions)``
+    for ``face`` as a source: the paint-out (and the lower edge's, which follows it)
+    is switched off for the rest of the test."""
+    paint_out = swap_module._paint_out_source_glasses
+    monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    albedo = prepare_source(face, uv_size=size).albedo
+    model = load_face_model()
+    verts = model.extend(face.landmarks_478)
+    map_xy = model.uv_raster(size).interpolate(verts[:, :2], model.render_triangles)
+    return paint_out, albedo, map_xy
+
+
 def test_one_bright_texel_does_not_decide_the_glasses_paint_out(
     astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -441,12 +458,7 @@ def test_one_bright_texel_does_not_decide_the_glasses_paint_out(
     size = 384
     model = load_face_model()
     wearing = dataclasses.replace(astronaut_face, frame=_draw_glasses(astronaut, astronaut_face))
-    paint_out = swap_module._paint_out_source_glasses
-    monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
-    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
-    albedo = prepare_source(wearing, uv_size=size).albedo
-    verts = model.extend(astronaut_face.landmarks_478)
-    map_xy = model.uv_raster(size).interpolate(verts[:, :2], model.render_triangles)
+    paint_out, albedo, map_xy = _texture_before_glasses_paint_out(wearing, size, monkeypatch)
     found = swap_module._glasses_in_photo(wearing, wearing.frame)
     none = np.zeros((size, size), np.float32)
     assert paint_out(albedo, found, model, map_xy, none) is not albedo  # painted
@@ -497,13 +509,7 @@ def test_source_glasses_are_painted_out_where_mirrored(
     one_lens = dataclasses.replace(
         astronaut_face, frame=_draw_glasses(astronaut, astronaut_face, lenses=1)
     )
-    paint_out = swap_module._paint_out_source_glasses
-    monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
-    # The texture as the paint-out sees it: before the lower edge is painted.
-    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
-    albedo = prepare_source(one_lens, uv_size=size).albedo
-    verts = model.extend(astronaut_face.landmarks_478)
-    map_xy = model.uv_raster(size).interpolate(verts[:, :2], model.render_triangles)
+    paint_out, albedo, map_xy = _texture_before_glasses_paint_out(one_lens, size, monkeypatch)
     half = size // 2
 
     def painted(texture: np.ndarray, mirrored: np.ndarray) -> np.ndarray:
