@@ -629,9 +629,10 @@ def _paint_out_source_glasses(
     by the texture's own lookup (``map_xy``), mirrored where the texture took the
     mirror texel (``mirrored``: its share per texel). Each frame texel then takes the
     mean of the skin texels around it (eyes, brows and lips excluded, so none of them
-    bleeds in), from a neighbourhood a few frame widths across. Thick, translucent or
-    faint frames are only partly found, and painting out part of a frame leaves rings
-    around the eyes that look worse than the glasses: unless the painted texture keeps under
+    bleeds in), from a neighbourhood a few frame widths across, or further where no
+    skin is that near (_skin_fill). Thick, translucent or faint frames are only partly
+    found, and painting out part of a frame leaves rings around the eyes that look
+    worse than the glasses: unless the texture painted from nearby skin keeps under
     GLASSES_PAINTED_RESIDUE of the strong lines around the eyes, the texture is left
     as it was.
     """
@@ -690,6 +691,7 @@ def _skin_fill(
     stacked = np.ascontiguousarray(np.dstack([albedo * weights[..., None], weights]))
     fill = np.zeros_like(albedo)
     known = np.zeros(skin.shape, bool)
+    near = known
     for spread, enough in SKIN_FILL_PASSES:
         sigma = size * spread
         # A wide blur is smooth: worked out on a grid a quarter of sigma apart (at
@@ -1174,8 +1176,9 @@ def _edge_outliers(
     touching = np.unique(labels[(candidate > 0) & (depth < 3.0)])
     joined = np.isin(labels, touching[touching > 0])
     # One side only: what the mirror side shows too is the face's (a beard along the
-    # jaw, which the tests above take for a collar; a goatee). Texel by texel: a whole
-    # region that is partly mirrored can be a collar joined to the jaw's shading.
+    # jaw, which the colour and darkness tests take for a collar; a goatee). Texel by
+    # texel: a whole region that is partly mirrored can be a collar joined to the
+    # jaw's shading (Grace Hopper's).
     k = int(round(EDGE_MIRROR_SLACK * size)) | 1
     grown = cv2.dilate(joined.astype(np.uint8), np.ones((k, k), np.uint8)) > 0
     joined &= ~grown[:, ::-1]

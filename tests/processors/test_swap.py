@@ -789,7 +789,7 @@ def test_a_screams_stray_lower_lip_becomes_chin(
     points = np.asarray(astronaut_face.landmarks_478, np.float32).copy()
     prepare_source(astronaut_face, uv_size=size)
     assert calls == []
-    lower = [i for i in swap_module._LOWER_OUTER_LIP[1:-1]] + [14, 87, 178, 88, 95, 317, 402, 318]
+    lower = list(swap_module._LOWER_OUTER_LIP[1:-1]) + [14, 87, 178, 88, 95, 317, 402, 318]
     points[lower, 1] += 0.25 * astronaut_face.size
     assert swap_module._mouth_opening(points) > swap_module.MOUTH_OPEN_WIDE
     prepare_source(dataclasses.replace(astronaut_face, landmarks_478=points), uv_size=size)
