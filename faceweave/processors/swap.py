@@ -1078,20 +1078,18 @@ def _source_outliers(
     z = _skin_z(model, size, texture, covered, lab=lab)
     if z is None:
         return np.zeros((size, size), np.float32), np.zeros((size, size), np.float32)
-    raster = model.uv_raster(size)
-    y = _uv_y(model, size)
+    y, x = _uv_y(model, size), _uv_x(model, size)
     brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
-    x = raster.interpolate(model.canonical_extended[:, 0:1], model.render_triangles)[..., 0]
     eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
     temples = (np.abs(x) > eye_outer_x) & (y < mouth_y)
     region = covered & ((y < brow_y - 0.05) | temples)
     # Elsewhere on skin (not eyes, brows, lips) only clear outliers count: background
     # at a profile's silhouette, a microphone, glasses frames.
-    inner = _uv_skin(model, size) & ~region
+    skin = _uv_skin(model, size)
+    inner = skin & ~region
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
     depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
-    skin = _uv_skin(model, size)
     below_eyes = skin & (y > float(model.canonical[model.loops[0], 1].max()))
     edge = _edge_outliers(texture, z, below_eyes, depth, skin)
     ramp = np.maximum(ramp, edge * (depth < EDGE_RIM * size))
@@ -1203,10 +1201,22 @@ def _hair_z(
 def _uv_y(model: FaceModel, size: int) -> NDArray[np.float32]:
     """The canonical face's height (y, down) at each texel (read-only, shared: a source's
     preparation asks for it several times)."""
+    return _uv_canonical(model, size, 1)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_x(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """The canonical face's sideways position (x) at each texel (read-only, shared)."""
+    return _uv_canonical(model, size, 0)
+
+
+def _uv_canonical(model: FaceModel, size: int, axis: int) -> NDArray[np.float32]:
+    """One axis of the canonical face interpolated at each texel, read-only."""
     raster = model.uv_raster(size)
-    y = raster.interpolate(model.canonical_extended[:, 1:2], model.render_triangles)[..., 0]
-    y.setflags(write=False)
-    return y
+    values = model.canonical_extended[:, axis : axis + 1]
+    out = raster.interpolate(values, model.render_triangles)[..., 0]
+    out.setflags(write=False)
+    return out
 
 
 def _albedo_bytes(albedo: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -1381,10 +1391,8 @@ def _paint_out_stray_lip(
     """
     size = albedo.shape[0]
     lips = _uv_lips(model, size)
-    raster = model.uv_raster(size)
-    covered = raster.covered
-    y = _uv_y(model, size)
-    x = raster.interpolate(model.canonical_extended[:, 0:1], model.render_triangles)[..., 0]
+    covered = model.uv_raster(size).covered
+    y, x = _uv_y(model, size), _uv_x(model, size)
     mouth = model.canonical[list(OUTER_LIPS)]
     eye_y = float(model.canonical[model.loops[0], 1].max())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
