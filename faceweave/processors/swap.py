@@ -1101,6 +1101,15 @@ def _source_outliers(
     ramp = cv2.morphologyEx(ramp.astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     forehead = region & ~temples & (depth >= HAIR_RIM * size) & (y < brow_y - 0.1)
     if forehead.any() and float((ramp[forehead] > 0.5).mean()) > FRINGE_COVER:
+        # A fringe hangs down to the brows: the strip between the region and the brows'
+        # top counts too (its strands left brown smudges above every target's brows).
+        strip = covered & ~region & (y < brow_y)
+        low = np.clip((z - 2.0) / 2.0, 0.0, 1.0)
+        if hair_z is not None:
+            low = np.maximum(low, nearer_hair)
+        low = cv2.morphologyEx((low * strip).astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3)))
+        ramp = np.maximum(ramp, low)
+        region = region | strip
         k = int(round(FRINGE_GROW * size)) | 1
         ramp = np.where(region, cv2.dilate(ramp, np.ones((k, k), np.uint8)), ramp)
     return np.asarray(

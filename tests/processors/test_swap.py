@@ -623,6 +623,46 @@ def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     assert kept[away].max() < 0.05
 
 
+def test_a_fringe_down_to_the_brows_is_left_to_the_target_above_them() -> None:
+    """A fringe that hangs down to the brows: its thinning strands (half hair, half
+    skin) between the forehead band and the brows' top are occluders too (they left
+    brown smudges above every target's brows: p23's), while the brows themselves stay
+    the source's. Without a fringe above, the same strip stays the source's (a dark
+    brow ridge is no hair)."""
+    size = 384
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    y = swap_module._uv_y(model, size)
+    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
+    brows = np.zeros((size, size), np.uint8)
+    for region in ("left_eyebrow", "right_eyebrow"):
+        uv = (model.uv[model.regions[region]] * (size - 1)).astype(np.int32)
+        cv2.fillConvexPoly(brows, cv2.convexHull(uv), 1)
+    brows = brows.astype(bool) & covered
+    texture[brows] = (60, 70, 90)
+    orange = np.array([40, 110, 210], np.float32)
+    band = covered & (y >= brow_y - 0.05) & (y < brow_y) & ~brows
+    fringe = texture.copy()
+    fringe[covered & (y < brow_y - 0.05)] = orange
+    fringe[band] = 0.5 * orange + 0.5 * texture[band]
+    away_from_brows = cv2.distanceTransform((~brows).astype(np.uint8), cv2.DIST_L2, 3) > 6
+    eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
+    inside_temples = np.abs(swap_module._uv_x(model, size)) < eye_outer_x - 0.05
+    strip = band & (y < brow_y - 0.015) & away_from_brows & inside_temples
+    assert strip.sum() > 200  # the premise: the strip is not empty
+    found = swap_module._source_outliers(model, size, fringe, covered)[0]
+    assert found[strip].mean() > 0.85, found[strip].mean()  # 0.44 before
+    inner_brows = cv2.erode(brows.astype(np.uint8), np.ones((15, 15), np.uint8)).astype(bool)
+    assert found[inner_brows].mean() < 0.15, found[inner_brows].mean()
+    # The strip alone darker (a brow ridge's shadow), no fringe above: left as it is
+    # without the shadow.
+    ridge = texture.copy()
+    ridge[band] *= 0.85
+    shadowed = swap_module._source_outliers(model, size, ridge, covered)[0]
+    plain = swap_module._source_outliers(model, size, texture, covered)[0]
+    assert np.abs(shadowed - plain)[strip].max() < 0.1
+
+
 def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     """A dark patch reaching in from the lower face's edge (a collar, the shadow under
     an ear: Grace Hopper's left a dark smudge on every target's cheek) is found, even
