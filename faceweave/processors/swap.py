@@ -1052,6 +1052,10 @@ EDGE_RIM = 0.02
 # the texture's side, is one too belong to the face (p29's, p24's and p25's beards
 # along the jaw were painted out).
 EDGE_MIRROR_SLACK = 0.025
+# ...unless they do not reach the chin (|x| under EDGE_CHIN[0], EDGE_CHIN[1] below the
+# mouth in the canonical face) over EDGE_CHIN[2] of it: a beard does, hair hanging down
+# both cheeks does not.
+EDGE_CHIN = (0.2, 0.4, 0.02)
 
 
 def _source_outliers(
@@ -1091,10 +1095,18 @@ def _source_outliers(
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
     depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
     below_eyes = skin & (y > float(model.canonical[model.loops[0], 1].max()))
-    edge = _edge_outliers(texture, z, below_eyes, depth, skin)
-    ramp = np.maximum(ramp, edge * (depth < EDGE_RIM * size))
     rim = region & (depth < HAIR_RIM * size)
     hair_z = _hair_z(lab, rim & (z > HAIR_SAMPLE_Z), rim)
+    # The hair colour above the forehead alone, for the lower edge: sideburns in the
+    # temples' rim are as likely a beard's.
+    hairline = rim & ~temples
+    top_hair_z = _hair_z(lab, hairline & (z > HAIR_SAMPLE_Z), hairline)
+    hair = None
+    if top_hair_z is not None:
+        chin = below_eyes & (np.abs(x) < EDGE_CHIN[0]) & (y > mouth_y + EDGE_CHIN[1])
+        hair = (chin, top_hair_z < z)
+    edge = _edge_outliers(texture, z, below_eyes, depth, skin, hair)
+    ramp = np.maximum(ramp, edge * (depth < EDGE_RIM * size))
     if hair_z is not None:
         nearer_hair = np.clip((z - hair_z) / 2.0, 0.0, 1.0) * np.clip(z - 1.0, 0.0, 1.0)
         ramp = np.maximum(ramp, nearer_hair * region)
@@ -1151,6 +1163,7 @@ def _edge_outliers(
     lower: NDArray[np.bool_],
     depth: NDArray[np.float32],
     skin: NDArray[np.bool_],
+    hair: tuple[NDArray[np.bool_], NDArray[np.bool_]] | None = None,
 ) -> NDArray[np.float32]:
     """How surely each texel of the lower face's sides and chin shows something other
     than the face, reached from the mesh's edge on one side: background, a collar, the
@@ -1188,7 +1201,21 @@ def _edge_outliers(
     # jaw's shading (Grace Hopper's).
     k = int(round(EDGE_MIRROR_SLACK * size)) | 1
     grown = cv2.dilate(joined.astype(np.uint8), np.ones((k, k), np.uint8)) > 0
-    joined &= ~grown[:, ::-1]
+    mirrored = grown[:, ::-1]
+    if hair is not None:
+        # Hair hanging down both cheeks (p23's) is no beard: a region mostly nearer the
+        # photo's hair colour than its skin's that does not reach the chin goes too.
+        # Regions closer than the mirror's slack count as one (a grey chin breaks up
+        # p29's beard).
+        chin, hairlike = hair
+        n, regions = cv2.connectedComponents(grown.astype(np.uint8), connectivity=8)
+        at_chin = np.bincount(regions[joined & chin], minlength=n)
+        share = np.bincount(regions[joined & hairlike], minlength=n) / np.maximum(
+            np.bincount(regions[joined], minlength=n), 1
+        )
+        beard = (at_chin >= max(1.0, EDGE_CHIN[2] * float(chin.sum()))) | (share < 0.5)
+        mirrored &= beard[regions]
+    joined &= ~mirrored
     how = np.maximum(
         np.clip((z - z0) / (z1 - z0), 0.0, 1.0), np.clip((d0 - rel) / (d0 - d1), 0.0, 1.0)
     )

@@ -726,6 +726,48 @@ def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     assert float(beard[core].max()) < 0.1 and float(beard[core[:, ::-1]].max()) < 0.1
 
 
+def test_hair_down_both_cheeks_is_not_a_beard() -> None:
+    """Long hair hanging down both sides of the face (p23's) is off the skin's colour
+    along the edge on both sides, like a beard, and the mirror rule kept it: a dark
+    line along every target's jaw. Texels of the photo's hair colour that do not reach
+    the chin are found now; a beard of the same colour that reaches the chin (or comes
+    within a few texels of it), dark ones under a ginger hairline, and the same locks
+    where the forehead's edge shows no hair (sideburns in the temples are no guide:
+    they may be a beard's) stay."""
+    size = 256
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    y = swap_module._uv_y(model, size)
+    x = swap_module._uv_x(model, size)
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
+    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    orange = np.array([40, 110, 210], np.float32)
+    hairline = covered & (y < brow_y - 0.05) & (depth < swap_module.HAIR_RIM * size)
+    locks = covered & (y > eye_y + 0.1) & (y < mouth_y + 0.3) & (depth < 0.06 * size)
+    chin = covered & (y > mouth_y + 0.1) & (depth < 0.06 * size)
+    core = locks & (depth > 0.03 * size) & (y > eye_y + 0.2) & (y < mouth_y + 0.2)
+    assert core.sum() > 100 and bool(core[:, : size // 2].any() and core[:, size // 2 :].any())
+
+    def found(painted: np.ndarray, colour: np.ndarray, with_hairline: bool = True) -> float:
+        t = texture.copy()
+        t[painted] = colour
+        if with_hairline:
+            t[hairline] = orange
+        return float(swap_module._source_outliers(model, size, t, covered)[1][core].mean())
+
+    assert found(locks, orange) > 0.85  # 0.0 before
+    assert found(locks | chin, orange) < 0.1  # a ginger beard
+    # A beard whose chin is lighter, apart from its sides by a few texels, is one.
+    gap = covered & (np.abs(x) < 0.45) & (np.abs(x) > 0.4)
+    assert gap.any()
+    assert found((locks | chin) & ~gap, orange) < 0.1
+    assert found(locks, orange, with_hairline=False) < 0.1
+    assert found(locks, np.array([60, 60, 70], np.float32)) < 0.1  # dark, under ginger hair
+    assert float(np.abs(x[chin]).min()) < swap_module.EDGE_CHIN[0]  # the premise
+
+
 def test_a_dropped_jaw_does_not_hide_the_chin(
     astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
 ) -> None:
