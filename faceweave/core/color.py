@@ -20,7 +20,9 @@ make-up) by that ratio too, and they clip to black.
 Both can also keep black near black (``anchor_black``): an affine map's offset moves
 black to a grey or a colour cast (a dark-skinned source's pupils turned a dull
 blue-green on a pale target), or pushes dark features below black. The offset is faded out below
-the source skin's mean lightness, smoothly, to half at black.
+the source skin's mean lightness, smoothly, to half at black. With ``lct`` an offset
+that darkens instead gives way, towards black, to a change of exposure (a gain per
+channel), so that dark features darken like the skin and keep their hue.
 
 ``"sh"`` (spherical-harmonics relighting) needs 3D normals and is done by the
 caller with :mod:`faceweave.core.lighting`; here it, like ``"none"``, returns the
@@ -60,6 +62,9 @@ _GREY = np.full((3, 3), 1.0 / 3.0)
 # low-key source's shadows (p18) and the background a profile source (p15) shows
 # between its brows stand out black on a light target.
 _BLACK_ANCHOR = 0.5
+# anchor_black, lct: a darkening offset gives way, towards black, to a change of
+# exposure whose per-channel gain is at most this factor either way (see _anchored).
+_EXPOSURE_GAIN_MAX = 4.0
 # Below this share of variance off the grey axis a target counts as black and white
 # (fading to colour at twice it).
 _MONO_CHROMA = 0.002
@@ -220,9 +225,10 @@ def _lct_affine(
     target_mask: NDArray[np.generic],
     gain_range: tuple[float, float] | None = None,
     ridge: float = 0.0,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
-    """``(T, b, luma)`` with ``x' = T x + b`` mapping source BGR statistics onto the
-    target's, and the source's mean luma.
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """``(T, b, mean, E)`` with ``x' = T x + b`` mapping source BGR statistics onto
+    the target's, the source's mean (BGR), and ``x' = E x``, a change of exposure
+    (per channel; as little chroma kept as by T) that takes the mean about as far.
 
     With ``gain_range`` the target covariance is first scaled as a whole so that the
     luma contrast ratio (target std over source std) lies within it.
@@ -243,6 +249,9 @@ def _lct_affine(
     sqrt_t, _ = _sqrt_and_inv_sqrt(cov_t)
     transform = sqrt_t @ inv_sqrt_s
     offset = mean_t - transform @ mean_s
+    # A change of exposure that takes the source's mean to the target's, per channel.
+    lower, upper = 1.0 / _EXPOSURE_GAIN_MAX, _EXPOSURE_GAIN_MAX
+    exposure = np.diag(np.clip(mean_t / np.maximum(mean_s, 1.0), lower, upper))
     if colour < 1.0:
         # A black-and-white (or toned) target: the ridge would leave the source's lips
         # and eyes some of their colour. Keep only ``colour`` of the result's chroma
@@ -250,7 +259,8 @@ def _lct_affine(
         keep = _GREY + colour * (np.eye(3) - _GREY)
         transform = keep @ transform
         offset = keep @ offset + (1.0 - colour) * (np.eye(3) - _GREY) @ mean_t
-    return transform, offset, float(_LUMA_BGR @ mean_s)
+        exposure = keep @ exposure
+    return transform, offset, mean_s, exposure
 
 
 def colourfulness(cov: NDArray[np.float64]) -> float:
@@ -305,9 +315,12 @@ def color_transfer(
             mask, as ``1 - (1 - v / mean)^2 / 2``, to half at black. The mean and
             what is lighter map as without it; darker pixels (pupils, irises,
             lashes, brows, nostrils) keep more of their depth and hue where a
-            positive offset would lift them towards its own colour; where it is
-            negative, fewer of them are pushed below black. The statistics then
-            match only approximately.
+            positive offset would lift them towards its own colour. With ``lct``
+            an offset that darkens (in luma) is not faded: towards black the map
+            gives way to the per-channel gain that takes the skin's mean where the
+            map takes it (a change of exposure), as ``(v / mean)^2``, so dark
+            features are not pushed below black unevenly (a navy cast). The
+            statistics then match only approximately.
 
     Returns:
         The recoloured source, float32 BGR clipped to [0, 255].
@@ -344,20 +357,19 @@ def color_transfer(
 
     # The target is only sampled (<= 20k pixels), so it is never converted as a whole.
     if mode == "lct":
-        transform, offset, luma_s = _lct_affine(
+        transform, offset, mean_s, exposure = _lct_affine(
             source_array, target_array, source_weights, target_weights, gain_range, ridge
         )
         # Blending x and T x + b linearly is itself affine, so strength costs nothing.
         transform = (1.0 - strength) * np.eye(3) + strength * transform
         offset = strength * offset
+        exposure = (1.0 - strength) * np.eye(3) + strength * exposure
         pixels = _to_float(source_array)
         if anchor_black:
             # Luma over the skin's mean luma, in one pass.
-            ratio = cv2.transform(
-                pixels, (_LUMA_BGR / max(luma_s, 1e-3))[None, :].astype(np.float32)
-            )
-            result: NDArray[np.float32] = cv2.transform(pixels, transform.astype(np.float32))
-            result += _ramped_offset(_black_ramp(ratio), offset)
+            luma_s = max(float(_LUMA_BGR @ mean_s), 1e-3)
+            ratio = cv2.transform(pixels, (_LUMA_BGR / luma_s)[None, :].astype(np.float32))
+            result = _anchored(pixels, transform, offset, ratio, exposure)
         else:
             matrix = np.concatenate([transform, offset[:, None]], axis=1)
             result = cv2.transform(pixels, matrix.astype(np.float32))
@@ -368,6 +380,35 @@ def color_transfer(
         if strength < 1.0:
             result = cv2.addWeighted(result, strength, _to_float(source_array), 1.0 - strength, 0.0)
     return _clip_0_255(result)
+
+
+def _anchored(
+    pixels: NDArray[np.float32],
+    transform: NDArray[np.float64],
+    offset: NDArray[np.float64],
+    ratio: NDArray[np.float32],
+    exposure: NDArray[np.float64],
+) -> NDArray[np.float32]:
+    """The map ``T x + b`` with black anchored (see color_transfer's ``anchor_black``),
+    given each pixel's lightness ratio to the skin's mean (overwritten).
+
+    An offset that lightens fades below the mean (_black_ramp). One that darkens
+    gives way to a change of exposure (``exposure``, a 3x3 map), alone at black and
+    faded into the map as the ratio's square up to the mean. Fading a darkening
+    offset pushed dark features under black unevenly: p06's brows on p27 went from
+    (30, 36, 52) BGR to (8, 3, 6), navy."""
+    if float(_LUMA_BGR @ offset) >= 0.0:
+        result: NDArray[np.float32] = cv2.transform(pixels, transform.astype(np.float32))
+        result += _ramped_offset(_black_ramp(ratio), offset)
+        return result
+    exposed = cv2.transform(pixels, exposure.astype(np.float32))
+    cv2.min(ratio, 1.0, dst=ratio)
+    cv2.max(ratio, 0.0, dst=ratio)
+    cv2.multiply(ratio, ratio, dst=ratio)
+    # blendLinear: (w1 a + w2 b) / (w1 + w2) per pixel, in one pass.
+    matrix = np.concatenate([transform, offset[:, None]], axis=1).astype(np.float32)
+    blended = cv2.blendLinear(cv2.transform(pixels, matrix), exposed, ratio, 1.0 - ratio)
+    return np.asarray(blended, np.float32)
 
 
 def _black_ramp(ratio: NDArray[np.float32]) -> NDArray[np.float32]:

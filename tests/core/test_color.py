@@ -348,3 +348,38 @@ def test_anchor_black_keeps_strength_linear_and_eases_crushing() -> None:
     assert np.all(anchored >= plain - 1e-3)
     assert np.all(np.diff(anchored[anchored > 0.5]) > 0.0)
     assert anchored[13:17].mean() > plain[13:17].mean() + 8.0
+
+
+def test_anchor_black_darkening_keeps_dark_colours_as_an_exposure_change() -> None:
+    """A source lighter and less warm than its target (p06 on p27): the map's offset
+    darkens, and fading it below the skin's mean still pushed dark features under
+    black unevenly: brown brows (30, 36, 52) BGR came out (8, 3, 6), a navy black.
+    Now towards black the map gives way to a change of exposure (the skin's mean
+    over the source's, per channel): the brows keep their hue and darken like the
+    skin. From the mean up it is the plain map; a grey ramp stays in order."""
+    source = _face((48, 48), (116, 146, 198), 12, seed=41)
+    target = _face((48, 48), (89, 118, 160), 15, seed=42)
+    mask = np.ones((48, 48), np.float32)
+    mask[:, 36:] = 0.0
+    source[:, 36:40] = (30.0, 36.0, 52.0)  # brows, outside the statistics
+    source[:, 40:] = np.linspace(0.0, 220.0, 48, dtype=np.float32)[:, None, None]
+    kwargs = {
+        "source_mask": mask,
+        "target_mask": np.ones_like(mask),
+        "mode": "lct",
+        "gain_range": (1 / 1.5, 1.25),
+        "ridge": 0.1,
+    }
+    plain = color_transfer(source, target, **kwargs)
+    anchored = color_transfer(source, target, anchor_black=True, **kwargs)
+    brows = anchored[:, 36:40].reshape(-1, 3).mean(0)
+    exposure = target.reshape(-1, 3).mean(0) / source[mask >= 0.5].mean(0)
+    np.testing.assert_allclose(brows, exposure * (30.0, 36.0, 52.0), atol=4.0)
+    assert brows[2] > brows[1] > brows[0]  # still brown: (8, 3, 6) before
+    luma = np.array([0.114, 0.587, 0.299], np.float32)
+    ramp = anchored[:, 44] @ luma
+    assert np.all(np.diff(ramp) > 0.0)
+    mean_luma = float((source[mask >= 0.5] @ luma).mean())
+    lighter = source[:, 44] @ luma > mean_luma
+    assert lighter.sum() > 5
+    np.testing.assert_allclose(anchored[lighter, 44], plain[lighter, 44], atol=0.05)
