@@ -919,6 +919,10 @@ def prepare_source(
     filled = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)
     if wide_open:
         filled = _paint_out_stray_lip(filled, shading, model)
+        filled, valid = _mend_below_lips(filled, valid, model)
+        # Its lips are stretched thin: on a target's mouth they smeared into a bulge
+        # (p27's on p26, p17's on every closed mouth). The target's lips stay.
+        valid = valid * (1.0 - _uv_lips_band(model, uv_size))
     # Closed eyes or tinted lenses: the target's own eyes stay (they follow its lids).
     # All or nothing, as the advice says: half of each would show two pairs of eyes.
     if seen_eyes < 0.5:
@@ -1399,6 +1403,13 @@ OUTER_LIPS = _LOWER_OUTER_LIP + _UPPER_OUTER_LIP
 # differ by STRAY_LIP_GAP or more.
 STRAY_LIP_SHARE = 0.6
 STRAY_LIP_GAP = 6.0
+# A wide-open mouth's lips give way to the target's, fading out over LIPS_BAND_GROW of
+# the texture's side around them; below them, texels the source did not
+# show (valid under MEND_VALID) further than MEND_DEPTH of the side from the mesh's edge
+# are painted with the skin around them (see _mend_below_lips).
+LIPS_BAND_GROW = 0.01
+MEND_VALID = 0.9
+MEND_DEPTH = 0.05
 
 
 @functools.lru_cache(maxsize=4)
@@ -1427,9 +1438,7 @@ def _paint_out_stray_lip(
     """
     size = albedo.shape[0]
     lips = _uv_lips(model, size)
-    covered = model.uv_raster(size).covered
-    y, x = _uv_y(model, size), _uv_x(model, size)
-    mouth = model.canonical[list(OUTER_LIPS)]
+    y = _uv_y(model, size)
     eye_y = float(model.canonical[model.loops[0], 1].max())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
     skin = _uv_skin(model, size) & ~lips
@@ -1440,9 +1449,7 @@ def _paint_out_stray_lip(
     a_skin, a_lips = float(np.median(redness[cheeks])), float(np.median(redness[lips]))
     if a_lips - a_skin < STRAY_LIP_GAP:
         return albedo
-    below = covered & ~lips & (y > mouth_y) & (np.abs(x) < 1.15 * float(np.abs(mouth[:, 0]).max()))
-    below &= _uv_holes(model, size) == HOLE_NONE
-    red = below & ((redness - a_skin) > STRAY_LIP_SHARE * (a_lips - a_skin))
+    red = _mouth_below(model, size) & ((redness - a_skin) > STRAY_LIP_SHARE * (a_lips - a_skin))
     _, labels = cv2.connectedComponents((red | lips).astype(np.uint8), connectivity=8)
     stray = np.isin(labels, np.unique(labels[lips])) & red
     if not stray.any():
@@ -1450,6 +1457,57 @@ def _paint_out_stray_lip(
     hole = cv2.dilate(stray.astype(np.uint8), np.ones((3, 3), np.uint8))
     alpha = cv2.GaussianBlur(hole.astype(np.float32), (5, 5), 0) * ~lips  # lips untouched
     return _painted_with_skin(albedo, skin, hole > 0, alpha)
+
+
+def _mouth_below(model: FaceModel, size: int) -> NDArray[np.bool_]:
+    """(S, S) texels below the mouth and within its width (x 1.15), outside the lips
+    and the mesh's holes: where a scream pulls the lower lip down."""
+    y, x = _uv_y(model, size), _uv_x(model, size)
+    half_width = float(np.abs(model.canonical[list(OUTER_LIPS), 0]).max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    below = model.uv_raster(size).covered & ~_uv_lips(model, size)
+    below &= (y > mouth_y) & (np.abs(x) < 1.15 * half_width)
+    return np.asarray(below & (_uv_holes(model, size) == HOLE_NONE))
+
+
+def _mend_below_lips(
+    albedo: NDArray[np.float32], valid: NDArray[np.float32], model: FaceModel
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """A wide-open mouth's unseen texels under the lips, painted with the skin around
+    them and counted as seen.
+
+    A scream's stretched lower lip folds its triangles away from the camera, and the
+    skin mapped behind them reads as unseen: the target showed through there, a pale
+    V under every swap's lower lip (p27's). Away from the mesh's edge (MEND_DEPTH)
+    such texels (valid under MEND_VALID) below the mouth take the mean of the skin
+    around them (_skin_fill) and become valid. Returns ``(albedo, valid)``.
+    """
+    size = albedo.shape[0]
+    covered = model.uv_raster(size).covered
+    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    hole = _mouth_below(model, size) & (valid < MEND_VALID) & (depth > MEND_DEPTH * size)
+    if not hole.any():
+        return albedo, valid
+    grown = cv2.dilate(hole.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    alpha = cv2.GaussianBlur(grown.astype(np.float32), (5, 5), 0) * covered
+    skin = _uv_skin(model, size) & ~_uv_lips(model, size)
+    painted = _painted_with_skin(albedo, skin, grown, alpha)
+    return painted, np.maximum(valid, alpha).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_lips_band(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) 1 on the lips, fading out over LIPS_BAND_GROW of the side around them
+    (read-only)."""
+    lips = _uv_lips(model, size)
+    reach = LIPS_BAND_GROW * size
+    k = 2 * int(round(reach)) + 1
+    ellipse = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    grown = cv2.dilate(lips.astype(np.uint8), ellipse).astype(np.float32)
+    band = np.maximum(cv2.GaussianBlur(grown, (0, 0), max(reach / 2.0, 0.5)), lips)
+    band = np.asarray(band, np.float32)
+    band.setflags(write=False)
+    return band
 
 
 def _occluded(

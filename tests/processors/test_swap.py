@@ -823,6 +823,59 @@ def test_a_dropped_jaw_does_not_hide_the_chin(
     ]
 
 
+def test_a_wide_open_mouth_leaves_its_lips_to_the_target(astronaut_face: Face) -> None:
+    """A scream's or a laugh's lips are stretched thin, and on a target's mouth they
+    smeared into a bulge (p27's, p17's): for a wide-open source mouth the lips, grown
+    a little, are not valid (the target's stay); for a closed one they are."""
+    size = 256
+    model = load_face_model()
+    points = np.asarray(astronaut_face.landmarks_478, np.float32).copy()
+    lips = model.regions["lips"]
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    lower = lips[model.canonical[lips, 1] > mouth_y]
+    points[lower, 1] += 0.25 * astronaut_face.size
+    screaming = dataclasses.replace(astronaut_face, landmarks_478=points)
+    assert swap_module._mouth_opening(points) > swap_module.MOUTH_OPEN_WIDE
+    uv_lips = swap_module._uv_lips(model, size)
+    inner = cv2.erode(uv_lips.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    closed = prepare_source(astronaut_face, uv_size=size, log_advice=False).valid
+    wide = prepare_source(screaming, uv_size=size, log_advice=False).valid
+    assert float(closed[inner].mean()) > 0.9
+    assert float(wide[inner].max()) < 0.05, float(wide[inner].max())
+
+
+def test_unseen_skin_below_a_wide_open_mouth_is_mended() -> None:
+    """Texels below the lips that a scream's folded lower lip hid (valid near 0: the
+    target showed through as a pale V under every swap's lower lip, p27's) are painted
+    with the skin around them and become valid; the same near the mesh's edge, or
+    above the mouth, stay as they were."""
+    size = 256
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    y = swap_module._uv_y(model, size)
+    x = swap_module._uv_x(model, size)
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    below = swap_module._mouth_below(model, size)
+    hidden = below & (y < mouth_y + 0.35) & (np.abs(x) < 0.2) & (depth > 0.1 * size)
+    at_edge = below & (depth < 0.03 * size)
+    above = covered & (y < mouth_y - 0.6) & (np.abs(x) < 0.2)
+    assert hidden.sum() > 30 and at_edge.sum() > 30 and above.sum() > 30
+    albedo = texture.copy()
+    valid = covered.astype(np.float32)
+    for where in (hidden, at_edge, above):
+        albedo[where] = (250.0, 250.0, 250.0)  # what the target would show
+        valid[where] = 0.0
+    mended, mended_valid = swap_module._mend_below_lips(albedo, valid, model)
+    core = cv2.erode(hidden.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    skin = texture[covered].mean(0)
+    assert np.abs(mended[core] - skin).max() < 10.0  # 250 before
+    assert float(mended_valid[core].min()) > 0.95
+    for kept in (at_edge, above):
+        assert float(mended_valid[kept].max()) == 0.0
+        np.testing.assert_array_equal(mended[kept], albedo[kept])
+
+
 def _jaw_and_cheeks(size: int) -> tuple[np.ndarray, np.ndarray]:
     """(jaw, cheeks) UV masks: skin below the mouth within 8% of the texture from the
     mesh's edge, and the cheeks' skin away from the edge."""
