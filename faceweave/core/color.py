@@ -20,9 +20,10 @@ make-up) by that ratio too, and they clip to black.
 Both can also keep black near black (``anchor_black``): an affine map's offset moves
 black to a grey or a colour cast (a dark-skinned source's pupils turned a dull
 blue-green on a pale target), or pushes dark features below black. The offset is faded out below
-the source skin's mean lightness, smoothly, to half at black. With ``lct`` an offset
-that darkens instead gives way, towards black, to a change of exposure (a gain per
-channel), so that dark features darken like the skin and keep their hue.
+the source skin's mean lightness, smoothly, to half at black. With ``lct`` the map
+gives way below that mean to one whose colour is a change of exposure (a gain per
+channel), so that dark features darken or lighten like the skin and take no cast
+from the offset's colour.
 
 ``"sh"`` (spherical-harmonics relighting) needs 3D normals and is done by the
 caller with :mod:`faceweave.core.lighting`; here it, like ``"none"``, returns the
@@ -62,8 +63,8 @@ _GREY = np.full((3, 3), 1.0 / 3.0)
 # low-key source's shadows (p18) and the background a profile source (p15) shows
 # between its brows stand out black on a light target.
 _BLACK_ANCHOR = 0.5
-# anchor_black, lct: a darkening offset gives way, towards black, to a change of
-# exposure whose per-channel gain is at most this factor either way (see _anchored).
+# anchor_black, lct: towards black the map gives way to one coloured as a change of
+# exposure, whose per-channel gain is at most this factor either way (see _anchored).
 _EXPOSURE_GAIN_MAX = 4.0
 # Below this share of variance off the grey axis a target counts as black and white
 # (fading to colour at twice it).
@@ -316,11 +317,13 @@ def color_transfer(
             what is lighter map as without it; darker pixels (pupils, irises,
             lashes, brows, nostrils) keep more of their depth and hue where a
             positive offset would lift them towards its own colour. With ``lct``
-            an offset that darkens (in luma) is not faded: towards black the map
-            gives way to the per-channel gain that takes the skin's mean where the
-            map takes it (a change of exposure), as ``(v / mean)^2``, so dark
-            features are not pushed below black unevenly (a navy cast). The
-            statistics then match only approximately.
+            the map gives way below the mean, as ``(v / mean)^2``, to one whose
+            colour is the per-channel gain that takes the skin's mean to the
+            target's (a change of exposure): with a darkening offset that gain
+            alone (dark features are not pushed below black unevenly, a navy
+            cast), with a lightening one plus half the offset's lightness along
+            the target skin's colour (no blue-grey rings round the eyes of an
+            orange-lit source). The statistics then match only approximately.
 
     Returns:
         The recoloured source, float32 BGR clipped to [0, 255].
@@ -360,18 +363,18 @@ def color_transfer(
         transform, offset, mean_s, exposure = _lct_affine(
             source_array, target_array, source_weights, target_weights, gain_range, ridge
         )
-        # Blending x and T x + b linearly is itself affine, so strength costs nothing.
-        transform = (1.0 - strength) * np.eye(3) + strength * transform
-        offset = strength * offset
-        exposure = (1.0 - strength) * np.eye(3) + strength * exposure
         pixels = _to_float(source_array)
         if anchor_black:
             # Luma over the skin's mean luma, in one pass.
             luma_s = max(float(_LUMA_BGR @ mean_s), 1e-3)
             ratio = cv2.transform(pixels, (_LUMA_BGR / luma_s)[None, :].astype(np.float32))
-            result = _anchored(pixels, transform, offset, ratio, exposure)
+            result = _anchored(pixels, transform, offset, ratio, exposure, mean_s)
+            if strength < 1.0:
+                result = cv2.addWeighted(result, strength, pixels, 1.0 - strength, 0.0)
         else:
-            matrix = np.concatenate([transform, offset[:, None]], axis=1)
+            # Blending x and T x + b linearly is itself affine: strength costs nothing.
+            transform = (1.0 - strength) * np.eye(3) + strength * transform
+            matrix = np.concatenate([transform, strength * offset[:, None]], axis=1)
             result = cv2.transform(pixels, matrix.astype(np.float32))
     else:
         result = _rct(
@@ -388,26 +391,38 @@ def _anchored(
     offset: NDArray[np.float64],
     ratio: NDArray[np.float32],
     exposure: NDArray[np.float64],
+    mean_s: NDArray[np.float64],
 ) -> NDArray[np.float32]:
     """The map ``T x + b`` with black anchored (see color_transfer's ``anchor_black``),
-    given each pixel's lightness ratio to the skin's mean (overwritten).
+    given each pixel's lightness ratio ``r`` to the skin's mean (overwritten).
 
-    An offset that lightens fades below the mean (_black_ramp). One that darkens
-    gives way to a change of exposure (``exposure``, a 3x3 map), alone at black and
-    faded into the map as the ratio's square up to the mean. Fading a darkening
-    offset pushed dark features under black unevenly: p06's brows on p27 went from
-    (30, 36, 52) BGR to (8, 3, 6), navy."""
+    From the mean up it is the map. Below, it gives way, as ``r^2``, to a map for the
+    darks whose colour is a change of exposure (``exposure``: per channel, the gain
+    that takes the skin's mean to the target's), not the offset's:
+    - an offset that darkens: the exposure map alone. Fading the offset pushed dark
+      features under black unevenly: p06's brows on p27 went from (30, 36, 52) BGR
+      to (8, 3, 6), navy;
+    - one that lightens: the exposure map's colour at the lightness of ``T x``, plus
+      a share (1 - _BLACK_ANCHOR) of the offset's lightness added along the target
+      skin's colour. The offset's own colour lifted the darks towards it: an
+      orange-lit source (p17) on a grey-beige target got blue-grey rings round the
+      eyes.
+    """
+    mapped_mean = transform @ mean_s + offset
     if float(_LUMA_BGR @ offset) >= 0.0:
-        result: NDArray[np.float32] = cv2.transform(pixels, transform.astype(np.float32))
-        result += _ramped_offset(_black_ramp(ratio), offset)
-        return result
-    exposed = cv2.transform(pixels, exposure.astype(np.float32))
+        luma_t = max(float(_LUMA_BGR @ mapped_mean), 1.0)
+        hue = exposure + np.outer(mapped_mean, _LUMA_BGR @ (transform - exposure)) / luma_t
+        lift = float(_LUMA_BGR @ offset) / luma_t * mapped_mean
+    else:
+        hue, lift = exposure, np.zeros(3)
     cv2.min(ratio, 1.0, dst=ratio)
     cv2.max(ratio, 0.0, dst=ratio)
+    dark_map = np.concatenate([hue, (1.0 - _BLACK_ANCHOR) * lift[:, None]], axis=1)
+    dark = cv2.transform(pixels, dark_map.astype(np.float32))
     cv2.multiply(ratio, ratio, dst=ratio)
-    # blendLinear: (w1 a + w2 b) / (w1 + w2) per pixel, in one pass.
     matrix = np.concatenate([transform, offset[:, None]], axis=1).astype(np.float32)
-    blended = cv2.blendLinear(cv2.transform(pixels, matrix), exposed, ratio, 1.0 - ratio)
+    # blendLinear: (w1 a + w2 b) / (w1 + w2) per pixel, in one pass.
+    blended = cv2.blendLinear(cv2.transform(pixels, matrix), dark, ratio, 1.0 - ratio)
     return np.asarray(blended, np.float32)
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from faceweave.core import color as color_module
 from faceweave.core.color import COLOR_MODES, color_transfer, masked_mean_cov
 from faceweave.errors import InputError
 
@@ -383,3 +384,31 @@ def test_anchor_black_darkening_keeps_dark_colours_as_an_exposure_change() -> No
     lighter = source[:, 44] @ luma > mean_luma
     assert lighter.sum() > 5
     np.testing.assert_allclose(anchored[lighter, 44], plain[lighter, 44], atol=0.05)
+
+
+def test_anchor_black_lightening_keeps_the_offsets_colour_off_dark_features() -> None:
+    """An orange-lit source on a grey-beige target (p17 on p10, whose measured map
+    this is): the map lightens and its offset is blue, and lifting the darks by half
+    of it or more gave blue-grey rings round the eyes: a shadow (30, 45, 70) BGR came
+    out (71, 67, 75), nearly grey. Now the darks take the colour of a change of exposure and
+    are lifted along the target skin's colour: the shadow stays warmer than blue;
+    black is lifted by half the offset's lightness, as before; from the mean up it is
+    the plain map."""
+    transform = np.array([[0.567, -0.059, 0.076], [-0.124, 0.628, 0.141], [-0.131, -0.001, 0.907]])
+    mean_s, mean_t = np.array([84.5, 122.8, 170.0]), np.array([117.0, 131.1, 162.4])
+    offset = mean_t - transform @ mean_s
+    exposure = np.diag(mean_t / mean_s)
+    luma = np.array([0.114, 0.587, 0.299])
+    pixels = np.zeros((4, 1, 3), np.float32)
+    pixels[:, 0] = [(30.0, 45.0, 70.0), (0.0, 0.0, 0.0), tuple(mean_s), tuple(1.3 * mean_s)]
+    ratio = (pixels @ luma.astype(np.float32)) / np.float32(luma @ mean_s)
+    out = color_module._anchored(pixels, transform, offset, ratio[..., 0], exposure, mean_s)
+    plain = pixels @ transform.T.astype(np.float32) + offset.astype(np.float32)
+    shadow, black, at_mean, lighter = out[:, 0]
+    r = float(luma @ (30.0, 45.0, 70.0) / (luma @ mean_s))
+    old = transform @ (30.0, 45.0, 70.0) + (1.0 - 0.5 * (1.0 - r) ** 2) * offset
+    assert old[2] - old[0] < 7.0  # the premise: nearly grey before
+    assert shadow[2] - shadow[0] > 12.0, shadow  # a warm shadow now
+    assert abs(float(black @ luma) - 0.5 * float(offset @ luma)) < 1.0
+    np.testing.assert_allclose(at_mean, mean_t, atol=0.05)
+    np.testing.assert_allclose(lighter, plain[3, 0], atol=0.05)
