@@ -1078,8 +1078,10 @@ def _source_outliers(
     temple texels far from them in Lab (robust z-score) are marked as occluders, and
     so are those nearer the photo's own hair colour than its skin's (a fair fringe
     under a warm light lies 2-4 z from the skin, where the first test only partly
-    counts it). A fringe's occluders are grown so that the target's forehead takes
-    over on skin (see FRINGE_GROW).
+    counts it). A fringe's occluders reach down to the brows' top and are grown so
+    that the target's forehead takes over on skin (see FRINGE_GROW). The hair colour
+    at the forehead's edge (not the temples', where a beard may reach) also tells
+    long hair down both cheeks from a beard at the lower edge (_edge_outliers).
     """
     texture = _albedo_bytes(albedo)
     lab = _texture_lab(texture)  # once, for the skin's colour and the hair's
@@ -1123,7 +1125,8 @@ def _source_outliers(
         low = np.clip((z - 2.0) / 2.0, 0.0, 1.0)
         if hair_z is not None:
             low = np.maximum(low, nearer_hair)
-        low = cv2.morphologyEx((low * strip).astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3)))
+        low = (low * strip).astype(np.float32)
+        low = cv2.morphologyEx(low, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
         ramp = np.maximum(ramp, low)
         region = region | strip
         k = int(round(FRINGE_GROW * size)) | 1
@@ -1182,7 +1185,10 @@ def _edge_outliers(
     texture's side from the edge (``depth``, in texels), joined to the edge by such
     texels (a mole or a wrinkle inside the face is not), and on one side of the face
     only (EDGE_MIRROR_SLACK): a beard along the jaw is dark and off the skin's colour
-    on both sides. So is anything in the middle: p10's microphone stays.
+    on both sides. So is anything in the middle: p10's microphone stays. With
+    ``hair``, a region on both sides counts all the same when most of it is nearer
+    the hair's colour than the skin's and it does not reach the chin (EDGE_CHIN):
+    long hair down both cheeks (p23's) is no beard.
 
     Args:
         texture: (S, S, 3) the albedo in 0..255 (see _albedo_bytes).
@@ -1190,6 +1196,9 @@ def _edge_outliers(
         lower: where to look (skin below the eyes).
         depth: distance from the covered region's edge, in texels.
         skin: the skin texels the brightness median is taken over.
+        hair: ``(chin, hairlike)``, (S, S) masks: the chin's texels, and those
+            nearer the photo's hair colour than its skin's; None when the photo
+            shows no hair colour.
     """
     size = z.shape[0]
     rel = texture.mean(-1) / max(float(np.median(texture[skin].mean(-1))), 1.0)
@@ -1209,8 +1218,8 @@ def _edge_outliers(
     if hair is not None:
         # Hair hanging down both cheeks (p23's) is no beard: a region mostly nearer the
         # photo's hair colour than its skin's that does not reach the chin goes too.
-        # Regions closer than the mirror's slack count as one (a grey chin breaks up
-        # p29's beard).
+        # Regions closer than the mirror's slack count as one (a grey chin can break
+        # a beard up: p29's).
         chin, hairlike = hair
         n, regions = cv2.connectedComponents(grown.astype(np.uint8), connectivity=8)
         at_chin = np.bincount(regions[joined & chin], minlength=n)
@@ -1404,9 +1413,9 @@ OUTER_LIPS = _LOWER_OUTER_LIP + _UPPER_OUTER_LIP
 STRAY_LIP_SHARE = 0.6
 STRAY_LIP_GAP = 6.0
 # A wide-open mouth's lips give way to the target's, fading out over LIPS_BAND_GROW of
-# the texture's side around them; below them, texels the source did not
-# show (valid under MEND_VALID) further than MEND_DEPTH of the side from the mesh's edge
-# are painted with the skin around them (see _mend_below_lips).
+# the texture's side around them. Below them, texels the source did not show (valid
+# under MEND_VALID) further than MEND_DEPTH of the side from the mesh's edge are
+# painted with the skin around them (see _mend_below_lips).
 LIPS_BAND_GROW = 0.01
 MEND_VALID = 0.9
 MEND_DEPTH = 0.05

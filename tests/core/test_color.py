@@ -390,10 +390,10 @@ def test_anchor_black_lightening_keeps_the_offsets_colour_off_dark_features() ->
     """An orange-lit source on a grey-beige target (p17 on p10, whose measured map
     this is): the map lightens and its offset is blue, and lifting the darks by half
     of it or more gave blue-grey rings round the eyes: a shadow (30, 45, 70) BGR came
-    out (71, 67, 75), nearly grey. Now the darks take the colour of a change of exposure and
-    are lifted along the target skin's colour: the shadow stays warmer than blue;
-    black is lifted by half the offset's lightness, as before; from the mean up it is
-    the plain map."""
+    out (71, 67, 75), nearly grey. Now the darks take the colour of a change of
+    exposure and are lifted along the target skin's colour: the shadow stays warm;
+    black is lifted by half the offset's lightness, as before; from the mean up it
+    is the plain map."""
     transform = np.array([[0.567, -0.059, 0.076], [-0.124, 0.628, 0.141], [-0.131, -0.001, 0.907]])
     mean_s, mean_t = np.array([84.5, 122.8, 170.0]), np.array([117.0, 131.1, 162.4])
     offset = mean_t - transform @ mean_s

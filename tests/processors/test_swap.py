@@ -647,8 +647,8 @@ def test_a_fringe_down_to_the_brows_is_left_to_the_target_above_them() -> None:
     fringe[band] = 0.5 * orange + 0.5 * texture[band]
     away_from_brows = cv2.distanceTransform((~brows).astype(np.uint8), cv2.DIST_L2, 3) > 6
     eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
-    inside_temples = np.abs(swap_module._uv_x(model, size)) < eye_outer_x - 0.05
-    strip = band & (y < brow_y - 0.015) & away_from_brows & inside_temples
+    between_temples = np.abs(swap_module._uv_x(model, size)) < eye_outer_x - 0.05
+    strip = band & (y < brow_y - 0.015) & away_from_brows & between_temples
     assert strip.sum() > 200  # the premise: the strip is not empty
     found = swap_module._source_outliers(model, size, fringe, covered)[0]
     assert found[strip].mean() > 0.85, found[strip].mean()  # 0.44 before
