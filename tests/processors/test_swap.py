@@ -6,6 +6,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import cv2
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 
 import faceweave.processors.swap as swap_module
 from faceweave.analysis.analyser import FaceAnalyser
-from faceweave.core.facemodel import load_face_model
+from faceweave.core.facemodel import FaceModel, load_face_model
 from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
     BLEND_MODES,
@@ -583,6 +584,36 @@ def _uv_skin_texture(size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return (texture * covered[..., None]).astype(np.float32), covered
 
 
+class _UVFace(NamedTuple):
+    """An even skin texture and where things lie on it (see _uv_face)."""
+
+    model: FaceModel
+    texture: np.ndarray
+    covered: np.ndarray
+    y: np.ndarray  # the canonical face's height at each texel
+    x: np.ndarray  # and its sideways position
+    depth: np.ndarray  # texels from the covered region's edge
+    eye_y: float  # the eyes' lowest point
+    mouth_y: float
+    brow_y: float  # the brows' top
+
+
+def _uv_face(size: int) -> _UVFace:
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    return _UVFace(
+        model,
+        texture,
+        covered,
+        swap_module._uv_y(model, size),
+        swap_module._uv_x(model, size),
+        cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3),
+        float(model.canonical[model.loops[0], 1].max()),
+        float(model.canonical[model.loops[2], 1].mean()),
+        float(model.canonical[model.regions["left_eyebrow"], 1].min()),
+    )
+
+
 def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     """A fringe close to the skin's colour (about 3 robust z from it, where the skin
     check only half counts it) over the forehead: texels nearer the photo's hair colour
@@ -630,10 +661,7 @@ def test_a_fringe_down_to_the_brows_is_left_to_the_target_above_them() -> None:
     the source's. Without a fringe above, the same strip stays the source's (a dark
     brow ridge is no hair)."""
     size = 384
-    model = load_face_model()
-    texture, covered = _uv_skin_texture(size)
-    y = swap_module._uv_y(model, size)
-    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
+    model, texture, covered, y, x, _, _, _, brow_y = _uv_face(size)
     brows = np.zeros((size, size), np.uint8)
     for region in ("left_eyebrow", "right_eyebrow"):
         uv = (model.uv[model.regions[region]] * (size - 1)).astype(np.int32)
@@ -647,7 +675,7 @@ def test_a_fringe_down_to_the_brows_is_left_to_the_target_above_them() -> None:
     fringe[band] = 0.5 * orange + 0.5 * texture[band]
     away_from_brows = cv2.distanceTransform((~brows).astype(np.uint8), cv2.DIST_L2, 3) > 6
     eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
-    between_temples = np.abs(swap_module._uv_x(model, size)) < eye_outer_x - 0.05
+    between_temples = np.abs(x) < eye_outer_x - 0.05
     strip = band & (y < brow_y - 0.015) & away_from_brows & between_temples
     assert strip.sum() > 200  # the premise: the strip is not empty
     found = swap_module._source_outliers(model, size, fringe, covered)[0]
@@ -735,14 +763,7 @@ def test_hair_down_both_cheeks_is_not_a_beard() -> None:
     where the forehead's edge shows no hair (sideburns in the temples are no guide:
     they may be a beard's) stay."""
     size = 256
-    model = load_face_model()
-    texture, covered = _uv_skin_texture(size)
-    y = swap_module._uv_y(model, size)
-    x = swap_module._uv_x(model, size)
-    eye_y = float(model.canonical[model.loops[0], 1].max())
-    mouth_y = float(model.canonical[model.loops[2], 1].mean())
-    brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
-    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    model, texture, covered, y, x, depth, eye_y, mouth_y, brow_y = _uv_face(size)
     orange = np.array([40, 110, 210], np.float32)
     hairline = covered & (y < brow_y - 0.05) & (depth < swap_module.HAIR_RIM * size)
     locks = covered & (y > eye_y + 0.1) & (y < mouth_y + 0.3) & (depth < 0.06 * size)
@@ -850,12 +871,7 @@ def test_unseen_skin_below_a_wide_open_mouth_is_mended() -> None:
     with the skin around them and become valid; the same near the mesh's edge, or
     above the mouth, stay as they were."""
     size = 256
-    model = load_face_model()
-    texture, covered = _uv_skin_texture(size)
-    y = swap_module._uv_y(model, size)
-    x = swap_module._uv_x(model, size)
-    mouth_y = float(model.canonical[model.loops[2], 1].mean())
-    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    model, texture, covered, y, x, depth, _, mouth_y, _ = _uv_face(size)
     below = swap_module._mouth_below(model, size)
     hidden = below & (y < mouth_y + 0.35) & (np.abs(x) < 0.2) & (depth > 0.1 * size)
     at_edge = below & (depth < 0.03 * size)
