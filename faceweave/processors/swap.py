@@ -1468,15 +1468,19 @@ def _paint_out_stray_lip(
     return _painted_with_skin(albedo, skin, hole > 0, alpha)
 
 
+@functools.lru_cache(maxsize=4)
 def _mouth_below(model: FaceModel, size: int) -> NDArray[np.bool_]:
     """(S, S) texels below the mouth and within its width (x 1.15), outside the lips
-    and the mesh's holes: where a scream pulls the lower lip down."""
+    and the mesh's holes: where a scream pulls the lower lip down (read-only, shared:
+    a wide-open mouth's preparation asks for it twice)."""
     y, x = _uv_y(model, size), _uv_x(model, size)
     half_width = float(np.abs(model.canonical[list(OUTER_LIPS), 0]).max())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
     below = model.uv_raster(size).covered & ~_uv_lips(model, size)
     below &= (y > mouth_y) & (np.abs(x) < 1.15 * half_width)
-    return np.asarray(below & (_uv_holes(model, size) == HOLE_NONE))
+    below &= _uv_holes(model, size) == HOLE_NONE
+    below.setflags(write=False)
+    return np.asarray(below)
 
 
 def _mend_below_lips(
