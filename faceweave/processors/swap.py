@@ -157,7 +157,9 @@ class SwapOptions:
         detail: how far the source's fine detail (pores, wrinkles, grain) is toned down
             to the target's level when the source is sharper: 0 keeps the source's
             detail, 1 matches the target's (a crisp face pasted on a softer video
-            reads as pasted, and shimmers as it moves). Never sharpens.
+            reads as pasted, and shimmers as it moves). Never sharpens. A face drawn
+            well above ``process_size`` also takes the photo's detail finer than that
+            size from its fine texture (:attr:`SourceModel.fine`), toned down alike.
         light: how far the target's broad light and shade (a side light, a shadowed
             cheek) replace the source's on skin, after the colour match: 0 keeps the
             source's own shading (a flat sticker under a side light), 1 takes the
@@ -414,6 +416,10 @@ class SourceModel:
             (they are white-balanced to each target when drawn); None for an eye
             the photo does not show clearly (the opening is then warped with the
             lids, as the rest of the face).
+        fine: (2S, 2S) float32 the photo's luma finer than the processing size can
+            show, at twice the texture's resolution, where the texture is the photo's
+            own (0 elsewhere), for faces drawn larger than the processing size (see
+            :func:`_fine_texture`); None: none drawn.
     """
 
     albedo: NDArray[np.float32]
@@ -428,6 +434,7 @@ class SourceModel:
     eyes: tuple[eyeball.EyePatch | None, eyeball.EyePatch | None] = field(
         default=(None, None), repr=False
     )
+    fine: NDArray[np.float32] | None = field(default=None, repr=False)
 
 
 def _fit_light(
@@ -938,9 +945,10 @@ def prepare_source(
         else (None, None)
     )
     confidence = valid * np.clip(used_cos, 0.0, 1.0) * (1.0 - 0.5 * mirrored) * (1.0 - occluder)
+    texture = (filled * shading).astype(np.float32)
     return SourceModel(
         albedo=filled,
-        texture=(filled * shading).astype(np.float32),
+        texture=texture,
         valid=valid,
         occluder=occluder,
         shape=shape,
@@ -949,7 +957,83 @@ def prepare_source(
         advice=advice,
         confidence=confidence.astype(np.float32),
         eyes=eyes,
+        fine=_fine_texture(
+            model, image, source_face.size, map_xy, tex, texture, valid * (1.0 - occluder)
+        ),
     )
+
+
+# The fine texture (see _fine_texture): a texel counts as the photo's own where the final
+# texture differs from the photo by under FINE_OWN_TOLERANCE grey levels in every channel
+# (mirrored, filled and painted texels differ by more). Its band is the photo's detail
+# finer than a Gaussian of FINE_SIGMA texels of the (S, S) texture: about what a face
+# drawn at the processing size (224 px, half a pixel a texel) cannot show.
+FINE_OWN_TOLERANCE = 6.0
+FINE_SIGMA = 1.0
+# A crop pixel spanning more than this many of the fine texture's texels draws from the
+# texture's size instead.
+FINE_MAX_SPAN = 1.4
+# A photo whose fine detail is under this many grey levels (the median magnitude where
+# it is kept) has none worth drawing.
+FINE_MIN_DETAIL = 0.5
+
+
+def _fine_texture(
+    model: FaceModel,
+    image: Frame,
+    face_size: float,
+    map_xy: NDArray[np.float32],
+    photo: NDArray[np.float32],
+    texture: NDArray[np.float32],
+    usable: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """The photo's fine detail at twice the texture's resolution: (2S, 2S) float32 luma.
+
+    A face drawn well above the processing size (see the end of Swapper._swap_into)
+    takes its detail finer than that size from here: pores, lashes and the edges of
+    brows and lips as the photo shows them. The photo's luma is sampled at (2S, 2S)
+    texels (from a copy halved while the face is over twice that size, so it does not
+    alias) and its Gaussian blur (FINE_SIGMA) taken out. The band is kept only where
+    the texture is the photo's own: ``photo`` (the photo sampled at S) and the final
+    ``texture`` agree, the texel is ``usable`` (seen, not covered by hair) and not
+    inside the eye openings, whose eyeballs are drawn on their own. Elsewhere
+    (mirrored, filled, painted) the detail would be another texel's or a painted-out
+    occluder's.
+    """
+    size = texture.shape[0]
+    fine_size = 2 * size
+    grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    scale = 1.0
+    while face_size * scale > 2.0 * fine_size and min(grey.shape) >= 64:
+        grey = cv2.pyrDown(grey)
+        scale *= 0.5
+    # The UV-to-photo map at the fine size, in the (possibly halved) photo's pixels (x
+    # and y apart: a two-channel float resize is OpenCV's slow path).
+    map_x, map_y = (
+        cv2.resize(
+            np.ascontiguousarray(map_xy[..., axis]) * np.float32(scale),
+            (fine_size, fine_size),
+            interpolation=cv2.INTER_LINEAR,
+        )
+        for axis in (0, 1)
+    )
+    luma = cv2.remap(grey, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE).astype(
+        np.float32
+    )
+    sigma = 2.0 * FINE_SIGMA
+    reach = 2 * int(np.ceil(2.0 * sigma)) + 1  # two sigmas each way (OpenCV's own: four)
+    band = cv2.subtract(luma, cv2.GaussianBlur(luma, (reach, reach), sigma))
+    # (OpenCV's per-channel maximum: numpy's max over the last axis took 5 ms.)
+    difference = cv2.split(cv2.absdiff(texture, photo))
+    agree = cv2.max(cv2.max(difference[0], difference[1]), difference[2]) < FINE_OWN_TOLERANCE
+    hole = _uv_holes(model, size)
+    eyes = (hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)
+    own = (agree & ~eyes & model.uv_raster(size).covered).astype(np.uint8)
+    # Shrunk by the feather's reach: a texel next to one that is not its own is no one's.
+    own = cv2.erode(own, np.ones((5, 5), np.uint8)).astype(np.float32)
+    gate = cv2.GaussianBlur(own * np.clip(usable, 0.0, 1.0), (5, 5), 0)
+    gate = cv2.resize(gate, (fine_size, fine_size), interpolation=cv2.INTER_LINEAR)
+    return np.asarray(cv2.multiply(band, gate), np.float32)
 
 
 # Several photos of one person: per texel, the photos are weighed by their confidence
@@ -1026,7 +1110,21 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
         shape=shape,
         confidence=np.max(confidences, axis=0).astype(np.float32),
         eyes=(eyes[0], eyes[1]),
+        fine=_share_of_fine(lead.fine, weights[0] / total),
     )
+
+
+def _share_of_fine(
+    fine: NDArray[np.float32] | None, share: NDArray[np.floating]
+) -> NDArray[np.float32] | None:
+    """The lead photo's fine detail where the merged texture is mostly its own (its
+    ``share`` of each texel's weight): one photo's detail over another's texel would
+    be a ghost of the first's features."""
+    if fine is None:
+        return None
+    size = fine.shape[0]
+    share = np.clip((share - 0.5) * 2.0, 0.0, 1.0).astype(np.float32)
+    return (fine * cv2.resize(share, (size, size))).astype(np.float32)
 
 
 # Hair over the forehead (see _source_outliers). The photo's hair colour is sampled
@@ -1629,6 +1727,24 @@ class Swapper:
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self._eyes = self._eye_patches()
+        # The fine detail as bytes (128 is none) at twice the texture's size and at it;
+        # none for a photo with next to none (an upsampled small face's is about 0.3
+        # grey levels, a sharp photo's 1.3-2; measured at every fourth texel).
+        fine = self.source.fine
+        kept = None if fine is None else fine[::4, ::4][fine[::4, ::4] != 0]
+        self._fine_levels = (
+            None
+            if fine is None
+            or kept is None
+            or fine.shape[0] != 2 * self.options.uv_size
+            or kept.size < 16
+            or float(np.median(np.abs(kept))) < FINE_MIN_DETAIL
+            else tuple(
+                np.asarray(cv2.add(level, 128.0, dtype=cv2.CV_8U), np.uint8)
+                for level in (fine, cv2.pyrDown(fine))
+            )
+        )
+        self._uv_extent = tuple(np.ptp(self.model.uv, axis=0).tolist())
         # Per eye, the colours it is drawn in: "target" (white-balanced, after the
         # colour match) or "source" (the photo's, before it: a patch whose white does
         # not balance, or no colour match at all); None: no patch.
@@ -1804,9 +1920,8 @@ class Swapper:
         # (np.minimum/maximum: np.clip's own overhead is most of its cost on these.)
         coverage = np.minimum(np.maximum((coverage - 0.5) * 2.0, 0.0), 1.0)
         # Fixed-point UV maps (1/32 texel), built once for the two face-space lookups.
-        uv_map, uv_frac = cv2.convertMaps(
-            np.ascontiguousarray(maps[..., 0]), np.ascontiguousarray(maps[..., 1]), cv2.CV_16SC2
-        )
+        u_map, v_map = np.ascontiguousarray(maps[..., 0]), np.ascontiguousarray(maps[..., 1])
+        uv_map, uv_frac = cv2.convertMaps(u_map, v_map, cv2.CV_16SC2)
         # Face mask, source weight and skin texels in one lookup.
         aux = cv2.remap(
             self._uv_aux, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
@@ -1923,7 +2038,78 @@ class Swapper:
             dtype=cv2.CV_16S,
         )
         change = cv2.resize(change, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        # S texels a crop pixel spans: the mesh's extent in the texture over its extent in
+        # the crop (the larger: a turned face is foreshortened).
+        texels_per_px = (self.options.uv_size - 1) * max(
+            self._uv_extent[0] / max(x1f - x0f, 1.0), self._uv_extent[1] / max(y1f - y0f, 1.0)
+        )
+        fine = self._fine_detail(
+            (u_map, v_map), texels_per_px, target_crop, source_share, skin * support * alpha
+        )
+        if fine is not None:
+            change = cv2.add(change, cv2.merge([fine, fine, fine]))
         out[y0:y1, x0:x1] = cv2.add(base, change, dtype=cv2.CV_8U)
+
+    def _fine_detail(
+        self,
+        uv: tuple[NDArray[np.float32], NDArray[np.float32]],
+        texels_per_px: float,
+        target_crop: Frame,
+        share: NDArray[np.float32],
+        skin_share: NDArray[np.float32],
+    ) -> NDArray[np.int16] | None:
+        """The source photo's detail finer than the processing size (int16 luma to add at
+        the crop's full resolution), for a face processed well below its size.
+
+        ``uv`` is the processing size's UV map (u and v apart: a two-channel float
+        resize is OpenCV's slow path, 5x the time); ``texels_per_px`` how many of the (S, S)
+        texture's texels a crop pixel spans; ``share`` (full size) how much the output
+        shows the source, ``skin_share`` (processing size) the same on skin. The fine
+        texture is drawn at twice the texture's resolution, or at it when a pixel spans
+        more than FINE_MAX_SPAN of the finer texels (a face under about 500 px: its
+        finest band would alias). As :func:`_match_detail` does, the band is toned down
+        towards the target's own in the same band on skin (the grain of the frame
+        around the face) by ``detail``, never sharpened beyond the photo.
+        """
+        levels = self._fine_levels
+        if levels is None:
+            return None
+        texture = levels[0] if 2.0 * texels_per_px <= FINE_MAX_SPAN else levels[1]
+        ch, cw = target_crop.shape[:2]
+        to_texture = np.float32((texture.shape[0] - 1) / (self.options.uv_size - 1))
+        u_full, v_full = (
+            cv2.resize(m * to_texture, (cw, ch), interpolation=cv2.INTER_LINEAR) for m in uv
+        )
+        sampled = cv2.remap(
+            texture,
+            u_full,
+            v_full,
+            cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=128,
+        )
+        band = cv2.subtract(sampled, 128, dtype=cv2.CV_16S)
+        # The two bands' typical size on skin where the photo's detail is kept: their
+        # median magnitude (an energy is the target's feature edges' more than its
+        # grain's), at every fourth row and column (a nearest-neighbour shrink costs a
+        # tenth of a strided copy).
+        quarter = (max(cw // 4, 1), max(ch // 4, 1))
+
+        def shrunk(image: NDArray[np.generic]) -> NDArray[np.generic]:
+            return np.asarray(cv2.resize(image, quarter, interpolation=cv2.INTER_NEAREST))
+
+        src = shrunk(band)
+        on = (cv2.resize(skin_share, quarter, interpolation=cv2.INTER_LINEAR) > 0.5) & (src != 0)
+        if int(on.sum()) < 16:
+            return None
+        # The target's detail in the same band (the fine texture's blur, in crop pixels).
+        grey = cv2.cvtColor(target_crop, cv2.COLOR_BGR2GRAY).astype(np.float32)
+        sigma = FINE_SIGMA / max(texels_per_px, 1e-3)
+        reach = 2 * int(np.ceil(2.0 * sigma)) + 1  # two sigmas each way (OpenCV's own: four)
+        tgt = shrunk(cv2.subtract(grey, cv2.GaussianBlur(grey, (reach, reach), sigma)))
+        ratio = float(np.median(np.abs(tgt[on]))) / float(np.median(np.abs(src[on])))
+        gain = min(1.0, ratio) ** self.options.detail
+        return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
 
 
 def fusion_mix(fusion: float) -> float:

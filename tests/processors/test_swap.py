@@ -1352,6 +1352,112 @@ class TestLargeFaces:
         assert grain(keep_eyes.swap(frame, face)) < 0.7 * grain(frame)  # about 0.56
 
 
+@pytest.fixture(scope="module")
+def sharp_astronaut(analyser: FaceAnalyser, astronaut: np.ndarray) -> Face:
+    """The astronaut at 4x (her face about 400 px wide) with pores finer than the
+    processing size could hold: a sharp source photo."""
+    frame = cv2.resize(astronaut, None, fx=4, fy=4, interpolation=cv2.INTER_CUBIC)
+    pores = np.random.default_rng(7).normal(0, 10, frame.shape[:2])[..., None]
+    frame = np.clip(frame + pores, 0, 255).astype(np.uint8)
+    return analyser.get_faces(frame)[0]
+
+
+def _grain(image: np.ndarray, where: np.ndarray) -> float:
+    grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    return float((grey - cv2.GaussianBlur(grey, (0, 0), 1.5))[where].std())
+
+
+class TestFineDetail:
+    """A face drawn well above the processing size takes the source photo's finer
+    detail from the fine texture."""
+
+    def test_the_fine_texture_is_the_photos_own_detail(self, sharp_astronaut: Face) -> None:
+        model = load_face_model()
+        source = prepare_source(sharp_astronaut, model=model, uv_size=128)
+        assert source.fine is not None and source.fine.shape == (256, 256)
+        covered = cv2.resize(model.uv_raster(128).covered.astype(np.uint8), (256, 256)) > 0
+        # The pores (10 grey levels) are there on the skin, nothing off the face...
+        assert source.fine[covered].std() > 4.0
+        near = cv2.dilate(covered.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+        assert np.abs(source.fine[~near]).max() == 0.0
+        # ...nor inside the eye openings (their eyeballs are drawn on their own).
+        holes = swap_module._uv_holes(model, 128)
+        eyes = np.isin(holes, (swap_module.HOLE_EYE_LEFT, swap_module.HOLE_EYE_RIGHT))
+        eyes = cv2.resize(eyes.astype(np.uint8), (256, 256), interpolation=cv2.INTER_NEAREST)
+        eyes = cv2.erode(eyes, np.ones((3, 3), np.uint8)) > 0  # the half texel of the resize
+        assert eyes.sum() > 50
+        assert np.abs(source.fine[eyes]).max() == 0.0
+
+    def test_no_detail_where_the_texture_is_not_the_photos_own(self) -> None:
+        model = load_face_model()
+        size = 128
+        rng = np.random.default_rng(3)
+        image = np.clip(128 + rng.normal(0, 20, (2 * size, 2 * size, 3)), 0, 255).astype(np.uint8)
+        # The texture samples the photo one to one: texel (u, v) is pixel (u, v) at S.
+        v, u = np.mgrid[0:size, 0:size].astype(np.float32)
+        map_xy = np.dstack([u, v]) * np.float32(2.0)
+        photo = cv2.remap(image, map_xy[..., 0], map_xy[..., 1], cv2.INTER_LINEAR)
+        photo = photo.astype(np.float32)
+        texture = photo.copy()
+        texture[:, : size // 3] = 128.0  # painted over
+        usable = np.ones((size, size), np.float32)
+        usable[:, 2 * size // 3 :] = 0.0  # hair
+        fine = swap_module._fine_texture(model, image, 200.0, map_xy, photo, texture, usable)
+        covered = cv2.resize(model.uv_raster(size).covered.astype(np.uint8), (2 * size,) * 2) > 0
+        third = 2 * size // 3
+        columns = np.arange(2 * size)[None, :]
+        painted = covered & (columns < third - 4)
+        hair = covered & (columns >= 2 * third + 8)  # past the feather
+        own = covered & (columns > third + 8) & (columns < 2 * third - 8)
+        assert own.sum() > 500 and painted.sum() > 500 and hair.sum() > 500
+        assert np.abs(fine[own]).mean() > 2.0  # about 4.4
+        assert np.abs(fine[painted]).max() == 0.0
+        assert np.abs(fine[hair]).max() == 0.0
+
+    def test_a_large_face_shows_the_sharp_sources_pores(
+        self, sharp_astronaut: Face, big_grace: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = big_grace
+        cheeks = np.logical_or(*_cheeks(face, frame.shape))
+        source = prepare_source(sharp_astronaut)
+        sharp = Swapper(source).swap(frame, face)
+        soft = Swapper(dataclasses.replace(source, fine=None)).swap(frame, face)
+        # The target's grain (8 levels) is about as strong as the source's pores (10).
+        assert _grain(sharp, cheeks) > 1.5 * _grain(soft, cheeks)
+        assert _grain(sharp, cheeks) < 1.2 * _grain(frame, cheeks)
+        # They are the source's: an output from the photo without its pores is soft.
+        assert _grain(soft, cheeks) < 0.6 * _grain(frame, cheeks)
+
+    def test_a_soft_target_gets_no_sharper_face_than_its_own_grain(
+        self, sharp_astronaut: Face, big_grace: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = big_grace
+        blurred = cv2.GaussianBlur(frame, (0, 0), 2.0)
+        cheeks = np.logical_or(*_cheeks(face, frame.shape))
+        source = prepare_source(sharp_astronaut)
+        soft = _grain(Swapper(dataclasses.replace(source, fine=None)).swap(blurred, face), cheeks)
+
+        def added(out: np.ndarray) -> float:
+            """The grain's energy the fine texture added."""
+            return _grain(out, cheeks) ** 2 - soft**2
+
+        matched = Swapper(source).swap(blurred, face)
+        kept = Swapper(source, detail=0.0).swap(blurred, face)
+        # Toned down to the target's band: about a third of the photo's size, a ninth
+        # of its energy (the target's grain of 8 levels is mostly blurred away).
+        assert 0.0 < added(matched) < 0.25 * added(kept)
+        # A target as sharp as the photo takes it whole.
+        whole = Swapper(source, detail=0.0).swap(frame, face)
+        assert _grain(Swapper(source).swap(frame, face), cheeks) > 0.95 * _grain(whole, cheeks)
+
+    def test_fusion_zero_returns_the_target(
+        self, sharp_astronaut: Face, big_grace: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = big_grace
+        out = Swapper(sharp_astronaut, fusion=0.0).swap(frame, face)
+        assert np.abs(out.astype(np.int16) - frame).max() <= 1
+
+
 class TestMaskPadding:
     def test_uv_mask_gives_back_each_side(self) -> None:
         model = load_face_model()
