@@ -319,6 +319,84 @@ def white_gain(
     return (level * tint).astype(np.float32)
 
 
+def eye_placement(
+    patch: EyePatch,
+    lids: NDArray[np.floating],
+    iris_5: NDArray[np.floating],
+    corners: NDArray[np.floating],
+    *,
+    gaze: str = "target",
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """Where :func:`paint_eye` draws ``patch``: ((2, 3) the target's own iris fit,
+    (2, 3) the iris drawn), both iris coordinates -> canvas points; None where
+    ``iris_5`` fits no plausible iris. Arguments as for :func:`paint_eye`."""
+    affine = iris_affine(iris_5)
+    (cx0, cy0), (cx1, cy1) = np.asarray(corners, np.float64)[:, :2].tolist()
+    width = math.hypot(cx1 - cx0, cy1 - cy0)
+    if not plausible_iris(affine, width):
+        return None
+    own_iris = affine.copy()
+    radius = math.sqrt(abs(affine[0, 0] * affine[1, 1] - affine[0, 1] * affine[1, 0]))
+    affine[:, :2] *= min(max(patch.size * width / radius, 1.0 / IRIS_MAX_SCALE), IRIS_MAX_SCALE)
+    if gaze == "source":
+        centre, across, _ = _eye_frame(np.asarray(lids, np.float32)[:, :2], corners)
+        affine[:, 2] = centre + across @ patch.gaze * width
+    return own_iris, affine
+
+
+@functools.lru_cache(maxsize=8)
+def _patch_band(patch: EyePatch, blur: float) -> NDArray[np.float32]:
+    """A patch's luma finer than a Gaussian of ``blur`` patch pixels, where it holds
+    the photographed eye but not the photo's own lid edge (where its opening ends
+    the band holds the step from its white to its lids: the opening is shrunk by the
+    blur's reach). Cached: a video's frames ask for the same few blurs."""
+    luma = cv2.cvtColor(patch.pixels, cv2.COLOR_BGR2GRAY)
+    band = cv2.subtract(luma, cv2.GaussianBlur(luma, (0, 0), blur))
+    reach = 2 * int(math.ceil(2.0 * blur)) + 1
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (reach, reach))
+    return np.asarray(cv2.multiply(band, cv2.erode(patch.alpha, kernel)), np.float32)
+
+
+def eye_detail(
+    patch: EyePatch,
+    lids: NDArray[np.floating],
+    iris_5: NDArray[np.floating],
+    corners: NDArray[np.floating],
+    shape: tuple[int, int],
+    sigma: float,
+    *,
+    gaze: str = "target",
+) -> tuple[tuple[slice, slice], NDArray[np.float32]] | None:
+    """The photo's eyeball detail finer than ``sigma`` canvas pixels, where
+    :func:`paint_eye` draws it on a canvas of ``shape`` (height, width): the luma's
+    difference from its Gaussian blur, inside the opening and where the patch holds
+    the photographed eye (not the filled-in white, nor the photo's own lid edge).
+    Returns the region (rows, columns) and its (h, w) float32 detail; None where
+    nothing is drawn."""
+    h, w = shape
+    ring = np.asarray(lids, np.float32)[:, :2]
+    (x0f, y0f), (x1f, y1f) = ring.min(0), ring.max(0)
+    x0, y0 = max(int(x0f) - 1, 0), max(int(y0f) - 1, 0)
+    x1, y1 = min(int(x1f) + 3, w), min(int(y1f) + 3, h)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return None
+    placed = eye_placement(patch, ring, iris_5, corners, gaze=gaze)
+    if placed is None:
+        return None
+    affine = placed[1]
+    affine[:, 2] -= (x0, y0)
+    to_region = patch_to_image(affine)
+    # The blur in patch pixels: a canvas pixel spans scale patch pixels.
+    scale = PATCH_RES / max(math.sqrt(abs(np.linalg.det(affine[:, :2]))), 1e-6)
+    band = _patch_band(patch, round(max(sigma * scale, 0.3), 1))
+    size = (x1 - x0, y1 - y0)
+    detail = cv2.warpAffine(band, to_region, size, borderMode=cv2.BORDER_CONSTANT)
+    inside = np.zeros((size[1], size[0]), np.uint8)
+    cv2.fillPoly(inside, [((ring - (x0, y0)) * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
+    detail = cv2.multiply(detail, inside, scale=1.0 / 255.0, dtype=cv2.CV_32F)
+    return (slice(y0, y1), slice(x0, x1)), np.asarray(detail, np.float32)
+
+
 def paint_eye(
     canvas: NDArray[np.float32],
     patch: EyePatch,
@@ -377,20 +455,13 @@ def paint_eye(
     x1, y1 = min(int(x1f) + 3, w), min(int(y1f) + 3, h)
     if x1 - x0 < 2 or y1 - y0 < 2:
         return False
-    affine = iris_affine(iris_5)
-    (cx0, cy0), (cx1, cy1) = np.asarray(corners, np.float64)[:, :2].tolist()
-    width = math.hypot(cx1 - cx0, cy1 - cy0)
-    if not plausible_iris(affine, width):
+    placed = eye_placement(patch, ring, iris_5, corners, gaze=gaze)
+    if placed is None:
         return False
-    # Where the target's own iris is, in the region's pixels (its backdrop's iris).
-    own_iris = affine.copy()
-    own_iris[:, 2] -= (x0, y0)
-    radius = math.sqrt(abs(affine[0, 0] * affine[1, 1] - affine[0, 1] * affine[1, 0]))
-    affine[:, :2] *= min(max(patch.size * width / radius, 1.0 / IRIS_MAX_SCALE), IRIS_MAX_SCALE)
-    if gaze == "source":
-        centre, across, _ = _eye_frame(ring, corners)
-        affine[:, 2] = centre + across @ patch.gaze * width
-    affine[:, 2] -= (x0, y0)  # from here on, in the region's pixels
+    own_iris, affine = placed
+    # From here on, in the region's pixels.
+    own_iris[:, 2] -= (x0, y0)  # where the target's own iris is (its backdrop's iris)
+    affine[:, 2] -= (x0, y0)
     size = (x1 - x0, y1 - y0)
     to_region = patch_to_image(affine)
     pixels = cv2.warpAffine(patch.pixels, to_region, size, borderMode=cv2.BORDER_REPLICATE)

@@ -2043,8 +2043,20 @@ class Swapper:
         texels_per_px = (self.options.uv_size - 1) * max(
             self._uv_extent[0] / max(x1f - x0f, 1.0), self._uv_extent[1] / max(y1f - y0f, 1.0)
         )
+        # The eyeballs' detail too, unless a turned head's nose may hide part of one
+        # (their coarse drawing takes that into account, this would not).
+        eyes_at = (
+            out_verts[:, :2] - np.array([x0, y0], np.float32)
+            if abs(target_face.pose.yaw) <= EYES_HIDDEN_YAW
+            else None
+        )
         fine = self._fine_detail(
-            (u_map, v_map), texels_per_px, target_crop, source_share, skin * support * alpha
+            (u_map, v_map),
+            texels_per_px,
+            target_crop,
+            source_share,
+            skin * support * alpha,
+            eyes_at,
         )
         if fine is not None:
             change = cv2.add(change, cv2.merge([fine, fine, fine]))
@@ -2057,6 +2069,7 @@ class Swapper:
         target_crop: Frame,
         share: NDArray[np.float32],
         skin_share: NDArray[np.float32],
+        eye_points: NDArray[np.float32] | None,
     ) -> NDArray[np.int16] | None:
         """The source photo's detail finer than the processing size (int16 luma to add at
         the crop's full resolution), for a face processed well below its size.
@@ -2069,7 +2082,10 @@ class Swapper:
         more than FINE_MAX_SPAN of the finer texels (a face under about 500 px: its
         finest band would alias). As :func:`_match_detail` does, the band is toned down
         towards the target's own in the same band on skin (the grain of the frame
-        around the face) by ``detail``, never sharpened beyond the photo.
+        around the face) by ``detail``, never sharpened beyond the photo. With
+        ``eye_points`` (the output mesh in crop pixels) the eyeballs' detail in the
+        same band goes where :meth:`_paint_eyes` drew them
+        (:func:`faceweave.core.eyeball.eye_detail`).
         """
         levels = self._fine_levels
         if levels is None:
@@ -2109,6 +2125,24 @@ class Swapper:
         tgt = shrunk(cv2.subtract(grey, cv2.GaussianBlur(grey, (reach, reach), sigma)))
         ratio = float(np.median(np.abs(tgt[on]))) / float(np.median(np.abs(src[on])))
         gain = min(1.0, ratio) ** self.options.detail
+        if eye_points is not None:
+            for (loop, first, left, right), patch in zip(
+                _eye_layout(self.model), self._eyes, strict=True
+            ):
+                if patch is None:
+                    continue
+                drawn = eyeball.eye_detail(
+                    patch,
+                    eye_points[loop],
+                    eye_points[first : first + 5],
+                    eye_points[[left, right]],
+                    (ch, cw),
+                    sigma,
+                    gaze=self.options.gaze,
+                )
+                if drawn is not None:
+                    region, detail = drawn
+                    band[region] = cv2.add(band[region], detail, dtype=cv2.CV_16S)
         return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
 
 

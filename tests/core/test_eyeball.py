@@ -363,3 +363,41 @@ def test_a_white_as_colourful_as_the_skin_is_not_balanced_on() -> None:
     paint_eye(canvas, patch, _lids(24.0), _iris_points(CENTRE), _corners(), target, space="source")
     hidden_white = canvas[40:44, 85:95].reshape(-1, 3).mean(0)  # under the photo's lids
     assert np.allclose(hidden_white, patch.white, atol=10)
+
+
+class TestEyeDetail:
+    def test_the_photos_fine_detail_goes_where_the_eye_is_drawn(
+        self, source_patch: eyeball.EyePatch
+    ) -> None:
+        at = (CENTRE[0] - 12.0, CENTRE[1] + 2.0)
+        lids = _lids(18.0)
+        drawn = eyeball.eye_detail(
+            source_patch, lids, _iris_points(at), _corners(), (120, 200), 1.0
+        )
+        assert drawn is not None
+        (rows, cols), detail = drawn
+        canvas = np.zeros((120, 200), np.float32)
+        canvas[rows, cols] = detail
+        # The iris's and the pupil's edges, where the eye is painted: their circles
+        # around the iris's new place, nothing outside the opening.
+        outside = np.zeros(canvas.shape, np.uint8)
+        cv2.fillPoly(outside, [np.round(lids).astype(np.int32)], 255)
+        outside = cv2.dilate(outside, np.ones((5, 5), np.uint8)) == 0
+        assert np.abs(canvas[outside]).max() == 0.0
+        ys, xs = np.nonzero(np.abs(canvas) > 5.0)
+        radii = np.hypot(xs - at[0], ys - at[1])
+        assert len(radii) > 20
+        # On the iris's edge or in it: not the photo's own lids (18 px above and below).
+        assert np.all(radii < RADIUS + 2.5)
+        assert np.median(radii) == pytest.approx(RADIUS, abs=3.0)
+        # A finer cut leaves less of it.
+        finer = eyeball.eye_detail(
+            source_patch, lids, _iris_points(at), _corners(), (120, 200), 0.4
+        )
+        assert finer is not None and np.abs(finer[1]).sum() < 0.7 * np.abs(detail).sum()
+
+    def test_nothing_for_an_implausible_iris(self, source_patch: eyeball.EyePatch) -> None:
+        flat = _iris_points(CENTRE) * np.array([1.0, 0.0]) + np.array([0.0, CENTRE[1]])
+        assert (
+            eyeball.eye_detail(source_patch, _lids(18.0), flat, _corners(), (120, 200), 1.0) is None
+        )

@@ -1428,6 +1428,25 @@ class TestFineDetail:
         # They are the source's: an output from the photo without its pores is soft.
         assert _grain(soft, cheeks) < 0.6 * _grain(frame, cheeks)
 
+    def test_the_eyeballs_take_their_detail_too(
+        self, sharp_astronaut: Face, big_grace: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = big_grace
+        model = load_face_model()
+        # Inside the output's eye openings, away from the lids.
+        source = prepare_source(sharp_astronaut)
+        swapper = Swapper(source)
+        assert all(patch is not None for patch in swapper._eyes)
+        points = swapper.output_geometry(face)[:, :2]
+        eyes = np.zeros(frame.shape[:2], np.uint8)
+        for loop in model.loops[:2]:
+            cv2.fillPoly(eyes, [np.round(points[loop]).astype(np.int32)], 1)
+        eyes = cv2.erode(eyes, np.ones((7, 7), np.uint8)).astype(bool)
+        assert eyes.sum() > 300
+        sharp = swapper.swap(frame, face)
+        soft = Swapper(dataclasses.replace(source, fine=None)).swap(frame, face)
+        assert _grain(sharp, eyes) > 1.3 * _grain(soft, eyes)
+
     def test_a_soft_target_gets_no_sharper_face_than_its_own_grain(
         self, sharp_astronaut: Face, big_grace: tuple[np.ndarray, Face]
     ) -> None:
