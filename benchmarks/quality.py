@@ -13,6 +13,10 @@ default options, and the output is measured with dlib:
   the mouth (points 48-67);
 * fusion: swaps at fusion 0, 0.25, 0.5, 0.75, 1 must move d(out, src) down
   strictly, and fusion 0 must return the target (max abs diff <= 1);
+* sharpness at 1:1 on large targets (faces at least ``LARGE_FACE`` pixels wide,
+  swapped well below their size): the output's fine grain on the cheeks (the
+  luma's difference from a Gaussian blur of 1.5 pixels, its standard deviation)
+  over the target's own there; 1 is as sharp as the frame around the face;
 * time of ``Swapper.swap`` alone.
 
 How a face is measured (originals and outputs alike): a square crop around the
@@ -67,6 +71,9 @@ NORM_FACE = 160.0  # face width (mesh box) in pixels inside the measuring crop
 CROP_SCALE = 2.4  # measuring crop side, in face sizes
 FUSIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 SAME_PERSON = 0.6  # dlib's usual threshold
+LARGE_FACE = 300.0  # targets whose grain at 1:1 is measured (face box width, pixels)
+# The mesh's cheek points, one ring per cheek (below the eyes, beside the nose).
+CHEEKS = ((50, 101, 118, 117, 123, 147, 187, 205), (280, 330, 347, 346, 352, 376, 411, 425))
 MOUTH = slice(48, 68)
 LEFT_EYE = slice(36, 42)
 RIGHT_EYE = slice(42, 48)
@@ -136,6 +143,25 @@ class DlibJudge:
         back = (landmarks - matrix[:, 2].astype(np.float32)) / np.float32(s)
         frame_box = tuple(float((v - matrix[i % 2, 2]) / s) for i, v in enumerate(box))
         return Measure(embedding, back.astype(np.float32), frame_box, fallback, len(detections))  # type: ignore[arg-type]
+
+
+def grain_ratio(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
+    """The output's fine grain on the target face's cheeks over the target's own."""
+    x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
+    h, w = target.shape[:2]
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
+    cheeks = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    points = face.landmarks_478[:, :2] - np.array([x0, y0], np.float32)
+    for ring in CHEEKS:
+        hull = cv2.convexHull(points[list(ring)].astype(np.float32)).astype(np.int32)
+        cv2.fillConvexPoly(cheeks, hull, 1)
+    on = cheeks > 0
+
+    def grain(image: NDArray[np.uint8]) -> float:
+        grey = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2GRAY).astype(np.float32)
+        return float((grey - cv2.GaussianBlur(grey, (0, 0), 1.5))[on].std())
+
+    return grain(out) / max(grain(target), 1e-6)
 
 
 def inter_ocular(landmarks: NDArray[np.float32]) -> float:
@@ -271,6 +297,8 @@ def run_pairs(
             rec["tgt_fallback"] = tgt.measure.fallback
             rec["src_fallback"] = src.measure.fallback
             rec["out_detections"] = m.n_detections
+            if tgt.face.size >= LARGE_FACE:
+                rec["grain_ratio"] = grain_ratio(out, tgt.image.frame, tgt.face)
             if m.fallback and not tgt.measure.fallback:
                 rec["failure"] = "no_dlib_face"
             if (i, j) in sweep:
@@ -357,6 +385,8 @@ def summarise(subjects: list[Subject], records: list[dict[str, Any]]) -> dict[st
         "n_fusion_pairs": len(swept),
         "monotonic_pairs": sum(r["monotonic"] for r in swept),
         "fusion0_max_diff": max((r["fusion0_max_diff"] for r in swept), default=None),
+        "n_large_target_pairs": sum("grain_ratio" in r for r in measured),
+        "grain_ratio_large_mean": _mean([r["grain_ratio"] for r in measured if "grain_ratio" in r]),
         "swap_ms_median": _median([r["swap_ms"] for r in measured]),
         "swap_ms_p95": float(np.percentile([r["swap_ms"] for r in measured], 95))
         if measured
@@ -392,6 +422,10 @@ def summary_table(s: dict[str, Any]) -> str:
         (
             "fusion 0: max abs diff to target (grey levels)",
             "-" if s["fusion0_max_diff"] is None else str(s["fusion0_max_diff"]),
+        ),
+        (
+            f"grain at 1:1 on targets >= {LARGE_FACE:.0f} px, output / target (pairs)",
+            f"{s['grain_ratio_large_mean']:.2f} ({s['n_large_target_pairs']})",
         ),
         ("Swapper.swap ms median / p95", f"{s['swap_ms_median']:.1f} / {s['swap_ms_p95']:.1f}"),
     ]

@@ -1036,6 +1036,36 @@ def _fine_texture(
     return np.asarray(cv2.multiply(band, gate), np.float32)
 
 
+# The face-locked grain (see _grain_texture): its bytes hold GRAIN_SCALE grey levels
+# per unit of its median magnitude, around 128.
+GRAIN_SCALE = 16.0
+
+
+@functools.lru_cache(maxsize=2)
+def _grain_texture(size: int) -> tuple[NDArray[np.uint8], NDArray[np.uint8]]:
+    """A fixed grain in face (UV) space, at ``size`` texels and at half of it: white
+    noise less its Gaussian blur (the fine texture's band), its median magnitude
+    scaled to GRAIN_SCALE around 128.
+
+    Where the source photo has less fine detail than the target frame (a small or
+    soft photo on a sharp 1080p frame), the difference is made up with this grain.
+    It is drawn through the face's UV map like the photo's detail, so it moves with
+    the face as skin texture does, rather than standing still while the face moves
+    under it; it is the same for every face (a fixed seed), so nothing about it
+    changes from one run to the next.
+    """
+    rng = np.random.default_rng(20261130)
+    noise = rng.standard_normal((size, size)).astype(np.float32)
+    sigma = 2.0 * FINE_SIGMA
+    reach = 2 * int(np.ceil(2.0 * sigma)) + 1
+    band = cv2.subtract(noise, cv2.GaussianBlur(noise, (reach, reach), sigma))
+    levels = []
+    for level in (band, cv2.pyrDown(band)):
+        level = level * np.float32(GRAIN_SCALE / float(np.median(np.abs(level))))
+        levels.append(np.asarray(cv2.add(level, 128.0, dtype=cv2.CV_8U), np.uint8))
+    return levels[0], levels[1]
+
+
 # Several photos of one person: per texel, the photos are weighed by their confidence
 # to this power, so the one that saw a texel best all but decides it (a plain average
 # of a frontal photo and a turned one blurs the features they place a pixel apart).
@@ -1727,23 +1757,43 @@ class Swapper:
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self._eyes = self._eye_patches()
-        # The fine detail as bytes (128 is none) at twice the texture's size and at it;
-        # none for a photo with next to none (an upsampled small face's is about 0.3
+        # The fine detail as bytes (128 is none) at twice the texture's size and at it,
+        # each with the face-locked grain (see _grain_texture) as a second channel
+        # (and two empty ones: OpenCV remaps four byte channels faster than two). No
+        # detail for a photo with next to none (an upsampled small face's is about 0.3
         # grey levels, a sharp photo's 1.3-2; measured at every fourth texel).
         fine = self.source.fine
         kept = None if fine is None else fine[::4, ::4][fine[::4, ::4] != 0]
-        self._fine_levels = (
-            None
-            if fine is None
+        has_fine = not (
+            fine is None
             or kept is None
             or fine.shape[0] != 2 * self.options.uv_size
             or kept.size < 16
             or float(np.median(np.abs(kept))) < FINE_MIN_DETAIL
-            else tuple(
-                np.asarray(cv2.add(level, 128.0, dtype=cv2.CV_8U), np.uint8)
-                for level in (fine, cv2.pyrDown(fine))
-            )
         )
+        self._fine_levels: tuple[NDArray[np.uint8], NDArray[np.uint8]] | None = None
+        if has_fine or self.options.detail > 0:
+            fine_size = 2 * self.options.uv_size
+            photo = (
+                fine if has_fine and fine is not None else np.zeros((fine_size,) * 2, np.float32)
+            )
+            levels = []
+            for level, noise in zip(
+                (photo, cv2.pyrDown(photo)), _grain_texture(fine_size), strict=True
+            ):
+                empty = np.full(level.shape, 128, np.uint8)
+                levels.append(
+                    cv2.merge(
+                        [
+                            np.asarray(cv2.add(level, 128.0, dtype=cv2.CV_8U), np.uint8),
+                            noise,
+                            empty,
+                            empty,
+                        ]
+                    )
+                )
+            self._fine_levels = (levels[0], levels[1])
+        self._has_fine = has_fine
         self._uv_extent = tuple(np.ptp(self.model.uv, axis=0).tolist())
         # Per eye, the colours it is drawn in: "target" (white-balanced, after the
         # colour match) or "source" (the photo's, before it: a patch whose white does
@@ -2102,30 +2152,38 @@ class Swapper:
             v_full,
             cv2.INTER_LINEAR,
             borderMode=cv2.BORDER_CONSTANT,
-            borderValue=128,
+            borderValue=(128, 128, 128, 128),
         )
-        band = cv2.subtract(sampled, 128, dtype=cv2.CV_16S)
-        # The two bands' typical size on skin where the photo's detail is kept: their
-        # median magnitude (an energy is the target's feature edges' more than its
-        # grain's), at every fourth row and column (a nearest-neighbour shrink costs a
-        # tenth of a strided copy).
+        photo_b, noise_b = cv2.split(sampled)[:2]
+        band = cv2.subtract(photo_b, 128, dtype=cv2.CV_16S)
+        # The bands' typical size on skin: their median magnitude (an energy is the
+        # target's feature edges' more than its grain's), at every fourth row and
+        # column (a nearest-neighbour shrink costs a tenth of a strided copy).
         quarter = (max(cw // 4, 1), max(ch // 4, 1))
 
         def shrunk(image: NDArray[np.generic]) -> NDArray[np.generic]:
             return np.asarray(cv2.resize(image, quarter, interpolation=cv2.INTER_NEAREST))
 
-        src = shrunk(band)
-        on = (cv2.resize(skin_share, quarter, interpolation=cv2.INTER_LINEAR) > 0.5) & (src != 0)
+        on = cv2.resize(skin_share, quarter, interpolation=cv2.INTER_LINEAR) > 0.5
         if int(on.sum()) < 16:
             return None
         # The target's detail in the same band (the fine texture's blur, in crop pixels).
         grey = cv2.cvtColor(target_crop, cv2.COLOR_BGR2GRAY).astype(np.float32)
         sigma = FINE_SIGMA / max(texels_per_px, 1e-3)
         reach = 2 * int(np.ceil(2.0 * sigma)) + 1  # two sigmas each way (OpenCV's own: four)
-        tgt = shrunk(cv2.subtract(grey, cv2.GaussianBlur(grey, (reach, reach), sigma)))
-        ratio = float(np.median(np.abs(tgt[on]))) / float(np.median(np.abs(src[on])))
-        gain = min(1.0, ratio) ** self.options.detail
-        if eye_points is not None:
+        tgt = np.abs(shrunk(cv2.subtract(grey, cv2.GaussianBlur(grey, (reach, reach), sigma))))
+        target_level = float(np.median(tgt[on]))
+        # The photo's, where it has any.
+        src = np.abs(shrunk(band))
+        own = on & (src != 0)
+        photo_level = float(np.median(src[own])) if self._has_fine and own.sum() >= 16 else 0.0
+        detail = self.options.detail
+        gain = min(1.0, target_level / photo_level) ** detail if photo_level > 0 else 1.0
+        # What the photo's detail leaves short of the target's (medians add as the
+        # squares of a spread do) is made up with the face-locked grain.
+        short = max(target_level**2 - (gain * photo_level) ** 2, 0.0) ** 0.5
+        grain_gain = detail * short / GRAIN_SCALE
+        if eye_points is not None and self._has_fine:
             for (loop, first, left, right), patch in zip(
                 _eye_layout(self.model), self._eyes, strict=True
             ):
@@ -2141,9 +2199,13 @@ class Swapper:
                     gaze=self.options.gaze,
                 )
                 if drawn is not None:
-                    region, detail = drawn
-                    band[region] = cv2.add(band[region], detail, dtype=cv2.CV_16S)
-        return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
+                    region, detail_drawn = drawn
+                    band[region] = cv2.add(band[region], detail_drawn, dtype=cv2.CV_16S)
+        out = cv2.multiply(band, share, scale=gain, dtype=cv2.CV_32F)
+        if grain_gain > 0.0:
+            noise = cv2.subtract(noise_b, 128, dtype=cv2.CV_32F)
+            out = cv2.scaleAdd(cv2.multiply(noise, share), grain_gain, out)
+        return np.asarray(np.round(out), np.int16)
 
 
 def fusion_mix(fusion: float) -> float:

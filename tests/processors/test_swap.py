@@ -1420,13 +1420,31 @@ class TestFineDetail:
         frame, face = big_grace
         cheeks = np.logical_or(*_cheeks(face, frame.shape))
         source = prepare_source(sharp_astronaut)
-        sharp = Swapper(source).swap(frame, face)
-        soft = Swapper(dataclasses.replace(source, fine=None)).swap(frame, face)
+        # detail=0: the photo's detail as it is, no grain made up.
+        sharp = Swapper(source, detail=0.0).swap(frame, face)
+        soft = Swapper(dataclasses.replace(source, fine=None), detail=0.0).swap(frame, face)
         # The target's grain (8 levels) is about as strong as the source's pores (10).
         assert _grain(sharp, cheeks) > 1.5 * _grain(soft, cheeks)
         assert _grain(sharp, cheeks) < 1.2 * _grain(frame, cheeks)
         # They are the source's: an output from the photo without its pores is soft.
         assert _grain(soft, cheeks) < 0.6 * _grain(frame, cheeks)
+
+    def test_a_soft_source_gets_the_targets_grain(
+        self, astronaut_face: Face, big_grace: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = big_grace
+        cheeks = np.logical_or(*_cheeks(face, frame.shape))
+        # The astronaut's 100 px face has no detail finer than the processing size.
+        source = prepare_source(astronaut_face)
+        plain = _grain(Swapper(source, detail=0.0).swap(frame, face), cheeks)
+        grained = Swapper(source).swap(frame, face)
+        assert _grain(grained, cheeks) > 2.0 * plain
+        assert 0.5 < _grain(grained, cheeks) / _grain(frame, cheeks) < 1.3
+        # On a soft target, as little as it has (a tenth of the grainy one's).
+        blurred = cv2.GaussianBlur(frame, (0, 0), 3.0)
+        soft = _grain(Swapper(source).swap(blurred, face), cheeks)
+        assert soft < 1.5 * _grain(blurred, cheeks)
+        assert soft < 0.3 * _grain(grained, cheeks)
 
     def test_the_eyeballs_take_their_detail_too(
         self, sharp_astronaut: Face, big_grace: tuple[np.ndarray, Face]
@@ -1435,7 +1453,7 @@ class TestFineDetail:
         model = load_face_model()
         # Inside the output's eye openings, away from the lids.
         source = prepare_source(sharp_astronaut)
-        swapper = Swapper(source)
+        swapper = Swapper(source, detail=0.0)
         assert all(patch is not None for patch in swapper._eyes)
         points = swapper.output_geometry(face)[:, :2]
         eyes = np.zeros(frame.shape[:2], np.uint8)
@@ -1444,7 +1462,7 @@ class TestFineDetail:
         eyes = cv2.erode(eyes, np.ones((7, 7), np.uint8)).astype(bool)
         assert eyes.sum() > 300
         sharp = swapper.swap(frame, face)
-        soft = Swapper(dataclasses.replace(source, fine=None)).swap(frame, face)
+        soft = Swapper(dataclasses.replace(source, fine=None), detail=0.0).swap(frame, face)
         assert _grain(sharp, eyes) > 1.3 * _grain(soft, eyes)
 
     def test_a_soft_target_gets_no_sharper_face_than_its_own_grain(
@@ -1454,10 +1472,11 @@ class TestFineDetail:
         blurred = cv2.GaussianBlur(frame, (0, 0), 2.0)
         cheeks = np.logical_or(*_cheeks(face, frame.shape))
         source = prepare_source(sharp_astronaut)
-        soft = _grain(Swapper(dataclasses.replace(source, fine=None)).swap(blurred, face), cheeks)
+        without = Swapper(dataclasses.replace(source, fine=None), detail=0.0)
+        soft = _grain(without.swap(blurred, face), cheeks)
 
         def added(out: np.ndarray) -> float:
-            """The grain's energy the fine texture added."""
+            """The grain's energy the fine detail added."""
             return _grain(out, cheeks) ** 2 - soft**2
 
         matched = Swapper(source).swap(blurred, face)
