@@ -2154,17 +2154,16 @@ class Swapper:
             borderMode=cv2.BORDER_CONSTANT,
             borderValue=(128, 128, 128, 128),
         )
-        photo_b, noise_b = cv2.split(sampled)[:2]
-        band = cv2.subtract(photo_b, 128, dtype=cv2.CV_16S)
+        band = cv2.subtract(cv2.extractChannel(sampled, 0), 128, dtype=cv2.CV_16S)
         # The bands' typical size on skin: their median magnitude (an energy is the
-        # target's feature edges' more than its grain's), at every fourth row and
+        # target's feature edges' more than its grain's), at every sixth row and
         # column (a nearest-neighbour shrink costs a tenth of a strided copy).
-        quarter = (max(cw // 4, 1), max(ch // 4, 1))
+        sparse = (max(cw // 6, 1), max(ch // 6, 1))
 
         def shrunk(image: NDArray[np.generic]) -> NDArray[np.generic]:
-            return np.asarray(cv2.resize(image, quarter, interpolation=cv2.INTER_NEAREST))
+            return np.asarray(cv2.resize(image, sparse, interpolation=cv2.INTER_NEAREST))
 
-        on = cv2.resize(skin_share, quarter, interpolation=cv2.INTER_LINEAR) > 0.5
+        on = cv2.resize(skin_share, sparse, interpolation=cv2.INTER_LINEAR) > 0.5
         if int(on.sum()) < 16:
             return None
         # The target's detail in the same band (the fine texture's blur, in crop pixels).
@@ -2201,11 +2200,11 @@ class Swapper:
                 if drawn is not None:
                     region, detail_drawn = drawn
                     band[region] = cv2.add(band[region], detail_drawn, dtype=cv2.CV_16S)
-        out = cv2.multiply(band, share, scale=gain, dtype=cv2.CV_32F)
         if grain_gain > 0.0:
-            noise = cv2.subtract(noise_b, 128, dtype=cv2.CV_32F)
-            out = cv2.scaleAdd(cv2.multiply(noise, share), grain_gain, out)
-        return np.asarray(np.round(out), np.int16)
+            noise = cv2.subtract(cv2.extractChannel(sampled, 1), 128, dtype=cv2.CV_16S)
+            band = cv2.addWeighted(band, gain, noise, grain_gain, 0.0, dtype=cv2.CV_32F)
+            gain = 1.0
+        return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
 
 
 def fusion_mix(fusion: float) -> float:
