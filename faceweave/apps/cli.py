@@ -133,8 +133,9 @@ SHAPE_HELP = (
     "the target's geometry, 1 the source's in full (default %(default)s)"
 )
 DETAIL_HELP = (
-    "tone a crisper source's fine detail down to the target's: 0 keeps the source's, "
-    "1 matches the target's (default %(default)s)"
+    "match the face's fine detail to the target's: a crisper source's is toned down, "
+    "and on a large face a softer source's is made up with a face-locked grain; 0 keeps "
+    "the source's as it is, 1 matches the target's (default %(default)s)"
 )
 # Video (the encoder's own defaults live in faceweave.io.video: libx264, preset auto, CRF 18).
 DEFAULT_REDETECT_EVERY = 10

@@ -159,7 +159,9 @@ class SwapOptions:
             detail, 1 matches the target's (a crisp face pasted on a softer video
             reads as pasted, and shimmers as it moves). Never sharpens. A face drawn
             well above ``process_size`` also takes the photo's detail finer than that
-            size from its fine texture (:attr:`SourceModel.fine`), toned down alike.
+            size from its fine texture (:attr:`SourceModel.fine`), toned down alike,
+            and where the photo has less than the target, a face-locked grain makes
+            up the difference by the same amount (0: none).
         light: how far the target's broad light and shade (a side light, a shadowed
             cheek) replace the source's on skin, after the colour match: 0 keeps the
             source's own shading (a flat sticker under a side light), 1 takes the
@@ -2121,8 +2123,9 @@ class Swapper:
         skin_share: NDArray[np.float32],
         eye_points: NDArray[np.float32] | None,
     ) -> NDArray[np.int16] | None:
-        """The source photo's detail finer than the processing size (int16 luma to add at
-        the crop's full resolution), for a face processed well below its size.
+        """The source photo's detail finer than the processing size, and the grain that
+        makes up what it leaves short of the target's (int16 luma to add at the crop's
+        full resolution), for a face processed well below its size.
 
         ``uv`` is the processing size's UV map (u and v apart: a two-channel float
         resize is OpenCV's slow path, 5x the time); ``texels_per_px`` how many of the (S, S)
@@ -2132,7 +2135,9 @@ class Swapper:
         more than FINE_MAX_SPAN of the finer texels (a face under about 500 px: its
         finest band would alias). As :func:`_match_detail` does, the band is toned down
         towards the target's own in the same band on skin (the grain of the frame
-        around the face) by ``detail``, never sharpened beyond the photo. With
+        around the face) by ``detail``, never sharpened beyond the photo; what it
+        leaves short of the target's level is made up, by ``detail`` too, with the
+        grain of :func:`_grain_texture`, drawn through the same UV map. With
         ``eye_points`` (the output mesh in crop pixels) the eyeballs' detail in the
         same band goes where :meth:`_paint_eyes` drew them
         (:func:`faceweave.core.eyeball.eye_detail`).

@@ -76,7 +76,9 @@ class JobOptions:
         face_order: order of the target faces (see :func:`~faceweave.order_faces`).
         max_faces: at most this many target faces are detected.
         reference_distance: largest identity distance to the reference face.
-        detail: 0 keeps a crisper source's fine detail, 1 tones it down to the target's.
+        detail: 0 keeps the source's fine detail as it is, 1 matches it to the target's
+            (a crisper source's toned down, a softer one's made up with grain on a
+            large face).
         light: 0 keeps the source's shading, 1 takes the target's light and shade.
         shape: 0 keeps the target's face geometry, 1 takes the source's face shape.
         mask_mouth: keep the target's open mouth.
