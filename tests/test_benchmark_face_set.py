@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import cv2
 import numpy as np
+from benchmark_scripts import benchmark_module  # tests/benchmark_scripts.py: tests/ is on sys.path
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-@functools.cache
 def _common() -> ModuleType:
-    """benchmarks/common.py (the benchmarks are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_common", ROOT / "benchmarks" / "common.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_common"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("common")
 
 
 def test_a_folder_without_a_manifest_gives_every_still_image(

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import cv2
 import numpy as np
+from benchmark_scripts import benchmark_module  # tests/benchmark_scripts.py: tests/ is on sys.path
 
 from faceweave.types import Face
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-@functools.cache
 def _quality() -> ModuleType:
-    """benchmarks/quality.py (the benchmarks are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_quality", ROOT / "benchmarks" / "quality.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_quality"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("quality")
 
 
 def test_grain_ratio_is_the_outputs_fine_grain_over_the_targets(

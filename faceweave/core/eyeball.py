@@ -319,6 +319,21 @@ def white_gain(
     return (level * tint).astype(np.float32)
 
 
+def _opening_box(
+    ring: NDArray[np.float32], shape: tuple[int, int]
+) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1) the pixels an eye opening's ring covers, with a pixel's margin
+    for antialiasing, within a canvas of ``shape`` (height, width); None under two
+    pixels either way."""
+    h, w = shape
+    (x0f, y0f), (x1f, y1f) = ring.min(0), ring.max(0)
+    x0, y0 = max(int(x0f) - 1, 0), max(int(y0f) - 1, 0)
+    x1, y1 = min(int(x1f) + 3, w), min(int(y1f) + 3, h)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return None
+    return x0, y0, x1, y1
+
+
 def eye_placement(
     patch: EyePatch,
     lids: NDArray[np.floating],
@@ -373,16 +388,12 @@ def eye_detail(
     the photographed eye (not the filled-in white, nor the photo's own lid edge).
     Returns the region (rows, columns) and its (h, w) float32 detail; None where
     nothing is drawn."""
-    h, w = shape
     ring = np.asarray(lids, np.float32)[:, :2]
-    (x0f, y0f), (x1f, y1f) = ring.min(0), ring.max(0)
-    x0, y0 = max(int(x0f) - 1, 0), max(int(y0f) - 1, 0)
-    x1, y1 = min(int(x1f) + 3, w), min(int(y1f) + 3, h)
-    if x1 - x0 < 2 or y1 - y0 < 2:
+    box = _opening_box(ring, shape)
+    placed = None if box is None else eye_placement(patch, ring, iris_5, corners, gaze=gaze)
+    if box is None or placed is None:
         return None
-    placed = eye_placement(patch, ring, iris_5, corners, gaze=gaze)
-    if placed is None:
-        return None
+    x0, y0, x1, y1 = box
     affine = placed[1]
     affine[:, 2] -= (x0, y0)
     to_region = patch_to_image(affine)
@@ -450,14 +461,11 @@ def paint_eye(
     """
     h, w = canvas.shape[:2]
     ring = np.asarray(lids, np.float32)[:, :2]
-    (x0f, y0f), (x1f, y1f) = ring.min(0), ring.max(0)
-    x0, y0 = max(int(x0f) - 1, 0), max(int(y0f) - 1, 0)
-    x1, y1 = min(int(x1f) + 3, w), min(int(y1f) + 3, h)
-    if x1 - x0 < 2 or y1 - y0 < 2:
+    box = _opening_box(ring, (h, w))
+    placed = None if box is None else eye_placement(patch, ring, iris_5, corners, gaze=gaze)
+    if box is None or placed is None:
         return False
-    placed = eye_placement(patch, ring, iris_5, corners, gaze=gaze)
-    if placed is None:
-        return False
+    x0, y0, x1, y1 = box
     own_iris, affine = placed
     # From here on, in the region's pixels.
     own_iris[:, 2] -= (x0, y0)  # where the target's own iris is (its backdrop's iris)
