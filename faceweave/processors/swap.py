@@ -975,6 +975,9 @@ FINE_SIGMA = 1.0
 # A crop pixel spanning more than this many of the fine texture's texels draws from the
 # texture's size instead.
 FINE_MAX_SPAN = 1.4
+# The fine detail fades in from DETAIL_RESTORE_SCALE to DETAIL_RESTORE_SCALE + FINE_FADE
+# times the processing size (see fine_fade).
+FINE_FADE = 0.3
 # A photo whose fine detail is under this many grey levels (the median magnitude where
 # it is kept) has none worth drawing.
 FINE_MIN_DETAIL = 0.5
@@ -2102,13 +2105,20 @@ class Swapper:
             if abs(target_face.pose.yaw) <= EYES_HIDDEN_YAW
             else None
         )
-        fine = self._fine_detail(
-            (u_map, v_map),
-            texels_per_px,
-            target_crop,
-            source_share,
-            skin * support * alpha,
-            eyes_at,
+        # Faded in over FINE_FADE above the scale that composites this way: a face
+        # whose size hovers there (a video's) must not have its detail pop in and out.
+        fade = fine_fade(max(cw / pw, ch / ph))
+        fine = (
+            self._fine_detail(
+                (u_map, v_map),
+                texels_per_px,
+                target_crop,
+                source_share if fade >= 1.0 else source_share * np.float32(fade),
+                skin * support * alpha,
+                eyes_at,
+            )
+            if fade > 0.0
+            else None
         )
         if fine is not None:
             change = cv2.add(change, cv2.merge([fine, fine, fine]))
@@ -2210,6 +2220,14 @@ class Swapper:
             band = cv2.addWeighted(band, gain, noise, grain_gain, 0.0, dtype=cv2.CV_32F)
             gain = 1.0
         return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
+
+
+def fine_fade(scale: float) -> float:
+    """How much of the fine detail (see Swapper._fine_detail) a face processed at
+    1/``scale`` of its size gets: none up to DETAIL_RESTORE_SCALE (the upsampled swap
+    is composited as it is), all from FINE_FADE above it, smoothly between."""
+    t = min(max((scale - DETAIL_RESTORE_SCALE) / FINE_FADE, 0.0), 1.0)
+    return t * t * (3.0 - 2.0 * t)
 
 
 def fusion_mix(fusion: float) -> float:

@@ -1488,6 +1488,17 @@ class TestFineDetail:
         whole = Swapper(source, detail=0.0).swap(frame, face)
         assert _grain(Swapper(source).swap(frame, face), cheeks) > 0.95 * _grain(whole, cheeks)
 
+    def test_it_fades_in_above_the_composite_scale(self) -> None:
+        # None where the upsampled swap is composited as it is, all a little above,
+        # smoothly between: a face whose size hovers there must not pop.
+        start = swap_module.DETAIL_RESTORE_SCALE
+        end = start + swap_module.FINE_FADE
+        assert swap_module.fine_fade(1.0) == swap_module.fine_fade(start) == 0.0
+        assert swap_module.fine_fade(end) == swap_module.fine_fade(3.0) == 1.0
+        steps = [swap_module.fine_fade(v) for v in np.linspace(start, end, 31)]
+        assert np.all(np.diff(steps) > 0.0)
+        assert max(np.diff(steps)) < 0.06
+
     def test_fusion_zero_returns_the_target(
         self, sharp_astronaut: Face, big_grace: tuple[np.ndarray, Face]
     ) -> None:
