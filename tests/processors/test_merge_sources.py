@@ -71,6 +71,23 @@ class TestMergeSources:
         merged = merge_sources([lead, other])
         np.testing.assert_allclose(merged.albedo[:, -10:], other.albedo[:, -10:], atol=1e-3)
 
+    def test_the_lead_photos_fine_detail_stays_only_where_its_texture_does(
+        self, astronaut_face: Face
+    ) -> None:
+        u = np.linspace(0.0, 1.0, S)[None, :].repeat(S, 0)
+        lead = _model(astronaut_face, 1.0, np.where(u < 0.5, 1.0, 0.05), 0.0)
+        detail = np.random.default_rng(2).normal(0, 3, (2 * S, 2 * S)).astype(np.float32)
+        lead = dataclasses.replace(lead, fine=detail)
+        other = _model(astronaut_face, 1.0, np.where(u < 0.5, 0.05, 1.0), 0.0)
+        merged = merge_sources([lead, other])
+        assert merged.fine is not None and merged.fine.shape == (2 * S, 2 * S)
+        # The left: the lead's own detail; the right, the other photo's texels: none
+        # (the other photo's detail would belong to its own features).
+        np.testing.assert_allclose(merged.fine[:, : S - 8], detail[:, : S - 8], atol=1e-3)
+        assert np.abs(merged.fine[:, S + 8 :]).max() < 1e-3
+        # Without the lead's, none at all.
+        assert merge_sources([dataclasses.replace(lead, fine=None), other]).fine is None
+
     def test_one_model_is_returned_as_it_is(self, astronaut_face: Face) -> None:
         lead = _model(astronaut_face, 1.0, np.ones((S, S)), 0.0)
         assert merge_sources([lead]) is lead
