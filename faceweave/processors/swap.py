@@ -2105,8 +2105,9 @@ class Swapper:
             if abs(target_face.pose.yaw) <= EYES_HIDDEN_YAW
             else None
         )
-        # Faded in over FINE_FADE above the scale that composites this way: a face
-        # whose size hovers there (a video's) must not have its detail pop in and out.
+        # Faded in over FINE_FADE above DETAIL_RESTORE_SCALE, where this way of
+        # compositing starts: a face whose size hovers there (a video's) must not have
+        # its detail pop in and out from frame to frame.
         fade = fine_fade(max(cw / pw, ch / ph))
         fine = (
             self._fine_detail(
