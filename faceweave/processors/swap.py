@@ -307,12 +307,11 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
     t = np.clip(dist / width, 0.0, 1.0)
     face = (t * t * (3 - 2 * t)).astype(np.float32)  # smoothstep: no visible edge in the ramp
     band = (1.0 - np.clip(dist / (0.22 * size), 0.0, 1.0)) * covered
-    hole = _uv_holes(model, size)
     weight = covered.astype(np.float32)
     # The mouth interior (mask_mouth) is cut in image space, at full resolution (see
     # _cut_mouth): through the coarse UV lookup its edge came out stair-stepped.
     if options.mask_eyes:
-        weight[(hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)] = 0.0
+        weight[_uv_eye_openings(model, size)] = 0.0
     k = max(3, int(size * 0.012) | 1)
     weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
     skin = _uv_skin(model, size) & (face > 0.5)
@@ -577,8 +576,7 @@ def eyes_seen(face: Face, image: Frame | None = None) -> float:
 def _uv_hidden_eyes(model: FaceModel, size: int) -> NDArray[np.float32]:
     """(S, S) the eye openings and a ring EYES_HIDDEN_RING eye widths around them,
     feathered: where a source whose eyes are not seen gives way to the target."""
-    hole = _uv_holes(model, size)
-    eyes = ((hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)).astype(np.uint8)
+    eyes = _uv_eye_openings(model, size).astype(np.uint8)
     dist = cv2.distanceTransform(1 - eyes, cv2.DIST_L2, 5)
     reach = EYES_HIDDEN_RING * _uv_eye_width(model, size)
     ramp = np.clip((reach - dist) / max(0.4 * reach, 1.0) + 0.5, 0.0, 1.0)
@@ -738,6 +736,25 @@ def _uv_holes(model: FaceModel, size: int) -> NDArray[np.intp]:
     """(S, S) which hole (mouth, eyes) each texel's triangle fills; -1 elsewhere."""
     raster = model.uv_raster(size)
     return np.where(raster.covered, model.hole_of_triangle[np.maximum(raster.triangle, 0)], -1)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_eye_openings(model: FaceModel, size: int) -> NDArray[np.bool_]:
+    """(S, S) texels in either eye opening (read-only, shared)."""
+    hole = _uv_holes(model, size)
+    eyes = (hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)
+    eyes.setflags(write=False)
+    return np.asarray(eyes)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_depth(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) each texel's distance in texels from the mesh's edge in UV space (0 off
+    the mesh; read-only, shared: a source's preparation asks for it twice)."""
+    covered = model.uv_raster(size).covered.astype(np.uint8)
+    depth = cv2.distanceTransform(covered, cv2.DIST_L2, 3)
+    depth.setflags(write=False)
+    return np.asarray(depth)
 
 
 @functools.lru_cache(maxsize=4)
@@ -1031,9 +1048,7 @@ def _fine_texture(
     # (OpenCV's per-channel maximum: numpy's max over the last axis took 5 ms.)
     difference = cv2.split(cv2.absdiff(texture, photo))
     agree = cv2.max(cv2.max(difference[0], difference[1]), difference[2]) < FINE_OWN_TOLERANCE
-    hole = _uv_holes(model, size)
-    eyes = (hole == HOLE_EYE_LEFT) | (hole == HOLE_EYE_RIGHT)
-    own = (agree & ~eyes & model.uv_raster(size).covered).astype(np.uint8)
+    own = (agree & ~_uv_eye_openings(model, size) & model.uv_raster(size).covered).astype(np.uint8)
     # Shrunk by the feather's reach: a texel next to one that is not its own is no one's.
     own = cv2.erode(own, np.ones((5, 5), np.uint8)).astype(np.float32)
     gate = cv2.GaussianBlur(own * np.clip(usable, 0.0, 1.0), (5, 5), 0)
@@ -1232,7 +1247,7 @@ def _source_outliers(
     skin = _uv_skin(model, size)
     inner = skin & ~region
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
-    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    depth = _uv_depth(model, size)
     below_eyes = skin & (y > float(model.canonical[model.loops[0], 1].max()))
     rim = region & (depth < HAIR_RIM * size)
     hair_z = _hair_z(lab, rim & (z > HAIR_SAMPLE_Z), rim)
@@ -1630,7 +1645,7 @@ def _mend_below_lips(
     """
     size = albedo.shape[0]
     covered = model.uv_raster(size).covered
-    depth = cv2.distanceTransform(covered.astype(np.uint8), cv2.DIST_L2, 3)
+    depth = _uv_depth(model, size)
     hole = _mouth_below(model, size) & (valid < MEND_VALID) & (depth > MEND_DEPTH * size)
     if not hole.any():
         return albedo, valid
