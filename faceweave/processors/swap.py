@@ -1042,9 +1042,7 @@ def _fine_texture(
     luma = cv2.remap(grey, map_x, map_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE).astype(
         np.float32
     )
-    sigma = 2.0 * FINE_SIGMA
-    reach = 2 * int(np.ceil(2.0 * sigma)) + 1  # two sigmas each way (OpenCV's own: four)
-    band = cv2.subtract(luma, cv2.GaussianBlur(luma, (reach, reach), sigma))
+    band = _high_pass(luma, 2.0 * FINE_SIGMA)
     # (OpenCV's per-channel maximum: numpy's max over the last axis took 5 ms.)
     difference = cv2.split(cv2.absdiff(texture, photo))
     agree = cv2.max(cv2.max(difference[0], difference[1]), difference[2]) < FINE_OWN_TOLERANCE
@@ -1054,6 +1052,22 @@ def _fine_texture(
     gate = cv2.GaussianBlur(own * np.clip(usable, 0.0, 1.0), (5, 5), 0)
     gate = cv2.resize(gate, (fine_size, fine_size), interpolation=cv2.INTER_LINEAR)
     return np.asarray(cv2.multiply(band, gate), np.float32)
+
+
+def _high_pass(image: NDArray[np.float32], sigma: float) -> NDArray[np.float32]:
+    """``image`` less its Gaussian blur of ``sigma`` pixels, the kernel reaching two
+    sigmas each way (OpenCV's own reaches four: twice the time for the same band)."""
+    reach = 2 * int(np.ceil(2.0 * sigma)) + 1
+    blurred = cv2.GaussianBlur(image, (reach, reach), sigma)
+    return np.asarray(cv2.subtract(image, blurred), np.float32)
+
+
+def _has_detail(fine: NDArray[np.float32]) -> bool:
+    """Whether a fine texture holds detail worth drawing: its median magnitude where
+    it is kept, at every fourth texel, is FINE_MIN_DETAIL or more."""
+    sample = fine[::4, ::4]
+    kept = sample[sample != 0]
+    return kept.size >= 16 and float(np.median(np.abs(kept))) >= FINE_MIN_DETAIL
 
 
 # The face-locked grain (see _grain_texture): its bytes hold GRAIN_SCALE grey levels
@@ -1076,9 +1090,7 @@ def _grain_texture(size: int) -> tuple[NDArray[np.uint8], NDArray[np.uint8]]:
     """
     rng = np.random.default_rng(20261130)
     noise = rng.standard_normal((size, size)).astype(np.float32)
-    sigma = 2.0 * FINE_SIGMA
-    reach = 2 * int(np.ceil(2.0 * sigma)) + 1
-    band = cv2.subtract(noise, cv2.GaussianBlur(noise, (reach, reach), sigma))
+    band = _high_pass(noise, 2.0 * FINE_SIGMA)
     levels = []
     for level in (band, cv2.pyrDown(band)):
         level = level * np.float32(GRAIN_SCALE / float(np.median(np.abs(level))))
@@ -1782,18 +1794,11 @@ class Swapper:
         # (and two empty ones: OpenCV remaps four byte channels faster than two). No
         # detail for a photo with next to none (an upsampled small face's is about 0.3
         # grey levels, a sharp photo's 1.3-2; measured at every fourth texel).
+        fine_size = 2 * self.options.uv_size
         fine = self.source.fine
-        kept = None if fine is None else fine[::4, ::4][fine[::4, ::4] != 0]
-        has_fine = not (
-            fine is None
-            or kept is None
-            or fine.shape[0] != 2 * self.options.uv_size
-            or kept.size < 16
-            or float(np.median(np.abs(kept))) < FINE_MIN_DETAIL
-        )
+        has_fine = fine is not None and fine.shape[0] == fine_size and _has_detail(fine)
         self._fine_levels: tuple[NDArray[np.uint8], NDArray[np.uint8]] | None = None
         if has_fine or self.options.detail > 0:
-            fine_size = 2 * self.options.uv_size
             photo = (
                 fine if has_fine and fine is not None else np.zeros((fine_size,) * 2, np.float32)
             )
@@ -2200,8 +2205,7 @@ class Swapper:
         # The target's detail in the same band (the fine texture's blur, in crop pixels).
         grey = cv2.cvtColor(target_crop, cv2.COLOR_BGR2GRAY).astype(np.float32)
         sigma = FINE_SIGMA / max(texels_per_px, 1e-3)
-        reach = 2 * int(np.ceil(2.0 * sigma)) + 1  # two sigmas each way (OpenCV's own: four)
-        tgt = np.abs(shrunk(cv2.subtract(grey, cv2.GaussianBlur(grey, (reach, reach), sigma))))
+        tgt = np.abs(shrunk(_high_pass(grey, sigma)))
         target_level = float(np.median(tgt[on]))
         # The photo's, where it has any.
         src = np.abs(shrunk(band))
