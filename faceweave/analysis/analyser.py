@@ -68,6 +68,40 @@ def detect_turned(detector: FaceDetector, frame: Frame, angle: int) -> list[Dete
     return found
 
 
+# Faces cut by the frame's side (a group selfie's outer faces, a head half out of
+# shot): a detector that sees half a face mostly finds none. On a copy with the
+# frame's left and right edges mirrored outwards by this share of its longer side,
+# the half face and its mirror image read as one whole face. (Not the top and
+# bottom: a face mirrored there is an upside-down one.)
+EDGE_PAD = 0.15
+# Such a detection counts when at least this share of its box lies in the frame: the
+# mirror images of faces wholly inside the frame lie outside it.
+EDGE_MIN_VISIBLE = 0.3
+
+
+def detect_cut(detector: FaceDetector, frame: Frame) -> list[Detection]:
+    """Faces cut by the frame's left or right edge, in ``frame``'s pixels (their
+    boxes reach out of it): the detector runs on the frame with those edges
+    mirrored outwards."""
+    h, w = frame.shape[:2]
+    pad = round(EDGE_PAD * max(h, w))
+    padded = cv2.copyMakeBorder(frame, 0, 0, pad, pad, cv2.BORDER_REFLECT_101)
+    found = []
+    for det in detector.detect(padded):
+        x0, y0, x1, y1 = det.bbox
+        x0, x1 = x0 - pad, x1 - pad
+        if x0 >= 0 and x1 <= w:
+            continue  # not cut by a side: the frame's own detection has it
+        inside = max(0.0, min(x1, w) - max(x0, 0)) * max(0.0, min(y1, h) - max(y0, 0))
+        if inside < EDGE_MIN_VISIBLE * (x1 - x0) * (y1 - y0):
+            continue
+        kps = None
+        if det.keypoints is not None:
+            kps = det.keypoints - np.array([pad, 0], np.float32)
+        found.append(Detection((x0, y0, x1, y1), det.score, kps))
+    return found
+
+
 def landmarks_5_from_mesh(points: NDArray[np.floating]) -> NDArray[np.float32]:
     """(5, 2) eyes, nose tip, mouth corners from a (478, >=2) mesh, image-left first."""
     p = np.asarray(points, np.float32)[:, :2]
@@ -87,6 +121,20 @@ def _grown(box: BBox, share: float = 0.25) -> BBox:
     x0, y0, x1, y1 = box
     dx, dy = share * (x1 - x0), share * (y1 - y0)
     return (x0 - dx, y0 - dy, x1 + dx, y1 + dy)
+
+
+def _centre(box: BBox) -> tuple[float, float]:
+    return ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+
+
+def _same_box(a: BBox, b: BBox) -> bool:
+    """Two boxes of one face: they overlap by 0.4, or either's centre lies in the other
+    (the box of a cut face found whole, and of its part in the frame)."""
+    return (
+        bbox_iou(a, b) >= 0.4
+        or _inside(np.array(_centre(a)), b)
+        or _inside(np.array(_centre(b)), a)
+    )
 
 
 def _same_face(a: Face, b: Face) -> bool:
@@ -137,6 +185,9 @@ class FaceAnalyser:
         detect_tiles: detect on an n x n grid of overlapping tiles too (n > 1): finds
             the small faces of group photos, at n*n times the detection cost. For
             still images; live video keeps 1.
+        detect_edges: also look for faces cut by the frame's sides (see
+            :func:`detect_cut`): one more detector run. For still images; live
+            video keeps it off.
         detector_angles: run the detector at these quarter turns (0, 90, 180, 270: how
             far a face is turned clockwise) and keep every face found; costs one
             detector run per angle. ``None`` (default): upright only; in ``image``
@@ -164,6 +215,7 @@ class FaceAnalyser:
         execution_provider: str = "cpu",
         with_embedding: bool = True,
         detect_tiles: int = 1,
+        detect_edges: bool = False,
         detector_angles: tuple[int, ...] | None = None,
         mode: str = "image",
     ) -> None:
@@ -188,13 +240,23 @@ class FaceAnalyser:
         self.execution_provider = execution_provider
         self.with_embedding = with_embedding
         self.detect_tiles = detect_tiles
+        self.detect_edges = detect_edges
         self.model = load_face_model()
 
     @cached_property
     def detector(self) -> FaceDetector:
+        return self._create_detector(self.detect_tiles)
+
+    @cached_property
+    def _edge_detector(self) -> FaceDetector:
+        """The detector for :func:`detect_cut`: without tiles, which over the mirrored
+        margins would cost as much again as over the frame."""
+        return self.detector if self.detect_tiles <= 1 else self._create_detector(1)
+
+    def _create_detector(self, tiles: int) -> FaceDetector:
         options: dict[str, object] = {"min_score": self.min_score}
-        if self.detect_tiles > 1:
-            options["tiles"] = self.detect_tiles
+        if tiles > 1:
+            options["tiles"] = tiles
         if self.detector_name == "mediapipe":
             options["adaptive"] = self.mode == "video"
         else:
@@ -218,7 +280,7 @@ class FaceAnalyser:
         Results of the ``video`` mode depend on the frames before; call this between
         two videos so one clip's last frames do not steer the next clip's first ones.
         """
-        for name in ("detector", "landmarker"):
+        for name in ("detector", "_edge_detector", "landmarker"):
             model = self.__dict__.get(name)  # only models already built
             reset = getattr(model, "reset", None)
             if callable(reset):
@@ -226,7 +288,9 @@ class FaceAnalyser:
 
     def detect(self, frame: Frame) -> list[Detection]:
         """The detected face boxes, largest first, at most ``max_faces``."""
-        dets = self._candidates(check_frame(frame))
+        frame = check_frame(frame)
+        dets = self._candidates(frame)
+        dets += self._cut_candidates(frame, [d.bbox for d in dets])
         dets.sort(key=lambda d: -(d.bbox[2] - d.bbox[0]) * (d.bbox[3] - d.bbox[1]))
         return dets[: self.max_faces]
 
@@ -245,21 +309,39 @@ class FaceAnalyser:
             dets += [d for angle in angles[1:] for d in detect_turned(self.detector, frame, angle)]
         return nms(dets, 0.4) if len(angles) > 1 else dets
 
+    def _cut_candidates(self, frame: Frame, found: list[BBox]) -> list[Detection]:
+        """With ``detect_edges``, the faces cut by the frame's sides whose boxes are not
+        among ``found``, best first."""
+        if not self.detect_edges:
+            return []
+        cut = detect_cut(self._edge_detector, frame)
+        cut = nms([d for d in cut if not any(_same_box(d.bbox, box) for box in found)], 0.4)
+        return sorted(cut, key=lambda d: -d.score)
+
     def get_faces(self, frame: Frame) -> list[Face]:
         """All faces in the frame (at most ``max_faces``), largest first."""
         frame = check_frame(frame)
-        faces: list[Face] = []
-        # Best detections first: when a loose box's mesh lands on a face that has its
-        # own box, the face keeps the mesh fitted in its own box.
-        for det in sorted(self._candidates(frame), key=lambda d: -d.score):
+        faces = self._fitted(frame, sorted(self._candidates(frame), key=lambda d: -d.score), [])
+        # Then faces cut by the frame's sides that those missed (a face found by both
+        # keeps the frame's own box).
+        cut = self._cut_candidates(frame, [f.bbox for f in faces])
+        faces = self._fitted(frame, cut, faces)
+        # By the fitted meshes' boxes: detectors' boxes differ in size between turns.
+        faces.sort(key=lambda f: -(f.bbox[2] - f.bbox[0]) * (f.bbox[3] - f.bbox[1]))
+        return faces[: self.max_faces]
+
+    def _fitted(self, frame: Frame, dets: list[Detection], faces: list[Face]) -> list[Face]:
+        """``faces`` and the faces of ``dets`` (fitted in this order) that are none of
+        them. Best detections first: when a loose box's mesh lands on a face that has
+        its own box, the face keeps the mesh fitted in its own box."""
+        faces = list(faces)
+        for det in dets:
             face = self.face_from_box(frame, det.bbox, det.score, det.roll)
             if face is None or not _inside(face.landmarks_478[_NOSE_TIP], _grown(det.bbox)):
                 continue  # no mesh, or one fitted to a neighbouring face in the crop
             if not any(_same_face(face, f) for f in faces):
                 faces.append(face)
-        # By the fitted meshes' boxes: detectors' boxes differ in size between turns.
-        faces.sort(key=lambda f: -(f.bbox[2] - f.bbox[0]) * (f.bbox[3] - f.bbox[1]))
-        return faces[: self.max_faces]
+        return faces
 
     def face_from_box(
         self, frame: Frame, bbox: BBox, score: float = 1.0, roll: float = 0.0

@@ -73,6 +73,11 @@ def _centred(landmarks) -> bool:  # type: ignore[no-untyped-def]
     return abs(nose.x - 0.5) < 0.2 and abs(nose.y - 0.5) < 0.25
 
 
+def _fitted_here(res) -> bool:  # type: ignore[no-untyped-def]
+    """A mesh result with a face where the crop centred it."""
+    return bool(res.multi_face_landmarks) and _centred(res.multi_face_landmarks[0].landmark)
+
+
 # A NormalizedLandmark with only x, y and z set, as protobuf writes it inside a
 # NormalizedLandmarkList: field 1 (length 15), then x, y, z as fixed32 fields 1, 2, 3.
 _LANDMARK_WIRE = np.dtype(
@@ -112,6 +117,40 @@ def _scaled(det: Detection, factor: float) -> Detection:
     x0, y0, x1, y1 = det.bbox
     kps = None if det.keypoints is None else det.keypoints * np.float32(factor)
     return Detection((x0 * factor, y0 * factor, x1 * factor, y1 * factor), det.score, kps)
+
+
+# How far past a cut face's box the frame is mirrored, as a share of the box.
+MIRROR_MARGIN = 0.1
+# The last try at a cut face's mesh is on a crop this much tighter than the usual one.
+MIRRORED_CROP = 0.7
+
+
+def _cut(frame: Frame, bbox: BBox) -> bool:
+    """Whether ``bbox`` reaches out of the frame's left or right edge (the mirror
+    across it is the mirror across an upright or upside-down face's midline)."""
+    return bbox[0] < 0 or bbox[2] > frame.shape[1]
+
+
+def _mirrored_out(
+    frame: Frame, bbox: BBox, matrix: NDArray[np.float64]
+) -> tuple[Frame, NDArray[np.float64]]:
+    """The image to crop a face cut by the frame's left or right edge from, and the
+    crop matrix on it.
+
+    The frame is mirrored out on the side ``bbox`` reaches past, as ``detect_cut``
+    found the face: the half face and its mirror image make a whole one. Only as
+    far as the box reaches (and a margin): further out the mirror would show the
+    frame's other faces, and the mesh fits the clearest face in its crop. (Never
+    the top or bottom edge: a face mirrored there is an upside-down one.)
+    """
+    x0, _, x1, _ = bbox
+    w = frame.shape[1]
+    margin = MIRROR_MARGIN * (x1 - x0)
+    left, right = (int(np.ceil(reach + margin)) if reach > 0 else 0 for reach in (-x0, x1 - w))
+    padded = cv2.copyMakeBorder(frame, 0, 0, left, right, cv2.BORDER_REFLECT_101)
+    shifted = matrix.copy()
+    shifted[:, 2] -= matrix[:, 0] * left
+    return padded, shifted
 
 
 @register_detector("mediapipe")
@@ -294,18 +333,27 @@ class MeshLandmarker:
 
     def fit(self, frame: Frame, bbox: BBox, roll: float = 0.0) -> NDArray[np.float32] | None:
         crop, matrix = self._prepare(frame, bbox, roll)
-        size = crop.shape[1]
         with self._lock:
             res = _process(self._tracking, crop) if self.tracking else None
-            if (
-                res is None
-                or not res.multi_face_landmarks
-                or not _centred(res.multi_face_landmarks[0].landmark)
-            ):
+            if res is None or not _fitted_here(res):
                 res = _process(self._static, crop)
+            if _cut(frame, bbox) and quarter_turns(roll) % 2 == 0:
+                # A face cut by the frame's side, which the mesh does not take for one
+                # with the rest of its crop black (it finds none, or another face in
+                # the crop): fit it with the frame mirrored out, then on a tighter crop
+                # (a cut face, half of it the mirror's, can lose to a whole neighbour).
+                # Mirrored first, or tighter first, more fits came out wrong: the
+                # mirror's axis is the frame's edge, not the face's midline.
+                for tighter in (1.0, MIRRORED_CROP):
+                    if _fitted_here(res):
+                        break
+                    mirrored, mirrored_matrix = self._prepare(frame, bbox, roll, mirrored=tighter)
+                    again = _process(self._static, mirrored)
+                    if again.multi_face_landmarks:
+                        res, crop, matrix = again, mirrored, mirrored_matrix
         if not res.multi_face_landmarks:
             return None
-        return self._postprocess(res.multi_face_landmarks[0], matrix, size)
+        return self._postprocess(res.multi_face_landmarks[0], matrix, crop.shape[1])
 
     def reset(self) -> None:
         """Forget the previous frames (a new video): the tracking graph starts afresh."""
@@ -313,9 +361,11 @@ class MeshLandmarker:
             self._tracking.reset()
 
     def _prepare(
-        self, frame: Frame, bbox: BBox, roll: float = 0.0
+        self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirrored: float = 0.0
     ) -> tuple[NDArray[np.uint8], NDArray[np.float64]]:
-        """The square RGB crop around ``bbox`` and its frame -> crop affine matrix.
+        """The square RGB crop around ``bbox`` and its frame -> crop affine matrix;
+        outside the frame black, or with ``mirrored`` (a share of the usual crop's
+        side) a crop that much tighter from the frame mirrored out (:func:`_mirrored_out`).
 
         A face rolled by more than 45 degrees (``roll``: its eye line's angle in the
         image, clockwise) is cropped turned by the nearest quarter turn, so the mesh
@@ -327,15 +377,16 @@ class MeshLandmarker:
         c, s_ = ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))[quarter]
         up = np.array([s_, -c])  # the face's "up" in frame pixels
         centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2]) + 0.05 * (y1 - y0) * up
-        side = self.crop_scale * max(x1 - x0, y1 - y0)
+        side = (mirrored or 1.0) * self.crop_scale * max(x1 - x0, y1 - y0)
         out = int(min(self.crop_size, max(64, round(side))))
         s = out / side
         # crop = s * R(-quarter turns) @ (p - centre) + out / 2
         linear = s * np.array([[c, s_], [-s_, c]])
         matrix = np.concatenate([linear, (out / 2 - linear @ centre)[:, None]], axis=1)
+        image, at = _mirrored_out(frame, bbox, matrix) if mirrored else (frame, matrix)
         crop = cv2.warpAffine(
-            frame,
-            matrix,
+            image,
+            at,
             (out, out),
             flags=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR,
             borderMode=cv2.BORDER_CONSTANT,

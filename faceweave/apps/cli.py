@@ -155,6 +155,7 @@ DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
 STILL_DETECT_TILES = 2  # still images: also detect on 2x2 tiles (small faces in groups)
+STILL_DETECT_EDGES = True  # still images: also look for faces cut by the frame's sides
 
 DEBUG_ENV = "FACEWEAVE_DEBUG"  # "1": print tracebacks with errors
 EXIT_NOT_MARKED = 4  # verify: no watermark found
@@ -740,7 +741,10 @@ def _run_swap(args: argparse.Namespace) -> int:
         read_image(path, max_pixels=args.max_pixels)  # unreadable inputs fail before models load
 
     analyser = fw.FaceAnalyser(
-        max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES, **_detector(args)
+        max_faces=args.max_faces,
+        detect_tiles=STILL_DETECT_TILES,
+        detect_edges=STILL_DETECT_EDGES,
+        **_detector(args),
     )
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
@@ -1071,7 +1075,10 @@ def _run_analyse(args: argparse.Namespace) -> int:
         check_output_path(args.debug)
     frame = read_image(image_path, max_pixels=args.max_pixels)
     faces = fw.FaceAnalyser(
-        max_faces=args.max_faces, detect_tiles=STILL_DETECT_TILES, **_detector(args)
+        max_faces=args.max_faces,
+        detect_tiles=STILL_DETECT_TILES,
+        detect_edges=STILL_DETECT_EDGES,
+        **_detector(args),
     ).get_faces(frame)
     if args.json:
         records = [_face_record(face, landmarks=args.landmarks) for face in faces]

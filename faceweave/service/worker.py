@@ -116,7 +116,8 @@ class Engine:
     """
 
     def __init__(self, *, preload_identity: bool = True) -> None:
-        self.analyser = FaceAnalyser(max_faces=ANALYSER_MAX_FACES)
+        # Image jobs: faces cut by the frame's sides too (a group selfie's outer ones).
+        self.analyser = FaceAnalyser(max_faces=ANALYSER_MAX_FACES, detect_edges=True)
         # Load the detector and mesh models now: a blank frame has no face but runs both.
         self.analyser.get_faces(np.zeros((64, 64, 3), np.uint8))
         _ = self.analyser.landmarker

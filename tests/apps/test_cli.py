@@ -401,6 +401,19 @@ def test_analyse_an_upside_down_photo(images: Images, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_analyse_a_face_cut_by_the_frame(images: Images, tmp_path: Path) -> None:
+    """Stills are also searched for faces cut by the frame's side: the astronaut with
+    the right three fifths of her face out of the frame."""
+    photo = read_image(images.source_png)
+    cut = tmp_path / "cut.png"
+    write_image(cut, np.ascontiguousarray(photo[:, :216]))  # her face spans x 179-271
+    found = _run("analyse", cut, "--json", cwd=tmp_path)
+    assert found.returncode == EXIT_OK, found.stderr
+    (face,) = json.loads(found.stdout)
+    assert face["bbox"][0] > 150 and face["bbox"][2] > 216  # reaching out of the frame
+
+
+@pytest.mark.slow
 def test_analyze_alias_with_landmarks_and_debug(images: Images, tmp_path: Path) -> None:
     debug = tmp_path / "debug.png"
     result = _run(

@@ -1,0 +1,147 @@
+"""Faces cut by the frame's side: found on the frame mirrored out, fitted there when the
+plain crop gives no mesh (``detect_edges``, ``detect_cut``, ``MeshLandmarker.fit``)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from faceweave.analysis.analyser import EDGE_PAD, FaceAnalyser, detect_cut
+from faceweave.analysis.base import Detection
+from faceweave.analysis.mediapipe_backend import _mirrored_out
+from faceweave.processors.swap import Swapper
+from faceweave.types import Face, Frame
+
+# The share of the astronaut's face (mesh box width) cut off by the frame's side: at
+# this cut neither BlazeFace model finds the rest of it in the frame as it is.
+CUT = 0.6
+
+
+def _cut(frame: Frame, face: Face, side: str) -> tuple[Frame, int]:
+    """``frame`` with ``CUT`` of the face cut off on ``side``; and the x offset of the
+    cut frame in ``frame``."""
+    x0, _, x1, _ = face.bbox
+    if side == "right":
+        return np.ascontiguousarray(frame[:, : int(x1 - CUT * (x1 - x0))]), 0
+    start = int(x0 + CUT * (x1 - x0))
+    return np.ascontiguousarray(frame[:, start:]), start
+
+
+@pytest.fixture(scope="module")
+def edge_analyser() -> FaceAnalyser:
+    return FaceAnalyser(detect_edges=True)
+
+
+class _Boxes:
+    """A detector that finds fixed boxes, and records the images it is given."""
+
+    def __init__(self, boxes: list[tuple[float, float, float, float]]) -> None:
+        self.boxes = boxes
+        self.seen: list[Frame] = []
+
+    def detect(self, frame: Frame) -> list[Detection]:
+        self.seen.append(frame)
+        return [
+            Detection(b, 0.9, np.array([[b[0], b[1]], [b[2], b[1]]], np.float32))
+            for b in self.boxes
+        ]
+
+
+class TestDetectCut:
+    def test_keeps_boxes_across_a_side_in_frame_pixels(self) -> None:
+        frame = np.zeros((100, 200, 3), np.uint8)
+        pad = round(EDGE_PAD * 200)
+        detector = _Boxes(
+            [
+                (pad - 20, 10, pad + 40, 70),  # across the left edge, two thirds in
+                (pad + 170, 10, pad + 230, 70),  # across the right edge, half in
+                (pad + 50, 10, pad + 110, 70),  # inside: the frame's own run has it
+                (pad - 60, 10, pad - 5, 70),  # outside: a mirror image
+                (pad + 190, 10, pad + 250, 70),  # a sixth in: mostly a mirror image
+            ]
+        )
+        found = detect_cut(detector, frame)
+        (padded,) = detector.seen
+        assert padded.shape == (100, 200 + 2 * pad, 3)  # mirrored out at the sides only
+        assert [d.bbox for d in found] == [(-20, 10, 40, 70), (170, 10, 230, 70)]
+        np.testing.assert_array_equal(found[0].keypoints, [[-20, 10], [40, 10]])
+
+    def test_the_padding_mirrors_the_sides(self) -> None:
+        frame = np.random.default_rng(0).integers(0, 255, (40, 60, 3), np.uint8)
+        detector = _Boxes([])
+        detect_cut(detector, frame)
+        (padded,) = detector.seen
+        pad = round(EDGE_PAD * 60)
+        np.testing.assert_array_equal(padded[:, pad : pad + 60], frame)
+        np.testing.assert_array_equal(padded[:, pad - 1], frame[:, 1])  # the edge not doubled
+        np.testing.assert_array_equal(padded[:, pad + 60], frame[:, -2])
+
+
+class TestMirroredCrop:
+    def test_a_box_inside_the_frame_is_cropped_from_the_frame(self) -> None:
+        frame = np.zeros((50, 80, 3), np.uint8)
+        matrix = np.array([[2.0, 0.0, -10.0], [0.0, 2.0, -4.0]])
+        image, at = _mirrored_out(frame, (-0.0, 5, 80.0, 40), matrix)
+        assert image.shape == frame.shape
+        np.testing.assert_array_equal(at, matrix)
+
+    def test_the_crop_agrees_with_the_frame_and_its_mirror(self) -> None:
+        rng = np.random.default_rng(1)
+        frame = rng.integers(0, 255, (60, 90, 3), np.uint8)
+        bbox = (70.0, 10.0, 110.0, 50.0)  # 20 px past the right edge
+        matrix = np.array([[1.0, 0.0, -60.0], [0.0, 1.0, -5.0]])  # frame x 60.. -> crop 0..
+        image, at = _mirrored_out(frame, bbox, matrix)
+        crop = cv2.warpAffine(image, at, (60, 50), flags=cv2.INTER_NEAREST)
+        mirrored = cv2.warpAffine(
+            frame, matrix, (60, 50), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_REFLECT_101
+        )
+        reach = 20 + int(np.ceil(0.1 * 40))  # past the box, then black
+        np.testing.assert_array_equal(crop[:, : 30 + reach], mirrored[:, : 30 + reach])
+        assert not crop[:, 30 + reach :].any()
+
+
+class TestCutFaces:
+    @pytest.mark.parametrize("side", ["left", "right"])
+    def test_found_and_fitted(
+        self,
+        astronaut: np.ndarray,
+        astronaut_face: Face,
+        analyser: FaceAnalyser,
+        edge_analyser: FaceAnalyser,
+        side: str,
+    ) -> None:
+        frame, start = _cut(astronaut, astronaut_face, side)
+        assert analyser.get_faces(frame) == []  # what the frame as it is gives
+        (face,) = edge_analyser.get_faces(frame)
+        x0, _, x1, _ = face.bbox
+        assert x0 < 0 if side == "left" else x1 > frame.shape[1]  # the box reaches out
+        # Where the face is in the frame, its mesh is the uncut photo's.
+        whole = astronaut_face.landmarks_478[:, :2] - np.float32([start, 0])
+        seen = (whole[:, 0] >= 0) & (whole[:, 0] < frame.shape[1])
+        inter_ocular = np.linalg.norm(whole[468] - whole[473])
+        error = np.linalg.norm(face.landmarks_478[:, :2] - whole, axis=1)[seen].mean()
+        assert error < 0.12 * inter_ocular
+
+    def test_swapped(
+        self,
+        astronaut: np.ndarray,
+        astronaut_face: Face,
+        grace_hopper_face: Face,
+        edge_analyser: FaceAnalyser,
+    ) -> None:
+        frame, _ = _cut(astronaut, astronaut_face, "right")
+        faces = edge_analyser.get_faces(frame)
+        out = Swapper(grace_hopper_face).swap(frame, faces)
+        assert out.shape == frame.shape
+        changed = np.abs(out.astype(np.int16) - frame).max(axis=2) > 8
+        ys, xs = np.nonzero(changed)
+        x0, y0, x1, y1 = faces[0].bbox
+        assert changed.sum() > 0.15 * (x1 - x0) * (y1 - y0)  # the half face in the frame
+        assert xs.min() >= x0 - 5 and ys.min() >= y0 - 5 and ys.max() <= y1 + 5
+
+    def test_whole_faces_are_as_without(
+        self, astronaut: np.ndarray, astronaut_face: Face, edge_analyser: FaceAnalyser
+    ) -> None:
+        (face,) = edge_analyser.get_faces(astronaut)
+        np.testing.assert_array_equal(face.landmarks_478, astronaut_face.landmarks_478)
