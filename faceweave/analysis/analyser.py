@@ -36,6 +36,13 @@ DETECTOR_ANGLES = (0, 90, 180, 270)
 # all four turns. (Lying on their side they score up to 0.93, but their eye keypoints
 # still give the tilt the mesh crop is turned by.)
 SURE_UPRIGHT_SCORE = 0.85
+# A face cut by the frame's top or bottom edge (the eyes and brows of a face whose
+# mouth is out of shot) also scores low upright, and turned half a turn it reads as
+# an upside-down face inside the frame, with a box that reaches out of it. A turned
+# detection whose box reaches out by more than this share of its size is not taken
+# (a whole upside-down photo's faces lie in the frame; ``detector_angles`` asks for
+# turns regardless).
+TURNED_MAX_OUT = 0.05
 
 # The frame rotation that brings a face turned by the angle upright, and the map from
 # the rotated frame's pixels back to the frame's (x, y) -> (x', y'), for width w and
@@ -108,6 +115,14 @@ def landmarks_5_from_mesh(points: NDArray[np.floating]) -> NDArray[np.float32]:
     eyes = sorted((p[i] for i in _IRIS_CENTRES), key=lambda q: float(q[0]))
     mouth = sorted((p[i] for i in _MOUTH_CORNERS), key=lambda q: float(q[0]))
     return np.stack([eyes[0], eyes[1], p[_NOSE_TIP], mouth[0], mouth[1]]).astype(np.float32)
+
+
+def _out_of_frame(box: BBox, w: int, h: int) -> float:
+    """How far ``box`` reaches out of a w x h frame: its furthest side's overshoot as a
+    share of the box's size on that axis."""
+    x0, y0, x1, y1 = box
+    bw, bh = max(x1 - x0, 1e-6), max(y1 - y0, 1e-6)
+    return max(-x0 / bw, (x1 - w) / bw, -y0 / bh, (y1 - h) / bh, 0.0)
 
 
 def _inside(point: NDArray[np.floating], box: BBox) -> bool:
@@ -306,7 +321,13 @@ class FaceAnalyser:
             # degrees, with keypoints (and so a mesh) the wrong way up. Look at the
             # other quarter turns too; per face the best-scoring turn wins.
             angles = DETECTOR_ANGLES
-            dets += [d for angle in angles[1:] for d in detect_turned(self.detector, frame, angle)]
+            h, w = frame.shape[:2]
+            dets += [
+                d
+                for angle in angles[1:]
+                for d in detect_turned(self.detector, frame, angle)
+                if _out_of_frame(d.bbox, w, h) <= TURNED_MAX_OUT
+            ]
         return nms(dets, 0.4) if len(angles) > 1 else dets
 
     def _cut_candidates(self, frame: Frame, found: list[BBox]) -> list[Detection]:

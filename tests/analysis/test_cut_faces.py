@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from faceweave.analysis.analyser import EDGE_PAD, FaceAnalyser, detect_cut
+from faceweave.analysis.analyser import EDGE_PAD, FaceAnalyser, detect_cut, mesh_roll
 from faceweave.analysis.base import Detection
 from faceweave.analysis.mediapipe_backend import _mirrored_out
 from faceweave.processors.swap import Swapper
@@ -145,3 +145,23 @@ class TestCutFaces:
     ) -> None:
         (face,) = edge_analyser.get_faces(astronaut)
         np.testing.assert_array_equal(face.landmarks_478, astronaut_face.landmarks_478)
+
+
+def test_a_face_cut_at_the_bottom_is_not_read_upside_down(
+    astronaut: np.ndarray, astronaut_face: Face, analyser: FaceAnalyser
+) -> None:
+    """The astronaut's brows and eyes, her mouth out of the frame: upright it scores
+    low, and half a turn round it reads as an upside-down face with a box reaching
+    out of the frame (TURNED_MAX_OUT). It is fitted upright."""
+    _, y0, _, y1 = astronaut_face.bbox
+    frame = np.ascontiguousarray(astronaut[: int(y1 - 0.55 * (y1 - y0))])
+    (face,) = analyser.get_faces(frame)
+    assert abs(mesh_roll(face.landmarks_478)) < 20
+    eyes = list(range(468, 478))  # the irises, in the frame
+    inter_ocular = np.linalg.norm(
+        astronaut_face.landmarks_478[468] - astronaut_face.landmarks_478[473]
+    )
+    error = np.linalg.norm(
+        face.landmarks_478[eyes, :2] - astronaut_face.landmarks_478[eyes, :2], axis=1
+    )
+    assert error.max() < 0.15 * inter_ocular
