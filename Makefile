@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned clean
+.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned bench-cut clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ bench-speed: $(STAMP)
 
 bench-turned: $(STAMP)
 	$(PY) benchmarks/turned.py
+
+bench-cut: $(STAMP)
+	$(PY) benchmarks/cut.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

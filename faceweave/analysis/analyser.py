@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.base import Detection, FaceDetector, create_detector, nms, quarter_turns
-from faceweave.analysis.mediapipe_backend import MeshLandmarker
+from faceweave.analysis.mediapipe_backend import MeshLandmarker, cut_by_side
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
 from faceweave.errors import InputError, UsageError
@@ -37,11 +37,12 @@ DETECTOR_ANGLES = (0, 90, 180, 270)
 # still give the tilt the mesh crop is turned by.)
 SURE_UPRIGHT_SCORE = 0.85
 # A face cut by the frame's top or bottom edge (the eyes and brows of a face whose
-# mouth is out of shot) also scores low upright, and turned half a turn it reads as
-# an upside-down face inside the frame, with a box that reaches out of it. A turned
-# detection whose box reaches out by more than this share of its size is not taken
-# (a whole upside-down photo's faces lie in the frame; ``detector_angles`` asks for
-# turns regardless).
+# mouth is out of shot) also scores low upright, and half a turn round it reads as
+# an upside-down face. Its upright box reaches out of the frame, and so, often, does
+# the turned one. A detection that is turned by its keypoints is not taken when its
+# box reaches out by more than this share of its size, or when the face's upright box
+# does (a whole upside-down photo's faces lie in the frame; ``detector_angles`` asks
+# for turns regardless).
 TURNED_MAX_OUT = 0.05
 
 # The frame rotation that brings a face turned by the angle upright, and the map from
@@ -322,11 +323,16 @@ class FaceAnalyser:
             # other quarter turns too; per face the best-scoring turn wins.
             angles = DETECTOR_ANGLES
             h, w = frame.shape[:2]
+            cut = [d.bbox for d in dets if _out_of_frame(d.bbox, w, h) > TURNED_MAX_OUT]
             dets += [
                 d
                 for angle in angles[1:]
                 for d in detect_turned(self.detector, frame, angle)
-                if _out_of_frame(d.bbox, w, h) <= TURNED_MAX_OUT
+                if quarter_turns(d.roll) == 0  # its keypoints say upright after all
+                or (
+                    _out_of_frame(d.bbox, w, h) <= TURNED_MAX_OUT
+                    and not any(_same_box(d.bbox, box) for box in cut)
+                )
             ]
         return nms(dets, 0.4) if len(angles) > 1 else dets
 
@@ -342,22 +348,33 @@ class FaceAnalyser:
     def get_faces(self, frame: Frame) -> list[Face]:
         """All faces in the frame (at most ``max_faces``), largest first."""
         frame = check_frame(frame)
-        faces = self._fitted(frame, sorted(self._candidates(frame), key=lambda d: -d.score), [])
-        # Then faces cut by the frame's sides that those missed (a face found by both
-        # keeps the frame's own box).
-        cut = self._cut_candidates(frame, [f.bbox for f in faces])
-        faces = self._fitted(frame, cut, faces)
+        found = sorted(self._candidates(frame), key=lambda d: -d.score)
+        faces = self._fitted(frame, found, [], mirror=False)
+        # Then faces cut by the frame's sides: the frame's own detections of such faces
+        # that gave none, and (``detect_edges``) those found on the frame mirrored out,
+        # fitted on a crop mirrored out where the usual one gives none. After every
+        # usual fit: another box of the same face may fit it better.
+        missed = [
+            d
+            for d in found
+            if cut_by_side(frame, d.bbox, d.roll)
+            and not any(_same_box(d.bbox, f.bbox) for f in faces)
+        ]
+        cut = self._cut_candidates(frame, [f.bbox for f in faces] + [d.bbox for d in missed])
+        faces = self._fitted(frame, missed + cut, faces, mirror=True)
         # By the fitted meshes' boxes: detectors' boxes differ in size between turns.
         faces.sort(key=lambda f: -(f.bbox[2] - f.bbox[0]) * (f.bbox[3] - f.bbox[1]))
         return faces[: self.max_faces]
 
-    def _fitted(self, frame: Frame, dets: list[Detection], faces: list[Face]) -> list[Face]:
+    def _fitted(
+        self, frame: Frame, dets: list[Detection], faces: list[Face], *, mirror: bool
+    ) -> list[Face]:
         """``faces`` and the faces of ``dets`` (fitted in this order) that are none of
         them. Best detections first: when a loose box's mesh lands on a face that has
         its own box, the face keeps the mesh fitted in its own box."""
         faces = list(faces)
         for det in dets:
-            face = self.face_from_box(frame, det.bbox, det.score, det.roll)
+            face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=mirror)
             if face is None or not _inside(face.landmarks_478[_NOSE_TIP], _grown(det.bbox)):
                 continue  # no mesh, or one fitted to a neighbouring face in the crop
             if not any(_same_face(face, f) for f in faces):
@@ -365,18 +382,24 @@ class FaceAnalyser:
         return faces
 
     def face_from_box(
-        self, frame: Frame, bbox: BBox, score: float = 1.0, roll: float = 0.0
+        self,
+        frame: Frame,
+        bbox: BBox,
+        score: float = 1.0,
+        roll: float = 0.0,
+        *,
+        mirror: bool = True,
     ) -> Face | None:
         """The face in ``bbox`` (its mesh fitted there), or None; ``roll`` as
-        :attr:`Detection.roll`."""
-        points = self.landmarker.fit(frame, bbox, roll)
+        :attr:`Detection.roll`; ``mirror`` as :meth:`MeshLandmarker.fit`."""
+        points = self.landmarker.fit(frame, bbox, roll, mirror=mirror)
         if points is None:
             return None
         fitted = mesh_roll(points)
         if quarter_turns(fitted) != quarter_turns(roll):
             # The detector's keypoints misjudged a strongly tilted face: fit again with
             # the crop turned the way the mesh says, and keep that fit if it agrees.
-            again = self.landmarker.fit(frame, bbox, fitted)
+            again = self.landmarker.fit(frame, bbox, fitted, mirror=mirror)
             if again is not None and quarter_turns(mesh_roll(again)) == quarter_turns(fitted):
                 points = again
         return self.face_from_landmarks(frame, points, score)

@@ -52,10 +52,13 @@ class LandmarkModel(Protocol):
     """Fits the 478-point mesh to one face given its box; None when it finds no face.
 
     ``roll`` is the face's in-plane angle in degrees (its eye line, clockwise), so a
-    tilted or upside-down face can be fitted upright.
+    tilted or upside-down face can be fitted upright. ``mirror``: a face cut by the
+    frame's side may be fitted with the frame mirrored out past it.
     """
 
-    def fit(self, frame: Frame, bbox: BBox, roll: float = 0.0) -> NDArray[np.float32] | None: ...
+    def fit(
+        self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirror: bool = True
+    ) -> NDArray[np.float32] | None: ...
 
 
 class IdentityModel(Protocol):

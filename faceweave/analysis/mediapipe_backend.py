@@ -67,15 +67,16 @@ def _process(solution, rgb: NDArray[np.uint8]):  # type: ignore[no-untyped-def]
     )
 
 
-def _centred(landmarks) -> bool:  # type: ignore[no-untyped-def]
-    """The fitted face sits where the crop centred it (normalised crop coordinates)."""
+def _centred(landmarks, reach: float = 0.2) -> bool:  # type: ignore[no-untyped-def]
+    """The fitted face sits where the crop centred it: its nose tip within ``reach``
+    across and ``reach`` + 0.05 down or up of the centre (normalised crop coordinates)."""
     nose = landmarks[1]
-    return abs(nose.x - 0.5) < 0.2 and abs(nose.y - 0.5) < 0.25
+    return abs(nose.x - 0.5) < reach and abs(nose.y - 0.5) < reach + 0.05
 
 
-def _fitted_here(res) -> bool:  # type: ignore[no-untyped-def]
-    """A mesh result with a face where the crop centred it."""
-    return bool(res.multi_face_landmarks) and _centred(res.multi_face_landmarks[0].landmark)
+def _fitted_here(res, reach: float = 0.2) -> bool:  # type: ignore[no-untyped-def]
+    """A mesh result with a face where the crop centred it (:func:`_centred`)."""
+    return bool(res.multi_face_landmarks) and _centred(res.multi_face_landmarks[0].landmark, reach)
 
 
 # A NormalizedLandmark with only x, y and z set, as protobuf writes it inside a
@@ -121,14 +122,22 @@ def _scaled(det: Detection, factor: float) -> Detection:
 
 # How far past a cut face's box the frame is mirrored, as a share of the box.
 MIRROR_MARGIN = 0.1
+# A box counts as cut by the frame's side when it reaches out by over this share of its
+# width (a loose box just over the edge is not a half face: a mesh fitted on its
+# mirror image found faces in the background).
+CUT_REACH = 0.1
 # The last try at a cut face's mesh is on a crop this much tighter than the usual one.
 MIRRORED_CROP = 0.7
 
 
-def _cut(frame: Frame, bbox: BBox) -> bool:
-    """Whether ``bbox`` reaches out of the frame's left or right edge (the mirror
-    across it is the mirror across an upright or upside-down face's midline)."""
-    return bbox[0] < 0 or bbox[2] > frame.shape[1]
+def cut_by_side(frame: Frame, bbox: BBox, roll: float = 0.0) -> bool:
+    """Whether the face in ``bbox`` is cut by the frame's side: the box reaches out of
+    the left or right edge by over ``CUT_REACH`` of its width, and the face is upright
+    or upside down (``roll``), so that the mirror across the side is the mirror across
+    its midline."""
+    x0, _, x1, _ = bbox
+    reach = max(-x0, x1 - frame.shape[1])
+    return reach > CUT_REACH * (x1 - x0) and quarter_turns(roll) % 2 == 0
 
 
 def _mirrored_out(
@@ -331,21 +340,28 @@ class MeshLandmarker:
         self.crop_size = crop_size
         self._lock = threading.Lock()
 
-    def fit(self, frame: Frame, bbox: BBox, roll: float = 0.0) -> NDArray[np.float32] | None:
+    def fit(
+        self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirror: bool = True
+    ) -> NDArray[np.float32] | None:
+        """The mesh of the face in ``bbox``, in frame pixels, or None. With ``mirror``, a
+        face cut by the frame's side (:func:`cut_by_side`) that the usual crop gives no
+        mesh for is fitted with the frame mirrored out."""
         crop, matrix = self._prepare(frame, bbox, roll)
         with self._lock:
             res = _process(self._tracking, crop) if self.tracking else None
             if res is None or not _fitted_here(res):
                 res = _process(self._static, crop)
-            if _cut(frame, bbox) and quarter_turns(roll) % 2 == 0:
+            if mirror and cut_by_side(frame, bbox, roll):
                 # A face cut by the frame's side, which the mesh does not take for one
                 # with the rest of its crop black (it finds none, or another face in
                 # the crop): fit it with the frame mirrored out, then on a tighter crop
                 # (a cut face, half of it the mirror's, can lose to a whole neighbour).
                 # Mirrored first, or tighter first, more fits came out wrong: the
                 # mirror's axis is the frame's edge, not the face's midline.
+                # In the box, grown by a quarter: a cut box's centre is not the face's.
+                in_box = 0.75 / self.crop_scale
                 for tighter in (1.0, MIRRORED_CROP):
-                    if _fitted_here(res):
+                    if _fitted_here(res, in_box):
                         break
                     mirrored, mirrored_matrix = self._prepare(frame, bbox, roll, mirrored=tighter)
                     again = _process(self._static, mirrored)

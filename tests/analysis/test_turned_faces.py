@@ -192,7 +192,9 @@ class TestLooseBoxes:
         own mesh). The mesh model is a stand-in that always finds the astronaut."""
 
         class FindsTheAstronaut:
-            def fit(self, frame: Frame, bbox: object, roll: float = 0.0) -> np.ndarray:
+            def fit(
+                self, frame: Frame, bbox: object, roll: float = 0.0, *, mirror: bool = True
+            ) -> np.ndarray:
                 return astronaut_face.landmarks_478.copy()
 
         x0, y0, x1, y1 = astronaut_face.bbox
