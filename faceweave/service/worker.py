@@ -116,7 +116,8 @@ class Engine:
     """
 
     def __init__(self, *, preload_identity: bool = True) -> None:
-        # Image jobs: faces cut by the frame's sides too (a group selfie's outer ones).
+        # Still images: faces cut by the frame's sides too (a group selfie's outer
+        # ones); video jobs turn that off (_run_video).
         self.analyser = FaceAnalyser(max_faces=ANALYSER_MAX_FACES, detect_edges=True)
         # Load the detector and mesh models now: a blank frame has no face but runs both.
         self.analyser.get_faces(np.zeros((64, 64, 3), np.uint8))
@@ -243,20 +244,26 @@ def _run_video(
         progress(start + span * fraction)
 
     # Every frame is watermarked before it is encoded and the container is labelled:
-    # one encode, written atomically.
-    stats = swap_video(
-        [swapper],
-        store.input_path(job, "target"),
-        result_path,
-        analyser=engine.analyser,
-        selector=options.face_selector,
-        references=[reference_face] if reference_face is not None else [],
-        reference_distance=options.reference_distance,
-        face_order=options.face_order,
-        max_faces=options.max_faces,
-        progress=lambda done, total: on_progress(0.1, 0.89, done, total),
-        watermark=job.id if provenance_available() else None,
-    )
+    # one encode, written atomically. Frames are not searched for faces cut by the
+    # frame's sides, as on the command line: a face coming in from the side would get
+    # a swap on a sliver of it for a few frames. (The engine is this thread's own.)
+    edges, engine.analyser.detect_edges = engine.analyser.detect_edges, False
+    try:
+        stats = swap_video(
+            [swapper],
+            store.input_path(job, "target"),
+            result_path,
+            analyser=engine.analyser,
+            selector=options.face_selector,
+            references=[reference_face] if reference_face is not None else [],
+            reference_distance=options.reference_distance,
+            face_order=options.face_order,
+            max_faces=options.max_faces,
+            progress=lambda done, total: on_progress(0.1, 0.89, done, total),
+            watermark=job.id if provenance_available() else None,
+        )
+    finally:
+        engine.analyser.detect_edges = edges
     if stats.frames_swapped == 0 and not options.skip_no_face:
         result_path.unlink(missing_ok=True)
         raise NoFaceError("no (matching) face found in any frame of the target")

@@ -282,3 +282,24 @@ def test_video_job_end_to_end(
         "source.png",
         "target.mp4",
     ]
+
+
+def test_an_image_job_swaps_a_face_cut_by_the_frame(
+    service: tuple[TestClient, Path], astronaut_rgb: np.ndarray, target_jpeg: bytes
+) -> None:
+    """Image jobs look for faces cut by the frame's sides, as the command line does:
+    the astronaut with three fifths of her face out of the frame is found and swapped."""
+    client, data_dir = service
+    key = make_key(data_dir, "alice")
+    cut = np.ascontiguousarray(astronaut_rgb[:, :216])  # her face spans x 179-271
+    buffer = io.BytesIO()
+    Image.fromarray(cut).save(buffer, format="PNG")
+    response = submit(client, key, target_jpeg, buffer.getvalue(), names=("me.jpg", "cut.png"))
+    assert response.status_code == 202, response.text
+    done = wait_for(client, response.json()["id"], key)
+    assert done["state"] == "done", done
+    result = client.get(done["result"]["url"], headers=auth(key))
+    image = np.asarray(Image.open(io.BytesIO(result.content)).convert("RGB"), np.int16)
+    assert image.shape == cut.shape
+    face = np.abs(image - cut)[80:170, 180:216]  # the half face in the frame
+    assert face.mean() > 8
