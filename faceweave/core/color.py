@@ -53,8 +53,8 @@ _LAB_STD_FLOOR = 0.5
 # level of std) plus a relative part, so grey (rank-1) images stay well-conditioned.
 _COV_RIDGE_ABS = 1.0
 _COV_RIDGE_REL = 1e-3
-# Luma weights of BGR (ITU-R BT.601), for the contrast of a covariance.
-_LUMA_BGR = np.array([0.114, 0.587, 0.299])
+# Luma weights of BGR (ITU-R BT.601): a covariance's contrast, an eye's white against its iris.
+LUMA_BGR = np.array([0.114, 0.587, 0.299])
 # Projection onto the grey axis (B = G = R).
 _GREY = np.full((3, 3), 1.0 / 3.0)
 # anchor_black: the share of the colour map's offset that is faded out at black. At a
@@ -239,8 +239,8 @@ def _lct_affine(
     mean_t, cov_t = masked_mean_cov(target, target_mask)
     colour = colourfulness(cov_t)
     if gain_range is not None:
-        var_s = max(float(_LUMA_BGR @ cov_s @ _LUMA_BGR), 1e-6)
-        var_t = max(float(_LUMA_BGR @ cov_t @ _LUMA_BGR), 1e-6)
+        var_s = max(float(LUMA_BGR @ cov_s @ LUMA_BGR), 1e-6)
+        var_t = max(float(LUMA_BGR @ cov_t @ LUMA_BGR), 1e-6)
         gain = np.sqrt(var_t / var_s)
         cov_t = cov_t * (min(max(float(gain), gain_range[0]), gain_range[1]) / gain) ** 2
     if ridge > 0.0:
@@ -366,8 +366,8 @@ def color_transfer(
         pixels = _to_float(source_array)
         if anchor_black:
             # Luma over the skin's mean luma, in one pass.
-            luma_s = max(float(_LUMA_BGR @ mean_s), 1e-3)
-            ratio = cv2.transform(pixels, (_LUMA_BGR / luma_s)[None, :].astype(np.float32))
+            luma_s = max(float(LUMA_BGR @ mean_s), 1e-3)
+            ratio = cv2.transform(pixels, (LUMA_BGR / luma_s)[None, :].astype(np.float32))
             result = _anchored(pixels, transform, offset, ratio, exposure, mean_s)
             if strength < 1.0:
                 result = cv2.addWeighted(result, strength, pixels, 1.0 - strength, 0.0)
@@ -409,10 +409,10 @@ def _anchored(
       eyes.
     """
     mapped_mean = transform @ mean_s + offset
-    if float(_LUMA_BGR @ offset) >= 0.0:
-        luma_t = max(float(_LUMA_BGR @ mapped_mean), 1.0)
-        hue = exposure + np.outer(mapped_mean, _LUMA_BGR @ (transform - exposure)) / luma_t
-        lift = float(_LUMA_BGR @ offset) / luma_t * mapped_mean
+    if float(LUMA_BGR @ offset) >= 0.0:
+        luma_t = max(float(LUMA_BGR @ mapped_mean), 1.0)
+        hue = exposure + np.outer(mapped_mean, LUMA_BGR @ (transform - exposure)) / luma_t
+        lift = float(LUMA_BGR @ offset) / luma_t * mapped_mean
     else:
         hue, lift = exposure, np.zeros(3)
     cv2.min(ratio, 1.0, dst=ratio)

@@ -30,6 +30,8 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from faceweave.core.color import LUMA_BGR
+
 # The five iris points in iris coordinates, in the mesh's order (centre, then the
 # contour at +x, -y, -x, +y in the image: the same for both eyes).
 UNIT_IRIS = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, -1.0], [-1.0, 0.0], [0.0, 1.0]])
@@ -168,9 +170,6 @@ class EyePatch:
         )
 
 
-_LUMA = np.array([0.114, 0.587, 0.299], np.float32)  # BGR
-
-
 def _eye_frame(
     lids: NDArray[np.floating], corners: NDArray[np.floating]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
@@ -268,7 +267,7 @@ def eye_patch(
         return None
     white = _lighter_mean(patch, seen_white.astype(np.uint8) * 255)
     assert white is not None  # seen_white has at least MIN_WHITE_SEEN squared radii
-    if float(white @ _LUMA - patch[seen_iris].mean(0) @ _LUMA) < MIN_CONTRAST:
+    if float(white @ LUMA_BGR - patch[seen_iris].mean(0) @ LUMA_BGR) < MIN_CONTRAST:
         return None
     # A white as colourful as the lids' skin is not a white to balance on (a squint the
     # mesh read as open, a lens's tint).
