@@ -344,8 +344,8 @@ class MeshLandmarker:
         self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirror: bool = True
     ) -> NDArray[np.float32] | None:
         """The mesh of the face in ``bbox``, in frame pixels, or None. With ``mirror``, a
-        face cut by the frame's side (:func:`cut_by_side`) that the usual crop gives no
-        mesh for is fitted with the frame mirrored out."""
+        face cut by the frame's side (:func:`cut_by_side`) for which the usual crop gives
+        no mesh, or another face's, is fitted with the frame mirrored out."""
         crop, matrix = self._prepare(frame, bbox, roll)
         with self._lock:
             res = _process(self._tracking, crop) if self.tracking else None
@@ -357,8 +357,9 @@ class MeshLandmarker:
                 # the crop): fit it with the frame mirrored out, then on a tighter crop
                 # (a cut face, half of it the mirror's, can lose to a whole neighbour).
                 # Mirrored first, or tighter first, more fits came out wrong: the
-                # mirror's axis is the frame's edge, not the face's midline.
-                # In the box, grown by a quarter: a cut box's centre is not the face's.
+                # mirror's axis is the frame's edge, not the face's midline. A fit
+                # counts when its nose lies in the box grown by a quarter (a cut box's
+                # centre is not the face's).
                 in_box = 0.75 / self.crop_scale
                 for tighter in (1.0, MIRRORED_CROP):
                     if _fitted_here(res, in_box):
