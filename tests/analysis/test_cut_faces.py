@@ -9,7 +9,7 @@ import pytest
 
 from faceweave.analysis.analyser import EDGE_PAD, FaceAnalyser, detect_cut, mesh_roll
 from faceweave.analysis.base import Detection
-from faceweave.analysis.mediapipe_backend import _mirrored_out
+from faceweave.analysis.mediapipe_backend import _mirrored_out, cut_by_side
 from faceweave.processors.swap import Swapper
 from faceweave.types import Face, Frame
 
@@ -165,3 +165,47 @@ def test_a_face_cut_at_the_bottom_is_not_read_upside_down(
         face.landmarks_478[eyes, :2] - astronaut_face.landmarks_478[eyes, :2], axis=1
     )
     assert error.max() < 0.15 * inter_ocular
+
+
+def test_a_box_just_over_a_side_or_a_sideways_face_is_not_mirrored() -> None:
+    """Mirrored fits are for half faces: a loose box a little past the edge (it had a
+    face fitted in Biden's background) or a face lying on its side (the mirror across
+    the frame's side would turn it upside down) gets none."""
+    frame = np.zeros((100, 200, 3), np.uint8)
+    assert cut_by_side(frame, (-20.0, 10.0, 40.0, 70.0))  # a third past the left edge
+    assert cut_by_side(frame, (170.0, 10.0, 230.0, 70.0), roll=180.0)
+    assert not cut_by_side(frame, (-5.0, 10.0, 55.0, 70.0))  # a twelfth past
+    assert not cut_by_side(frame, (-20.0, 10.0, 40.0, 70.0), roll=90.0)
+    assert not cut_by_side(frame, (50.0, -30.0, 110.0, 30.0))  # the top edge
+
+
+def test_every_box_is_fitted_as_it_is_before_any_is_mirrored(astronaut_face: Face) -> None:
+    """A face with two boxes: the better-scoring one reaches past the side and gives a
+    mesh only mirrored, the other gives one as it is. The face keeps the unmirrored
+    mesh (fitted from the frame's own pixels), not the mirrored one."""
+    frame = np.zeros((400, 300, 3), np.uint8)
+    unmirrored = astronaut_face.landmarks_478.copy()
+    mirrored = unmirrored + np.float32([3.0, 0.0, 0.0])
+    x0, y0, x1, y1 = astronaut_face.bbox
+    cut_box = (x0, y0, x1 + 0.8 * (x1 - x0), y1)  # past the frame's right edge
+    calls: list[bool] = []
+
+    class Fits:
+        def fit(
+            self, frame: Frame, bbox: object, roll: float = 0.0, *, mirror: bool = True
+        ) -> np.ndarray | None:
+            calls.append(mirror)
+            if bbox == cut_box:
+                return mirrored.copy() if mirror else None
+            return unmirrored.copy()
+
+    assert cut_by_side(frame, cut_box)
+    analyser = FaceAnalyser(with_embedding=False)
+    analyser.__dict__["landmarker"] = Fits()
+    analyser._candidates = lambda f: [  # type: ignore[method-assign]
+        Detection(cut_box, 0.9),
+        Detection(astronaut_face.bbox, 0.6),
+    ]
+    (face,) = analyser.get_faces(frame)
+    np.testing.assert_array_equal(face.landmarks_478, unmirrored)
+    assert calls == [False, False]  # the cut box's mirrored fit was not needed
