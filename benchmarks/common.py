@@ -157,6 +157,21 @@ def folder_images(folder: Path) -> list[tuple[FaceImage, str]]:
     return images
 
 
+def group_images(folder: Path) -> list[FaceImage]:
+    """The still images of ``folder/MANIFEST.tsv`` that show several faces (none
+    without a manifest)."""
+    if not (folder / "MANIFEST.tsv").exists():
+        return []
+    images = []
+    for row in read_manifest(folder):
+        path = folder / row["file"]
+        if row.get("type", "image") != "image" or is_single_face(row) or not path.exists():
+            continue
+        name = Path(row["file"]).stem.removeprefix("img_")
+        images.append(FaceImage(name, read_frame(path), str(path), row.get("content_note", "")))
+    return images
+
+
 def load_face_set(
     *, faces_dir: Path | None, use_packages: bool = True, limit: int | None = None
 ) -> list[FaceImage]:

@@ -11,6 +11,11 @@ upside down. Two analysers: the frame as it is (``FaceAnalyser()``) and the
 command line's still-image one (2 x 2 tiles, and faces cut by the sides
 looked for on the frame mirrored out: ``detect_edges``).
 
+With ``../shared/data/faces``, the group photos too: every face the still-image
+analyser finds in them, cut by 30% and 50% by the left and right side in turn;
+a face counts as found when a mesh lies within ``GROUP_FOUND`` of it (their
+faces are small: 30-150 px).
+
     python benchmarks/cut.py
 """
 
@@ -33,6 +38,7 @@ from common import (  # noqa: E402
     checked_out_dir,
     environment,
     environment_line,
+    group_images,
     load_face_set,
     markdown_table,
     stats_ms,
@@ -46,6 +52,8 @@ SIDES = ("left", "right", "top", "bottom")
 SHARES = (0.3, 0.45, 0.6)  # of the face's box cut off
 # A mesh this far from the uncut one (inter-ocular distances) counts as wrong.
 WRONG = 0.1
+GROUP_SHARES = (0.3, 0.5)
+GROUP_FOUND = 0.3
 ANALYSERS = {
     "frame as it is": {},
     "still images (CLI)": {"detect_tiles": 2, "detect_edges": True},
@@ -67,6 +75,46 @@ def cut_frame(
         start = int(y0 + share * (y1 - y0))
         return np.ascontiguousarray(frame[start:]), (0, start)
     return np.ascontiguousarray(frame[: int(y1 - share * (y1 - y0))]), (0, 0)
+
+
+def mesh_error(
+    face: fw.Face, expected: NDArray[np.floating], seen: NDArray[np.bool_], eyes: float
+) -> float:
+    """Mean distance of ``face``'s mesh points in ``seen`` to ``expected``, in ``eyes``."""
+    distances = np.linalg.norm(face.landmarks_478[:, :2] - expected, axis=1)
+    return float(distances[seen].mean()) / eyes
+
+
+def group_cuts(images: list[Any], analysers: dict[str, fw.FaceAnalyser]) -> list[dict[str, Any]]:
+    """Every face of the group photos cut by each side in turn: per analyser, the
+    error of the mesh nearest to it (None: no face)."""
+    reference = analysers["still images (CLI)"]
+    cases = []
+    for image in images:
+        for face in reference.get_faces(image.frame):
+            whole = face.landmarks_478[:, :2]
+            eyes = float(np.linalg.norm(whole[468] - whole[473]))
+            for side in ("left", "right"):
+                for share in GROUP_SHARES:
+                    frame, (dx, _) = cut_frame(image.frame, face.bbox, side, share)
+                    if frame.shape[1] < 32:
+                        continue
+                    expected = whole - np.array([dx, 0], np.float32)
+                    seen = (expected[:, 0] >= 0) & (expected[:, 0] < frame.shape[1])
+                    case: dict[str, Any] = {
+                        "image": image.name,
+                        "face_px": round(face.size),
+                        "side": side,
+                        "share": share,
+                    }
+                    for name, analyser in analysers.items():
+                        errors = [
+                            mesh_error(f, expected, seen, eyes) for f in analyser.get_faces(frame)
+                        ]
+                        case[name] = min(errors) if errors else None
+                    cases.append(case)
+        print(f"  {image.name} (group)", flush=True)
+    return cases
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -123,12 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                     # The fit nearest where the face is (a crop may hold other faces).
                     errors = [
                         (
-                            float(
-                                np.linalg.norm(f.landmarks_478[:, :2] - expected, axis=1)[
-                                    seen
-                                ].mean()
-                            )
-                            / eyes,
+                            mesh_error(f, expected, seen, eyes),
                             abs(mesh_roll(f.landmarks_478)) > 90,
                         )
                         for f in faces
@@ -162,6 +205,22 @@ def main(argv: list[str] | None = None) -> int:
     per_side = len(cases) // len(SIDES) // len(SHARES)
     print(f"\n{per_side} single-face images, each cut {len(SIDES) * len(SHARES)} ways\n")
     print(table)
+    groups = [] if args.no_shared else group_cuts(group_images(args.faces), analysers)
+    group_table = ""
+    if groups:
+        group_rows = []
+        for share in GROUP_SHARES:
+            here = [c for c in groups if c["share"] == share]
+            cells = [
+                f"{sum(c[n] is not None and c[n] <= GROUP_FOUND for c in here)} / {len(here)}"
+                for n in analysers
+            ]
+            group_rows.append((f"{share:.0%}", *cells))
+        group_table = markdown_table(
+            ("group photos: share of a face out by a side", *(f"{n}: found" for n in analysers)),
+            group_rows,
+        )
+        print(f"\n{group_table}")
     timing = ", ".join(f"{k} {stats_ms(v)['median']:.0f}" for k, v in times.items())
     print(f"\nanalysis ms, median: {timing}")
     write_json(
@@ -170,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark": "cut",
             "environment": env,
             "cases": cases,
+            "group_cases": groups,
             "analysis_ms": {k: stats_ms(v) for k, v in times.items()},
             "markdown": table,
+            "group_markdown": group_table,
         },
     )
     print(f"wrote {out_dir / 'cut.json'}")

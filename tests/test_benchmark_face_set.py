@@ -41,3 +41,7 @@ def test_a_manifest_lists_only_its_single_face_images(
     )
     images = common.folder_images(tmp_path)
     assert [image.name for image, _ in images] == ["one"]
+    # The cut-faces benchmark's group photos: the other listed stills.
+    assert [image.name for image in common.group_images(tmp_path)] == ["group"]
+    (tmp_path / "MANIFEST.tsv").unlink()
+    assert common.group_images(tmp_path) == []

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from faceweave.analysis.analyser import EDGE_PAD, FaceAnalyser, detect_cut, mesh_roll
+from faceweave.analysis.analyser import EDGE_BAND, EDGE_PAD, FaceAnalyser, detect_cut, mesh_roll
 from faceweave.analysis.base import Detection
 from faceweave.analysis.mediapipe_backend import _mirrored_out, cut_by_side
 from faceweave.processors.swap import Swapper
@@ -34,14 +34,18 @@ def edge_analyser() -> FaceAnalyser:
 
 
 class _Boxes:
-    """A detector that finds fixed boxes, and records the images it is given."""
+    """A detector that finds fixed boxes in images of one width, and records the
+    images it is given."""
 
-    def __init__(self, boxes: list[tuple[float, float, float, float]]) -> None:
+    def __init__(self, boxes: list[tuple[float, float, float, float]], width: int = 0) -> None:
         self.boxes = boxes
+        self.width = width
         self.seen: list[Frame] = []
 
     def detect(self, frame: Frame) -> list[Detection]:
         self.seen.append(frame)
+        if frame.shape[1] != self.width:
+            return []
         return [
             Detection(b, 0.9, np.array([[b[0], b[1]], [b[2], b[1]]], np.float32))
             for b in self.boxes
@@ -52,30 +56,42 @@ class TestDetectCut:
     def test_keeps_boxes_across_a_side_in_frame_pixels(self) -> None:
         frame = np.zeros((100, 200, 3), np.uint8)
         pad = round(EDGE_PAD * 200)
-        detector = _Boxes(
-            [
-                (pad - 20, 10, pad + 40, 70),  # across the left edge, two thirds in
-                (pad + 170, 10, pad + 230, 70),  # across the right edge, half in
-                (pad + 50, 10, pad + 110, 70),  # inside: the frame's own run has it
-                (pad - 60, 10, pad - 5, 70),  # outside: a mirror image
-                (pad + 190, 10, pad + 250, 70),  # a sixth in: mostly a mirror image
-            ]
-        )
-        found = detect_cut(detector, frame)
-        (padded,) = detector.seen
-        assert padded.shape == (100, 200 + 2 * pad, 3)  # mirrored out at the sides only
+        boxes = [
+            (pad - 20, 10, pad + 40, 70),  # across the left edge, two thirds in
+            (pad + 170, 10, pad + 230, 70),  # across the right edge, half in
+            (pad + 50, 10, pad + 110, 70),  # inside: the frame's own run has it
+            (pad - 60, 10, pad - 5, 70),  # outside: a mirror image
+            (pad + 190, 10, pad + 250, 70),  # a sixth in: mostly a mirror image
+        ]
+        found = detect_cut(_Boxes(boxes, 200 + 2 * pad), frame)
         assert [d.bbox for d in found] == [(-20, 10, 40, 70), (170, 10, 230, 70)]
         np.testing.assert_array_equal(found[0].keypoints, [[-20, 10], [40, 10]])
 
-    def test_the_padding_mirrors_the_sides(self) -> None:
+    def test_the_side_bands_in_frame_pixels(self) -> None:
+        """A band EDGE_BAND of the frame wide and its mirror image: the right one starts
+        at x = w - band, the left one (mirror first) at 1 - band."""
+        frame = np.zeros((100, 200, 3), np.uint8)
+        band = round(EDGE_BAND * 200)
+        # Across the middle of a 2 * band - 1 wide image: the frame's edge.
+        box = (band - 21, 10, band + 19, 50)
+        found = detect_cut(_Boxes([box], 2 * band - 1), frame)
+        assert sorted(d.bbox for d in found) == [(-20, 10, 20, 50), (179, 10, 219, 50)]
+
+    def test_the_views_mirror_the_sides(self) -> None:
         frame = np.random.default_rng(0).integers(0, 255, (40, 60, 3), np.uint8)
         detector = _Boxes([])
         detect_cut(detector, frame)
-        (padded,) = detector.seen
+        padded, left, right = detector.seen
         pad = round(EDGE_PAD * 60)
+        assert padded.shape == (40, 60 + 2 * pad, 3)  # mirrored out at the sides only
         np.testing.assert_array_equal(padded[:, pad : pad + 60], frame)
         np.testing.assert_array_equal(padded[:, pad - 1], frame[:, 1])  # the edge not doubled
         np.testing.assert_array_equal(padded[:, pad + 60], frame[:, -2])
+        band = round(EDGE_BAND * 60)
+        np.testing.assert_array_equal(left[:, band - 1 :], frame[:, :band])
+        np.testing.assert_array_equal(left[:, : band - 1], frame[:, band - 1 : 0 : -1])
+        np.testing.assert_array_equal(right[:, :band], frame[:, 60 - band :])
+        np.testing.assert_array_equal(right[:, band:], frame[:, -2 : 59 - band : -1])
 
 
 class TestMirroredCrop:
