@@ -10,6 +10,7 @@ else (:func:`checked_out_dir` enforces it).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import hashlib
 import json
@@ -199,6 +200,33 @@ def checked_out_dir(path: Path) -> Path:
         raise SystemExit(f"output folder must be under {OUT_ROOT} (git-ignored), got {resolved}")
     resolved.mkdir(parents=True, exist_ok=True)
     return resolved
+
+
+def face_set_args(doc: str | None, argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments of a benchmark over the face set (``--faces``, ``--no-shared``,
+    ``--out``); ``doc``'s first paragraph describes it."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument(
+        "--faces", type=Path, default=SHARED_FACES_DIR, help="folder of face photos"
+    )
+    parser.add_argument("--no-shared", action="store_true", help="package images only")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help="report folder under out/ (default: %(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+def face_set_start(
+    args: argparse.Namespace,
+) -> tuple[Path, dict[str, Any], list[FaceImage]]:
+    """A face-set benchmark's report folder, environment (printed) and images."""
+    out_dir = checked_out_dir(args.out)
+    env = environment()
+    print(environment_line(env), flush=True)
+    return out_dir, env, load_face_set(faces_dir=None if args.no_shared else args.faces)
 
 
 def environment() -> dict[str, Any]:

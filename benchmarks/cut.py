@@ -21,7 +21,6 @@ faces are small: 30-150 px).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -33,13 +32,9 @@ from numpy.typing import NDArray
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
-    DEFAULT_OUT_DIR,
-    SHARED_FACES_DIR,
-    checked_out_dir,
-    environment,
-    environment_line,
+    face_set_args,
+    face_set_start,
     group_images,
-    load_face_set,
     markdown_table,
     stats_ms,
     write_json,
@@ -117,28 +112,9 @@ def group_cuts(images: list[Any], analysers: dict[str, fw.FaceAnalyser]) -> list
     return cases
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--faces", type=Path, default=SHARED_FACES_DIR, help="folder of face photos"
-    )
-    parser.add_argument("--no-shared", action="store_true", help="package images only")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT_DIR,
-        help="report folder under out/ (default: %(default)s)",
-    )
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    out_dir = checked_out_dir(args.out)
-    fw.tune_allocator()
-    env = environment()
-    print(environment_line(env), flush=True)
-    images = load_face_set(faces_dir=None if args.no_shared else args.faces)
+    args = face_set_args(__doc__, argv)
+    out_dir, env, images = face_set_start(args)
     analysers = {
         name: fw.FaceAnalyser(with_embedding=False, **options)
         for name, options in ANALYSERS.items()

@@ -12,21 +12,15 @@ analysis time, upright and turned, in image mode (``FaceAnalyser()`` defaults).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 from common import (
-    DEFAULT_OUT_DIR,
-    SHARED_FACES_DIR,
-    checked_out_dir,
-    environment,
-    environment_line,
-    load_face_set,
+    face_set_args,
+    face_set_start,
     markdown_table,
     stats_ms,
     write_json,
@@ -52,28 +46,9 @@ def turned_points(points: NDArray[np.floating], angle: int, shape: tuple[int, ..
     return np.stack([y, w - x], axis=1)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--faces", type=Path, default=SHARED_FACES_DIR, help="folder of face photos"
-    )
-    parser.add_argument("--no-shared", action="store_true", help="package images only")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT_DIR,
-        help="report folder under out/ (default: %(default)s)",
-    )
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    out_dir = checked_out_dir(args.out)
-    fw.tune_allocator()
-    env = environment()
-    print(environment_line(env), flush=True)
-    images = load_face_set(faces_dir=None if args.no_shared else args.faces)
+    args = face_set_args(__doc__, argv)
+    out_dir, env, images = face_set_start(args)
     analyser = fw.FaceAnalyser(with_embedding=False)
     rows: list[dict[str, Any]] = []
     times: dict[int, list[float]] = {0: [], **{angle: [] for angle in TURNS}}
