@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
+    FaceImage,
     face_set_args,
     face_set_start,
     group_images,
@@ -80,7 +81,9 @@ def mesh_error(
     return float(distances[seen].mean()) / eyes
 
 
-def group_cuts(images: list[Any], analysers: dict[str, fw.FaceAnalyser]) -> list[dict[str, Any]]:
+def group_cuts(
+    images: list[FaceImage], analysers: dict[str, fw.FaceAnalyser]
+) -> list[dict[str, Any]]:
     """Every face of the group photos cut by each side in turn: per analyser, the
     error of the mesh nearest to it (None: no face)."""
     reference = analysers["still images (CLI)"]
