@@ -36,6 +36,11 @@ DETECTOR_ANGLES = (0, 90, 180, 270)
 # all four turns. (Lying on their side they score up to 0.93, but their eye keypoints
 # still give the tilt the mesh crop is turned by.)
 SURE_UPRIGHT_SCORE = 0.85
+# Faces whose mesh is under this many pixels across are dropped: BlazeFace and the mesh
+# read one into a few pixels of noise (an 8 x 8 random image), and a mirrored fit past
+# a tiny image's side did too; the smallest real faces of the development photos are
+# about 25 px.
+MIN_FACE_PX = 12.0
 # A face cut by the frame's top or bottom edge (the eyes and brows of a face whose
 # mouth is out of shot) also scores low upright, and half a turn round it reads as
 # an upside-down face. Its upright box reaches out of the frame, and so, often, does
@@ -387,6 +392,8 @@ class FaceAnalyser:
             face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=mirror)
             if face is None or not _inside(face.landmarks_478[_NOSE_TIP], _grown(det.bbox)):
                 continue  # no mesh, or one fitted to a neighbouring face in the crop
+            if face.size < MIN_FACE_PX:
+                continue  # a few pixels of noise (tiny images) read as a face
             if not any(_same_face(face, f) for f in faces):
                 faces.append(face)
         return faces

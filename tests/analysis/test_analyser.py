@@ -94,6 +94,13 @@ class TestGetFaces:
     def test_grey_image_has_no_face(self, analyser: FaceAnalyser) -> None:
         assert analyser.get_faces(np.full((240, 320, 3), 127, np.uint8)) == []
 
+    @pytest.mark.parametrize("side", [8, 9, 16])
+    def test_a_few_pixels_of_noise_are_no_face(self, analyser: FaceAnalyser, side: int) -> None:
+        """BlazeFace and the mesh read a face into some tiny random images (a 5 px
+        one into this 8 x 8 noise); a face under MIN_FACE_PX is none."""
+        noise = np.random.default_rng(0).integers(0, 255, (side, side, 3), np.uint8)
+        assert analyser.get_faces(noise) == []
+
     def test_two_faces(self, pair_faces: list[Face], pair_frame: np.ndarray) -> None:
         assert len(pair_faces) == 2
         w_left = pair_frame.shape[1] // 2
