@@ -1,5 +1,6 @@
-"""Faces cut by the frame's side: found on the frame mirrored out, fitted there when the
-plain crop gives no mesh (``detect_edges``, ``detect_cut``, ``MeshLandmarker.fit``)."""
+"""Faces cut by the frame: by a side, found on the frame and its side bands mirrored out
+and fitted on a mirrored crop when the usual one gives no mesh (``detect_edges``,
+``detect_cut``, ``MeshLandmarker.fit``); by the bottom, not read upside down."""
 
 from __future__ import annotations
 
