@@ -277,7 +277,7 @@ def _add_swap_parser(commands: Any) -> None:
         "--mask-glasses",
         action=argparse.BooleanOptionalAction,
         default=DEFAULT_MASK_GLASSES,
-        help="keep the target's glasses frames in front of the swapped face",
+        help="keep the target's glasses frames and tinted lenses in front of the swapped face",
     )
     swap.add_argument(
         "--mask-padding",

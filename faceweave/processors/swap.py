@@ -33,7 +33,9 @@ How one face is swapped (all vectorised, no loop over triangles or pixels):
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 
@@ -49,6 +51,7 @@ from faceweave.core.facemodel import (
     HOLE_EYE_RIGHT,
     HOLE_MOUTH,
     HOLE_NONE,
+    N_MESH,
     FaceModel,
     load_face_model,
 )
@@ -148,7 +151,9 @@ class SwapOptions:
             contact). Either way an iris keeps its round shape and the photo's size
             against the eye (:mod:`faceweave.core.eyeball`).
         mask_glasses: keep the target's spectacle frames in front of the swapped face
-            (found when a frame's bridge crosses the nose; faces at least 80 px).
+            (found when a frame's bridge crosses the nose; faces at least 80 px), and
+            its tinted or dark lenses (found by the tint and darkness of the skin
+            around both eyes; faces at least 40 px).
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
         mask_padding: (top, right, bottom, left), how much of the face mask to give
             back to the target from each side, as fractions of the face's height and
@@ -2018,13 +2023,17 @@ class Swapper:
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_LINEAR)
         )
         # Measured on the coarse grid, where it is smooth.
-        occluders, colour = _target_occluders(_shrink(target_proc, (rw, rh)), skin, edge)
+        occluders, colour, skin_bgr = _target_occluders(_shrink(target_proc, (rw, rh)), skin, edge)
         keep_target = 1.0 - occluders
-        if opts.mask_glasses and target_face.size >= GLASSES_MIN_FACE_PX:
+        if opts.mask_glasses and target_face.size >= LENS_MIN_FACE_PX:
             landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
-            frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
-            if frames is not None:
-                keep_target *= 1.0 - frames * coverage
+            if target_face.size >= GLASSES_MIN_FACE_PX:
+                frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
+                if frames is not None:
+                    keep_target *= 1.0 - frames * coverage
+            lenses = _tinted_lenses(target_proc, landmarks, skin_bgr)
+            if lenses is not None:
+                keep_target *= 1.0 - lenses * coverage
         mask *= keep_target
         weight = weight * keep_target  # also in the texture: no glow across the blend
         if opts.shape * opts.fusion > 0:
@@ -2312,6 +2321,203 @@ def _glasses_frames(
     return out
 
 
+# Tinted lenses on a target (see _tinted_lenses), told by the ring 0.1-0.35 eye widths
+# off each eye opening. Its tint against the face's skin (OpenCV's 8-bit Lab): a
+# shaded socket is darker and greyer than the skin (its chroma shrinks along the
+# skin's own hue), a lens turns the hue or deepens it. On the development photos' 48
+# faces without lenses that tint is 0-9 (p04's 8.5 and 8.8 the most); p25's pink
+# lenses 19. Behind a lens the opening often reads as flat (eyes_seen's span), which
+# closed or downcast eyes do too (p18, p24, a video's blinks): a flat opening takes
+# a weaker tint. And its lightness under the cheek's below the eye, the lesser of the
+# two eyes (a half-face in shadow darkens eye and cheek alike): 34 L levels at most on
+# the development photos, 28 in their videos' frames; dark lenses 60 and more.
+LENS_TINT = (9.0, 13.0)  # the ring's tint, opening flat: none .. a lens
+LENS_TINT_SEEN = (12.0, 16.0)  # the same, eyes seen
+LENS_DARK = (45.0, 60.0)  # the ring's lightness under the cheek's: none .. a lens
+LENS_RING = (0.1, 0.35)  # eye widths off the opening where the tint is measured
+LENS_REACH = 0.9  # eye widths off the opening where lens pixels are looked for
+LENS_CHEEK = (1.0, 1.5)  # eye widths off the opening, below it: the cheek's lightness
+LENS_RIM = 0.08  # eye widths a lens is grown by, for its rim
+LENS_EYE_SAMPLES = 9  # pixels read along each opening's middle
+_LENS_ALONG_EYES = np.linspace(0.15, 0.85, LENS_EYE_SAMPLES, dtype=np.float32)[:, None]
+LENS_MIN_FACE_PX = 40.0  # as EYES_MIN_FACE_PX: fewer pixels cannot tell
+
+
+def _ramp(value: float, bounds: tuple[float, float]) -> float:
+    lo, hi = bounds
+    return float(min(max((value - lo) / (hi - lo), 0.0), 1.0))
+
+
+@functools.lru_cache(maxsize=2)
+def _lens_vertices(model: FaceModel) -> tuple[NDArray[np.intp], ...]:
+    """The mesh vertices around each eye on the canonical face: for the image-left eye
+    and the image-right one, those LENS_RING eye widths off its opening, then those on
+    the cheek below it, LENS_CHEEK eye widths off (read-only)."""
+    canonical = model.canonical[:N_MESH, :2].astype(np.float32)
+    rings, cheeks = [], []
+    for name in ("left_eye", "right_eye"):
+        points = canonical[model.regions[name]]
+        width = float(points[:, 0].max() - points[:, 0].min())
+        hull = cv2.convexHull(points)
+        off = np.array(
+            [-cv2.pointPolygonTest(hull, (float(x), float(y)), True) for x, y in canonical]
+        )
+        below = canonical[:, 1] > points[:, 1].max()  # y grows towards the mouth
+        rings.append(np.flatnonzero((off > LENS_RING[0] * width) & (off < LENS_RING[1] * width)))
+        cheeks.append(
+            np.flatnonzero(below & (off > LENS_CHEEK[0] * width) & (off < LENS_CHEEK[1] * width))
+        )
+    vertices = tuple(rings + cheeks)
+    for v in vertices:
+        v.setflags(write=False)
+    return vertices
+
+
+@functools.lru_cache(maxsize=2)
+def _lens_bounds(model: FaceModel) -> tuple[int, ...]:
+    """Where each of _lens_vertices' groups starts in _tinted_lenses' samples, after
+    the two openings' LENS_EYE_SAMPLES each, and where the last ends."""
+    sizes = [len(group) for group in _lens_vertices(model)]
+    return tuple(int(b) for b in np.cumsum([2 * LENS_EYE_SAMPLES, *sizes]))
+
+
+def _middle(values: NDArray[np.uint8]) -> float:
+    """The median of a few dozen values (a sort is cheaper than np.median's overhead)."""
+    return float(np.sort(values)[len(values) // 2])
+
+
+def _span(values: NDArray[np.uint8]) -> float:
+    """The 5th to 95th percentile span of a few hundred values (a sort is cheaper than
+    np.percentile's overhead on so few)."""
+    ordered = np.sort(values)
+    n = len(ordered) - 1
+    return float(ordered[int(0.95 * n)]) - float(ordered[int(0.05 * n)])
+
+
+def _eye_crops(
+    image: Frame, landmarks: NDArray[np.float32], reach: float
+) -> list[tuple[tuple[int, int, int, int], NDArray[np.bool_], NDArray[np.float32], Frame, float]]:
+    """Each eye's box reaching ``reach`` eye widths past its opening (x0, y0, x1, y1),
+    with the opening, the distance from it in eye widths and the Lab pixels in that
+    box, and the eye's width in pixels; eyes too small or out of the image are left
+    out."""
+    model = load_face_model()
+    h, w = image.shape[:2]
+    eyes = []
+    for name in ("left_eye", "right_eye"):
+        points = np.asarray(landmarks[model.regions[name]], np.float32)
+        width = float(points[:, 0].max() - points[:, 0].min())
+        pad = reach * width + 2.0
+        x0, y0 = np.maximum(np.floor(points.min(0) - pad).astype(int), 0)
+        x1, y1 = np.minimum(np.ceil(points.max(0) + pad).astype(int) + 1, (w, h))
+        if width < 3.0 or x1 - x0 < 3 or y1 - y0 < 3:
+            continue
+        opening = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        hull = cv2.convexHull(points - np.array([x0, y0], np.float32)).astype(np.int32)
+        cv2.fillConvexPoly(opening, hull, 1)
+        away = cv2.distanceTransform(1 - opening, cv2.DIST_L2, 3) / np.float32(width)
+        lab = cv2.cvtColor(np.ascontiguousarray(image[y0:y1, x0:x1]), cv2.COLOR_BGR2Lab)
+        eyes.append(((int(x0), int(y0), int(x1), int(y1)), opening > 0, away, lab, width))
+    return eyes
+
+
+def _tinted_lenses(
+    target: Frame, landmarks: NDArray[np.float32], skin_bgr: NDArray[np.float32] | None
+) -> NDArray[np.float32] | None:
+    """Where the target's tinted or dark lenses are (they stay in front of the swapped
+    face, as a spectacle frame does), 0..1, or None when it wears none.
+
+    A lens tints the ring around each eye opening and darkens it: the ring's median
+    colour against the face's skin, and its lightness against the cheek below, decide
+    (see LENS_TINT); a weaker tint does where the opening shows one flat tone, as
+    behind most lenses. A closed eye is flat too but has skin around it, a clear lens
+    (Grace Hopper's) no tint. The lens is then the pixels within LENS_REACH eye widths
+    of each opening nearer in colour to the ring than to the skin (the pieces that
+    touch the ring), filled to their convex hull and grown by a rim; feathered, and
+    weighted by how sure the tests are (ramps, not a switch: no flicker in a video).
+
+    Args:
+        target: the target crop (BGR).
+        landmarks: (478, 2) the target's mesh in crop pixels.
+        skin_bgr: the mean colour of the target's skin (see _target_occluders).
+    """
+    if skin_bgr is None:
+        return None
+    h, w = target.shape[:2]
+    model = load_face_model()
+    # Pixels sampled along each opening's middle (across white, iris and white when
+    # open) and on the ring at the mesh's vertices there (32 an eye): a few dozen
+    # pixels tell what the thousands would, for a fraction of the cost.
+    along_eyes = _LENS_ALONG_EYES
+    corners = landmarks[[33, 133, 362, 263], :2]
+    groups = _lens_vertices(model)
+    samples = np.concatenate(
+        [
+            corners[0] + along_eyes * (corners[1] - corners[0]),
+            corners[2] + along_eyes * (corners[3] - corners[2]),
+            *(landmarks[g, :2] for g in groups),
+        ]
+    )
+    at = np.rint(samples).astype(np.intp)
+    inside = (at[:, 0] >= 0) & (at[:, 0] < w) & (at[:, 1] >= 0) & (at[:, 1] < h)
+    if not inside.all():
+        return None  # an eye at the crop's edge: too little to tell
+    lab = cv2.cvtColor(target[at[:, 1], at[:, 0]][:, None], cv2.COLOR_BGR2Lab)[:, 0]
+    n = LENS_EYE_SAMPLES
+    spans = [_span(lab[:n, 0]), _span(lab[n : 2 * n, 0])]
+    ring_l, ring_r, cheek_l, cheek_r = (
+        lab[i:j] for i, j in itertools.pairwise(_lens_bounds(model))
+    )
+    ring = lab[2 * n : 2 * n + len(ring_l) + len(ring_r)]
+    middle = len(ring) // 2
+    ring_mid = np.partition(ring, middle, axis=0)[middle].astype(np.float32)
+    skin_lab = cv2.cvtColor(
+        np.clip(skin_bgr, 0, 255).astype(np.uint8).reshape(1, 1, 3), cv2.COLOR_BGR2Lab
+    )
+    skin_mid = skin_lab.reshape(3).astype(np.float32)
+    # Darkness against the cheek below each eye: a half-face in shadow (p18's low-key
+    # light) darkens both alike; a lens only the eye. Both eyes must be darker.
+    darker = min(
+        _middle(cheek_l[:, 0]) - _middle(ring_l[:, 0]),
+        _middle(cheek_r[:, 0]) - _middle(ring_r[:, 0]),
+    )
+    hue_a, hue_b = float(skin_mid[1]) - 128.0, float(skin_mid[2]) - 128.0
+    chroma = max(math.hypot(hue_a, hue_b), 1.0)
+    off_a, off_b = float(ring_mid[1] - skin_mid[1]), float(ring_mid[2] - skin_mid[2])
+    along = (off_a * hue_a + off_b * hue_b) / chroma
+    across = abs(off_b * hue_a - off_a * hue_b) / chroma
+    tint = math.hypot(across, max(along, 0.0))
+    flat = 1.0 - _ramp(float(np.mean(spans)), EYES_SEEN_RANGE)
+    sure = max(flat * _ramp(tint, LENS_TINT), _ramp(tint, LENS_TINT_SEEN), _ramp(darker, LENS_DARK))
+    if sure <= 0.0:
+        return None
+    out = np.zeros((h, w), np.float32)
+    eyes = _eye_crops(target, landmarks, LENS_REACH)
+    if not eyes:
+        return None
+    for (x0, y0, x1, y1), _, away, lab, width in eyes:
+        pixels = lab.astype(np.float32)
+        nearer = np.sum((pixels - ring_mid) ** 2, axis=2) < np.sum((pixels - skin_mid) ** 2, axis=2)
+        core = away < LENS_RING[1]
+        lens = cv2.morphologyEx(
+            (nearer & (away < LENS_REACH)).astype(np.uint8),
+            cv2.MORPH_OPEN,
+            np.ones((3, 3), np.uint8),
+        )
+        # Only the lens around this opening: the pieces that touch its core.
+        _, labels = cv2.connectedComponents(lens | core.astype(np.uint8))
+        held = np.unique(labels[core])
+        piece = np.isin(labels, held[held > 0]).astype(np.uint8)
+        # A lens is convex, and its rim (metal, or the tint's darker edge) reads as
+        # neither colour: the hull of the piece, grown by a rim's width.
+        cv2.fillConvexPoly(piece, cv2.convexHull(cv2.findNonZero(piece)), 1)
+        rim = 2 * int(round(LENS_RIM * width)) + 1
+        piece = cv2.dilate(piece, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (rim, rim)))
+        out[y0:y1, x0:x1] = np.maximum(out[y0:y1, x0:x1], piece.astype(np.float32))
+    sigma = max(0.06 * float(np.mean([e[4] for e in eyes])), 0.8)
+    return np.asarray(cv2.GaussianBlur(out, (0, 0), sigma) * sure, np.float32)
+
+
 def _glasses_bridge(
     image: Frame, landmarks: NDArray[np.float32]
 ) -> tuple[float, NDArray[np.uint8]] | None:
@@ -2368,15 +2574,16 @@ def _line_contrast(image: Frame, kernel: NDArray[np.uint8]) -> NDArray[np.float3
 
 def _target_occluders(
     target_small: Frame, skin: NDArray[np.floating], edge: NDArray[np.float32]
-) -> tuple[NDArray[np.float32], float]:
+) -> tuple[NDArray[np.float32], float, NDArray[np.float32] | None]:
     """Near the face's edge, target pixels far from the target's skin colour are not face:
     background past a turned head's silhouette, hair over the forehead, a hand. They
     stay the target's. Computed on ``target_small``, the target crop shrunk to the
     coarse grid, and upsampled to ``edge``'s size (it is smooth).
 
     Returns:
-        The occluders, and the colourfulness of the target's skin
-        (:func:`faceweave.core.color.colourfulness`; 1 where too little skin shows).
+        The occluders, the colourfulness of the target's skin
+        (:func:`faceweave.core.color.colourfulness`; 1 where too little skin shows),
+        and its mean colour (BGR; None where too little skin shows).
     """
     h, w = edge.shape[:2]
     grid = (target_small.shape[1], target_small.shape[0])
@@ -2386,7 +2593,7 @@ def _target_occluders(
     )
     pixels = small[skin_small > 0.9]
     if len(pixels) < 32:
-        return np.zeros((h, w), np.float32), 1.0
+        return np.zeros((h, w), np.float32), 1.0, None
     cov, mean = cv2.calcCovarMatrix(
         pixels, None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
     )
@@ -2398,7 +2605,7 @@ def _target_occluders(
     occl = np.minimum(np.maximum((np.sqrt(np.maximum(z2, 0.0)) - 3.5) / 2.0, 0.0), 1.0)
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
-    return occl, color_ops.colourfulness(cov)
+    return occl, color_ops.colourfulness(cov), mean.astype(np.float32).reshape(3)
 
 
 # Light match (see _match_light): blur width as a fraction of the skin's extent, and

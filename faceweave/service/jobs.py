@@ -83,7 +83,8 @@ class JobOptions:
         shape: 0 keeps the target's face geometry, 1 takes the source's face shape.
         mask_mouth: keep the target's open mouth.
         mask_eyes: keep the target's eyes.
-        mask_glasses: keep the target's glasses frames in front of the swapped face.
+        mask_glasses: keep the target's glasses frames and tinted lenses in front of the
+            swapped face.
         mask_padding: (top, right, bottom, left) fractions of the face given back to
             the target; in a form, 1, 2 or 4 numbers as in CSS (``"0 0 0.2 0"``).
         feather: width of the face mask's soft edge, as a fraction of the face.

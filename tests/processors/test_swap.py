@@ -372,6 +372,107 @@ def _draw_glasses(image: np.ndarray, face: Face, lenses: int = 2, arms: bool = F
     return drawn
 
 
+def _draw_tinted_lenses(
+    image: np.ndarray, face: Face, tint: tuple[float, float, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``image`` seen through a pair of oval lenses over the face's eyes that scale its
+    BGR channels by ``tint``, with thin dark rims; and the lenses' pixels."""
+    pts = face.landmarks_478[:, :2]
+    width = float(np.linalg.norm(pts[33] - pts[133]))
+    lenses = np.zeros(image.shape[:2], np.uint8)
+    axes = (int(0.8 * width), int(0.6 * width))
+    centres = [tuple(int(v) for v in pts[pair].mean(0)) for pair in ([33, 133], [362, 263])]
+    for centre in centres:
+        cv2.ellipse(lenses, centre, axes, 0, 0, 360, 1, -1)
+    seen = image.astype(np.float32)
+    seen[lenses > 0] *= np.array(tint, np.float32)
+    drawn = np.clip(seen, 0, 255).astype(np.uint8)
+    for centre in centres:
+        cv2.ellipse(drawn, centre, axes, 0, 0, 360, (40, 40, 40), 2)
+    return drawn, lenses > 0
+
+
+class TestTintedLenses:
+    @pytest.mark.parametrize(
+        "tint",
+        [(0.2, 0.2, 0.2), (0.6, 0.5, 1.0), (0.3, 0.9, 1.0), (0.7, 0.4, 0.25)],
+        ids=["dark", "pink", "yellow", "blue"],
+    )
+    def test_lenses_stay_in_front(
+        self,
+        analyser: FaceAnalyser,
+        astronaut: np.ndarray,
+        astronaut_face: Face,
+        grace_hopper_face: Face,
+        tint: tuple[float, float, float],
+    ) -> None:
+        """A target behind dark or coloured lenses keeps them: the source's eyes and
+        skin are not painted over them (p25's pink lenses came out as pink smudges
+        around the source's eyes); with mask_glasses off they are painted over."""
+        drawn, lenses = _draw_tinted_lenses(astronaut, astronaut_face, tint)
+        (target_face,) = analyser.get_faces(drawn)
+        swapper = Swapper(grace_hopper_face)
+        assert _kept(swapper.swap(drawn, target_face), drawn, lenses) > 0.9
+        off = swapper.with_options(mask_glasses=False).swap(drawn, target_face)
+        assert _kept(off, drawn, lenses) < 0.2
+
+    def test_light_tints_and_bare_eyes_are_not_lenses(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        astronaut: np.ndarray,
+        astronaut_face: Face,
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+    ) -> None:
+        """Bare eyes (the astronaut's), clear glasses (Grace Hopper's) and a faint grey
+        tint are swapped as usual."""
+        found = _record_lenses(monkeypatch)
+        Swapper(grace_hopper_face).swap(astronaut, astronaut_face)
+        Swapper(astronaut_face).swap(grace_hopper, grace_hopper_face)
+        drawn, _ = _draw_tinted_lenses(astronaut, astronaut_face, (0.85, 0.85, 0.85))
+        Swapper(grace_hopper_face).swap(drawn, astronaut_face)
+        assert found == [None, None, None]
+
+
+def _record_lenses(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
+    """Records what each swap's lens test finds (its strongest weight, or None)."""
+    found: list[float | None] = []
+    find = swap_module._tinted_lenses
+
+    def recorded(*args: object) -> np.ndarray | None:
+        lenses = find(*args)  # type: ignore[arg-type]
+        found.append(None if lenses is None else float(lenses.max()))
+        return lenses
+
+    monkeypatch.setattr(swap_module, "_tinted_lenses", recorded)
+    return found
+
+
+def test_real_lenses_are_found_and_only_they(
+    monkeypatch: pytest.MonkeyPatch, shared_faces: Path, analyser: FaceAnalyser
+) -> None:
+    """On the development photos only p25's pink sunglasses are lenses: not the clear
+    glasses, shaded sockets or downcast eyes of the other photos' faces (groups
+    included), nor the closed and downcast eyes of a video's frames."""
+    found = _record_lenses(monkeypatch)
+    swapper = Swapper(analyser.get_faces(cv2.imread(str(shared_faces / "img_p06_obama.jpg")))[0])
+    lensed = {}
+    for path in sorted(shared_faces.glob("img_*")):
+        frame = cv2.imread(str(path))
+        found.clear()
+        swapper.swap(frame, analyser.get_faces(frame))
+        lensed[path.name[:7]] = [round(f, 2) for f in found if f is not None]
+    assert lensed.pop("img_p25") == [1.0]
+    assert not any(lensed.values()), lensed
+    video = cv2.VideoCapture(str(shared_faces / "vid_p02_woman_expressions.mp4"))
+    frames = [video.read()[1] for _ in range(140)][20::12]  # eyes shut, then downcast
+    video.release()
+    found.clear()
+    for frame in frames:
+        swapper.swap(frame, analyser.get_faces(frame))
+    assert len(found) == len(frames) and not any(found), found
+
+
 def test_source_glasses_are_painted_out(
     astronaut: np.ndarray,
     astronaut_face: Face,
