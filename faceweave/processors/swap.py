@@ -2321,19 +2321,22 @@ def _glasses_frames(
     return out
 
 
-# Tinted lenses on a target (see _tinted_lenses), told by the ring 0.1-0.35 eye widths
-# off each eye opening. Its tint against the face's skin (OpenCV's 8-bit Lab): a
-# shaded socket is darker and greyer than the skin (its chroma shrinks along the
-# skin's own hue), a lens turns the hue or deepens it. On the development photos' 48
-# faces without lenses that tint is 0-9 (p04's 8.5 and 8.8 the most); p25's pink
-# lenses 19. Behind a lens the opening often reads as flat (eyes_seen's span), which
-# closed or downcast eyes do too (p18, p24, a video's blinks): a flat opening takes
-# a weaker tint. And its lightness under the cheek's below the eye, the lesser of the
-# two eyes (a half-face in shadow darkens eye and cheek alike): 34 L levels at most on
-# the development photos, 28 in their videos' frames; dark lenses 60 and more.
+# Tinted lenses on a target (see _tinted_lenses), told by the lower half of the ring
+# 0.1-0.35 eye widths off each eye opening (a lens covers it; eye shadow, on the lid
+# above, does not: strong blue, purple, green or gold shadow drawn on the astronaut's
+# lids reads as tint 0.1-0.5). Its tint against the face's skin (OpenCV's 8-bit Lab):
+# a shaded socket is darker and greyer than the skin (its chroma shrinks along the
+# skin's own hue), a lens turns the hue or deepens it. On the development photos'
+# faces without lenses that tint is 0-6.4 (Grace Hopper's frames the most), in every
+# fourth frame of their videos 0-3.9; p25's pink lenses 22. Behind a lens the opening
+# often reads as flat (eyes_seen's span), as closed or downcast eyes do (p18, p24, a
+# video's blinks): a flat opening takes a weaker tint. And its lightness under the
+# cheek's below the eye, the lesser of the two eyes (a half-face in shadow darkens eye
+# and cheek alike): 16 L levels at most on the development photos, 13 in the videos'
+# frames; the grey lenses drawn in the tests (x0.45 and x0.2 in sRGB) 46 and 61.
 LENS_TINT = (9.0, 13.0)  # the ring's tint, opening flat: none .. a lens
 LENS_TINT_SEEN = (12.0, 16.0)  # the same, eyes seen
-LENS_DARK = (45.0, 60.0)  # the ring's lightness under the cheek's: none .. a lens
+LENS_DARK = (25.0, 40.0)  # the ring's lightness under the cheek's: none .. a lens
 LENS_RING = (0.1, 0.35)  # eye widths off the opening where the tint is measured
 LENS_REACH = 0.9  # eye widths off the opening where lens pixels are looked for
 LENS_CHEEK = (1.0, 1.5)  # eye widths off the opening, below it: the cheek's lightness
@@ -2351,10 +2354,11 @@ def _ramp(value: float, bounds: tuple[float, float]) -> float:
 @functools.lru_cache(maxsize=2)
 def _lens_vertices(model: FaceModel) -> tuple[NDArray[np.intp], ...]:
     """The mesh vertices around each eye on the canonical face: for the image-left eye
-    and the image-right one, those LENS_RING eye widths off its opening, then those on
-    the cheek below it, LENS_CHEEK eye widths off (read-only)."""
+    and the image-right one, those LENS_RING eye widths off its opening and below its
+    middle, then those on the cheek below it, LENS_CHEEK eye widths off, then the
+    ring's upper half (read-only)."""
     canonical = model.canonical[:N_MESH, :2].astype(np.float32)
-    rings, cheeks = [], []
+    rings, cheeks, uppers = [], [], []
     for name in ("left_eye", "right_eye"):
         points = canonical[model.regions[name]]
         width = float(points[:, 0].max() - points[:, 0].min())
@@ -2362,12 +2366,17 @@ def _lens_vertices(model: FaceModel) -> tuple[NDArray[np.intp], ...]:
         off = np.array(
             [-cv2.pointPolygonTest(hull, (float(x), float(y)), True) for x, y in canonical]
         )
-        below = canonical[:, 1] > points[:, 1].max()  # y grows towards the mouth
-        rings.append(np.flatnonzero((off > LENS_RING[0] * width) & (off < LENS_RING[1] * width)))
+        # y grows towards the mouth. The ring's lower half only: a lens covers it, and
+        # eye shadow, on the lids above, does not.
+        lower = canonical[:, 1] > points[:, 1].mean()
+        below = canonical[:, 1] > points[:, 1].max()
+        ring = (off > LENS_RING[0] * width) & (off < LENS_RING[1] * width)
+        rings.append(np.flatnonzero(lower & ring))
+        uppers.append(np.flatnonzero(~lower & ring))
         cheeks.append(
             np.flatnonzero(below & (off > LENS_CHEEK[0] * width) & (off < LENS_CHEEK[1] * width))
         )
-    vertices = tuple(rings + cheeks)
+    vertices = tuple(rings + cheeks + uppers)
     for v in vertices:
         v.setflags(write=False)
     return vertices
@@ -2465,7 +2474,7 @@ def _tinted_lenses(
     lab = cv2.cvtColor(target[at[:, 1], at[:, 0]][:, None], cv2.COLOR_BGR2Lab)[:, 0]
     n = LENS_EYE_SAMPLES
     spans = [_span(lab[:n, 0]), _span(lab[n : 2 * n, 0])]
-    ring_l, ring_r, cheek_l, cheek_r = (
+    ring_l, ring_r, cheek_l, cheek_r, upper_l, upper_r = (
         lab[i:j] for i, j in itertools.pairwise(_lens_bounds(model))
     )
     ring = lab[2 * n : 2 * n + len(ring_l) + len(ring_r)]
@@ -2491,13 +2500,17 @@ def _tinted_lenses(
     sure = max(flat * _ramp(tint, LENS_TINT), _ramp(tint, LENS_TINT_SEEN), _ramp(darker, LENS_DARK))
     if sure <= 0.0:
         return None
+    # The lens's colour: the whole ring's (a lens over darker lids and brows above).
+    whole = np.concatenate([ring, upper_l, upper_r])
+    middle = len(whole) // 2
+    lens_mid = np.partition(whole, middle, axis=0)[middle].astype(np.float32)
     out = np.zeros((h, w), np.float32)
     eyes = _eye_crops(target, landmarks, LENS_REACH)
     if not eyes:
         return None
     for (x0, y0, x1, y1), _, away, lab, width in eyes:
         pixels = lab.astype(np.float32)
-        nearer = np.sum((pixels - ring_mid) ** 2, axis=2) < np.sum((pixels - skin_mid) ** 2, axis=2)
+        nearer = np.sum((pixels - lens_mid) ** 2, axis=2) < np.sum((pixels - skin_mid) ** 2, axis=2)
         core = away < LENS_RING[1]
         lens = cv2.morphologyEx(
             (nearer & (away < LENS_REACH)).astype(np.uint8),

@@ -392,6 +392,23 @@ def _draw_tinted_lenses(
     return drawn, lenses > 0
 
 
+def _draw_eye_shadow(image: np.ndarray, face: Face, colour: tuple[int, int, int]) -> np.ndarray:
+    """``image`` with strong eye shadow of ``colour`` (BGR) on both upper lids, from the
+    eye opening's upper half up to the brow's lower half."""
+    model = load_face_model()
+    pts = face.landmarks_478[:, :2]
+    shade = np.zeros(image.shape[:2], np.uint8)
+    for eye, brow in (("left_eye", "left_eyebrow"), ("right_eye", "right_eyebrow")):
+        lids, brows = pts[model.regions[eye]], pts[model.regions[brow]]
+        area = np.vstack(
+            [lids[lids[:, 1] <= lids[:, 1].mean()], brows[brows[:, 1] >= brows[:, 1].mean()]]
+        )
+        cv2.fillConvexPoly(shade, cv2.convexHull(area.astype(np.float32)).astype(np.int32), 1)
+    alpha = 0.6 * cv2.GaussianBlur(shade.astype(np.float32), (0, 0), 2.0)[..., None]
+    drawn = image * (1.0 - alpha) + np.array(colour, np.float32) * alpha
+    return np.clip(drawn, 0, 255).astype(np.uint8)
+
+
 class TestTintedLenses:
     @pytest.mark.parametrize(
         "tint",
@@ -424,14 +441,17 @@ class TestTintedLenses:
         grace_hopper: np.ndarray,
         grace_hopper_face: Face,
     ) -> None:
-        """Bare eyes (the astronaut's), clear glasses (Grace Hopper's) and a faint grey
-        tint are swapped as usual."""
+        """Bare eyes (the astronaut's), clear glasses (Grace Hopper's), a faint grey
+        tint and strong eye shadow on the lids are swapped as usual."""
         found = _record_lenses(monkeypatch)
-        Swapper(grace_hopper_face).swap(astronaut, astronaut_face)
+        swapper = Swapper(grace_hopper_face)
+        swapper.swap(astronaut, astronaut_face)
         Swapper(astronaut_face).swap(grace_hopper, grace_hopper_face)
         drawn, _ = _draw_tinted_lenses(astronaut, astronaut_face, (0.85, 0.85, 0.85))
-        Swapper(grace_hopper_face).swap(drawn, astronaut_face)
-        assert found == [None, None, None]
+        swapper.swap(drawn, astronaut_face)
+        for colour in ((160, 60, 130), (200, 120, 60), (40, 40, 40)):  # purple, blue, smoky
+            swapper.swap(_draw_eye_shadow(astronaut, astronaut_face, colour), astronaut_face)
+        assert found == [None] * 6
 
 
 def _record_lenses(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
