@@ -2323,24 +2323,24 @@ def _glasses_frames(
 
 # Tinted lenses on a target (see _tinted_lenses), told by the lower half of the ring
 # 0.1-0.35 eye widths off each eye opening (a lens covers it; eye shadow, on the lid
-# above, does not: strong blue, purple, green or gold shadow drawn on the astronaut's
-# lids reads as tint 0.1-0.5). Its tint against the face's skin (OpenCV's 8-bit Lab):
-# a shaded socket is darker and greyer than the skin (its chroma shrinks along the
-# skin's own hue), a lens turns the hue or deepens it. On the development photos'
-# faces without lenses that tint is 0-6.4 (Grace Hopper's frames the most), in every
-# fourth frame of their videos 0-3.9; p25's pink lenses 22. Behind a lens the opening
-# often reads as flat (eyes_seen's span), as closed or downcast eyes do (p18, p24, a
-# video's blinks): a flat opening takes a weaker tint. And its lightness under the
-# cheek's below the eye, the lesser of the two eyes (a half-face in shadow darkens eye
-# and cheek alike): 16 L levels at most on the development photos, 13 in the videos'
-# frames; the grey lenses drawn in the tests (x0.45 and x0.2 in sRGB) 46 and 61.
+# above, does not: strong blue, purple or smoky shadow drawn on the astronaut's lids
+# reads as none). Its tint against the face's skin (OpenCV's 8-bit Lab): a shaded
+# socket is darker and greyer than the skin (its chroma shrinks along the skin's own
+# hue), a lens turns the hue or deepens it. On the development photos' faces without
+# lenses that tint is 0-6.4 (Grace Hopper's frames the most), in every other frame of
+# their videos 0-4.5; p25's pink lenses 22. Behind a lens the opening often reads as
+# flat (eyes_seen's span), as closed or downcast eyes do (p18, p24, a video's blinks):
+# a flat opening takes a weaker tint. And its lightness under the cheek's straight
+# below the eye, the lesser of the two eyes (a half-face in shadow darkens both): 13
+# L levels at most on the development photos, 33 in the videos' frames (p02's
+# downcast eyes under deep brows); the tests' dark and grey lenses 84-103.
 LENS_TINT = (9.0, 13.0)  # the ring's tint, opening flat: none .. a lens
 LENS_TINT_SEEN = (12.0, 16.0)  # the same, eyes seen
-LENS_DARK = (25.0, 40.0)  # the ring's lightness under the cheek's: none .. a lens
+LENS_DARK = (45.0, 58.0)  # the ring's lightness under the cheek's: none .. a lens
 LENS_RING = (0.1, 0.35)  # eye widths off the opening where the tint is measured
 LENS_REACH = 0.9  # eye widths off the opening where lens pixels are looked for
 LENS_CHEEK = (1.0, 1.5)  # eye widths off the opening, below it: the cheek's lightness
-LENS_RIM = 0.08  # eye widths a lens is grown by, for its rim
+LENS_RIM = 0.12  # eye widths a lens is grown by, for its rim
 LENS_EYE_SAMPLES = 9  # pixels read along each opening's middle
 _LENS_ALONG_EYES = np.linspace(0.15, 0.85, LENS_EYE_SAMPLES, dtype=np.float32)[:, None]
 LENS_MIN_FACE_PX = 40.0  # as EYES_MIN_FACE_PX: fewer pixels cannot tell
@@ -2366,10 +2366,12 @@ def _lens_vertices(model: FaceModel) -> tuple[NDArray[np.intp], ...]:
         off = np.array(
             [-cv2.pointPolygonTest(hull, (float(x), float(y)), True) for x, y in canonical]
         )
-        # y grows towards the mouth. The ring's lower half only: a lens covers it, and
-        # eye shadow, on the lids above, does not.
+        # y grows towards the mouth. The ring's lower half tells a lens: a lens covers
+        # it, and eye shadow, on the lids above, does not. The cheek is taken straight
+        # below the opening (off the nostrils' shade).
         lower = canonical[:, 1] > points[:, 1].mean()
-        below = canonical[:, 1] > points[:, 1].max()
+        under = (canonical[:, 0] > points[:, 0].min()) & (canonical[:, 0] < points[:, 0].max())
+        below = under & (canonical[:, 1] > points[:, 1].max())
         ring = (off > LENS_RING[0] * width) & (off < LENS_RING[1] * width)
         rings.append(np.flatnonzero(lower & ring))
         uppers.append(np.flatnonzero(~lower & ring))
@@ -2436,14 +2438,15 @@ def _tinted_lenses(
     """Where the target's tinted or dark lenses are (they stay in front of the swapped
     face, as a spectacle frame does), 0..1, or None when it wears none.
 
-    A lens tints the ring around each eye opening and darkens it: the ring's median
-    colour against the face's skin, and its lightness against the cheek below, decide
-    (see LENS_TINT); a weaker tint does where the opening shows one flat tone, as
-    behind most lenses. A closed eye is flat too but has skin around it, a clear lens
-    (Grace Hopper's) no tint. The lens is then the pixels within LENS_REACH eye widths
-    of each opening nearer in colour to the ring than to the skin (the pieces that
-    touch the ring), filled to their convex hull and grown by a rim; feathered, and
-    weighted by how sure the tests are (ramps, not a switch: no flicker in a video).
+    A lens tints the skin below each eye opening and darkens it: that ring's median
+    colour against the face's skin, and its lightness against the cheek further down,
+    decide (see LENS_TINT); a weaker tint does where the openings show one flat tone,
+    as behind most lenses. A closed eye is flat too but has skin around it, a clear
+    lens (Grace Hopper's) no tint. The lens is then the pixels within LENS_REACH eye
+    widths of each opening nearer in colour to the ring below or above it than to the
+    skin (the pieces that touch the ring), filled to their convex hull and grown by a
+    rim; feathered, and weighted by how sure the tests are (ramps, not a switch: no
+    flicker in a video).
 
     Args:
         target: the target crop (BGR).
@@ -2487,8 +2490,8 @@ def _tinted_lenses(
     # Darkness against the cheek below each eye: a half-face in shadow (p18's low-key
     # light) darkens both alike; a lens only the eye. Both eyes must be darker.
     darker = min(
-        _middle(cheek_l[:, 0]) - _middle(ring_l[:, 0]),
-        _middle(cheek_r[:, 0]) - _middle(ring_r[:, 0]),
+        _middle(cheek[:, 0]) - max(_middle(below[:, 0]), _middle(above[:, 0]))
+        for below, above, cheek in ((ring_l, upper_l, cheek_l), (ring_r, upper_r, cheek_r))
     )
     hue_a, hue_b = float(skin_mid[1]) - 128.0, float(skin_mid[2]) - 128.0
     chroma = max(math.hypot(hue_a, hue_b), 1.0)
@@ -2500,17 +2503,19 @@ def _tinted_lenses(
     sure = max(flat * _ramp(tint, LENS_TINT), _ramp(tint, LENS_TINT_SEEN), _ramp(darker, LENS_DARK))
     if sure <= 0.0:
         return None
-    # The lens's colour: the whole ring's (a lens over darker lids and brows above).
-    whole = np.concatenate([ring, upper_l, upper_r])
-    middle = len(whole) // 2
-    lens_mid = np.partition(whole, middle, axis=0)[middle].astype(np.float32)
+    # The lens's colours: below the eye and above it (a lens over darker lids).
+    upper = np.concatenate([upper_l, upper_r])
+    upper_mid = np.partition(upper, len(upper) // 2, axis=0)[len(upper) // 2].astype(np.float32)
     out = np.zeros((h, w), np.float32)
     eyes = _eye_crops(target, landmarks, LENS_REACH)
     if not eyes:
         return None
     for (x0, y0, x1, y1), _, away, lab, width in eyes:
         pixels = lab.astype(np.float32)
-        nearer = np.sum((pixels - lens_mid) ** 2, axis=2) < np.sum((pixels - skin_mid) ** 2, axis=2)
+        to_skin = np.sum((pixels - skin_mid) ** 2, axis=2)
+        nearer = (np.sum((pixels - ring_mid) ** 2, axis=2) < to_skin) | (
+            np.sum((pixels - upper_mid) ** 2, axis=2) < to_skin
+        )
         core = away < LENS_RING[1]
         lens = cv2.morphologyEx(
             (nearer & (away < LENS_REACH)).astype(np.uint8),

@@ -380,7 +380,7 @@ def _draw_tinted_lenses(
     pts = face.landmarks_478[:, :2]
     width = float(np.linalg.norm(pts[33] - pts[133]))
     lenses = np.zeros(image.shape[:2], np.uint8)
-    axes = (int(0.8 * width), int(0.6 * width))
+    axes = (int(0.95 * width), int(0.7 * width))  # sunglasses: past the eye on every side
     centres = [tuple(int(v) for v in pts[pair].mean(0)) for pair in ([33, 133], [362, 263])]
     for centre in centres:
         cv2.ellipse(lenses, centre, axes, 0, 0, 360, 1, -1)
@@ -491,6 +491,22 @@ def test_real_lenses_are_found_and_only_they(
     for frame in frames:
         swapper.swap(frame, analyser.get_faces(frame))
     assert len(found) == len(frames) and not any(found), found
+
+
+def test_lenses_stay_through_a_video(shared_faces: Path, analyser: FaceAnalyser) -> None:
+    """Dark lenses drawn over a talking woman's eyes (and over the frames' closed and
+    downcast eyes) stay in every frame a video-mode analyser swaps."""
+    swapper = Swapper(analyser.get_faces(cv2.imread(str(shared_faces / "img_p06_obama.jpg")))[0])
+    kept = []
+    for name in ("vid_p04_woman_talking.mp4", "vid_p02_woman_expressions.mp4"):
+        tracker = FaceAnalyser(mode="video")
+        video = cv2.VideoCapture(str(shared_faces / name))
+        frames = [video.read()[1] for _ in range(150)][::10]
+        video.release()
+        for frame in frames:
+            drawn, lenses = _draw_tinted_lenses(frame, analyser.get_faces(frame)[0], (0.2,) * 3)
+            kept.append(_kept(swapper.swap(drawn, tracker.get_faces(drawn)), drawn, lenses))
+    assert min(kept) > 0.8, [round(k, 2) for k in kept]
 
 
 def test_source_glasses_are_painted_out(
