@@ -958,6 +958,11 @@ def prepare_source(
     # All or nothing, as the advice says: half of each would show two pairs of eyes.
     if seen_eyes < 0.5:
         valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
+    # Tinted or dark lenses: the target's own skin stays where they were, rather than
+    # their tint around its eyes.
+    lenses = _source_lenses(image, source_face, tex, model, map_xy, covered & (seen > 0.9))
+    if lenses is not None:
+        valid = valid * (1.0 - lenses)
     occluder, edge = _source_outliers(model, uv_size, filled, covered)
     filled = _paint_out_edge(filled, edge, model)
     if abs(source_face.pose.yaw) > 35.0:
@@ -2349,6 +2354,44 @@ LENS_MIN_FACE_PX = 40.0  # as EYES_MIN_FACE_PX: fewer pixels cannot tell
 def _ramp(value: float, bounds: tuple[float, float]) -> float:
     lo, hi = bounds
     return float(min(max((value - lo) / (hi - lo), 0.0), 1.0))
+
+
+def _source_lenses(
+    image: Frame,
+    face: Face,
+    texture: NDArray[np.float32],
+    model: FaceModel,
+    map_xy: NDArray[np.float32],
+    seen: NDArray[np.bool_],
+) -> NDArray[np.float32] | None:
+    """Where a source photo's tinted or dark lenses are, in its texture (S, S), 0..1
+    (see _tinted_lenses); None without lenses. Found on the face's box grown by half,
+    with the skin's mean colour from the texture."""
+    if face.size < LENS_MIN_FACE_PX:
+        return None
+    x0, y0, x1, y1 = face.bbox
+    grow = 0.5 * max(x1 - x0, y1 - y0)
+    h, w = image.shape[:2]
+    left, top = max(int(x0 - grow), 0), max(int(y0 - grow), 0)
+    right, bottom = min(int(x1 + grow) + 1, w), min(int(y1 + grow) + 1, h)
+    skin = _uv_skin(model, texture.shape[0]) & seen
+    if right - left < 8 or bottom - top < 8 or np.count_nonzero(skin) < 32:
+        return None
+    skin_bgr = np.asarray(texture[skin].mean(axis=0), np.float32)
+    crop = np.ascontiguousarray(image[top:bottom, left:right])
+    landmarks = (face.landmarks_478[:, :2] - np.array([left, top])).astype(np.float32)
+    found = _tinted_lenses(crop, landmarks, skin_bgr)
+    if found is None:
+        return None
+    lenses = cv2.remap(
+        found,
+        (map_xy[..., 0] - left).astype(np.float32),
+        (map_xy[..., 1] - top).astype(np.float32),
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+    )
+    # A texel filled from the other side's may come from the other lens.
+    return np.asarray(np.maximum(lenses, lenses[:, ::-1]), np.float32)
 
 
 @functools.lru_cache(maxsize=2)

@@ -493,6 +493,35 @@ def test_real_lenses_are_found_and_only_they(
     assert len(found) == len(frames) and not any(found), found
 
 
+def test_source_lenses_leave_no_tint(
+    monkeypatch: pytest.MonkeyPatch,
+    analyser: FaceAnalyser,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    astronaut_flipped: np.ndarray,
+    astronaut_flipped_faces: list[Face],
+) -> None:
+    """A source photo behind pink lenses: the target keeps its own skin where the lenses
+    were, instead of their pink around its eyes (p25 as a source drew pink rings)."""
+    drawn, _ = _draw_tinted_lenses(astronaut, astronaut_face, (0.6, 0.5, 1.0))
+    (source,) = analyser.get_faces(drawn)
+    (target,) = astronaut_flipped_faces
+    _, lenses = _draw_tinted_lenses(astronaut_flipped, target, (1.0, 1.0, 1.0))
+
+    def redness(out: np.ndarray) -> float:
+        lab = cv2.cvtColor(out, cv2.COLOR_BGR2Lab).astype(np.float32)
+        return float(lab[..., 1][lenses].mean())
+
+    tinted_by = redness(Swapper(source).swap(astronaut_flipped, target)) - redness(
+        astronaut_flipped
+    )
+    monkeypatch.setattr(swap_module, "_source_lenses", lambda *args: None)
+    tinted_without = redness(Swapper(source).swap(astronaut_flipped, target)) - redness(
+        astronaut_flipped
+    )
+    assert tinted_by < 2.0 < 6.0 < tinted_without, (tinted_by, tinted_without)
+
+
 def test_lenses_stay_through_a_video(shared_faces: Path, analyser: FaceAnalyser) -> None:
     """Dark lenses drawn over a talking woman's eyes (and over the frames' closed and
     downcast eyes) stay in every frame a video-mode analyser swaps."""
