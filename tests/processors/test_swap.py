@@ -451,7 +451,8 @@ class TestTintedLenses:
         swapper.swap(drawn, astronaut_face)
         for colour in ((160, 60, 130), (200, 120, 60), (40, 40, 40)):  # purple, blue, smoky
             swapper.swap(_draw_eye_shadow(astronaut, astronaut_face, colour), astronaut_face)
-        assert found == [None] * 6
+        # Every swap's test (and each source photo's, as it is prepared) found none.
+        assert len(found) >= 6 and all(f is None for f in found), found
 
 
 def _record_lenses(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
