@@ -959,7 +959,8 @@ def prepare_source(
     if seen_eyes < 0.5:
         valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
     # Tinted or dark lenses: the target's own skin stays where they were, rather than
-    # their tint around its eyes.
+    # their tint around its eyes (whatever the swap's options: a lens is no part of
+    # the source's face).
     lenses = _source_lenses(image, source_face, tex, model, map_xy, covered & (seen > 0.9))
     if lenses is not None:
         valid = valid * (1.0 - lenses)
@@ -2441,7 +2442,7 @@ def _middle(values: NDArray[np.uint8]) -> float:
 
 
 def _span(values: NDArray[np.uint8]) -> float:
-    """The 5th to 95th percentile span of a few hundred values (a sort is cheaper than
+    """The 5th to 95th percentile span of a few values (a sort is cheaper than
     np.percentile's overhead on so few)."""
     ordered = np.sort(values)
     n = len(ordered) - 1
@@ -2450,11 +2451,10 @@ def _span(values: NDArray[np.uint8]) -> float:
 
 def _eye_crops(
     image: Frame, landmarks: NDArray[np.float32], reach: float
-) -> list[tuple[tuple[int, int, int, int], NDArray[np.bool_], NDArray[np.float32], Frame, float]]:
+) -> list[tuple[tuple[int, int, int, int], NDArray[np.float32], Frame, float]]:
     """Each eye's box reaching ``reach`` eye widths past its opening (x0, y0, x1, y1),
-    with the opening, the distance from it in eye widths and the Lab pixels in that
-    box, and the eye's width in pixels; eyes too small or out of the image are left
-    out."""
+    with the distance from the opening in eye widths and the Lab pixels in that box,
+    and the eye's width in pixels; eyes too small or out of the image are left out."""
     model = load_face_model()
     h, w = image.shape[:2]
     eyes = []
@@ -2471,7 +2471,7 @@ def _eye_crops(
         cv2.fillConvexPoly(opening, hull, 1)
         away = cv2.distanceTransform(1 - opening, cv2.DIST_L2, 3) / np.float32(width)
         lab = cv2.cvtColor(np.ascontiguousarray(image[y0:y1, x0:x1]), cv2.COLOR_BGR2Lab)
-        eyes.append(((int(x0), int(y0), int(x1), int(y1)), opening > 0, away, lab, width))
+        eyes.append(((int(x0), int(y0), int(x1), int(y1)), away, lab, width))
     return eyes
 
 
@@ -2501,8 +2501,9 @@ def _tinted_lenses(
     h, w = target.shape[:2]
     model = load_face_model()
     # Pixels sampled along each opening's middle (across white, iris and white when
-    # open) and on the ring at the mesh's vertices there (32 an eye): a few dozen
-    # pixels tell what the thousands would, for a fraction of the cost.
+    # open), and at the mesh's vertices on the ring around it and on the cheek below
+    # (about 40 an eye): a few dozen pixels tell what the thousands would, for a
+    # fraction of the cost.
     along_eyes = _LENS_ALONG_EYES
     corners = landmarks[[33, 133, 362, 263], :2]
     groups = _lens_vertices(model)
@@ -2553,7 +2554,7 @@ def _tinted_lenses(
     eyes = _eye_crops(target, landmarks, LENS_REACH)
     if not eyes:
         return None
-    for (x0, y0, x1, y1), _, away, lab, width in eyes:
+    for (x0, y0, x1, y1), away, lab, width in eyes:
         pixels = lab.astype(np.float32)
         to_skin = np.sum((pixels - skin_mid) ** 2, axis=2)
         nearer = (np.sum((pixels - ring_mid) ** 2, axis=2) < to_skin) | (
@@ -2575,7 +2576,7 @@ def _tinted_lenses(
         rim = 2 * int(round(LENS_RIM * width)) + 1
         piece = cv2.dilate(piece, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (rim, rim)))
         out[y0:y1, x0:x1] = np.maximum(out[y0:y1, x0:x1], piece.astype(np.float32))
-    sigma = max(0.06 * float(np.mean([e[4] for e in eyes])), 0.8)
+    sigma = max(0.06 * float(np.mean([e[3] for e in eyes])), 0.8)
     return np.asarray(cv2.GaussianBlur(out, (0, 0), sigma) * sure, np.float32)
 
 
