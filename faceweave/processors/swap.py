@@ -2570,6 +2570,8 @@ def _tinted_lenses(
         _, labels = cv2.connectedComponents(lens | core.astype(np.uint8))
         held = np.unique(labels[core])
         piece = np.isin(labels, held[held > 0]).astype(np.uint8)
+        if not piece.any():
+            continue  # the opening lies past the crop's edge
         # A lens is convex, and its rim (metal, or the tint's darker edge) reads as
         # neither colour: the hull of the piece, grown by a rim's width.
         cv2.fillConvexPoly(piece, cv2.convexHull(cv2.findNonZero(piece)), 1)
