@@ -2347,6 +2347,7 @@ LENS_RING = (0.1, 0.35)  # eye widths off the opening where the tint is measured
 LENS_REACH = 0.9  # eye widths off the opening where lens pixels are looked for
 LENS_CHEEK = (1.0, 1.5)  # eye widths off the opening, below it: the cheek's lightness
 LENS_RIM = 0.12  # eye widths a lens is grown by, for its rim
+LENS_BRIDGE_CONTRAST = 10.0  # grey levels of a line joining two lenses (see _lens_bridge)
 LENS_EYE_SAMPLES = 9  # pixels read along each opening's middle
 _LENS_ALONG_EYES = np.linspace(0.15, 0.85, LENS_EYE_SAMPLES, dtype=np.float32)[:, None]
 LENS_MIN_FACE_PX = 40.0  # as EYES_MIN_FACE_PX: fewer pixels cannot tell
@@ -2578,8 +2579,49 @@ def _tinted_lenses(
         rim = 2 * int(round(LENS_RIM * width)) + 1
         piece = cv2.dilate(piece, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (rim, rim)))
         out[y0:y1, x0:x1] = np.maximum(out[y0:y1, x0:x1], piece.astype(np.float32))
-    sigma = max(0.06 * float(np.mean([e[3] for e in eyes])), 0.8)
+    width = float(np.mean([e[3] for e in eyes]))
+    if len(eyes) == 2:
+        out = np.maximum(out, _lens_bridge(target, out, width))
+    sigma = max(0.06 * width, 0.8)
     return np.asarray(cv2.GaussianBlur(out, (0, 0), sigma) * sure, np.float32)
+
+
+def _lens_bridge(target: Frame, lenses: NDArray[np.float32], width: float) -> NDArray[np.float32]:
+    """The bridge between two lenses: thin lines (see _line_contrast) in the gap
+    between them, from the lenses' tops down to their middles, that touch both."""
+    out = np.zeros_like(lenses)
+    columns = np.flatnonzero(lenses.max(axis=0) > 0)
+    rows = np.flatnonzero(lenses.max(axis=1) > 0)
+    if len(columns) < 2 or len(rows) < 2:
+        return out
+    # The gap: the longest run of empty columns between the lenses.
+    gaps = np.flatnonzero(np.diff(columns) > 1)
+    if len(gaps) == 0:
+        return out
+    widest = gaps[np.argmax(np.diff(columns)[gaps])]
+    pad = int(round(LENS_RIM * width)) + 1
+    x0, x1 = int(columns[widest]) - pad, int(columns[widest + 1]) + pad + 1
+    y0, y1 = int(rows[0]), int((rows[0] + rows[-1]) // 2) + 1
+    x0, x1 = max(x0, 0), min(x1, target.shape[1])
+    if x1 - x0 < 3 or y1 - y0 < 3:
+        return out
+    k = max(3, int(round(0.25 * width)) | 1)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    # A line that joins two lenses is a bridge even when faint (a thin metal one).
+    contrast = _line_contrast(target[y0:y1, x0:x1], kernel)
+    lines = (contrast > LENS_BRIDGE_CONTRAST).astype(np.uint8)
+    near = cv2.dilate((lenses[y0:y1, x0:x1] > 0).astype(np.uint8), np.ones((3, 3), np.uint8))
+    _, labels = cv2.connectedComponents(lines | near)
+    # The lenses join the line pieces that touch them: a component holding both lenses'
+    # edges crosses the gap.
+    left = labels[:, 0][labels[:, 0] > 0]
+    right = labels[:, -1][labels[:, -1] > 0]
+    both = np.intersect1d(left, right)
+    if len(both) == 0:
+        return out
+    bridge = np.isin(labels, both) & (lines > 0)
+    out[y0:y1, x0:x1] = cv2.dilate(bridge.astype(np.uint8), np.ones((3, 3), np.uint8))
+    return out
 
 
 def _glasses_bridge(
