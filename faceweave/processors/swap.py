@@ -573,8 +573,13 @@ def eyes_seen(face: Face, image: Frame | None = None) -> float:
             spans.append(float(high - low))
     if not spans:
         return 1.0
-    lo, hi = EYES_SEEN_RANGE
-    return float(np.clip((np.mean(spans) - lo) / (hi - lo), 0.0, 1.0))
+    return _ramp(float(np.mean(spans)), EYES_SEEN_RANGE)
+
+
+def _ramp(value: float, bounds: tuple[float, float]) -> float:
+    """0 at or below ``bounds[0]``, 1 at or above ``bounds[1]``, linear between."""
+    lo, hi = bounds
+    return float(min(max((value - lo) / (hi - lo), 0.0), 1.0))
 
 
 @functools.lru_cache(maxsize=4)
@@ -2353,11 +2358,6 @@ _LENS_ALONG_EYES = np.linspace(0.15, 0.85, LENS_EYE_SAMPLES, dtype=np.float32)[:
 LENS_MIN_FACE_PX = 40.0  # as EYES_MIN_FACE_PX: fewer pixels cannot tell
 
 
-def _ramp(value: float, bounds: tuple[float, float]) -> float:
-    lo, hi = bounds
-    return float(min(max((value - lo) / (hi - lo), 0.0), 1.0))
-
-
 def _source_lenses(
     image: Frame,
     face: Face,
@@ -2437,9 +2437,10 @@ def _lens_bounds(model: FaceModel) -> tuple[int, ...]:
     return tuple(int(b) for b in np.cumsum([2 * LENS_EYE_SAMPLES, *sizes]))
 
 
-def _middle(values: NDArray[np.uint8]) -> float:
-    """The median of a few dozen values (a sort is cheaper than np.median's overhead)."""
-    return float(np.sort(values)[len(values) // 2])
+def _middle(values: NDArray[np.uint8]) -> NDArray[np.float32]:
+    """The median of each column of a few dozen rows (the upper one of an even count; a
+    sort is cheaper than np.median's overhead on so few)."""
+    return np.sort(values, axis=0)[len(values) // 2].astype(np.float32)
 
 
 def _span(values: NDArray[np.uint8]) -> float:
@@ -2526,8 +2527,7 @@ def _tinted_lenses(
         lab[i:j] for i, j in itertools.pairwise(_lens_bounds(model))
     )
     ring = lab[2 * n : 2 * n + len(ring_l) + len(ring_r)]
-    middle = len(ring) // 2
-    ring_mid = np.partition(ring, middle, axis=0)[middle].astype(np.float32)
+    ring_mid = _middle(ring)
     skin_lab = cv2.cvtColor(
         np.clip(skin_bgr, 0, 255).astype(np.uint8).reshape(1, 1, 3), cv2.COLOR_BGR2Lab
     )
@@ -2535,7 +2535,7 @@ def _tinted_lenses(
     # Darkness against the cheek below each eye: a half-face in shadow (p18's low-key
     # light) darkens both alike; a lens only the eye. Both eyes must be darker.
     darker = min(
-        _middle(cheek[:, 0]) - max(_middle(below[:, 0]), _middle(above[:, 0]))
+        float(_middle(cheek)[0] - max(_middle(below)[0], _middle(above)[0]))
         for below, above, cheek in ((ring_l, upper_l, cheek_l), (ring_r, upper_r, cheek_r))
     )
     hue_a, hue_b = float(skin_mid[1]) - 128.0, float(skin_mid[2]) - 128.0
@@ -2549,8 +2549,7 @@ def _tinted_lenses(
     if sure <= 0.0:
         return None
     # The lens's colours: below the eye and above it (a lens over darker lids).
-    upper = np.concatenate([upper_l, upper_r])
-    upper_mid = np.partition(upper, len(upper) // 2, axis=0)[len(upper) // 2].astype(np.float32)
+    upper_mid = _middle(np.concatenate([upper_l, upper_r]))
     out = np.zeros((h, w), np.float32)
     eyes = _eye_crops(target, landmarks, LENS_REACH)
     if not eyes:
