@@ -36,9 +36,10 @@ from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
 from faceweave.analysis.analyser import mesh_roll
+from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou
 from faceweave.errors import UsageError
-from faceweave.pipeline.smoothing import OneEuroFilter
+from faceweave.pipeline.smoothing import MeshSmoother
 from faceweave.types import BBox, Face, Frame
 
 _FLOW_POINTS = np.arange(0, 468, 8)  # ~60 mesh vertices spread over the face, irises excluded
@@ -61,6 +62,10 @@ class TrackingAnalyser(Protocol):
 
 
 SNAP_FRACTION = 0.15  # mean landmark jump, as a fraction of the face size, that resets smoothing
+# The face's shape (its expression: lids, lips, brows) is smoothed apart from its head
+# pose (see MeshSmoother), by a One-Euro filter set as live video smooths the whole mesh.
+EXPRESSION_MIN_CUTOFF = 1.0
+EXPRESSION_BETA = 0.05
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,7 @@ class _Track:
     face: Face
     raw: NDArray[np.float32]  # last unsmoothed (478, 3) mesh: boxes are predicted from it
     score: float
-    smoother: OneEuroFilter | None
+    smoother: MeshSmoother | None
     velocity: NDArray[np.float32] = field(default_factory=lambda: np.zeros(2, np.float32))
     age: int = 0
     lost: int = 0
@@ -123,9 +128,14 @@ class FaceTracker:
         hold_lost: a lost track is still returned, moved by optical flow, for this
             many frames (avoids flicker when one fit fails); 0 returns found faces only.
         box_margin: the tracking crop's box grows by this fraction of its size per side.
-        smoothing: filter landmarks with a One-Euro filter.
-        min_cutoff: One-Euro cutoff in Hz for a still face (lower: less jitter, more lag).
+        smoothing: filter landmarks with One-Euro filters (see
+            :class:`~faceweave.pipeline.smoothing.MeshSmoother`): the head's pose by
+            ``min_cutoff`` and ``beta``, the face's expression by
+            ``expression_cutoff`` and ``expression_beta``.
+        min_cutoff: One-Euro cutoff in Hz for a still head (lower: less jitter, more lag).
         beta: One-Euro speed coefficient in Hz per px/s (higher: less lag when moving).
+        expression_cutoff, expression_beta: the same for the face's own motion
+            (blinks, speech) in the head's frame.
         static_threshold: mean absolute grey-level difference (0-255) of the face
             region below which a frame counts as unchanged; 0 disables reuse.
         frame_skip: analyse every N-th frame, carry faces by optical flow between.
@@ -154,6 +164,8 @@ class FaceTracker:
         smoothing: bool = True,
         min_cutoff: float = 1.0,
         beta: float = 0.05,
+        expression_cutoff: float = EXPRESSION_MIN_CUTOFF,
+        expression_beta: float = EXPRESSION_BETA,
         static_threshold: float = 0.0,
         frame_skip: int = 1,
         cut_threshold: float = 20.0,
@@ -172,6 +184,8 @@ class FaceTracker:
         self.smoothing = smoothing
         self.min_cutoff = min_cutoff
         self.beta = beta
+        self.expression_cutoff = expression_cutoff
+        self.expression_beta = expression_beta
         self.static_threshold = static_threshold
         self.frame_skip = frame_skip
         self.cut_threshold = cut_threshold
@@ -274,7 +288,7 @@ class FaceTracker:
         for face in new_faces:
             if len(self._tracks) >= self.max_faces:
                 break
-            smoother = OneEuroFilter(self.min_cutoff, self.beta) if self.smoothing else None
+            smoother = self._smoother() if self.smoothing else None
             track = _Track(self._next_id, face, face.landmarks_478, face.score, smoother)
             self._next_id += 1
             self._found(track, face, frame, time)
@@ -299,6 +313,17 @@ class FaceTracker:
         track.velocity = (moved if track.lost == 0 else np.zeros(2)).astype(np.float32)
         track.raw, track.score, track.lost = raw, face.score, 0
         track.face = self._smoothed(track, face, frame, time)
+
+    def _smoother(self) -> MeshSmoother:
+        model = load_face_model()
+        return MeshSmoother(
+            model.canonical,
+            model.rigid_weights,
+            min_cutoff=self.min_cutoff,
+            beta=self.beta,
+            expression_cutoff=self.expression_cutoff,
+            expression_beta=self.expression_beta,
+        )
 
     def _smoothed(self, track: _Track, face: Face, frame: Frame, time: float) -> Face:
         if track.smoother is None:

@@ -1,11 +1,13 @@
-"""Tests for faceweave.pipeline.smoothing (One-Euro filter)."""
+"""Tests for faceweave.pipeline.smoothing (One-Euro filter, mesh smoother)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from faceweave.pipeline.smoothing import OneEuroFilter
+from faceweave.core.facemodel import load_face_model
+from faceweave.core.geometry import rotation_from_euler
+from faceweave.pipeline.smoothing import MeshSmoother, OneEuroFilter
 
 
 def _run(f: OneEuroFilter, xs: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -73,3 +75,88 @@ class TestOneEuroFilter:
             OneEuroFilter(min_cutoff=0)
         with pytest.raises(ValueError):
             OneEuroFilter(beta=-1)
+
+
+# The file job's head settings (video_job.FILE_SMOOTHING_*), written out: the tests
+# hold whatever those are tuned to.
+HEAD = {"min_cutoff": 0.3, "beta": 0.01}
+FPS = 30.0
+# A blink as the mesh sees one: the lids half closed, closed for two frames, half open.
+BLINK = {30: 0.5, 31: 1.0, 32: 1.0, 33: 0.5}
+
+
+def _upper_lids(model) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The vertices of both eyes' rings above each eye's middle (the upper lids)."""
+    upper = []
+    for loop in model.loops[:2]:
+        ring = model.canonical[loop]
+        upper.extend(loop[ring[:, 1] < ring[:, 1].mean()].tolist())
+    return np.array(upper)
+
+
+def _blinking_head(frames: int, blink: dict[int, float], seed: int = 0) -> np.ndarray:
+    """(frames, 478, 3) meshes of a 200 px face at 30 fps whose head jitters (half a
+    degree of turn and 2 px of shift, frame to frame) and whose upper lids close by
+    ``blink[frame]`` (1: all but a tenth of the eye's height) on the frames it names."""
+    model = load_face_model()
+    rng = np.random.default_rng(seed)
+    canonical = model.canonical.astype(np.float64)
+    scale = 200.0 / float(np.ptp(canonical[:, 0]))
+    lids = _upper_lids(model)
+    drop = 0.9 * float(np.ptp(canonical[model.loops[0], 1]))
+    meshes = []
+    for i in range(frames):
+        shape = canonical.copy()
+        shape[lids, 1] += drop * blink.get(i, 0.0)
+        turn = rotation_from_euler(*rng.normal(0.0, 0.5, 3))
+        shift = np.array([320.0, 240.0, 0.0]) + np.append(rng.normal(0.0, 2.0, 2), 0.0)
+        meshes.append(scale * shape @ turn.T + shift)
+    return np.stack(meshes)
+
+
+def _gap(mesh: np.ndarray) -> float:
+    """The left eye's opening: upper lid (159) to lower lid (145), pixels."""
+    return float(np.linalg.norm(mesh[159, :2] - mesh[145, :2]))
+
+
+class TestMeshSmoother:
+    def _smoother(self, **expression: float) -> MeshSmoother:
+        model = load_face_model()
+        return MeshSmoother(model.canonical, model.rigid_weights, **HEAD, **expression)
+
+    def test_equal_settings_give_the_whole_mesh_filter(self) -> None:
+        meshes = _blinking_head(40, BLINK)
+        ts = np.arange(40) / FPS
+        plain = _run(OneEuroFilter(**HEAD), meshes, ts)
+        same = self._smoother(expression_cutoff=HEAD["min_cutoff"], expression_beta=HEAD["beta"])
+        np.testing.assert_allclose(_run(same, meshes, ts), plain, atol=1e-6)
+
+    def test_a_blink_is_followed_while_the_head_stays_steady(self) -> None:
+        meshes = _blinking_head(60, BLINK)
+        ts = np.arange(60) / FPS
+        plain = _run(OneEuroFilter(**HEAD), meshes, ts)
+        split = _run(self._smoother(), meshes, ts)
+        frames = range(min(BLINK), max(BLINK) + 2)
+        open_gap = _gap(meshes[min(BLINK) - 1])
+        shut_gap = min(_gap(meshes[i]) for i in frames)
+
+        def depth(out: np.ndarray) -> float:  # how far the eye closed, 1: as far as it did
+            return (open_gap - min(_gap(out[i]) for i in frames)) / (open_gap - shut_gap)
+
+        # The whole-mesh filter closes the eye about halfway; the split one nearly fully.
+        assert depth(plain) < 0.65
+        assert depth(split) > 0.85
+        # The head (the mean of its vertices) is steadied as much either way.
+        raw_steps = np.diff(meshes[10:, :, :2].mean(1), axis=0)
+        for out in (plain, split):
+            steps = np.diff(out[10:, :, :2].mean(1), axis=0)
+            assert steps.std() < 0.5 * raw_steps.std()
+        np.testing.assert_allclose(split[10:, :, :2].mean(1), plain[10:, :, :2].mean(1), atol=1.0)
+
+    def test_reset_restarts_both_filters(self) -> None:
+        meshes = _blinking_head(3, {})
+        smoother = self._smoother()
+        smoother(meshes[0], 0.0)
+        smoother(meshes[1], 1 / FPS)
+        smoother.reset()
+        np.testing.assert_allclose(smoother(meshes[2], 2 / FPS), meshes[2], atol=1e-6)

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import UsageError
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace
+from faceweave.pipeline.video_job import FILE_SMOOTHING_BETA, FILE_SMOOTHING_MIN_CUTOFF
 from faceweave.types import BBox, Face, Frame
 
 _BLANK = np.zeros((480, 640, 3), np.uint8)
@@ -63,6 +64,11 @@ class FakeAnalyser:
 
     def reset(self) -> None:
         self.calls["reset"] += 1
+
+
+def _lid_gap(points: NDArray[np.floating]) -> float:
+    """The image-left eye's opening: upper lid (159) to lower lid (145), pixels."""
+    return float(np.linalg.norm(points[159, :2] - points[145, :2]))
 
 
 def _centre(tracked: TrackedFace) -> NDArray[np.float64]:
@@ -211,6 +217,49 @@ class TestSmoothing:
             meshes = [tracker.update(_BLANK, i / 30)[0].face.landmarks_478 for i in range(60)]
             spread[smoothing] = np.stack(meshes)[20:, :, :2].std(axis=0).mean()
         assert spread[True] < spread[False] / 2
+
+    def test_a_blink_survives_the_file_jobs_smoothing(self) -> None:
+        # The file job's hard smoothing of the head must not smooth a blink away: the
+        # face's shape has its own, lighter filter.
+        blink = {20: 0.5, 21: 1.0, 22: 1.0, 23: 0.5}
+        fake = FakeAnalyser()
+        fake.faces = [(300, 240, 200)]
+        lids = np.array(
+            [
+                i
+                for loop in fake.real.model.loops[:2]
+                for i in loop
+                if fake.canonical[i, 1] < fake.canonical[loop, 1].mean()
+            ]
+        )
+        drop = 0.9 * float(np.ptp(fake.canonical[fake.real.model.loops[0], 1]))
+        plain_mesh = fake.mesh
+
+        def mesh(cx: float, cy: float, size: float) -> NDArray[np.float32]:
+            points = plain_mesh(cx, cy, size)
+            span = float(np.ptp(fake.canonical[:, 0]))
+            points[lids, 1] += drop * blink.get(frame, 0.0) * size / span
+            return points
+
+        fake.mesh = mesh  # type: ignore[method-assign]
+        depths = {}
+        for expression in ("own", "head's"):
+            settings = {"min_cutoff": FILE_SMOOTHING_MIN_CUTOFF, "beta": FILE_SMOOTHING_BETA}
+            if expression == "head's":
+                settings |= {
+                    "expression_cutoff": FILE_SMOOTHING_MIN_CUTOFF,
+                    "expression_beta": FILE_SMOOTHING_BETA,
+                }
+            tracker = FaceTracker(fake, **settings)  # type: ignore[arg-type]
+            gaps, raw = [], []
+            for frame in range(30):
+                points = tracker.update(_BLANK, frame / 30)[0].face.landmarks_478
+                gaps.append(_lid_gap(points))
+                raw.append(_lid_gap(mesh(300, 240, 200)))
+            # How far the eye closed, against how far it did (1).
+            depths[expression] = (gaps[19] - min(gaps[20:25])) / (raw[19] - min(raw[20:25]))
+        assert depths["own"] > 0.85
+        assert depths["head's"] < 0.65
 
     def test_smoothed_face_is_rebuilt(self) -> None:
         fake = FakeAnalyser(noise=1.0)
