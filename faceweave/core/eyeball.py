@@ -15,7 +15,8 @@ lids hid is filled in: the top of the iris from its vertical mirror or, failing
 that, from its mean radial profile; the white from the target's own, which keeps
 the shadow the target's lids cast on it. The eyeball's colours are brought to the
 target's by a white balance (the photo's white to the target's), not by the
-skin's colour map.
+skin's colour map. A nearly closed opening (a blink, a wink) fades the painted eye
+out: the target's own lids and lashes show in the gap.
 
 All functions are pure numpy/OpenCV; image points are (x, y) pixels.
 """
@@ -73,6 +74,14 @@ WHITE_FROM = 1.15
 # The white drawn over the target's own iris where the iris has moved (gaze "source"):
 # a shade of the target's white, as under the lids.
 SHADED_WHITE = 0.85
+# A nearly closed opening (see open_share): the lids' gap across the eye over its
+# width, from which the painted eye fades out (none at the first, all of it from the
+# second). MediaPipe's mesh never quite closes the lids: on the development clips a
+# closed eye reads 0.02-0.06, a wink 0.05-0.10, a narrowed or downcast eye 0.08-0.2
+# and an open one 0.25-0.45. An eyeball drawn in that gap showed a closed or winking
+# target's eye as a half-open one, its iris in the slit; without it the target's own
+# lids and lashes show there.
+CLOSED_GAP = (0.08, 0.16)
 # Bounds of the white balance (see white_gain): the overall gain, and each channel's
 # gain against it. A white's tint, measured on a few dozen pixels next to lashes and
 # make-up, varies by up to 30% between the dev photos' eyes (blue over red 0.8-1.3)
@@ -181,6 +190,16 @@ def _eye_frame(
     ax, ay = ax / width, ay / width
     across = np.array([[ax, -ay], [ay, ax]])
     return np.asarray(lids)[:, :2].mean(0).astype(np.float64), across, width
+
+
+def open_share(lids: NDArray[np.floating], corners: NDArray[np.floating]) -> float:
+    """How much of a painted eye an opening shows, 0 to 1, from the gap between its
+    lids across the eye over its width (see CLOSED_GAP)."""
+    _, axes, width = _eye_frame(lids, corners)
+    across = np.asarray(lids, np.float64)[:, :2] @ axes[:, 1]
+    gap = float(across.max() - across.min()) / width
+    low, high = CLOSED_GAP
+    return min(max((gap - low) / (high - low), 0.0), 1.0)
 
 
 def _iris_radius_grid(width: int, height: int, to_iris: NDArray[np.float64]) -> NDArray[np.float32]:
@@ -388,7 +407,8 @@ def eye_detail(
     Returns the region (rows, columns) and its (h, w) float32 detail; None where
     nothing is drawn."""
     ring = np.asarray(lids, np.float32)[:, :2]
-    box = _opening_box(ring, shape)
+    openness = open_share(ring, corners)
+    box = None if openness <= 0.0 else _opening_box(ring, shape)
     placed = None if box is None else eye_placement(patch, ring, iris_5, corners, gaze=gaze)
     if box is None or placed is None:
         return None
@@ -403,7 +423,7 @@ def eye_detail(
     detail = cv2.warpAffine(band, to_region, size, borderMode=cv2.BORDER_CONSTANT)
     inside = np.zeros((size[1], size[0]), np.uint8)
     cv2.fillPoly(inside, [((ring - (x0, y0)) * 16).astype(np.int32)], 255, cv2.LINE_AA, shift=4)
-    detail = cv2.multiply(detail, inside, scale=1.0 / 255.0, dtype=cv2.CV_32F)
+    detail = cv2.multiply(detail, inside, scale=openness / 255.0, dtype=cv2.CV_32F)
     return (slice(y0, y1), slice(x0, x1)), np.asarray(detail, np.float32)
 
 
@@ -456,11 +476,13 @@ def paint_eye(
     Returns:
         False, and nothing painted, where ``iris_5`` fits no plausible iris (see
         :func:`plausible_iris`), the opening is under two pixels or shows no white
-        to measure.
+        to measure, or the lids are nearly closed (:func:`open_share`; a narrow
+        opening takes the eye faded by it, over the canvas as it was).
     """
     h, w = canvas.shape[:2]
     ring = np.asarray(lids, np.float32)[:, :2]
-    box = _opening_box(ring, (h, w))
+    openness = open_share(ring, corners)
+    box = None if openness <= 0.0 else _opening_box(ring, (h, w))
     placed = None if box is None else eye_placement(patch, ring, iris_5, corners, gaze=gaze)
     if box is None or placed is None:
         return False
@@ -482,7 +504,7 @@ def paint_eye(
             visible, to_grid, size, flags=cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE
         )
         inside = cv2.multiply(inside, shown, scale=1.0 / 255.0)
-    weight = inside.astype(np.float32) * np.float32(1.0 / 255.0)
+    weight = inside.astype(np.float32) * np.float32(openness / 255.0)
     # The target's white: inside the opening, clear of its own iris, its lighter part.
     # Where the photo's lids hid the white, the target's eye shows: the shadow its
     # lids cast stays (under the upper lid the iris's rim reads as that shadow).

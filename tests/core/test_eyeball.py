@@ -365,6 +365,54 @@ def test_a_white_as_colourful_as_the_skin_is_not_balanced_on() -> None:
     assert np.allclose(hidden_white, patch.white, atol=10)
 
 
+class TestClosingLids:
+    """A nearly closed opening (a blink, a wink: the mesh never quite closes the lids)
+    shows the target's own lids, not an iris in the slit."""
+
+    # The almond's half-height for a lids' gap of ``gap`` eye widths.
+    @staticmethod
+    def _half(gap: float) -> float:
+        return gap * HALF_WIDTH
+
+    def test_open_share_of_open_narrow_and_closed_eyes(self) -> None:
+        low, high = eyeball.CLOSED_GAP
+        assert eyeball.open_share(_lids(18.0), _corners()) == 1.0
+        assert eyeball.open_share(_lids(self._half(low / 2)), _corners()) == 0.0
+        middle = self._half((low + high) / 2)
+        assert eyeball.open_share(_lids(middle), _corners()) == pytest.approx(0.5, abs=0.02)
+        # The eye's own axes, not the image's: a tilted head's eye reads the same.
+        turn = cv2.getRotationMatrix2D(CENTRE, 30.0, 1.0)
+        tilted = cv2.transform(_lids(middle)[None], turn)[0]
+        corners = cv2.transform(_corners()[None].astype(np.float32), turn)[0]
+        assert eyeball.open_share(tilted, corners) == pytest.approx(0.5, abs=0.02)
+
+    def test_closed_lids_paint_nothing_and_narrow_ones_fade_the_eye(
+        self, source_patch: eyeball.EyePatch, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        low, high = eyeball.CLOSED_GAP
+        target = _draw_eye(18.0, CENTRE).astype(np.float32)
+        closed = _lids(self._half(low / 2))
+        canvas = np.full_like(target, 77.0)
+        assert not paint_eye(canvas, source_patch, closed, _iris_points(CENTRE), _corners(), target)
+        assert np.all(canvas == 77.0)
+        assert (
+            eyeball.eye_detail(
+                source_patch, closed, _iris_points(CENTRE), _corners(), (120, 200), 1.0
+            )
+            is None
+        )
+        # Halfway up the ramp, half of the change that a fully shown eye makes.
+        narrow = _lids(self._half((low + high) / 2))
+        changes = []
+        for gap in (eyeball.CLOSED_GAP, (0.0, 1e-6)):
+            monkeypatch.setattr(eyeball, "CLOSED_GAP", gap)
+            canvas = np.full_like(target, 77.0)
+            assert paint_eye(canvas, source_patch, narrow, _iris_points(CENTRE), _corners(), target)
+            changes.append(canvas - 77.0)
+        tolerance = 0.05 * np.abs(changes[1]).max()
+        np.testing.assert_allclose(changes[0], 0.5 * changes[1], atol=tolerance)
+
+
 class TestEyeDetail:
     def test_the_photos_fine_detail_goes_where_the_eye_is_drawn(
         self, source_patch: eyeball.EyePatch
