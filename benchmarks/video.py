@@ -1,4 +1,5 @@
-"""Video files end to end: throughput, flicker, and reference selection on a multi-person clip.
+"""Video files end to end: throughput, flicker, expression, and reference selection on a
+multi-person clip.
 
 1. **Throughput** (always): synthetic clips at 480p, 720p and 1080p (16:9, 30 fps,
    ``--frames`` frames, default 90) are built with PyAV from scikit-image's
@@ -9,11 +10,18 @@
    swap + watermark + encode, x264 with the CLI's defaults + audio copy); the report gives frames
    per second and the mean milliseconds per frame of each pipeline stage. Stages run
    on their own threads, so the fps is set by the slowest stage, not their sum.
-2. **Flicker** (when ``../shared/data/faces`` holds vid_p02..vid_p06; the first run of
-   the frame sampling below, with default settings): for each
+2. **Flicker and expression** (when ``../shared/data/faces`` holds vid_p02..vid_p06;
+   the first run of the frame sampling below, with default settings): for each
    clip, the mean absolute frame-to-frame change inside the swapped face's box
    of the output, divided by the same measure on the input. 1.0 means the swap
-   adds no temporal noise; above 1 it shimmers.
+   adds no temporal noise; above 1 it shimmers; well under 1 the face is held
+   still where the target's moved. The expression measure keeps the smoothing
+   honest: dlib's 68 landmarks (independent of the MediaPipe mesh the swap
+   follows) on each input frame and on its output, in the same box, give the
+   eyes' opening (eye aspect ratio, both eyes' mean) and the mouth's (inner lips'
+   gap over the mouth's width); reported is the correlation of each between
+   output and input over the clip (1: the output blinks and speaks as the target
+   does).
 3. **Dynamic frame sampling** (same clips): ``--frame-skip 2`` and ``3`` and
    ``--static-threshold 1`` against analysing every frame: the tracking analysis's
    milliseconds per frame run alone, the frames actually fitted and the job's
@@ -65,6 +73,7 @@ from common import (  # noqa: E402
 )
 
 import faceweave as fw  # noqa: E402
+from faceweave.analysis.dlib_backend import DlibLandmarks68  # noqa: E402
 from faceweave.core.geometry import bbox_iou  # noqa: E402
 from faceweave.io import read_image  # noqa: E402
 from faceweave.pipeline import Packet, VideoJobStats, swap_video  # noqa: E402
@@ -183,6 +192,43 @@ def _flicker(
     return change_out / max(change_in, 1e-6), change_in, change_out
 
 
+def _openings(points: NDArray[np.floating]) -> tuple[float, float]:
+    """(eyes, mouth) openings of dlib's 68 points: the eye aspect ratio (both eyes'
+    mean) and the inner lips' gap over the mouth's width."""
+    p = np.asarray(points, np.float64)
+
+    def eye(a: int) -> float:
+        gaps = np.linalg.norm(p[a + 1] - p[a + 5]) + np.linalg.norm(p[a + 2] - p[a + 4])
+        return float(gaps / (2.0 * np.linalg.norm(p[a] - p[a + 3])))
+
+    lips = sum(np.linalg.norm(p[61 + k] - p[67 - k]) for k in range(3)) / 3.0
+    return (eye(36) + eye(42)) / 2.0, float(lips / np.linalg.norm(p[48] - p[54]))
+
+
+def _expression_following(
+    before: list[NDArray[np.uint8]],
+    after: list[NDArray[np.uint8]],
+    boxes: dict[int, Any],
+    landmarks: DlibLandmarks68,
+) -> dict[str, float]:
+    """Correlation over the clip of the eyes' and the mouth's openings (dlib's 68
+    points, see _openings) between each output frame and its input frame, measured
+    in the same box (the swapped face's, as dlib frames faces: brows to chin)."""
+    pairs = []
+    for i, (x0, y0, x1, y1) in sorted(boxes.items()):
+        if i >= min(len(before), len(after)):
+            continue
+        box = (x0, y0 + 0.22 * (y1 - y0), x1, y1)
+        pairs.append(tuple(_openings(landmarks.landmarks(f[i], box)) for f in (before, after)))
+    if len(pairs) < 3:
+        return {}
+    values = np.asarray(pairs)  # (frames, input/output, eyes/mouth)
+    return {
+        f"{part}_correlation": round(float(np.corrcoef(values[:, 0, k], values[:, 1, k])[0, 1]), 3)
+        for k, part in enumerate(("eyes", "mouth"))
+    }
+
+
 def _swap_clip(
     clip: Path, output: Path, analyser: fw.FaceAnalyser, source: fw.Face, **job: Any
 ) -> tuple[VideoJobStats, dict[int, Any], list[NDArray[np.uint8]]]:
@@ -223,6 +269,7 @@ def flicker_and_sampling(
     """
     flicker: dict[str, Any] = {}
     sampling: dict[str, Any] = {}
+    landmarks = DlibLandmarks68()
     for name in FLICKER_CLIPS:
         clip = folder / name
         if not clip.exists():
@@ -246,6 +293,7 @@ def flicker_and_sampling(
                 reference = after
                 flicker[clip.stem] = {
                     "flicker_ratio": round(ratio, 3),
+                    **_expression_following(before, after, boxes, landmarks),
                     "input_change": round(change_in, 3) if change_in is not None else None,
                     "output_change": round(change_out, 3) if change_out is not None else None,
                     "frames": stats.frames_written,
@@ -253,7 +301,9 @@ def flicker_and_sampling(
                     "fps": round(stats.fps, 1),
                 }
                 print(
-                    f"  {clip.stem}: flicker x{ratio:.3f} "
+                    f"  {clip.stem}: flicker x{ratio:.3f}, eyes and mouth following "
+                    f"{flicker[clip.stem].get('eyes_correlation')} and "
+                    f"{flicker[clip.stem].get('mouth_correlation')} "
                     f"({stats.frames_swapped}/{stats.frames_written} swapped)",
                     flush=True,
                 )
@@ -419,8 +469,16 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(
             markdown_table(
-                ("clip", "flicker ratio"),
-                [(k, v["flicker_ratio"]) for k, v in report["flicker"].items()],
+                ("clip", "flicker ratio", "eyes following", "mouth following"),
+                [
+                    (
+                        k,
+                        v["flicker_ratio"],
+                        v.get("eyes_correlation", "-"),
+                        v.get("mouth_correlation", "-"),
+                    )
+                    for k, v in report["flicker"].items()
+                ],
             )
         )
     if shared and report.get("frame_sampling"):
