@@ -69,6 +69,11 @@ class Face:
         frame_shape: (H, W) of the frame it was found in.
         frame: the frame itself (a reference, not a copy), which a source face
             needs for its texture; None when the face was built without it.
+        rest: (478, 3) the face's shape at rest in pose space (canonical units),
+            when a video track has seen enough of it (see
+            :class:`~faceweave.pipeline.tracking.FaceTracker`): a swap measures
+            the source's identity shape against it, so that all of the face's
+            expression (a raised brow, a frown) stays; None for a still image.
     """
 
     bbox: BBox
@@ -80,6 +85,7 @@ class Face:
     frame: Frame | None = field(default=None, repr=False)
     _embedding_fn: Callable[[], Embedding] | None = field(default=None, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    rest: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
 
     @property
     def landmarks_2d(self) -> Points2D:

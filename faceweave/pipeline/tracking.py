@@ -21,13 +21,17 @@ Per frame, :meth:`FaceTracker.update` does the least work that keeps the faces r
    (``detections``) and its faces are matched to the tracks by box IoU
    (Hungarian assignment); unmatched faces start new tracks.
 
-Each track's landmarks pass through a One-Euro filter, and the Face is rebuilt
-from the smoothed mesh so its pose and box follow.
+Each track's landmarks pass through One-Euro filters (the head's pose hard, the
+face's expression lightly: :class:`~faceweave.pipeline.smoothing.MeshSmoother`), and
+the Face is rebuilt from the smoothed mesh so its pose and box follow. It also
+carries the track's face at rest (``Face.rest``, the median of its pose-space shape
+over the last ten seconds), against which a swap measures the source's identity
+shape, so that a raised brow or a frown is kept whole.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import cv2
@@ -37,7 +41,7 @@ from scipy.optimize import linear_sum_assignment
 
 from faceweave.analysis.analyser import mesh_roll
 from faceweave.core.facemodel import load_face_model
-from faceweave.core.geometry import bbox_iou
+from faceweave.core.geometry import bbox_iou, to_pose_space
 from faceweave.errors import UsageError
 from faceweave.pipeline.smoothing import MeshSmoother
 from faceweave.types import BBox, Face, Frame
@@ -66,6 +70,11 @@ SNAP_FRACTION = 0.15  # mean landmark jump, as a fraction of the face size, that
 # pose (see MeshSmoother), by a One-Euro filter set as live video smooths the whole mesh.
 EXPRESSION_MIN_CUTOFF = 1.0
 EXPRESSION_BETA = 0.05
+# A track's face at rest (Face.rest): the median of its pose-space shape sampled every
+# REST_EVERY seconds over the last REST_SAMPLES samples (10 s): an expression held
+# for less than half of that does not move it.
+REST_EVERY = 0.5
+REST_SAMPLES = 20
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,11 @@ class _Track:
     velocity: NDArray[np.float32] = field(default_factory=lambda: np.zeros(2, np.float32))
     age: int = 0
     lost: int = 0
+    # The face's shape in pose space, one sample every REST_EVERY seconds (the last
+    # REST_SAMPLES), their median (its shape at rest) and the last sample's time.
+    shapes: list[NDArray[np.float32]] = field(default_factory=list)
+    rest: NDArray[np.float32] | None = None
+    rest_time: float = 0.0
 
 
 def _box(points: NDArray[np.floating]) -> BBox:
@@ -326,17 +340,29 @@ class FaceTracker:
         )
 
     def _smoothed(self, track: _Track, face: Face, frame: Frame, time: float) -> Face:
-        if track.smoother is None:
-            return face
         previous = track.face
         if previous is not None:
             # A jump of a large part of the face in one frame is a cut or a re-detection
             # elsewhere, not motion: start the filter afresh instead of gliding over.
             jump = float(np.abs(face.landmarks_478[:, :2] - previous.landmarks_478[:, :2]).mean())
             if jump > SNAP_FRACTION * max(face.size, 1.0):
-                track.smoother.reset()
-        points = track.smoother(face.landmarks_478, time).astype(np.float32)
-        return self.analyser.face_from_landmarks(frame, points, track.score)
+                if track.smoother is not None:
+                    track.smoother.reset()
+                track.shapes.clear()
+        if track.smoother is not None:
+            points = track.smoother(face.landmarks_478, time).astype(np.float32)
+            face = self.analyser.face_from_landmarks(frame, points, track.score)
+        return self._at_rest(track, face, time)
+
+    def _at_rest(self, track: _Track, face: Face, time: float) -> Face:
+        """The face with its shape at rest (Face.rest): the median of the track's
+        pose-space shapes sampled every REST_EVERY seconds, the last REST_SAMPLES."""
+        if not track.shapes or not 0.0 <= time - track.rest_time < REST_EVERY:
+            track.shapes.append(to_pose_space(face.landmarks_478, face.pose).astype(np.float32))
+            del track.shapes[:-REST_SAMPLES]
+            track.rest = np.median(np.stack(track.shapes), axis=0).astype(np.float32)
+            track.rest_time = time
+        return replace(face, rest=track.rest)
 
     def _predicted_box(self, track: _Track, margin: float | None = None) -> BBox:
         """The box of the last raw mesh, moved by the track's velocity and grown by a margin."""

@@ -1929,12 +1929,18 @@ class Swapper:
         return out
 
     def output_geometry(self, target_face: Face) -> NDArray[np.float32]:
-        """(478, 3) output mesh: target pose and expression, source identity shape."""
+        """(478, 3) output mesh: target pose and expression, source identity shape.
+
+        The identity offset is measured against the target's shape at rest where a
+        video track knows it (``Face.rest``), else against its shape in this frame:
+        the offset's anchors include the brows, so measured against the frame a
+        raised brow or a frown came through at 1 - ``shape`` of its height."""
         amount = self.options.shape * fusion_mix(self.options.fusion)
         target_norm = to_pose_space(target_face.landmarks_478, target_face.pose)
         if amount <= 0:
             return np.asarray(target_face.landmarks_478, np.float32)
-        delta = self.identity.identity_delta(self.source.shape, target_norm)
+        rest = target_norm if target_face.rest is None else target_face.rest
+        delta = self.identity.identity_delta(self.source.shape, rest)
         # Keep the target's silhouette: no shape change where the surface is seen edge-on
         # (moving a turned head's outline would smear the background next to it).
         normals = vertex_normals(target_face.landmarks_478, self.model.triangles)

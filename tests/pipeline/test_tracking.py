@@ -261,6 +261,41 @@ class TestSmoothing:
         assert depths["own"] > 0.85
         assert depths["head's"] < 0.65
 
+    def test_faces_carry_their_shape_at_rest(self) -> None:
+        # Brows raised for 2 s of a 14 s clip: the shape at rest (the median of the
+        # track's shapes over the last 10 s) stays the neutral one; held for 8 s, the
+        # raised brows become the face at rest.
+        fake = FakeAnalyser()
+        fake.faces = [(300, 240, 200)]
+        model = fake.real.model
+        brows = np.concatenate([model.regions["left_eyebrow"], model.regions["right_eyebrow"]])
+        raise_by = 0.03 * float(np.ptp(fake.canonical[:, 1]))
+        plain_mesh = fake.mesh
+        raised: list[bool] = [False]
+
+        def mesh(cx: float, cy: float, size: float) -> NDArray[np.float32]:
+            points = plain_mesh(cx, cy, size)
+            span = float(np.ptp(fake.canonical[:, 0]))
+            points[brows, 1] -= raise_by * size / span if raised[0] else 0.0
+            return points
+
+        fake.mesh = mesh  # type: ignore[method-assign]
+        tracker = FaceTracker(fake)
+
+        def brow_lift(at: float) -> float:  # the rest shape's brows over the canonical's
+            face = tracker.update(_BLANK, at)[0].face
+            assert face.rest is not None
+            return float(fake.canonical[brows, 1].mean() - face.rest[brows, 1].mean())
+
+        for frame in range(14 * 10):  # 10 fps
+            raised[0] = 60 <= frame < 80
+            lift = brow_lift(frame / 10)
+        assert abs(lift) < 0.1 * raise_by
+        for frame in range(140, 220):
+            raised[0] = True
+            lift = brow_lift(frame / 10)
+        assert lift == pytest.approx(raise_by, rel=0.1)
+
     def test_smoothed_face_is_rebuilt(self) -> None:
         fake = FakeAnalyser(noise=1.0)
         fake.faces = [(300, 240, 150)]

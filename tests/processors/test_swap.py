@@ -15,6 +15,7 @@ import pytest
 import faceweave.processors.swap as swap_module
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.core.facemodel import FaceModel, load_face_model
+from faceweave.core.geometry import from_pose_space, to_pose_space
 from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
     BLEND_MODES,
@@ -253,6 +254,38 @@ class TestSwapper:
         np.testing.assert_allclose(geometry[oval], grace_hopper_face.landmarks_478[oval], atol=1e-2)
         same = swapper.with_options(shape=0.0).output_geometry(grace_hopper_face)
         np.testing.assert_array_equal(same, grace_hopper_face.landmarks_478)
+
+    def test_a_known_rest_shape_keeps_all_of_a_raised_brow(
+        self, swapper: Swapper, grace_hopper_face: Face
+    ) -> None:
+        # The same target with its brows raised by 3% of the face's height. Measured
+        # against each frame's own shape the identity offset pulls the brows towards
+        # the source's and a share ``shape`` of the raise is lost; measured against
+        # the track's shape at rest (Face.rest) the whole raise stays.
+        model = load_face_model()
+        brows = np.concatenate([model.regions["left_eyebrow"], model.regions["right_eyebrow"]])
+        pose = grace_hopper_face.pose
+        rest = to_pose_space(grace_hopper_face.landmarks_478, pose)
+        raised_shape = rest.copy()
+        raised_shape[brows, 1] -= 0.03 * float(np.ptp(model.canonical[:, 1]))
+        points = from_pose_space(raised_shape, pose).astype(np.float32)
+        raised = dataclasses.replace(grace_hopper_face, landmarks_478=points)
+        lift = points[brows, 1] - grace_hopper_face.landmarks_478[brows, 1]
+
+        def kept(target: Face, neutral: Face) -> float:  # share of the raise in the output
+            moved = (
+                swapper.output_geometry(target)[brows, 1]
+                - swapper.output_geometry(neutral)[brows, 1]
+            )
+            return float(np.vdot(moved, lift) / np.vdot(lift, lift))
+
+        with_rest = (
+            dataclasses.replace(f, rest=rest.astype(np.float32))
+            for f in (raised, grace_hopper_face)
+        )
+        assert kept(*with_rest) == pytest.approx(1.0, abs=0.02)
+        shape = swapper.options.shape
+        assert kept(raised, grace_hopper_face) == pytest.approx(1.0 - shape, abs=0.05)
 
     def test_fusion_monotonic_identity(
         self,
