@@ -56,7 +56,7 @@ from faceweave.core.facemodel import (
     load_face_model,
 )
 from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_normals
-from faceweave.core.raster import rasterize
+from faceweave.core.raster import Raster, rasterize
 from faceweave.core.shape import IdentityShape
 from faceweave.errors import InputError, NoFaceError, UsageError
 from faceweave.types import Face, Frame
@@ -2002,9 +2002,11 @@ class Swapper:
             skin_vertices = _skin_vertices(model)
             tgt_light = _fit_light(frame, tgt_verts, tgt_normals, skin_vertices, target_face.size)
             columns.append(_clamped_shading(normals_out, tgt_light, tgt_normals, skin_vertices))
-        maps = raster.interpolate(np.concatenate(columns, axis=1), model.render_triangles)
+        attributes = np.concatenate(columns, axis=1)
+        maps = raster.interpolate(attributes, model.render_triangles)
         coverage = raster.covered.astype(np.float32)
         if (rw, rh) != (pw, ph):
+            folds = _uv_folds(maps, raster.covered)
             # Normalised upsampling: uncovered grid pixels carry no weight, so values
             # next to the mesh border are not pulled towards a placeholder.
             maps = cv2.resize(maps, (pw, ph), interpolation=cv2.INTER_LINEAR)
@@ -2014,6 +2016,8 @@ class Swapper:
             rim = np.flatnonzero((coverage > 0.0) & (coverage != 1.0))
             flat = maps.reshape(-1, maps.shape[2])
             flat[rim] /= coverage.reshape(-1)[rim, None]
+            if folds is not None:
+                _sharpen_folds(maps, folds, raster, model, attributes, out_verts, (x0, y0), to_proc)
         # (np.minimum/maximum: np.clip's own overhead is most of its cost on these.)
         coverage = np.minimum(np.maximum((coverage - 0.5) * 2.0, 0.0), 1.0)
         # Fixed-point UV maps (1/32 texel), built once for the two face-space lookups.
@@ -2266,6 +2270,72 @@ class Swapper:
             band = cv2.addWeighted(band, gain, noise, grain_gain, 0.0, dtype=cv2.CV_32F)
             gain = 1.0
         return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
+
+
+# A fold in the coarse raster's texture map (see _uv_folds): adjacent grid pixels whose
+# texture coordinates differ by more than FOLD_STEP times the median step between
+# neighbours, and by at least FOLD_MIN_TEXELS texels.
+FOLD_STEP = 4.0
+FOLD_MIN_TEXELS = 12.0
+
+
+def _uv_folds(maps: NDArray[np.float32], covered: NDArray[np.bool_]) -> NDArray[np.bool_] | None:
+    """Grid pixels on a fold of the coarse raster's texture map, or None without one.
+
+    Where one part of the face hides another (a turned head's nose over its far
+    cheek), neighbouring grid pixels show texels far apart in the texture. Upsampled
+    bilinearly, the pixels between took the texels in between, the hidden nose side's:
+    a thin dark line down the nose of a turned target (the astronaut onto p18). Only
+    pixels clear of the mesh's rim count (there a grid pixel's texel is an edge
+    triangle's, extrapolated).
+    """
+    inner = cv2.erode(covered.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
+    u, v = maps[..., 0], maps[..., 1]
+    across = np.abs(u[:, 1:] - u[:, :-1]) + np.abs(v[:, 1:] - v[:, :-1])
+    down = np.abs(u[1:] - u[:-1]) + np.abs(v[1:] - v[:-1])
+    pairs_across = inner[:, 1:] & inner[:, :-1]
+    pairs_down = inner[1:] & inner[:-1]
+    if int(pairs_across.sum()) < 16:
+        return None
+    typical = float(np.median(across[pairs_across][::3]))  # a third of them: as good, cheaper
+    limit = max(FOLD_STEP * typical, FOLD_MIN_TEXELS)
+    jump_across = pairs_across & (across > limit)
+    jump_down = pairs_down & (down > limit)
+    if not (jump_across.any() or jump_down.any()):
+        return None
+    folds = np.zeros(covered.shape, bool)
+    folds[:, 1:] |= jump_across
+    folds[:, :-1] |= jump_across
+    folds[1:] |= jump_down
+    folds[:-1] |= jump_down
+    return folds
+
+
+def _sharpen_folds(
+    maps: NDArray[np.float32],
+    folds: NDArray[np.bool_],
+    raster: Raster,
+    model: FaceModel,
+    attributes: NDArray[np.float32],
+    out_verts: NDArray[np.float32],
+    origin: tuple[int, int],
+    to_proc: NDArray[np.float32],
+) -> None:
+    """Redraw the upsampled maps (in place) at full resolution around the coarse
+    raster's folds (_uv_folds): the triangles seen there are rasterised again at the
+    processing size, nearer ones winning, and their attributes interpolated anew."""
+    ph, pw = maps.shape[:2]
+    rh, rw = folds.shape
+    band = cv2.dilate(folds.astype(np.uint8), np.ones((3, 3), np.uint8))
+    seen = np.unique(raster.triangle[(band > 0) & (raster.triangle >= 0)])
+    triangles = model.render_triangles[seen]
+    points = (out_verts[:, :2] - np.array(origin, np.float32)) * to_proc
+    redrawn = rasterize(points, triangles, (ph, pw), depth=out_verts[:, 2])
+    where = (
+        cv2.resize(band, (pw, ph), interpolation=cv2.INTER_NEAREST).astype(bool) & redrawn.covered
+    )
+    values = redrawn.interpolate(attributes, triangles)
+    maps[where] = values[where]
 
 
 def fine_fade(scale: float) -> float:

@@ -2008,3 +2008,53 @@ class TestGaze:
         assert first is not None and own is not None and merged.eyes[1] is not None
         # In the lead's colours: the second photo's gain (here close to 1) applied.
         assert np.allclose(first.white, own.white, rtol=0.1)
+
+
+def _uv_plane(shape: tuple[int, int], slope: float = 2.0) -> np.ndarray:
+    """(H, W, 2) texture coordinates of a flat surface: u and v grow `slope` a pixel."""
+    v, u = np.mgrid[0 : shape[0], 0 : shape[1]].astype(np.float32) * slope
+    return np.dstack([u, v])
+
+
+class TestFolds:
+    """A turned head's nose hides part of its far cheek: the coarse raster's texture
+    map folds there, and upsampled bilinearly it drew the texels in between (the
+    hidden side of the nose) as a dark line down the nose."""
+
+    def test_a_jump_in_the_texture_map_is_a_fold(self) -> None:
+        maps = _uv_plane((40, 40))
+        covered = np.ones((40, 40), bool)
+        assert swap_module._uv_folds(maps, covered) is None
+        maps[:, 20:, 0] += 60.0  # the right half shows texels 60 further on
+        folds = swap_module._uv_folds(maps, covered)
+        assert folds is not None
+        assert set(np.nonzero(folds.any(0))[0]) == {19, 20}
+        # At the mesh's rim a grid pixel's texel is extrapolated: not a fold.
+        rim = np.zeros((40, 40), bool)
+        rim[:, :21] = True
+        assert swap_module._uv_folds(maps, rim) is None
+
+    def test_the_fold_down_a_turned_nose_is_drawn_at_full_resolution(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        shared_faces: Path,
+        analyser: FaceAnalyser,
+        astronaut_face: Face,
+    ) -> None:
+        # p18's head is turned 30 degrees. A raster at the full processing size has no
+        # fold to upsample: the reference. The coarse raster, redrawn at its folds,
+        # must come much closer to it there than upsampled as it is.
+        frame = cv2.imread(str(shared_faces / "img_p18_aflw_lowkey.jpg"))
+        target = analyser.get_faces(frame)[0]
+        swapper = Swapper(astronaut_face)
+        reference = swapper.with_options(work_size=swapper.options.process_size).swap(frame, target)
+        redrawn = swapper.swap(frame, target)
+        monkeypatch.setattr(swap_module, "_sharpen_folds", lambda *args: None)
+        upsampled = swapper.swap(frame, target)
+        changed = np.abs(upsampled.astype(np.int16) - redrawn).max(-1) > 8
+        assert changed.sum() > 50  # the fold band
+
+        def error(out: np.ndarray) -> float:
+            return float(np.abs(out.astype(np.int16) - reference)[changed].mean())
+
+        assert error(redrawn) < 0.5 * error(upsampled)
