@@ -96,9 +96,10 @@ class MeshSmoother:
 
     One filter over the whole mesh steadies the head only as far as it also slows
     the face's own motion: set hard enough that the face does not swim on the head,
-    it smoothed blinks, winks and syllables away (with the file settings, the
-    output's eye openings followed the target's with a correlation of 0.46 on the
-    development clips, against 0.76 unsmoothed). Here the mesh is filtered twice:
+    it smoothed blinks, winks and syllables away (at the file job's settings the
+    output's eye openings followed the target's with a correlation of 0.46 over the
+    development clips, against 0.76 unsmoothed: dlib's landmarks, the astronaut as
+    the source). Here the mesh is filtered twice:
     hard (``min_cutoff``, ``beta``) for the head's pose, lightly (``expression_*``)
     for its shape. The lightly filtered mesh, taken out of its own pose, is put in
     the pose of the hard one. Both poses are fitted to the canonical face on its
