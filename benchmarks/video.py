@@ -21,7 +21,8 @@ multi-person clip.
    eyes' opening (eye aspect ratio, both eyes' mean) and the mouth's (inner lips'
    gap over the mouth's width); reported is the correlation of each between
    output and input over the clip (1: the output blinks and speaks as the target
-   does).
+   does). A strip of every 15th frame's face, input above output, is written
+   for each clip under ``out/`` to look at (internal use, as below).
 3. **Dynamic frame sampling** (same clips): ``--frame-skip 2`` and ``3`` and
    ``--static-threshold 1`` against analysing every frame: the tracking analysis's
    milliseconds per frame run alone, the frames actually fitted and the job's
@@ -229,6 +230,30 @@ def _expression_following(
     }
 
 
+def _face_strip(
+    before: list[NDArray[np.uint8]],
+    after: list[NDArray[np.uint8]],
+    boxes: dict[int, Any],
+    every: int = 15,
+) -> NDArray[np.uint8]:
+    """Every ``every``-th frame's face, input above output (160 px squares), side by
+    side: blinks, winks and speech to look at."""
+    columns = []
+    for i in sorted(boxes):
+        if i % every or i >= min(len(before), len(after)):
+            continue
+        x0, y0, x1, y1 = boxes[i]
+        grow = 0.2 * max(x1 - x0, y1 - y0)
+        crop = _region((x0 - grow, y0 - grow, x1 + grow, y1 + grow))
+        pair = [
+            cv2.resize(f[i][crop], (160, 160), interpolation=cv2.INTER_AREA)
+            for f in (before, after)
+        ]
+        cv2.putText(pair[0], str(i), (4, 16), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 255, 255), 1)
+        columns.append(np.vstack(pair))
+    return np.hstack(columns) if columns else np.zeros((320, 160, 3), np.uint8)
+
+
 def _swap_clip(
     clip: Path, output: Path, analyser: fw.FaceAnalyser, source: fw.Face, **job: Any
 ) -> tuple[VideoJobStats, dict[int, Any], list[NDArray[np.uint8]]]:
@@ -291,6 +316,7 @@ def flicker_and_sampling(
             ratio, change_in, change_out = _flicker(before, after, boxes)
             if not reference:
                 reference = after
+                cv2.imwrite(str(work / f"{clip.stem}_faces.jpg"), _face_strip(before, after, boxes))
                 flicker[clip.stem] = {
                     "flicker_ratio": round(ratio, 3),
                     **_expression_following(before, after, boxes, landmarks),
