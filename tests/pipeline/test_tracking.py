@@ -234,11 +234,12 @@ class TestSmoothing:
         )
         drop = 0.9 * float(np.ptp(fake.canonical[fake.real.model.loops[0], 1]))
         plain_mesh = fake.mesh
+        closing = [0.0]  # how far the lids are closed in the frame being analysed
 
         def mesh(cx: float, cy: float, size: float) -> NDArray[np.float32]:
             points = plain_mesh(cx, cy, size)
             span = float(np.ptp(fake.canonical[:, 0]))
-            points[lids, 1] += drop * blink.get(frame, 0.0) * size / span
+            points[lids, 1] += drop * closing[0] * size / span
             return points
 
         fake.mesh = mesh  # type: ignore[method-assign]
@@ -253,6 +254,7 @@ class TestSmoothing:
             tracker = FaceTracker(fake, **settings)  # type: ignore[arg-type]
             gaps, raw = [], []
             for frame in range(30):
+                closing[0] = blink.get(frame, 0.0)
                 points = tracker.update(_BLANK, frame / 30)[0].face.landmarks_478
                 gaps.append(_lid_gap(points))
                 raw.append(_lid_gap(mesh(300, 240, 200)))
