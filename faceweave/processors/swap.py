@@ -113,6 +113,9 @@ GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: els
 # The residue check's lines are measured on an 8-bit scale whose white is this many
 # times the texture's 99.5th percentile.
 GLASSES_SCALE_TOP = 1.5
+# The glasses band left to a target that wears glasses when the source's own stay in its
+# texture (SourceModel.glasses) is feathered by this share of the texture's side.
+GLASSES_BAND_FEATHER = 0.015
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by one line: none .. glasses
 # An open eye shows white and iris: the lightness in its opening (OpenCV's 8-bit L*,
 # 5th to 95th percentile, both eyes averaged) spans over 100 levels in a good photo and
@@ -426,6 +429,9 @@ class SourceModel:
             show, at twice the texture's resolution, where the texture is the photo's
             own (0 elsewhere), for faces drawn larger than the processing size (see
             :func:`_fine_texture`); None: none drawn.
+        glasses: whether the texture still shows the photo's glasses (found, and not
+            painted out): on a target that wears its own, the band where frames sit
+            is then left to the target, rather than two pairs of glasses.
     """
 
     albedo: NDArray[np.float32]
@@ -441,6 +447,7 @@ class SourceModel:
         default=(None, None), repr=False
     )
     fine: NDArray[np.float32] | None = field(default=None, repr=False)
+    glasses: bool = False
 
 
 def _fit_light(
@@ -952,7 +959,9 @@ def prepare_source(
     used_cos = (w_own * side + w_mir * side[:, ::-1]) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
-    filled = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)
+    painted = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)
+    glasses_kept = _glasses_found(glasses) and painted is filled
+    filled = painted
     if wide_open:
         filled = _paint_out_stray_lip(filled, shading, model)
         filled, valid = _mend_below_lips(filled, valid, model)
@@ -995,6 +1004,7 @@ def prepare_source(
         fine=_fine_texture(
             model, image, source_face.size, map_xy, tex, texture, valid * (1.0 - occluder)
         ),
+        glasses=glasses_kept,
     )
 
 
@@ -1803,6 +1813,10 @@ class Swapper:
         aux = np.dstack([self.masks.face, source_weight, self.masks.skin, self.masks.edge])
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
+        # The same band feathered, for a source whose glasses stay in its texture.
+        feather = GLASSES_BAND_FEATHER * self.options.uv_size
+        soft = cv2.GaussianBlur(self.masks.glasses.astype(np.float32), (0, 0), feather)
+        self._uv_glasses_soft = np.round(np.clip(soft, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self._eyes = self._eye_patches()
         # The fine detail as bytes (128 is none) at twice the texture's size and at it,
@@ -2052,6 +2066,14 @@ class Swapper:
                 frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
                 if frames is not None:
                     keep_target *= 1.0 - frames * coverage
+                    if self.source.glasses:
+                        # Both wear glasses and the source's are in its texture: the
+                        # band where frames sit stays the target's (its own glasses on
+                        # its own face), not the source's frames behind the target's.
+                        band = cv2.remap(
+                            self._uv_glasses_soft, uv_map, uv_frac, cv2.INTER_LINEAR
+                        ).astype(np.float32) * np.float32(float(frames.max()) / 255.0)
+                        keep_target *= 1.0 - band * coverage
             lenses = _tinted_lenses(target_proc, landmarks, skin_bgr)
             if lenses is not None:
                 keep_target *= 1.0 - lenses * coverage

@@ -369,6 +369,29 @@ class TestGlasses:
         kept_off = _kept(off.swap(grace_hopper, grace_hopper_face), grace_hopper, lines)
         assert kept_on > 0.45 and kept_off < 0.15, (kept_on, kept_off)
 
+    def test_one_pair_of_glasses_when_both_wear_them(
+        self, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+    ) -> None:
+        """Grace Hopper's thick glasses stay in her texture (painting them out would
+        leave rings); on a target that wears its own, the band where frames sit stays
+        the target's, rather than her frames showing behind the target's."""
+        grace = Swapper(grace_hopper_face)
+        assert grace.source.glasses and not Swapper(astronaut_face).source.glasses
+        drawn = _draw_glasses(astronaut, astronaut_face)
+        pts = astronaut_face.landmarks_478[:, :2]
+        width = float(np.linalg.norm(pts[33] - pts[133]))
+        # Between the drawn frames and the eyes, where her frames would show (0.3-0.55
+        # eye widths out from each eye's middle, below it: clear of the brows).
+        ring = np.zeros(astronaut.shape[:2], np.uint8)
+        for pair in ([33, 133], [362, 263]):
+            centre = tuple(int(v) for v in pts[pair].mean(0))
+            cv2.ellipse(ring, centre, (int(0.55 * width),) * 2, 0, 20, 160, 1, -1)
+            cv2.ellipse(ring, centre, (int(0.3 * width),) * 2, 0, 20, 160, 0, -1)
+        kept = _kept(grace.swap(drawn, astronaut_face), drawn, ring > 0)
+        assert kept > 0.85  # 0.64 with her glasses behind the target's
+        # Without glasses of its own the target takes her face there, glasses and all.
+        assert _kept(grace.swap(astronaut, astronaut_face), astronaut, ring > 0) < 0.2
+
     def test_drawn_glasses_are_found(self, astronaut: np.ndarray, astronaut_face: Face) -> None:
         """Frames drawn onto a face without glasses are kept; without them nothing is."""
         source = Swapper(astronaut_face).source
