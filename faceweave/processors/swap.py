@@ -960,6 +960,7 @@ def prepare_source(
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
     painted = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)
+    # (It hands back its input where it leaves the frames in the texture.)
     glasses_kept = _glasses_found(glasses) and painted is filled
     filled = painted
     if wide_open:
@@ -1814,9 +1815,11 @@ class Swapper:
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         # The same band feathered, for a source whose glasses stay in its texture.
-        feather = GLASSES_BAND_FEATHER * self.options.uv_size
-        soft = cv2.GaussianBlur(self.masks.glasses.astype(np.float32), (0, 0), feather)
-        self._uv_glasses_soft = np.round(np.clip(soft, 0.0, 1.0) * 255.0).astype(np.uint8)
+        self._uv_glasses_soft: NDArray[np.uint8] | None = None
+        if self.source.glasses:
+            feather = GLASSES_BAND_FEATHER * self.options.uv_size
+            soft = cv2.GaussianBlur(self.masks.glasses.astype(np.float32), (0, 0), feather)
+            self._uv_glasses_soft = np.round(np.clip(soft, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self._eyes = self._eye_patches()
         # The fine detail as bytes (128 is none) at twice the texture's size and at it,
@@ -2066,7 +2069,7 @@ class Swapper:
                 frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
                 if frames is not None:
                     keep_target *= 1.0 - frames * coverage
-                    if self.source.glasses:
+                    if self._uv_glasses_soft is not None:
                         # Both wear glasses and the source's are in its texture: the
                         # band where frames sit stays the target's (its own glasses on
                         # its own face), not the source's frames behind the target's.
@@ -2347,7 +2350,6 @@ def _sharpen_folds(
     raster's folds (_uv_folds): the triangles seen there are rasterised again at the
     processing size, nearer ones winning, and their attributes interpolated anew."""
     ph, pw = maps.shape[:2]
-    rh, rw = folds.shape
     band = cv2.dilate(folds.astype(np.uint8), np.ones((3, 3), np.uint8))
     seen = np.unique(raster.triangle[(band > 0) & (raster.triangle >= 0)])
     triangles = model.render_triangles[seen]
