@@ -6,7 +6,8 @@ multi-person clip.
    astronaut: the photo is scaled so her face is one third of the frame height,
    centred, edges mirrored (as in ``speed.py``), and slides 3 px per frame; a
    440 Hz AAC tone is the audio track. The source face is matplotlib's Grace
-   Hopper. ``faceweave.pipeline.swap_video`` runs the whole job (decode + track +
+   Hopper (``--source astronaut`` swaps the astronaut in instead, for every part
+   of the benchmark). ``faceweave.pipeline.swap_video`` runs the whole job (decode + track +
    swap + watermark + encode, x264 with the CLI's defaults + audio copy); the report gives frames
    per second and the mean milliseconds per frame of each pipeline stage. Stages run
    on their own threads, so the fps is set by the slowest stage, not their sum.
@@ -440,6 +441,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--faces", type=Path, default=SHARED_FACES_DIR, help="shared videos folder")
     parser.add_argument("--no-shared", action="store_true", help="skip flicker and selection")
     parser.add_argument("--gt-every", type=int, default=3, help="ground truth every N-th frame")
+    parser.add_argument(
+        "--source",
+        default="grace_hopper",
+        choices=("grace_hopper", "astronaut"),
+        help="the package photo swapped in (Grace Hopper's glasses throw dlib's eye points)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR / "video")
     return parser.parse_args(argv)
 
@@ -454,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     if "astronaut" not in images or "grace_hopper" not in images:
         print("scikit-image and matplotlib are needed for the test faces", file=sys.stderr)
         return 2
-    source = fw.FaceAnalyser().get_faces(images["grace_hopper"])[0]
+    source = fw.FaceAnalyser().get_faces(images[args.source])[0]
     analyser = fw.FaceAnalyser(mode="video")  # frames in sequence, as the CLI does
     report: dict[str, Any] = {"benchmark": "video", "environment": env}
     print("throughput (decode + track + swap + encode + audio copy):", flush=True)
