@@ -2884,37 +2884,41 @@ def _match_detail(
     Band ``i`` of an image is its Gaussian level ``i`` minus the upsampled level
     ``i + 1`` (about 1-2 and 2-4 pixels at the processing size). Each band's gain is
     ``sqrt(target energy / source energy)`` over skin, raised to ``strength`` and never
-    above 1: a soft target is never sharpened into noise. Bands are measured and
-    scaled on luma, where pores and grain live (a third of the work of colour
-    bands); the change is added to all three channels alike.
+    above 1: a soft target is never sharpened into noise. The energies are measured on
+    luma, where pores and grain live; the gain scales the colour bands, so a detail's
+    hue is kept as it fades. (A luma change added to all three channels alike turned
+    an old source's wrinkles, darker in green and blue than in red, into orange-red
+    lines: taking out their luma left the red brighter than the skin around.)
     """
     on = (skin > 0.5).astype(np.float32)
     if float(on.sum()) < 16:
         return source
-    src_grey = cv2.cvtColor(source, cv2.COLOR_BGR2GRAY)
+    src_level = source
     tgt_grey = cv2.cvtColor(target, cv2.COLOR_BGR2GRAY)
     gains: list[float] = []
     bands: list[NDArray[np.float32]] = []
     for _ in range(levels):
-        size = (src_grey.shape[1], src_grey.shape[0])
-        src_down, tgt_down = cv2.pyrDown(src_grey), cv2.pyrDown(tgt_grey)
-        src_band = cv2.subtract(src_grey, cv2.pyrUp(src_down, dstsize=size))
+        size = (src_level.shape[1], src_level.shape[0])
+        src_down, tgt_down = cv2.pyrDown(src_level), cv2.pyrDown(tgt_grey)
+        src_band = cv2.subtract(src_level, cv2.pyrUp(src_down, dstsize=size))
         tgt_band = cv2.subtract(tgt_grey, cv2.pyrUp(tgt_down, dstsize=size))
-        # Sums of squares on skin (a masked cv2.mean is 20x slower than a dot).
-        src_on, tgt_on = cv2.multiply(src_band, on), cv2.multiply(tgt_band, on)
+        # Sums of squares on skin (a masked cv2.mean is 20x slower than a dot); the
+        # source's luma band is its colour band's luma (both are linear).
+        src_on = cv2.multiply(cv2.cvtColor(src_band, cv2.COLOR_BGR2GRAY), on)
+        tgt_on = cv2.multiply(tgt_band, on)
         ratio = float(np.vdot(tgt_on, tgt_on)) / max(float(np.vdot(src_on, src_on)), 1e-6)
         gains.append(min(1.0, np.sqrt(ratio)) ** strength)
         bands.append(src_band)
-        src_grey, tgt_grey = src_down, tgt_down
-        on = on[::2, ::2][: src_grey.shape[0], : src_grey.shape[1]]
+        src_level, tgt_grey = src_down, tgt_down
+        on = on[::2, ::2][: src_level.shape[0], : src_level.shape[1]]
     if min(gains) >= 0.999:
         return source
-    # The luma change, coarsest band first: each band times (gain - 1), upsampled.
+    # The change, coarsest band first: each band times (gain - 1), upsampled.
     change = cv2.multiply(bands[-1], gains[-1] - 1.0)
     for band, gain in zip(reversed(bands[:-1]), reversed(gains[:-1]), strict=True):
         change = cv2.pyrUp(change, dstsize=(band.shape[1], band.shape[0]))
         change = cv2.scaleAdd(band, gain - 1.0, change)
-    return np.asarray(cv2.add(source, cv2.merge([change, change, change])), np.float32)
+    return np.asarray(cv2.add(source, change), np.float32)
 
 
 # An open mouth keeps the target's own lips along its opening, this fraction of the

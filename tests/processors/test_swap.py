@@ -1486,6 +1486,31 @@ class TestDetail:
         )
 
 
+    def test_a_faded_detail_keeps_its_hue(self) -> None:
+        # Reddish skin with thin lines darker in blue and green than in red (an old
+        # face's wrinkles). Toned down towards a flat target, each line must stay
+        # darker than the skin in every channel: a luma change added to all three alike
+        # left its red above the skin's, an orange-red line.
+        skin = np.array([130.0, 150.0, 200.0], np.float32)  # BGR
+        line = np.array([100.0, 120.0, 190.0], np.float32)
+        source = np.tile(skin, (64, 64, 1))
+        source[:, 20:22] = line
+        source[30:32, :] = line
+        target = np.full((64, 64, 3), 150.0, np.float32)
+        on = np.ones((64, 64), np.float32)
+        faded = swap_module._match_detail(source, target, on, strength=0.5)
+        assert not np.array_equal(faded, source)  # the lines were toned down
+        where = np.zeros((64, 64), bool)
+        where[:, 20:22] = where[30:32, :] = True
+        change = faded[where] - source[where]
+        assert np.all(faded[where] <= skin + 0.5), faded[where].max(0)
+        # Each channel of a line rises in step with its own depth below the skin.
+        depth = skin - line
+        for channel in range(3):
+            assert change[:, channel].mean() <= depth[channel] + 1e-3
+        assert change[:, 2].mean() < 0.5 * change[:, 0].mean()
+
+
 class TestLight:
     """The target's broad light and shade replace the source's on skin."""
 
