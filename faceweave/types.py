@@ -74,6 +74,10 @@ class Face:
             :class:`~faceweave.pipeline.tracking.FaceTracker`): a swap measures
             the source's identity shape against it, so that all of the face's
             expression (a raised brow, a frown) stays; None for a still image.
+        rest_detail: (S, S) the face's skin detail at rest in face space (see
+            :mod:`faceweave.core.creases`), kept by a video track like ``rest``:
+            a swap lays what the skin shows beyond it (frown lines, crow's feet)
+            on the source; None for a still image.
     """
 
     bbox: BBox
@@ -86,6 +90,7 @@ class Face:
     _embedding_fn: Callable[[], Embedding] | None = field(default=None, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     rest: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+    rest_detail: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
 
     @property
     def landmarks_2d(self) -> Points2D:

@@ -122,11 +122,17 @@ DEFAULT_MASK_PADDING = _SWAP_DEFAULTS.mask_padding
 DEFAULT_FEATHER = _SWAP_DEFAULTS.feather
 DEFAULT_DETAIL = _SWAP_DEFAULTS.detail
 DEFAULT_LIGHT = _SWAP_DEFAULTS.light
+DEFAULT_CREASES = _SWAP_DEFAULTS.creases
 DEFAULT_SHAPE = _SWAP_DEFAULTS.shape
 LIGHT_HELP = (
     "how far the target's light and shade (a side light, a shadowed cheek) replace the "
     "source's: 0 keeps the source's shading, 1 takes the target's (default %(default)s; "
     "not used with --color sh)"
+)
+CREASES_HELP = (
+    "in videos, how much of the creases the target's expression makes (frown lines, "
+    "crow's feet, a wrinkled nose) the swapped face takes: 0 none, 1 all "
+    "(default %(default)s; a still image has no face at rest to tell them from wrinkles)"
 )
 SHAPE_HELP = (
     "how much of the source's face shape (nose, eyes, brows) the swap takes: 0 keeps "
@@ -518,6 +524,7 @@ def _add_look_and_selection_options(
     )
     parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     parser.add_argument("--light", type=unit_interval, default=DEFAULT_LIGHT, help=LIGHT_HELP)
+    parser.add_argument("--creases", type=unit_interval, default=DEFAULT_CREASES, help=CREASES_HELP)
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
     parser.add_argument(
         "--face-selector",

@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
-from faceweave.core import eyeball, lighting
+from faceweave.core import creases, eyeball, lighting
 from faceweave.core.facemodel import (
     HOLE_EYE_LEFT,
     HOLE_EYE_RIGHT,
@@ -175,6 +175,12 @@ class SwapOptions:
             source's own shading (a flat sticker under a side light), 1 takes the
             target's fully (its cheekbones and sockets start to show through).
             Not used with ``color="sh"``, which relights by its own model.
+        creases: how much of the creases the target's expression makes (frown lines
+            between the brows, crow's feet at a wink, a wrinkled nose) the source's
+            skin takes: 1 all of them, 0 none. Known only in a video, where the
+            tracker keeps the target's skin at rest (``Face.rest_detail``; see
+            :mod:`faceweave.core.creases`); a still image has no rest to tell an
+            expression's crease from a wrinkle of the target's own.
         uv_size: side of the UV texture in texels.
         work_size: faces are rasterised at most this many pixels wide.
         process_size: faces are swapped at most this many pixels wide, then
@@ -193,6 +199,7 @@ class SwapOptions:
     mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     detail: float = 1.0
     light: float = 0.5
+    creases: float = 1.0
     uv_size: int = 384
     work_size: int = 64
     process_size: int = 224
@@ -232,6 +239,8 @@ class SwapOptions:
             raise UsageError(f"detail must be within [0, 1], got {self.detail}")
         if not 0.0 <= self.light <= 1.0:
             raise UsageError(f"light must be within [0, 1], got {self.light}")
+        if not 0.0 <= self.creases <= 1.0:
+            raise UsageError(f"creases must be within [0, 1], got {self.creases}")
         if not 0.0 <= self.feather <= 0.5:
             raise UsageError(f"feather must be within [0, 0.5], got {self.feather}")
         # __post_init__ made any sequence of numbers a tuple of floats.
@@ -2132,6 +2141,8 @@ class Swapper:
             self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "target")
         if opts.detail > 0 and enough_skin:
             source = _match_detail(source, warped_target, skin, opts.detail)
+        if opts.creases > 0 and target_face.rest_detail is not None:
+            source = self._lay_creases(source, frame, target_face, (u_map, v_map))
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).
         alpha = np.ascontiguousarray(
@@ -2199,6 +2210,36 @@ class Swapper:
         if fine is not None:
             change = cv2.add(change, cv2.merge([fine, fine, fine]))
         out[y0:y1, x0:x1] = cv2.add(base, change, dtype=cv2.CV_8U)
+
+    def _lay_creases(
+        self,
+        source: NDArray[np.float32],
+        frame: Frame,
+        target_face: Face,
+        uv: tuple[NDArray[np.float32], NDArray[np.float32]],
+    ) -> NDArray[np.float32]:
+        """The source's skin with the creases of the target's expression (its skin's
+        detail now against at rest, ``Face.rest_detail``) laid on it, as a change of
+        log luma, so each crease darkens the source's skin by its own share, in the
+        skin's own hue (see :mod:`faceweave.core.creases`)."""
+        rest = target_face.rest_detail
+        if rest is None or rest.ndim != 2 or rest.shape[0] != rest.shape[1]:
+            return source
+        size = rest.shape[0]
+        detail = creases.face_detail(frame, target_face.landmarks_478, self.model, size)
+        change = creases.expression_creases(
+            detail, rest, creases.crease_zone(self.model, size), self.options.creases
+        )
+        to_crease = np.float32((size - 1) / (self.options.uv_size - 1))
+        drawn = cv2.remap(
+            change,
+            uv[0] * to_crease,
+            uv[1] * to_crease,
+            cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+        )
+        gain = cv2.exp(drawn)
+        return np.asarray(cv2.multiply(source, cv2.merge([gain, gain, gain])), np.float32)
 
     def _fine_detail(
         self,

@@ -310,6 +310,7 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "gaze": {"type": "string", "enum": list(GAZE_MODES)},
     "detail": {"type": "number", "minimum": 0, "maximum": 1},
     "light": {"type": "number", "minimum": 0, "maximum": 1},
+    "creases": {"type": "number", "minimum": 0, "maximum": 1},
     "shape": {"type": "number", "minimum": 0, "maximum": 1},
     "face_selector": {"type": "string", "enum": list(SELECTORS)},
     "face_order": {"type": "string", "enum": list(ORDERS)},

@@ -80,6 +80,8 @@ class JobOptions:
             (a crisper source's toned down, a softer one's made up with grain on a
             large face).
         light: 0 keeps the source's shading, 1 takes the target's light and shade.
+        creases: in videos, how much of the creases the target's expression makes
+            (frown lines, crow's feet) the swapped face takes, 0 to 1.
         shape: 0 keeps the target's face geometry, 1 takes the source's face shape.
         mask_mouth: keep the target's open mouth.
         mask_eyes: keep the target's eyes.
@@ -101,6 +103,7 @@ class JobOptions:
     gaze: str = _ENGINE.gaze
     detail: float = _ENGINE.detail
     light: float = _ENGINE.light
+    creases: float = _ENGINE.creases
     shape: float = _ENGINE.shape
     face_selector: str = "one"
     face_order: str = "large-small"
@@ -128,6 +131,8 @@ class JobOptions:
             raise UsageError(f"detail must be between 0 and 1, got {self.detail}")
         if not 0.0 <= self.light <= 1.0:
             raise UsageError(f"light must be between 0 and 1, got {self.light}")
+        if not 0.0 <= self.creases <= 1.0:
+            raise UsageError(f"creases must be between 0 and 1, got {self.creases}")
         if not 0.0 <= self.shape <= 1.0:
             raise UsageError(f"shape must be between 0 and 1, got {self.shape}")
         _choice("color", self.color, COLOR_MODES)

@@ -14,6 +14,7 @@ import pytest
 from numpy.typing import NDArray
 
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.core import creases
 from faceweave.errors import UsageError
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace
 from faceweave.pipeline.video_job import FILE_SMOOTHING_BETA, FILE_SMOOTHING_MIN_CUTOFF
@@ -297,6 +298,34 @@ class TestSmoothing:
             raised[0] = True
             lift = brow_lift(frame / 10)
         assert lift == pytest.approx(raise_by, rel=0.1)
+
+    def test_faces_carry_their_skin_at_rest(self) -> None:
+        # A fold between the brows for 1 s: the skin's detail at rest (the median of
+        # the last 5 s of samples) stays without it; held for 4 s, it is part of it.
+        fake = FakeAnalyser()
+        fake.faces = [(300, 240, 200)]
+        tracker = FaceTracker(fake, static_threshold=0.0)
+        plain = _texture((480, 640))
+        glabella = fake.mesh(300, 240, 200)[9, :2]
+        folded = plain.copy()
+        x, y = (int(v) for v in glabella)
+        cv2.line(folded, (x, y - 10), (x, y + 10), (0, 0, 0), 2)
+        model = fake.real.model
+        size = creases.CREASE_SIZE
+        u, v = np.round(model.uv[9] * (size - 1)).astype(int)
+
+        def fold_depth(face: Face) -> float:  # the rest detail's fold, against none
+            assert face.rest_detail is not None and face.rest_detail.shape == (size, size)
+            return float(-face.rest_detail[v - 3 : v + 4, u - 3 : u + 4].min())
+
+        depths = []
+        for frame in range(10 * 10):  # 10 fps, 10 s
+            frowning = 50 <= frame < 60 or frame >= 70
+            face = tracker.update(folded if frowning else plain, frame / 10)[0].face
+            depths.append(fold_depth(face))
+        at_rest = depths[0]
+        assert max(depths[:70]) < at_rest + 0.02  # a frown of 1 s
+        assert depths[-1] > at_rest + 0.1  # a frown held for 3 s of the last 5
 
     def test_smoothed_face_is_rebuilt(self) -> None:
         fake = FakeAnalyser(noise=1.0)

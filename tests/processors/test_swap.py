@@ -88,6 +88,8 @@ class TestSwapOptions:
             {"feather": 0.9},
             {"detail": 1.5},
             {"detail": -0.1},
+            {"creases": 1.5},
+            {"creases": -0.1},
             {"light": 1.5},
             {"light": -0.1},
             {"uv_size": 16},
@@ -1485,7 +1487,6 @@ class TestDetail:
             soft_source.swap(grace_hopper, grace_hopper_face),
         )
 
-
     def test_a_faded_detail_keeps_its_hue(self) -> None:
         # Reddish skin with thin lines darker in blue and green than in red (an old
         # face's wrinkles). Toned down towards a flat target, each line must stay
@@ -1509,6 +1510,46 @@ class TestDetail:
         for channel in range(3):
             assert change[:, channel].mean() <= depth[channel] + 1e-3
         assert change[:, 2].mean() < 0.5 * change[:, 0].mean()
+
+
+class TestCreases:
+    """In a video, the creases of the target's expression go onto the source's skin."""
+
+    def test_a_frown_line_shows_and_nothing_else_changes(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        from faceweave.core import creases
+
+        model = load_face_model()
+        rest = creases.face_detail(astronaut, astronaut_face.landmarks_478, model)
+        # The target frowns: a fold between its brows that its skin at rest has not.
+        frowning = astronaut.copy()
+        x, y = astronaut_face.landmarks_478[9, :2]
+        half = 0.05 * astronaut_face.size
+        cv2.line(frowning, (int(x), int(y - half)), (int(x), int(y + half)), (40, 40, 60), 2)
+        face = dataclasses.replace(astronaut_face, rest_detail=rest)
+        swapper = Swapper(grace_hopper_face)
+        with_creases = swapper.swap(frowning, face).astype(np.float32)
+        without = swapper.with_options(creases=0.0).swap(frowning, face).astype(np.float32)
+        change = (with_creases - without).mean(2)
+        line = np.zeros(change.shape, bool)
+        line[int(y - half) : int(y + half) + 1, int(x) - 2 : int(x) + 3] = True
+        assert float(change[line].min()) < -15.0  # the fold darkens the source's skin
+        near = cv2.dilate(line.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0
+        assert float(np.abs(change[~near]).max()) <= 1.0
+
+    def test_the_skin_at_rest_adds_nothing(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        from faceweave.core import creases
+
+        rest = creases.face_detail(astronaut, astronaut_face.landmarks_478, load_face_model())
+        at_rest = dataclasses.replace(astronaut_face, rest_detail=rest)
+        swapper = Swapper(grace_hopper_face)
+        plain = swapper.with_options(creases=0.0).swap(astronaut, astronaut_face)
+        np.testing.assert_array_equal(swapper.swap(astronaut, at_rest), plain)
+        # A still image has no skin at rest: the option changes nothing.
+        np.testing.assert_array_equal(swapper.swap(astronaut, astronaut_face), plain)
 
 
 class TestLight:

@@ -1,0 +1,155 @@
+"""Expression creases: the skin folds a face makes as it moves (frown lines between the
+brows, crow's feet at a wink, a wrinkled nose), measured in face space.
+
+A face-space texture cannot carry them: the source photo's skin is the source at
+rest, and the target's own creases go with the target's texture. In a video the
+target's skin at rest is known (:class:`~faceweave.pipeline.tracking.FaceTracker`
+keeps the median of its detail over the last seconds, ``Face.rest_detail``): what
+the skin shows now beyond that is its expression, and a swap lays it on the source.
+
+The detail is the log-luma band between CREASE_SIGMAS (texels of a CREASE_SIZE
+texture): fine enough for a fold a few pixels wide, too fine for the broad light and
+shade that a turn of the head changes. It is taken only in CREASE_ZONE (see
+:func:`crease_zone`): the skin clear of the eyes, brows, lips, the nose's tip and
+wings, and the face's outline, where a mesh that sits a pixel off from one frame to
+the next would read a moving edge as a crease.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+from scipy import sparse
+
+from faceweave.core.facemodel import FaceModel
+
+# Texture side (texels) and the band's two Gaussians (texels).
+CREASE_SIZE = 192
+CREASE_SIGMAS = (0.8, 2.5)
+# Log-luma offsets kept: a crease darkens by up to about a third (exp(-0.4)), and
+# what lightens between folds by a quarter.
+CREASE_RANGE = (-0.4, 0.25)
+# Stored detail in bytes (a track keeps several): 128 + QUANT * detail.
+CREASE_QUANT = 255.0
+# The nose's tip and wings: a highlight and nostrils that move with the head's turn.
+_NOSE_TIP = np.array(
+    [1, 2, 4, 19, 45, 48, 64, 75, 94, 97, 98, 115, 129, 220, 240]
+    + [275, 278, 294, 305, 326, 327, 344, 358, 440, 460]
+)
+
+
+@functools.lru_cache(maxsize=4)
+def crease_zone(model: FaceModel, size: int = CREASE_SIZE) -> NDArray[np.float32]:
+    """(S, S) weights in [0, 1] of the texels where creases are taken (read-only).
+
+    The face's skin minus: the outline's band (``size`` / 32 texels), the brows, the
+    eye openings, the lips and the nose's tip and wings (each a convex hull of its
+    vertices, grown by a few texels), feathered by a Gaussian of ``size`` / 96."""
+    raster = model.uv_raster(size)
+    grow = max(1, size // 64)
+    edge = 2 * (size // 32) + 1
+    zone = cv2.erode(
+        raster.covered.astype(np.uint8),
+        cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (edge, edge)),
+    )
+    uv = model.uv * (size - 1)
+    cuts: list[tuple[NDArray[np.integer], int]] = [
+        (model.regions["left_eyebrow"], grow),
+        (model.regions["right_eyebrow"], grow),
+        (model.loops[0], grow + 1),
+        (model.loops[1], grow + 1),
+        (model.regions["lips"], grow + 2),
+        (_NOSE_TIP, grow + 1),
+    ]
+    for ids, reach in cuts:
+        hull = cv2.convexHull(np.round(uv[ids]).astype(np.int32))
+        cut = np.zeros_like(zone)
+        cv2.fillConvexPoly(cut, hull, 1)
+        cut = cv2.dilate(
+            cut, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach + 1, 2 * reach + 1))
+        )
+        zone[cut > 0] = 0
+    weights = cv2.GaussianBlur(zone.astype(np.float32), (0, 0), size / 96.0)
+    weights.setflags(write=False)
+    return weights
+
+
+@functools.lru_cache(maxsize=4)
+def _texel_weights(model: FaceModel, size: int) -> sparse.csr_matrix:
+    """(S * S, V) each texel's barycentric weights over the extended mesh's vertices
+    (a row of zeros off the mesh): a texel's position in a frame is one sparse
+    product, a fifth of the time of interpolating over the raster."""
+    raster = model.uv_raster(size)
+    texels = np.flatnonzero(raster.covered.reshape(-1))
+    corners = np.asarray(model.render_triangles)[raster.triangle.reshape(-1)[texels]]
+    weights = raster.weights.reshape(-1, 3)[texels]
+    return sparse.csr_matrix(
+        (weights.reshape(-1), (np.repeat(texels, 3), corners.reshape(-1))),
+        shape=(size * size, len(model.canonical_extended)),
+        dtype=np.float32,
+    )
+
+
+def face_detail(
+    frame: NDArray[np.uint8],
+    landmarks: NDArray[np.floating],
+    model: FaceModel,
+    size: int = CREASE_SIZE,
+) -> NDArray[np.float32]:
+    """(S, S) the face's log-luma detail in face space (0 off the mesh).
+
+    ``landmarks``: its (478, 3) mesh in ``frame`` pixels. The face is first shrunk
+    (area filter) to about the texture's size, so that a large face's pores do not
+    alias into the band."""
+    verts = model.extend(np.asarray(landmarks, np.float32))
+    raster = model.uv_raster(size)
+    h, w = frame.shape[:2]
+    x0, y0 = (max(0, int(np.floor(v)) - 2) for v in verts[:, :2].min(0))
+    x1, y1 = (int(np.ceil(v)) + 3 for v in verts[:, :2].max(0))
+    x1, y1 = min(w, x1), min(h, y1)
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        return np.zeros((size, size), np.float32)
+    crop = frame[y0:y1, x0:x1]
+    grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY) if crop.ndim == 3 else crop
+    scale = min(1.0, size / max(x1 - x0, y1 - y0))
+    if scale < 1.0:
+        grey = cv2.resize(grey, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    xy = _texel_weights(model, size) @ (
+        (verts[:, :2] - np.array([x0, y0], np.float32)) * np.float32(scale)
+    )
+    luma = cv2.remap(
+        grey.astype(np.float32),
+        np.ascontiguousarray(xy[:, 0].reshape(size, size), np.float32),
+        np.ascontiguousarray(xy[:, 1].reshape(size, size), np.float32),
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_REPLICATE,
+    )
+    log = np.log(luma + np.float32(8.0))
+    fine, coarse = CREASE_SIGMAS
+    band = cv2.GaussianBlur(log, (0, 0), fine) - cv2.GaussianBlur(log, (0, 0), coarse)
+    band[~raster.covered] = 0.0
+    return np.asarray(band, np.float32)
+
+
+def quantise(detail: NDArray[np.float32]) -> NDArray[np.uint8]:
+    """Detail as bytes, for a track to keep several (see CREASE_QUANT)."""
+    return np.asarray(np.clip(np.round(128.0 + CREASE_QUANT * detail), 0, 255), np.uint8)
+
+
+def dequantise(stored: NDArray[np.generic]) -> NDArray[np.float32]:
+    return ((stored.astype(np.float32) - 128.0) / np.float32(CREASE_QUANT)).astype(np.float32)
+
+
+def expression_creases(
+    detail: NDArray[np.float32],
+    rest: NDArray[np.float32],
+    zone: NDArray[np.float32],
+    strength: float = 1.0,
+) -> NDArray[np.float32]:
+    """(S, S) log-luma change the face's expression makes to its skin: its detail now
+    minus at rest, in the crease zone, within CREASE_RANGE, times ``strength``."""
+    change = np.clip((detail - rest) * zone, *CREASE_RANGE)
+    return np.asarray(change * np.float32(strength), np.float32)

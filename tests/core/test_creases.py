@@ -1,0 +1,114 @@
+"""Tests for faceweave.core.creases: the skin's detail in face space and what an
+expression adds to it."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from faceweave.core import creases
+from faceweave.core.facemodel import FaceModel, load_face_model
+from faceweave.types import Face
+
+
+@pytest.fixture(scope="module")
+def model() -> FaceModel:
+    return load_face_model()
+
+
+def _texel(model: FaceModel, vertex: int, size: int = creases.CREASE_SIZE) -> tuple[int, int]:
+    u, v = np.round(model.uv[vertex] * (size - 1)).astype(int)
+    return int(v), int(u)
+
+
+def _draw_crease(frame: np.ndarray, face: Face, vertex: int = 9) -> np.ndarray:
+    """A thin dark fold, a tenth of the face high, through the mesh vertex (9: between
+    the brows, where frown lines run)."""
+    out = frame.copy()
+    x, y = face.landmarks_478[vertex, :2]
+    half = 0.05 * face.size
+    cv2.line(out, (int(x), int(y - half)), (int(x), int(y + half)), (40, 40, 60), 2, cv2.LINE_AA)
+    return out
+
+
+class TestZone:
+    def test_takes_the_skin_that_folds_and_leaves_the_features(self, model: FaceModel) -> None:
+        zone = creases.crease_zone(model)
+        assert zone.shape == (creases.CREASE_SIZE,) * 2
+        assert 0.0 <= float(zone.min()) and float(zone.max()) <= 1.0
+        # Between the brows, the forehead, the nose's bridge, beside the eyes' outer
+        # corners (crow's feet) and the cheeks.
+        for vertex in (9, 151, 168, 6, 226, 446, 143, 372, 205, 425):
+            assert zone[_texel(model, vertex)] > 0.85, vertex
+        # The brows, the lids' edges, the lips, the nose's tip, the face's outline.
+        for vertex in (107, 336, 159, 145, 33, 263, 13, 14, 0, 17, 1, 4, 10, 152, 234, 454):
+            assert zone[_texel(model, vertex)] < 0.15, vertex
+        with pytest.raises(ValueError):
+            zone[0, 0] = 1.0  # shared and cached: read-only
+
+
+class TestFaceDetail:
+    def test_a_fold_drawn_on_the_skin_shows_where_it_is(
+        self, model: FaceModel, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        plain = creases.face_detail(astronaut, astronaut_face.landmarks_478, model)
+        folded = creases.face_detail(
+            _draw_crease(astronaut, astronaut_face), astronaut_face.landmarks_478, model
+        )
+        change = folded - plain
+        v, u = _texel(model, 9)
+        assert change[v - 6 : v + 7, u - 6 : u + 7].min() < -0.15
+        # Nothing anywhere else: the cheeks, the forehead's top.
+        far = np.ones_like(change, bool)
+        far[v - 20 : v + 21, u - 20 : u + 21] = False
+        assert float(np.abs(change[far]).max()) < 0.01
+
+    def test_does_not_follow_the_light_level(
+        self, model: FaceModel, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # A log-luma band: the same skin in a darker frame has the same detail.
+        darker = np.round(astronaut.astype(np.float32) * 0.7).astype(np.uint8)
+        zone = creases.crease_zone(model) > 0.5
+        bright = creases.face_detail(astronaut, astronaut_face.landmarks_478, model)
+        dark = creases.face_detail(darker, astronaut_face.landmarks_478, model)
+        assert float(np.abs(bright - dark)[zone].mean()) < 0.01
+        assert float(np.abs(bright)[zone].mean()) > 0.01  # there is detail to compare
+
+    def test_a_large_face_is_shrunk_before_it_is_read(
+        self, model: FaceModel, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # The same face at three times the size reads about the same detail (its
+        # pores do not alias into the band).
+        big = cv2.resize(astronaut, None, fx=3, fy=3, interpolation=cv2.INTER_CUBIC)
+        points = astronaut_face.landmarks_478 * np.array([3, 3, 3], np.float32)
+        zone = creases.crease_zone(model) > 0.5
+        small = creases.face_detail(astronaut, astronaut_face.landmarks_478, model)
+        large = creases.face_detail(big, points, model)
+        assert float(np.corrcoef(small[zone], large[zone])[0, 1]) > 0.8
+
+    def test_off_the_frame(self, model: FaceModel, astronaut_face: Face) -> None:
+        points = astronaut_face.landmarks_478 + np.array([5000, 0, 0], np.float32)
+        tiny = np.zeros((64, 64, 3), np.uint8)
+        detail = creases.face_detail(tiny, points, model)
+        assert detail.shape == (creases.CREASE_SIZE,) * 2 and not detail.any()
+
+
+def test_expression_creases_are_what_the_skin_shows_beyond_its_rest(model: FaceModel) -> None:
+    zone = creases.crease_zone(model)
+    rng = np.random.default_rng(0)
+    rest = rng.normal(0, 0.05, zone.shape).astype(np.float32)
+    assert not creases.expression_creases(rest, rest, zone).any()
+    deeper = rest.copy()
+    deeper[:, 90:93] -= 1.0  # far past the range: clipped
+    change = creases.expression_creases(deeper, rest, zone, strength=0.5)
+    lo, hi = creases.CREASE_RANGE
+    assert float(change.min()) == pytest.approx(0.5 * lo)
+    assert float(change.max()) <= 0.5 * hi
+    assert not change[:, :80].any()
+
+
+def test_stored_detail_comes_back_within_a_step() -> None:
+    detail = np.linspace(-0.4, 0.4, 101, dtype=np.float32)
+    back = creases.dequantise(creases.quantise(detail))
+    assert float(np.abs(back - detail).max()) <= 0.5 / creases.CREASE_QUANT + 1e-6
