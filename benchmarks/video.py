@@ -20,13 +20,12 @@ multi-person clip.
    honest: dlib's 68 landmarks (independent of the MediaPipe mesh the swap
    follows) on each input frame and on its output, in the same box, give the
    eyes' opening (eye aspect ratio, both eyes' mean) and the mouth's (inner lips'
-   gap over the mouth's width), and the same points place where an expression
-   creases the skin (between the brows, beside the eyes' outer corners: the mean
-   depth of the dark folds in a fine log-luma band); reported is the correlation
-   of each between output and input over the clip (1: the output blinks, speaks
-   and frowns as the target does). A strip of every 15th frame's face, input
-   above output, is written for each clip under ``out/`` to look at (internal
-   use, as below).
+   gap over the mouth's width); reported is the correlation of each between
+   output and input over the clip (1: the output blinks and speaks as the target
+   does). A strip of every 15th frame's face, input above output, is written
+   for each clip under ``out/`` to look at (internal use, as below; with
+   ``--creases 0`` against the default, the creases of the target's expression
+   on the output's skin).
 3. **Dynamic frame sampling** (same clips): ``--frame-skip 2`` and ``3`` and
    ``--static-threshold 1`` against analysing every frame: the tracking analysis's
    milliseconds per frame run alone, the frames actually fitted and the job's
@@ -213,40 +212,6 @@ def _openings(points: NDArray[np.floating]) -> tuple[float, float]:
     return (eye(36) + eye(42)) / 2.0, float(lips / np.linalg.norm(p[48] - p[54]))
 
 
-def _crease_energy(frame: NDArray[np.uint8], points: NDArray[np.floating]) -> float:
-    """How creased the skin is where an expression folds it, by dlib's 68 points (not
-    the mesh the swap uses): between the brows (frown lines) and beside the eyes'
-    outer corners (crow's feet). The face is scaled to 64 px between the eyes; the
-    measure is the mean depth of the dark folds in the log-luma band between
-    Gaussians of 1 and 3 px."""
-    p = np.asarray(points, np.float64)
-    left, right = p[36:42].mean(0), p[42:48].mean(0)
-    iod = float(np.linalg.norm(right - left))
-    if iod < 8:
-        return float("nan")
-    scale = 64.0 / iod
-    brows_x = 0.5 * (p[21, 0] + p[22, 0])
-    brows_y = min(p[21, 1], p[22, 1])
-    boxes = (
-        (brows_x - 0.2 * iod, brows_y - 0.25 * iod, brows_x + 0.2 * iod, p[27, 1] + 0.05 * iod),
-        (p[36, 0] - 0.35 * iod, p[36, 1] - 0.2 * iod, p[36, 0] - 0.05 * iod, p[36, 1] + 0.2 * iod),
-        (p[45, 0] + 0.05 * iod, p[45, 1] - 0.2 * iod, p[45, 0] + 0.35 * iod, p[45, 1] + 0.2 * iod),
-    )
-    depths = []
-    for x0, y0, x1, y1 in boxes:
-        # With a margin for the band's filters, cut off again after filtering.
-        m = 4.0 / scale
-        crop = frame[_region((x0 - m, y0 - m, x1 + m, y1 + m))]
-        if crop.shape[0] < 8 or crop.shape[1] < 8:
-            continue
-        grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY).astype(np.float32)
-        grey = cv2.resize(grey, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
-        log = np.log(grey + 8.0)
-        band = cv2.GaussianBlur(log, (0, 0), 1.0) - cv2.GaussianBlur(log, (0, 0), 3.0)
-        depths.append(float(-np.minimum(band[4:-4, 4:-4], 0.0).mean()))
-    return float(np.mean(depths)) if depths else float("nan")
-
-
 def _expression_following(
     before: list[NDArray[np.uint8]],
     after: list[NDArray[np.uint8]],
@@ -254,27 +219,20 @@ def _expression_following(
     landmarks: DlibLandmarks68,
 ) -> dict[str, float]:
     """Correlation over the clip of the eyes' and the mouth's openings (dlib's 68
-    points, see _openings) and of the creases an expression makes (_crease_energy)
-    between each output frame and its input frame, measured in the same box (the
-    swapped face's, as dlib frames faces: brows to chin)."""
+    points, see _openings) between each output frame and its input frame, measured
+    in the same box (the swapped face's, as dlib frames faces: brows to chin)."""
     pairs = []
     for i, (x0, y0, x1, y1) in sorted(boxes.items()):
         if i >= min(len(before), len(after)):
             continue
         box = (x0, y0 + 0.22 * (y1 - y0), x1, y1)
-        row = []
-        for f in (before, after):
-            points = landmarks.landmarks(f[i], box)
-            row.append((*_openings(points), _crease_energy(f[i], points)))
-        pairs.append(tuple(row))
+        pairs.append(tuple(_openings(landmarks.landmarks(f[i], box)) for f in (before, after)))
     if len(pairs) < 3:
         return {}
-    values = np.asarray(pairs)  # (frames, input/output, eyes/mouth/creases)
-    found = np.isfinite(values).all(axis=(1, 2))
-    values = values[found]
+    values = np.asarray(pairs)  # (frames, input/output, eyes/mouth)
     return {
         f"{part}_correlation": round(float(np.corrcoef(values[:, 0, k], values[:, 1, k])[0, 1]), 3)
-        for k, part in enumerate(("eyes", "mouth", "creases"))
+        for k, part in enumerate(("eyes", "mouth"))
     }
 
 
@@ -561,14 +519,13 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(
             markdown_table(
-                ("clip", "flicker ratio", "eyes following", "mouth following", "creases following"),
+                ("clip", "flicker ratio", "eyes following", "mouth following"),
                 [
                     (
                         k,
                         v["flicker_ratio"],
                         v.get("eyes_correlation", "-"),
                         v.get("mouth_correlation", "-"),
-                        v.get("creases_correlation", "-"),
                     )
                     for k, v in report["flicker"].items()
                 ],
