@@ -9,8 +9,12 @@ Two modes are implemented here:
 * ``"rct"``: Reinhard et al. 2001, per-channel mean/std matching in CIE L*a*b*
   (OpenCV's float conversion: ``L`` in ``0..100``).
 * ``"lct"``: linear covariance transfer in BGR, ``x' = T (x - mu_s) + mu_t`` with
-  ``T = Ct^{1/2} Cs^{-1/2}``, which maps the source covariance exactly onto the
-  target covariance (``T Cs T^T = Ct``).
+  ``T = Cs^{-1/2} (Cs^{1/2} Ct Cs^{1/2})^{1/2} Cs^{-1/2}``, which maps the source
+  covariance exactly onto the target covariance (``T Cs T^T = Ct``) and, of all
+  the maps that do, moves the colours least (the linear Monge-Kantorovich map,
+  Pitie and Kokaram 2007; it is symmetric). ``Ct^{1/2} Cs^{-1/2}`` matches the
+  same covariance with a rotation in it: it turned an old source's wrinkles,
+  redder than its skin, into red lines on a cooler-skinned target.
 
 Both can be told to limit how far they change the face's contrast
 (``gain_range``): a target whose skin varies more than the source's (hard or low-key
@@ -246,9 +250,10 @@ def _lct_affine(
     if ridge > 0.0:
         cov_s = cov_s + ridge * float(np.trace(cov_s)) / 3.0 * np.eye(3)
         cov_t = cov_t + ridge * float(np.trace(cov_t)) / 3.0 * np.eye(3)
-    _, inv_sqrt_s = _sqrt_and_inv_sqrt(cov_s)
-    sqrt_t, _ = _sqrt_and_inv_sqrt(cov_t)
-    transform = sqrt_t @ inv_sqrt_s
+    # The Monge-Kantorovich map (the one that moves colours least).
+    sqrt_s, inv_sqrt_s = _sqrt_and_inv_sqrt(cov_s)
+    middle, _ = _sqrt_and_inv_sqrt(sqrt_s @ cov_t @ sqrt_s)
+    transform = inv_sqrt_s @ middle @ inv_sqrt_s
     offset = mean_t - transform @ mean_s
     # A change of exposure that takes the source's mean to the target's, per channel.
     lower, upper = 1.0 / _EXPOSURE_GAIN_MAX, _EXPOSURE_GAIN_MAX

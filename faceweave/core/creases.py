@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 from scipy import sparse
 
 from faceweave.core.facemodel import FaceModel
+from faceweave.core.geometry import vertex_normals
 
 # Texture side (texels) and the band's two Gaussians (texels).
 CREASE_SIZE = 192
@@ -32,6 +33,11 @@ CREASE_SIGMAS = (0.8, 2.5)
 # Log-luma offsets kept: a crease darkens by up to about a third (exp(-0.4)), and
 # what lightens between folds by a quarter.
 CREASE_RANGE = (-0.4, 0.25)
+# A texel's detail counts in full where the surface is foreshortened by at most
+# FORESHORTENED[1] against the face at rest (the share of its facing the camera it
+# keeps), not at all beyond FORESHORTENED[0]: a turned face's far side is squeezed
+# and its detail there is not the detail at rest.
+FORESHORTENED = (0.25, 0.5)
 # Stored detail in bytes (a track keeps several): 128 + QUANT * detail.
 CREASE_QUANT = 255.0
 # The nose's tip and wings: a highlight and nostrils that move with the head's turn.
@@ -134,6 +140,24 @@ def face_detail(
     return np.asarray(band, np.float32)
 
 
+def facing(
+    landmarks: NDArray[np.floating],
+    rest: NDArray[np.floating],
+    model: FaceModel,
+    size: int = CREASE_SIZE,
+) -> NDArray[np.float32]:
+    """(S, S) weights in [0, 1]: how little each texel is foreshortened now against
+    the face at rest (``rest``: its pose-space shape, facing the camera), see
+    FORESHORTENED; a texel turned away (its normal's depth part flipped) gets 0."""
+    now = vertex_normals(model.extend(np.asarray(landmarks, np.float32)), model.render_triangles)
+    then = vertex_normals(model.extend(np.asarray(rest, np.float32)), model.render_triangles)
+    kept = now[:, 2] * np.sign(then[:, 2]) / np.maximum(np.abs(then[:, 2]), 0.2)
+    low, high = FORESHORTENED
+    ramp = np.clip((kept - low) / (high - low), 0.0, 1.0).astype(np.float32)
+    texels = _texel_weights(model, size) @ ramp
+    return np.asarray(texels, np.float32).reshape(size, size)
+
+
 def quantise(detail: NDArray[np.float32]) -> NDArray[np.uint8]:
     """Detail as bytes, for a track to keep several (see CREASE_QUANT)."""
     return np.asarray(np.clip(np.round(128.0 + CREASE_QUANT * detail), 0, 255), np.uint8)
@@ -150,6 +174,7 @@ def expression_creases(
     strength: float = 1.0,
 ) -> NDArray[np.float32]:
     """(S, S) log-luma change the face's expression makes to its skin: its detail now
-    minus at rest, in the crease zone, within CREASE_RANGE, times ``strength``."""
+    minus at rest, in the crease zone (or any other (S, S) weights), within
+    CREASE_RANGE, times ``strength``."""
     change = np.clip((detail - rest) * zone, *CREASE_RANGE)
     return np.asarray(change * np.float32(strength), np.float32)

@@ -2227,9 +2227,13 @@ class Swapper:
             return source
         size = rest.shape[0]
         detail = creases.face_detail(frame, target_face.landmarks_478, self.model, size)
-        change = creases.expression_creases(
-            detail, rest, creases.crease_zone(self.model, size), self.options.creases
-        )
+        zone = creases.crease_zone(self.model, size)
+        if target_face.rest is not None:
+            # Not where a turn squeezes the skin: its detail there is not its detail at rest.
+            zone = zone * creases.facing(
+                target_face.landmarks_478, target_face.rest, self.model, size
+            )
+        change = creases.expression_creases(detail, rest, zone, self.options.creases)
         to_crease = np.float32((size - 1) / (self.options.uv_size - 1))
         drawn = cv2.remap(
             change,

@@ -105,6 +105,33 @@ def test_lct_matches_target_covariance() -> None:
     np.testing.assert_allclose(cov_out, cov_t, atol=3.0)
 
 
+def test_lct_moves_the_colours_least() -> None:
+    # Of the maps that take the source's covariance to the target's, lct is the
+    # symmetric one (Monge-Kantorovich): it moves pixels less than any other, such as
+    # Ct^1/2 Cs^-1/2 with its rotation. A fold redder than the skin around it (an
+    # old face's wrinkle) keeps its place in colour: it stays redder and darker
+    # than the mapped skin, and no channel of it ends above the skin's.
+    source = _face((64, 64), (90, 110, 170), 10, seed=3)
+    source[..., 2] = 0.7 * source[..., 2] + 0.3 * source[..., 1] + 20.0
+    target = _face((64, 64), (120, 135, 150), 14, seed=4)
+    target[..., 0] = 0.6 * target[..., 0] + 0.4 * target[..., 2] - 10.0
+    mask = np.ones((64, 64), np.float32)
+    transform, offset, mean_s, _ = color_module._lct_affine(source, target, mask, mask)
+    np.testing.assert_allclose(transform, transform.T, atol=1e-9)
+    assert np.all(np.linalg.eigvalsh(transform) > 0)
+    _, cov_s = masked_mean_cov(source, mask)
+    _, cov_t = masked_mean_cov(target, mask)
+    root_t = color_module._sqrt_and_inv_sqrt(cov_t)[0]
+    rotated = root_t @ color_module._sqrt_and_inv_sqrt(cov_s)[1]
+    pixels = source.reshape(-1, 3).astype(np.float64) - mean_s
+    moved = np.linalg.norm(pixels @ (transform - np.eye(3)).T, axis=1).mean()
+    moved_rotated = np.linalg.norm(pixels @ (rotated - np.eye(3)).T, axis=1).mean()
+    assert moved < moved_rotated
+    # A fold: darker than the skin mean, most in blue and green.
+    fold = transform @ np.array([-30.0, -30.0, -12.0])
+    assert np.all(fold < 0) and fold[2] > fold[1]
+
+
 @pytest.mark.parametrize("mode", ["rct", "lct"])
 def test_strength_interpolates(mode: str) -> None:
     source = _face((32, 32), (70, 100, 150), 12, seed=7)

@@ -94,6 +94,28 @@ class TestFaceDetail:
         assert detail.shape == (creases.CREASE_SIZE,) * 2 and not detail.any()
 
 
+def test_a_turn_leaves_out_the_squeezed_far_side(model: FaceModel) -> None:
+    from faceweave.core.geometry import rotation_from_euler
+
+    zone = creases.crease_zone(model) > 0.5
+    half = creases.CREASE_SIZE // 2
+    rest = model.canonical
+    front = creases.facing(rest * 100.0, rest, model)
+    assert float(front[zone].mean()) > 0.95
+    means = []
+    for yaw in (15.0, 45.0):
+        turned = (rest * 100.0) @ rotation_from_euler(yaw, 0.0, 0.0).T
+        weights = creases.facing(turned.astype(np.float32), rest, model)
+        sides = [
+            float(weights[:, cols][zone[:, cols]].mean())
+            for cols in (slice(0, half), slice(half, None))
+        ]
+        means.append(sorted(sides))
+    (far15, near15), (far45, near45) = means
+    assert near15 > 0.95 and near45 > 0.95  # the side turned towards the camera
+    assert far45 < 0.35 < far15  # the far side fades as the turn squeezes it
+
+
 def test_expression_creases_are_what_the_skin_shows_beyond_its_rest(model: FaceModel) -> None:
     zone = creases.crease_zone(model)
     rng = np.random.default_rng(0)

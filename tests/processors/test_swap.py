@@ -1527,7 +1527,8 @@ class TestCreases:
         x, y = astronaut_face.landmarks_478[9, :2]
         half = 0.05 * astronaut_face.size
         cv2.line(frowning, (int(x), int(y - half)), (int(x), int(y + half)), (40, 40, 60), 2)
-        face = dataclasses.replace(astronaut_face, rest_detail=rest)
+        shape = to_pose_space(astronaut_face.landmarks_478, astronaut_face.pose)
+        face = dataclasses.replace(astronaut_face, rest=shape.astype(np.float32), rest_detail=rest)
         swapper = Swapper(grace_hopper_face)
         with_creases = swapper.swap(frowning, face).astype(np.float32)
         without = swapper.with_options(creases=0.0).swap(frowning, face).astype(np.float32)
