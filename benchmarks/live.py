@@ -85,6 +85,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", default="null", help="null or a live output spec")
     parser.add_argument("--redetect-every", type=int, default=10)
     parser.add_argument("--frame-skip", type=int, default=1)
+    parser.add_argument(
+        "--creases",
+        type=float,
+        default=fw.SwapOptions().creases,
+        help="the swap's --creases (default %(default)s; 0 to time the swap without)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR / "live")
     return parser.parse_args(argv)
 
@@ -99,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         print("scikit-image and matplotlib are needed for the test faces", file=sys.stderr)
         return 2
     analyser = fw.FaceAnalyser(with_embedding=False)
-    source = analyser.get_faces(images["grace_hopper"])[0]
+    face = analyser.get_faces(images["grace_hopper"])[0]
+    default = args.creases == fw.SwapOptions().creases
+    source = face if default else fw.Swapper(face, creases=args.creases)
     target_box = analyser.get_faces(images["astronaut"])[0].bbox
     with tempfile.TemporaryDirectory() as tmp:
         clip = make_camera_clip(Path(tmp) / "camera.mp4", images["astronaut"], target_box)

@@ -130,7 +130,7 @@ LIGHT_HELP = (
     "not used with --color sh)"
 )
 CREASES_HELP = (
-    "in videos, how much of the creases the target's expression makes (frown lines, "
+    "in videos and live, how much of the creases the target's expression makes (frown lines, "
     "crow's feet, a wrinkled nose) the swapped face takes: 0 none, 1 all "
     "(default %(default)s; a still image has no face at rest to tell them from wrinkles)"
 )

@@ -38,6 +38,9 @@ CREASE_RANGE = (-0.4, 0.25)
 # keeps), not at all beyond FORESHORTENED[0]: a turned face's far side is squeezed
 # and its detail there is not the detail at rest.
 FORESHORTENED = (0.25, 0.5)
+# A face is shrunk to the texture's size before it is read only when the texture
+# would take under this share of its pixels across (a 720p face is read as it is).
+SHRINK_BELOW = 0.6
 # Stored detail in bytes (a track keeps several): 128 + QUANT * detail.
 CREASE_QUANT = 255.0
 # The nose's tip and wings: a highlight and nostrils that move with the head's turn.
@@ -107,9 +110,9 @@ def face_detail(
 ) -> NDArray[np.float32]:
     """(S, S) the face's log-luma detail in face space (0 off the mesh).
 
-    ``landmarks``: its (478, 3) mesh in ``frame`` pixels. The face is first shrunk
-    (area filter) to about the texture's size, so that a large face's pores do not
-    alias into the band."""
+    ``landmarks``: its (478, 3) mesh in ``frame`` pixels. A face much larger than
+    the texture is first shrunk (area filter) to about its size, so that its pores
+    do not alias into the band."""
     verts = model.extend(np.asarray(landmarks, np.float32))
     raster = model.uv_raster(size)
     h, w = frame.shape[:2]
@@ -119,10 +122,12 @@ def face_detail(
     if x1 - x0 < 4 or y1 - y0 < 4:
         return np.zeros((size, size), np.float32)
     crop = frame[y0:y1, x0:x1]
-    grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY) if crop.ndim == 3 else crop
     scale = min(1.0, size / max(x1 - x0, y1 - y0))
-    if scale < 1.0:
-        grey = cv2.resize(grey, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    if scale < SHRINK_BELOW:
+        crop = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    else:
+        scale = 1.0
+    grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY) if crop.ndim == 3 else crop
     xy = _texel_weights(model, size) @ (
         (verts[:, :2] - np.array([x0, y0], np.float32)) * np.float32(scale)
     )
@@ -133,7 +138,7 @@ def face_detail(
         cv2.INTER_LINEAR,
         borderMode=cv2.BORDER_REPLICATE,
     )
-    log = np.log(luma + np.float32(8.0))
+    log = cv2.log(cv2.add(luma, 8.0))
     fine, coarse = CREASE_SIGMAS
     band = cv2.GaussianBlur(log, (0, 0), fine) - cv2.GaussianBlur(log, (0, 0), coarse)
     band[~raster.covered] = 0.0
@@ -148,14 +153,32 @@ def facing(
 ) -> NDArray[np.float32]:
     """(S, S) weights in [0, 1]: how little each texel is foreshortened now against
     the face at rest (``rest``: its pose-space shape, facing the camera), see
-    FORESHORTENED; a texel turned away (its normal's depth part flipped) gets 0."""
+    FORESHORTENED; a texel turned away (its normal's depth part flipped) gets 0.
+    Worked out on a grid a quarter as fine (it is smooth) and enlarged."""
     now = vertex_normals(model.extend(np.asarray(landmarks, np.float32)), model.render_triangles)
-    then = vertex_normals(model.extend(np.asarray(rest, np.float32)), model.render_triangles)
+    then = _rest_normals(rest, model)
     kept = now[:, 2] * np.sign(then[:, 2]) / np.maximum(np.abs(then[:, 2]), 0.2)
     low, high = FORESHORTENED
     ramp = np.clip((kept - low) / (high - low), 0.0, 1.0).astype(np.float32)
-    texels = _texel_weights(model, size) @ ramp
-    return np.asarray(texels, np.float32).reshape(size, size)
+    small = max(8, size // 4)
+    texels = np.asarray(_texel_weights(model, small) @ ramp, np.float32).reshape(small, small)
+    return np.asarray(cv2.resize(texels, (size, size), interpolation=cv2.INTER_LINEAR))
+
+
+# The normals of the last few faces at rest, by the array's identity (a track's rest
+# shape changes every half second; the array is held here, so its id is not reused).
+_REST_NORMALS: dict[int, tuple[NDArray[np.floating], NDArray[np.float64]]] = {}
+
+
+def _rest_normals(rest: NDArray[np.floating], model: FaceModel) -> NDArray[np.float64]:
+    held = _REST_NORMALS.get(id(rest))
+    if held is not None and held[0] is rest:
+        return held[1]
+    normals = vertex_normals(model.extend(np.asarray(rest, np.float32)), model.render_triangles)
+    if len(_REST_NORMALS) >= 16:
+        _REST_NORMALS.pop(next(iter(_REST_NORMALS)))
+    _REST_NORMALS[id(rest)] = (rest, normals)
+    return normals
 
 
 def quantise(detail: NDArray[np.float32]) -> NDArray[np.uint8]:
