@@ -28,7 +28,7 @@ from faceweave.core.facemodel import FaceModel
 from faceweave.core.geometry import vertex_normals
 
 # Texture side (texels) and the band's two Gaussians (texels).
-CREASE_SIZE = 192
+CREASE_SIZE = 128
 CREASE_SIGMAS = (0.8, 2.5)
 # Log-luma offsets kept: a crease darkens by up to about a third (exp(-0.4)), and
 # what lightens between folds by a quarter.
@@ -41,8 +41,11 @@ FORESHORTENED = (0.25, 0.5)
 # A face is shrunk to the texture's size before it is read only when the texture
 # would take under this share of its pixels across (a 720p face is read as it is).
 SHRINK_BELOW = 0.6
-# Stored detail in bytes (a track keeps several): 128 + QUANT * detail.
-CREASE_QUANT = 255.0
+# How far one sample (every half second in a track) moves the skin's detail at rest
+# towards itself: a fold (darker) by the first, its going away by the second. A
+# frown 0.1 deep becomes half of the rest after 2.5 s held, all of it after 5 s,
+# and lets go in under 2 s.
+REST_STEPS = (0.01, 0.03)
 # The nose's tip and wings: a highlight and nostrils that move with the head's turn.
 _NOSE_TIP = np.array(
     [1, 2, 4, 19, 45, 48, 64, 75, 94, 97, 98, 115, 129, 220, 240]
@@ -81,7 +84,7 @@ def crease_zone(model: FaceModel, size: int = CREASE_SIZE) -> NDArray[np.float32
             cut, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach + 1, 2 * reach + 1))
         )
         zone[cut > 0] = 0
-    weights = cv2.GaussianBlur(zone.astype(np.float32), (0, 0), size / 96.0)
+    weights = np.clip(cv2.GaussianBlur(zone.astype(np.float32), (0, 0), size / 96.0), 0.0, 1.0)
     weights.setflags(write=False)
     return weights
 
@@ -181,13 +184,21 @@ def _rest_normals(rest: NDArray[np.floating], model: FaceModel) -> NDArray[np.fl
     return normals
 
 
-def quantise(detail: NDArray[np.float32]) -> NDArray[np.uint8]:
-    """Detail as bytes, for a track to keep several (see CREASE_QUANT)."""
-    return np.asarray(np.clip(np.round(128.0 + CREASE_QUANT * detail), 0, 255), np.uint8)
+def follow_rest(
+    rest: NDArray[np.float32] | None, detail: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """The skin's detail at rest after one more sample of it (a new array: faces in
+    flight keep the one they were given).
 
-
-def dequantise(stored: NDArray[np.generic]) -> NDArray[np.float32]:
-    return ((stored.astype(np.float32) - 128.0) / np.float32(CREASE_QUANT)).astype(np.float32)
+    A running median: each sample moves every texel a fixed step towards itself
+    (REST_STEPS), whatever its distance, so a fold held briefly moves the rest a
+    little and one held for long becomes part of it; a fold that goes away is let
+    go three times as fast as it came. The first sample is the rest."""
+    if rest is None or rest.shape != detail.shape:
+        return np.array(detail, np.float32)
+    deeper, shallower = REST_STEPS
+    step = np.where(detail < rest, np.float32(-deeper), np.float32(shallower))
+    return np.asarray(rest + np.where(detail == rest, np.float32(0.0), step), np.float32)
 
 
 def expression_creases(

@@ -40,7 +40,7 @@ class TestZone:
         # Between the brows, the forehead, the nose's bridge, beside the eyes' outer
         # corners (crow's feet) and the cheeks.
         for vertex in (9, 151, 168, 6, 226, 446, 143, 372, 205, 425):
-            assert zone[_texel(model, vertex)] > 0.85, vertex
+            assert zone[_texel(model, vertex)] > 0.8, vertex
         # The brows, the lids' edges, the lips, the nose's tip, the face's outline.
         for vertex in (107, 336, 159, 145, 33, 263, 13, 14, 0, 17, 1, 4, 10, 152, 234, 454):
             assert zone[_texel(model, vertex)] < 0.15, vertex
@@ -130,7 +130,23 @@ def test_expression_creases_are_what_the_skin_shows_beyond_its_rest(model: FaceM
     assert not change[:, :80].any()
 
 
-def test_stored_detail_comes_back_within_a_step() -> None:
-    detail = np.linspace(-0.4, 0.4, 101, dtype=np.float32)
-    back = creases.dequantise(creases.quantise(detail))
-    assert float(np.abs(back - detail).max()) <= 0.5 / creases.CREASE_QUANT + 1e-6
+def test_the_rest_follows_a_running_median() -> None:
+    deeper, shallower = creases.REST_STEPS
+    rng = np.random.default_rng(1)
+    skin = rng.normal(0, 0.05, (8, 8)).astype(np.float32)
+    rest = creases.follow_rest(None, skin)
+    np.testing.assert_array_equal(rest, skin)  # the first sample is the rest
+    assert creases.follow_rest(rest, skin) is not rest  # a new array every time
+    frown = skin - np.float32(0.2)
+    # A frown of three samples moves the rest three steps, whatever its depth.
+    held = rest
+    for _ in range(3):
+        held = creases.follow_rest(held, frown)
+    np.testing.assert_allclose(held, skin - 3 * deeper, atol=1e-6)
+    # Let go of three times as fast.
+    released = creases.follow_rest(held, skin)
+    np.testing.assert_allclose(released, np.minimum(held + shallower, skin + shallower), atol=1e-6)
+    # Held long enough, it is the rest (to within a step).
+    for _ in range(40):
+        held = creases.follow_rest(held, frown)
+    assert float(np.abs(held - frown).max()) <= max(deeper, shallower) + 1e-6

@@ -300,32 +300,48 @@ class TestSmoothing:
         assert lift == pytest.approx(raise_by, rel=0.1)
 
     def test_faces_carry_their_skin_at_rest(self) -> None:
-        # A fold between the brows for 1 s: the skin's detail at rest (the median of
-        # the last 5 s of samples) stays without it; held for 4 s, it is part of it.
+        # A fold between the brows for 1 s moves the skin's detail at rest (a running
+        # median of a sample every half second) by two steps; held for 25 s, it is
+        # part of it; and a cut starts it afresh.
         fake = FakeAnalyser()
         fake.faces = [(300, 240, 200)]
-        tracker = FaceTracker(fake, static_threshold=0.0)
+        tracker = FaceTracker(fake)
         plain = _texture((480, 640))
         glabella = fake.mesh(300, 240, 200)[9, :2]
-        folded = plain.copy()
+        line = np.zeros(plain.shape[:2], np.uint8)
         x, y = (int(v) for v in glabella)
-        cv2.line(folded, (x, y - 10), (x, y + 10), (0, 0, 0), 2)
+        cv2.line(line, (x, y - 10), (x, y + 10), 1, 2)
+        # A fold as skin shows one: the skin there a third darker.
+        folded = np.where(line[..., None] > 0, (plain * 0.67).astype(np.uint8), plain)
         model = fake.real.model
         size = creases.CREASE_SIZE
         u, v = np.round(model.uv[9] * (size - 1)).astype(int)
+        fold = creases.face_detail(folded, fake.mesh(300, 240, 200), model)
+        none = creases.face_detail(plain, fake.mesh(300, 240, 200), model)
+        texel = np.unravel_index(np.argmin((fold - none)[v - 3 : v + 4, u - 3 : u + 4]), (7, 7))
+        at = (v - 3 + int(texel[0]), u - 3 + int(texel[1]))
+        depth = float(none[at] - fold[at])
+        assert depth > 0.1  # the test needs a fold well over a few steps deep
 
-        def fold_depth(face: Face) -> float:  # the rest detail's fold, against none
+        def rest_at(frame: int, image: np.ndarray) -> float:
+            face = tracker.update(image, frame / 10)[0].face
             assert face.rest_detail is not None and face.rest_detail.shape == (size, size)
-            return float(-face.rest_detail[v - 3 : v + 4, u - 3 : u + 4].min())
+            return float(face.rest_detail[at])
 
-        depths = []
-        for frame in range(10 * 10):  # 10 fps, 10 s
-            frowning = 50 <= frame < 60 or frame >= 70
-            face = tracker.update(folded if frowning else plain, frame / 10)[0].face
-            depths.append(fold_depth(face))
-        at_rest = depths[0]
-        assert max(depths[:70]) < at_rest + 0.02  # a frown of 1 s
-        assert depths[-1] > at_rest + 0.1  # a frown held for 3 s of the last 5
+        for frame in range(50):  # 10 fps
+            rest_at(frame, plain)
+        start = rest_at(50, folded)  # its first sample in the rest
+        for frame in range(51, 60):
+            rest_at(frame, folded)
+        after_1s = rest_at(60, plain)
+        assert start - after_1s <= 2 * creases.REST_STEPS[0] + 1e-6
+        for frame in range(61, 300):
+            held = rest_at(frame, folded)
+        assert float(none[at]) - held > 0.8 * depth
+        # A cut (the face jumps) starts the rest afresh from the next sample.
+        fake.faces = [(150, 240, 200)]
+        face = tracker.update(plain, 30.0)[0].face
+        assert face.rest_detail is not None
 
     def test_smoothed_face_is_rebuilt(self) -> None:
         fake = FakeAnalyser(noise=1.0)
