@@ -2221,9 +2221,13 @@ class Swapper:
         """The source's skin with the creases of the target's expression (its skin's
         detail now against at rest, ``Face.rest_detail``) laid on it, as a change of
         log luma, so each crease darkens the source's skin by its own share, in the
-        skin's own hue (see :mod:`faceweave.core.creases`)."""
+        skin's own hue (see :mod:`faceweave.core.creases`). A small face's are faded
+        out (CREASE_FACE_PX): under a pixel wide, its folds are the video's noise."""
         rest = target_face.rest_detail
         if rest is None or rest.ndim != 2 or rest.shape[0] != rest.shape[1]:
+            return source
+        strength = self.options.creases * _ramp(target_face.size, CREASE_FACE_PX)
+        if strength <= 0.0:
             return source
         size = rest.shape[0]
         detail = creases.face_detail(frame, target_face.landmarks_478, self.model, size)
@@ -2233,7 +2237,7 @@ class Swapper:
             zone = zone * creases.facing(
                 target_face.landmarks_478, target_face.rest, self.model, size
             )
-        change = creases.expression_creases(detail, rest, zone, self.options.creases)
+        change = creases.expression_creases(detail, rest, zone, strength)
         to_crease = np.float32((size - 1) / (self.options.uv_size - 1))
         drawn = cv2.remap(
             change,
@@ -2340,6 +2344,12 @@ class Swapper:
             band = cv2.addWeighted(band, gain, noise, grain_gain, 0.0, dtype=cv2.CV_32F)
             gain = 1.0
         return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
+
+
+# A target face's creases (see Swapper._lay_creases) fade in between these sizes (px):
+# the band they are read in is a texel or two of a 128-texel face space, under a
+# pixel on a face under 64 px.
+CREASE_FACE_PX = (48.0, 96.0)
 
 
 # A fold in the coarse raster's texture map (see _uv_folds): adjacent grid pixels whose

@@ -1539,6 +1539,25 @@ class TestCreases:
         near = cv2.dilate(line.astype(np.uint8), np.ones((15, 15), np.uint8)) > 0
         assert float(np.abs(change[~near]).max()) <= 1.0
 
+    def test_a_small_face_takes_none(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, analyser: FaceAnalyser
+    ) -> None:
+        from faceweave.core import creases
+
+        small = cv2.resize(astronaut, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)
+        face = analyser.get_faces(small)[0]
+        assert face.size < swap_module.CREASE_FACE_PX[0]
+        rest = creases.face_detail(small, face.landmarks_478, load_face_model())
+        frowning = small.copy()
+        x, y = face.landmarks_478[9, :2]
+        cv2.line(frowning, (int(x), int(y - 3)), (int(x), int(y + 3)), (40, 40, 60), 1)
+        at_rest = dataclasses.replace(face, rest_detail=rest)
+        swapper = Swapper(grace_hopper_face)
+        np.testing.assert_array_equal(
+            swapper.swap(frowning, at_rest),
+            swapper.with_options(creases=0.0).swap(frowning, at_rest),
+        )
+
     def test_the_skin_at_rest_adds_nothing(
         self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
     ) -> None:
