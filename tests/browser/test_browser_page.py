@@ -41,6 +41,8 @@ def test_upload_two_images_job_completes_result_is_marked(
     page.get_by_label("Target (image or video)").set_input_files(str(target))
     page.get_by_label("Target's light").fill("0.8")
     assert page.locator("#light-value").inner_text() == "0.80"
+    page.get_by_label("Expression creases").fill("0.5")
+    assert page.locator("#creases-value").inner_text() == "0.50"
     page.get_by_role("button", name="Submit job").click()
 
     result = page.get_by_role("img", name="The swapped result")
@@ -64,11 +66,12 @@ def test_upload_two_images_job_completes_result_is_marked(
     assert report.marked, report
     assert report.labels, report
     assert report.labels_agree is True, report
-    # The sliders' values reached the job (the light as set, the shape at its default).
+    # The sliders' values reached the job (the light and creases as set, the shape at
+    # its default).
     request = urllib.request.Request(url + "/v1/jobs", headers={"Authorization": f"Bearer {key}"})
     with urllib.request.urlopen(request, timeout=10) as response:
         job = json.load(response)["jobs"][0]
     options = job["options"]
-    assert (options["light"], options["shape"]) == (0.8, 0.6), options
+    assert (options["light"], options["creases"], options["shape"]) == (0.8, 0.5, 0.6), options
     assert set(job["inputs"]) == {"source", "source_2", "target"}, job["inputs"]
     assert not errors, errors

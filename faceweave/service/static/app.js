@@ -50,7 +50,7 @@ function formData() {
       data.append(name, input.files[0]);
     }
   }
-  for (const name of ["fusion", "light", "shape", "color", "blend", "gaze", "face_selector"]) {
+  for (const name of ["fusion", "light", "shape", "creases", "color", "blend", "gaze", "face_selector"]) {
     data.append(name, form.elements[name].value);
   }
   for (const name of ["mask_mouth", "mask_eyes", "mask_glasses"]) {
@@ -220,7 +220,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("jobs").replaceChildren();
     say("Key forgotten.");
   });
-  for (const name of ["fusion", "light", "shape"]) {
+  for (const name of ["fusion", "light", "shape", "creases"]) {
     $(name).addEventListener("input", () => {
       $(`${name}-value`).textContent = Number($(name).value).toFixed(2);
     });
