@@ -4,8 +4,9 @@ brows, crow's feet at a wink, a wrinkled nose), measured in face space.
 A face-space texture cannot carry them: the source photo's skin is the source at
 rest, and the target's own creases go with the target's texture. In a video the
 target's skin at rest is known (:class:`~faceweave.pipeline.tracking.FaceTracker`
-keeps the median of its detail over the last seconds, ``Face.rest_detail``): what
-the skin shows now beyond that is its expression, and a swap lays it on the source.
+follows it with a running median of its detail, ``Face.rest_detail``: see
+:func:`follow_rest`): what the skin shows now beyond that is its expression, and a
+swap lays it on the source.
 
 The detail is the log-luma band between CREASE_SIGMAS (texels of a CREASE_SIZE
 texture): fine enough for a fold a few pixels wide, too fine for the broad light and
@@ -18,6 +19,7 @@ the next would read a moving edge as a crease.
 from __future__ import annotations
 
 import functools
+import threading
 
 import cv2
 import numpy as np
@@ -170,17 +172,21 @@ def facing(
 
 # The normals of the last few faces at rest, by the array's identity (a track's rest
 # shape changes every half second; the array is held here, so its id is not reused).
+# Swaps run on several threads (a video job's stage, live sessions): one lock.
 _REST_NORMALS: dict[int, tuple[NDArray[np.floating], NDArray[np.float64]]] = {}
+_REST_NORMALS_LOCK = threading.Lock()
 
 
 def _rest_normals(rest: NDArray[np.floating], model: FaceModel) -> NDArray[np.float64]:
-    held = _REST_NORMALS.get(id(rest))
+    with _REST_NORMALS_LOCK:
+        held = _REST_NORMALS.get(id(rest))
     if held is not None and held[0] is rest:
         return held[1]
     normals = vertex_normals(model.extend(np.asarray(rest, np.float32)), model.render_triangles)
-    if len(_REST_NORMALS) >= 16:
-        _REST_NORMALS.pop(next(iter(_REST_NORMALS)))
-    _REST_NORMALS[id(rest)] = (rest, normals)
+    with _REST_NORMALS_LOCK:
+        while len(_REST_NORMALS) >= 16:
+            _REST_NORMALS.pop(next(iter(_REST_NORMALS)))
+        _REST_NORMALS[id(rest)] = (rest, normals)
     return normals
 
 
