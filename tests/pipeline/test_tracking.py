@@ -338,10 +338,16 @@ class TestSmoothing:
         for frame in range(61, 300):
             held = rest_at(frame, folded)
         assert float(none[at]) - held > 0.8 * depth
-        # A cut (the face jumps) starts the rest afresh from the next sample.
+        # A cut (the face jumps) starts the rest afresh: the held fold is gone from it,
+        # and it is the face's detail in its new place.
         fake.faces = [(150, 240, 200)]
-        face = tracker.update(plain, 30.0)[0].face
+        for frame in range(300, 306):  # the old track is held for a frame or two
+            tracked = tracker.update(plain, frame / 10)
+        face = min(tracked, key=lambda t: abs(_centre(t)[0] - 150)).face
+        assert abs(float(face.landmarks_478[:, 0].mean()) - 150) < 20
         assert face.rest_detail is not None
+        moved = creases.face_detail(plain, fake.mesh(150, 240, 200), model)
+        assert abs(float(face.rest_detail[at]) - float(moved[at])) < 0.02
 
     def test_smoothed_face_is_rebuilt(self) -> None:
         fake = FakeAnalyser(noise=1.0)
