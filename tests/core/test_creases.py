@@ -9,6 +9,7 @@ import pytest
 
 from faceweave.core import creases
 from faceweave.core.facemodel import FaceModel, load_face_model
+from faceweave.core.geometry import rotation_from_euler
 from faceweave.types import Face
 
 
@@ -95,8 +96,6 @@ class TestFaceDetail:
 
 
 def test_a_turn_leaves_out_the_squeezed_far_side(model: FaceModel) -> None:
-    from faceweave.core.geometry import rotation_from_euler
-
     zone = creases.crease_zone(model) > 0.5
     half = creases.CREASE_SIZE // 2
     rest = model.canonical

@@ -14,6 +14,7 @@ import pytest
 
 import faceweave.processors.swap as swap_module
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.core import creases
 from faceweave.core.facemodel import FaceModel, load_face_model
 from faceweave.core.geometry import from_pose_space, to_pose_space
 from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
@@ -1518,8 +1519,6 @@ class TestCreases:
     def test_a_frown_line_shows_and_nothing_else_changes(
         self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
     ) -> None:
-        from faceweave.core import creases
-
         model = load_face_model()
         rest = creases.face_detail(astronaut, astronaut_face.landmarks_478, model)
         # The target frowns: a fold between its brows that its skin at rest has not.
@@ -1542,8 +1541,6 @@ class TestCreases:
     def test_a_small_face_takes_none(
         self, grace_hopper_face: Face, astronaut: np.ndarray, analyser: FaceAnalyser
     ) -> None:
-        from faceweave.core import creases
-
         small = cv2.resize(astronaut, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)
         face = analyser.get_faces(small)[0]
         assert face.size < swap_module.CREASE_FACE_PX[0]
@@ -1561,8 +1558,6 @@ class TestCreases:
     def test_the_skin_at_rest_adds_nothing(
         self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
     ) -> None:
-        from faceweave.core import creases
-
         rest = creases.face_detail(astronaut, astronaut_face.landmarks_478, load_face_model())
         at_rest = dataclasses.replace(astronaut_face, rest_detail=rest)
         swapper = Swapper(grace_hopper_face)
