@@ -990,6 +990,8 @@ def prepare_source(
         valid = valid * (1.0 - lenses)
     occluder, edge = _source_outliers(model, uv_size, filled, covered)
     filled = _paint_out_edge(filled, edge, model)
+    # After the outliers: hair at the temples stays an occluder (the target's).
+    filled = _fill_grazing_band(filled, used_cos * (total > 1e-3), occluder, model)
     if abs(source_face.pose.yaw) > 35.0:
         occluder = np.maximum(occluder, _profile_midline(model, uv_size, filled, covered))
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
@@ -1016,6 +1018,69 @@ def prepare_source(
         ),
         glasses=glasses_kept,
     )
+
+
+# The band a photo saw edge-on (see _fill_grazing_band): texels that faced its camera
+# sideways at a cosine under GRAZING_BAND[1] (fully under GRAZING_BAND[0]) take the skin
+# further in, where they are off it by more than GRAZING_OFF[0] of its brightness (fully
+# by GRAZING_OFF[1]) in any channel.
+GRAZING_BAND = (0.25, 0.5)
+GRAZING_OFF = (0.08, 0.2)
+# Texels whose fine texture (relative luma finer than a Gaussian of GRAZING_GRAIN[0]
+# texels, its magnitude averaged over GRAZING_GRAIN[1]) is GRAZING_TEXTURED times the
+# cheeks' (facing at least GRAZING_CHEEKS; at least GRAZING_GRAIN[2]) keep their own:
+# a beard, sideburns.
+GRAZING_GRAIN = (1.0, 3.0, 0.005)
+GRAZING_CHEEKS = 0.7
+GRAZING_TEXTURED = (1.5, 2.5)
+
+
+def _fill_grazing_band(
+    albedo: NDArray[np.float32],
+    facing: NDArray[np.float32],
+    occluder: NDArray[np.float32],
+    model: FaceModel,
+) -> NDArray[np.float32]:
+    """``albedo`` with what the photo saw edge-on and is not skin painted with the skin
+    further in.
+
+    ``facing`` is how squarely each texel (its own or its mirror, as used) faced the
+    photo's camera sideways; ``occluder`` (hair, see _source_outliers) is no skin to
+    fill from. Towards the face's outline (the sides towards the ears,
+    the jaw's flanks) a photo's skin darkens faster than the mesh's normals say, and
+    mixes with sideburns, an ear's shadow, the background. A frontal target shows that
+    band as thin as the photo did, at its own outline; a turned target's near side
+    shows it wide, half blended with its own cheek by ``valid``: a grey stripe down the
+    cheek (Obama's, p21's on the turned p20). Texels there that are as bright and
+    coloured as the skin around them keep their own detail (and the cheek's contour)."""
+    lo, hi = GRAZING_BAND
+    keep = np.clip((facing - lo) / (hi - lo), 0.0, 1.0)
+    if float(keep.min()) >= 1.0:
+        return albedo
+    keep = keep * keep * (3.0 - 2.0 * keep)
+    size = albedo.shape[0]
+    fill, _ = _skin_fill(albedo, _uv_skin(model, size) & (facing >= hi) & (occluder < 0.5))
+    level = np.maximum(fill.mean(-1), 1e-3)
+    off = np.abs(albedo - fill).max(-1) / level
+    o0, o1 = GRAZING_OFF
+    keep = 1.0 - (1.0 - keep) * np.clip((off - o0) / (o1 - o0), 0.0, 1.0)
+    # A beard or sideburns are textured where shading is smooth: texels whose fine
+    # texture is well above the cheeks' keep their own (p29's beard along the jaw).
+    covered = model.uv_raster(size).covered.astype(np.float32)
+    luma = albedo.mean(-1) / level * covered
+
+    def mean_on_face(image: NDArray[np.float32], sigma: float) -> NDArray[np.float32]:
+        # (Over covered texels only: the mesh's edge is no texture.)
+        weight = cv2.GaussianBlur(covered, (0, 0), sigma)
+        return np.asarray(cv2.GaussianBlur(image, (0, 0), sigma) / np.maximum(weight, 1e-3))
+
+    grain = np.abs(luma - mean_on_face(luma, GRAZING_GRAIN[0])) * covered
+    grain = mean_on_face(grain, GRAZING_GRAIN[1])
+    cheeks = _uv_skin(model, size) & (facing >= GRAZING_CHEEKS)
+    reference = max(float(np.median(grain[cheeks])) if cheeks.any() else 0.0, GRAZING_GRAIN[2])
+    r0, r1 = GRAZING_TEXTURED
+    keep = np.maximum(keep, np.clip((grain / reference - r0) / (r1 - r0), 0.0, 1.0))
+    return np.asarray(fill + keep[..., None] * (albedo - fill), np.float32)
 
 
 # The fine texture (see _fine_texture): a texel counts as the photo's own where the final

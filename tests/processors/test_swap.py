@@ -649,8 +649,10 @@ def test_source_glasses_are_painted_out(
     import faceweave.processors.swap as swap_module
 
     wearing = dataclasses.replace(astronaut_face, frame=_draw_glasses(astronaut, astronaut_face))
-    # Only the frames' own effect: the lower edge's paint-out follows the skin's statistics.
+    # Only the frames' own effect: the lower edge's paint-out and the edge-on band's fill
+    # follow the skin around them.
     monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
     textures = [prepare_source(f, uv_size=384).texture for f in (wearing, grace_hopper_face)]
     plain = prepare_source(astronaut_face, uv_size=384).texture
     monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
@@ -675,9 +677,10 @@ def test_temple_arms_of_source_glasses_are_painted_out(
     eye widths from the eyes): on a source they are painted out as well, out to
     GLASSES_SOURCE_REACH (p29's left a dark curve at every target's temple)."""
     model = load_face_model()
-    # An arm reaching the face's edge is also the lower edge's outlier: this is about
-    # the frames' own paint-out.
+    # An arm reaching the face's edge is also the lower edge's outlier (and edge-on):
+    # this is about the frames' own paint-out.
     monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
     wearing = dataclasses.replace(
         astronaut_face, frame=_draw_glasses(astronaut, astronaut_face, arms=True)
     )
@@ -700,11 +703,12 @@ def _texture_before_glasses_paint_out(
     face: Face, size: int, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Callable[..., np.ndarray], np.ndarray, np.ndarray]:
     """``(the paint-out function, the albedo it is given, the texels' photo positions)``
-    for ``face`` as a source: the paint-out (and the lower edge's, which follows it)
-    is switched off for the rest of the test."""
+    for ``face`` as a source: the paint-out (and the lower edge's and the edge-on
+    band's, which follow it) is switched off for the rest of the test."""
     paint_out = swap_module._paint_out_source_glasses
     monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
     monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
     albedo = prepare_source(face, uv_size=size).albedo
     model = load_face_model()
     verts = model.extend(face.landmarks_478)
@@ -759,6 +763,68 @@ def test_the_skin_fill_reaches_every_texel() -> None:
     left = eyes == swap_module.HOLE_EYE_LEFT
     right = eyes == swap_module.HOLE_EYE_RIGHT
     assert abs(float(side[left].mean() - side[right].mean())) > 15.0
+
+
+def test_what_a_photo_saw_edge_on_and_is_not_skin_takes_the_skin_further_in() -> None:
+    """The band a photo saw edge-on (the face's sides towards the ears) darkens and
+    mixes with shadow; a turned target's near side shows it wide, as a grey stripe
+    down its cheek. There, what is off the skin takes the skin further in; plain skin
+    and what is textured as a beard keep their own texels, and so does everything
+    that faced the camera squarely."""
+    size = 256
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    u = np.broadcast_to(np.linspace(0.0, 1.0, size, dtype=np.float32)[None, :], (size, size))
+    facing = np.clip(1.0 - np.abs(u - 0.5) * 2.0, 0.0, 1.0)  # edge-on at the sides
+    facing = (facing * covered).astype(np.float32)
+    skin = swap_module._uv_skin(model, size)
+    lo, hi = swap_module.GRAZING_BAND
+    grazing = skin & (facing > 0.02) & (facing < lo)
+    between = skin & (facing > lo + 0.05) & (facing < hi - 0.05)
+    square = covered & (facing >= hi)
+    # Light falling off smoothly towards the sides, to half at the edge.
+    falloff = 0.5 + 0.5 * np.clip(facing / hi, 0.0, 1.0)
+    dark = (texture * falloff[..., None]).astype(np.float32)
+    none = np.zeros((size, size), np.float32)
+    out = swap_module._fill_grazing_band(dark, facing, none, model)
+    colour = np.array([150, 170, 210], np.float32)
+    assert np.abs(out[grazing] - colour).max() < 12.0  # filled
+    lifted = out[between].mean(-1) / colour.mean()
+    assert float(np.median(lifted)) > float(np.median(falloff[between])) + 0.05  # partly
+    np.testing.assert_array_equal(out[square], dark[square])
+    mild = texture.copy()
+    mild[grazing] *= 1.03  # plain skin's own shading
+    kept = swap_module._fill_grazing_band(mild, facing, none, model)
+    assert float(np.abs(kept - mild)[covered].max()) < 1.0
+    # A beard in the band: dark, and textured where shading is smooth.
+    rng = np.random.default_rng(1)
+    y = swap_module._uv_y(model, size)
+    beard = skin & (facing < hi) & (y > float(model.canonical[model.loops[2], 1].mean()))
+    bearded = dark.copy()
+    bearded[beard] = 60.0 + rng.normal(0.0, 25.0, (int(beard.sum()), 1))
+    out = swap_module._fill_grazing_band(bearded, facing, none, model)
+    inner = cv2.erode(beard.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
+    assert inner.sum() > 100
+    assert float(np.abs(out - bearded)[inner].max()) < 1.0
+    # Hair (an occluder) is no skin to fill from: the texels it borders still take skin.
+    hair = skin & (facing >= hi) & (facing < hi + 0.1)
+    haired = dark.copy()
+    haired[hair] = 30.0
+    out = swap_module._fill_grazing_band(haired, facing, hair.astype(np.float32), model)
+    assert np.abs(out[grazing] - colour).max() < 25.0
+
+
+def test_a_photos_edge_on_band_is_near_its_skins_brightness(grace_hopper_face: Face) -> None:
+    """The band of Grace Hopper's photo the mesh sees edge-on (valid 0.5-0.95, on skin
+    and not hair) had dark texels: its 5th percentile at 0.59 of the cheeks'
+    brightness; now over 0.8 (0.88)."""
+    size = 384
+    _, cheeks = _jaw_and_cheeks(size)
+    skin = swap_module._uv_skin(load_face_model(), size)
+    source = prepare_source(grace_hopper_face, uv_size=size, log_advice=False)
+    band = skin & (source.valid > 0.5) & (source.valid < 0.95) & (source.occluder < 0.5)
+    lum = source.albedo.mean(-1)
+    assert float(np.percentile(lum[band], 5) / np.median(lum[cheeks])) > 0.8
 
 
 def test_source_glasses_are_painted_out_where_mirrored(
