@@ -199,6 +199,7 @@ def run_live(
         frame_skip=frame_skip,
         static_threshold=static_threshold,
         max_faces=max_faces,
+        rest_detail=any(s.options.creases > 0 for s in base),
     )
     router = FaceRouter(
         selector,

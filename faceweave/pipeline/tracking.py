@@ -167,6 +167,9 @@ class FaceTracker:
             starts a new scene and every track is dropped; 0 disables it. On the
             development clips, the Hamilton clip's three cuts change it by 26-30,
             camera moves by at most 13, and talking heads by under 4.
+        rest_detail: follow each face's skin detail at rest (``Face.rest_detail``,
+            what a swap's creases are measured against; about 1 ms a face every
+            REST_EVERY seconds). False when no swap lays creases (``creases=0``).
 
     Example:
         >>> tracker = FaceTracker(FaceAnalyser(), redetect_every=10)
@@ -192,6 +195,7 @@ class FaceTracker:
         static_threshold: float = 0.0,
         frame_skip: int = 1,
         cut_threshold: float = 20.0,
+        rest_detail: bool = True,
     ) -> None:
         if redetect_every < 1 or frame_skip < 1 or max_faces < 1:
             raise UsageError("redetect_every, frame_skip and max_faces must be >= 1")
@@ -212,6 +216,7 @@ class FaceTracker:
         self.static_threshold = static_threshold
         self.frame_skip = frame_skip
         self.cut_threshold = cut_threshold
+        self.rest_detail = rest_detail
         self.counters = TrackerCounters()
         self.reset()
 
@@ -373,8 +378,9 @@ class FaceTracker:
             track.shapes.append(to_pose_space(face.landmarks_478, face.pose).astype(np.float32))
             del track.shapes[:-REST_SAMPLES]
             track.rest = np.median(np.stack(track.shapes), axis=0).astype(np.float32)
-            detail = creases.face_detail(frame, face.landmarks_478, load_face_model())
-            track.rest_detail = creases.follow_rest(track.rest_detail, detail)
+            if self.rest_detail:
+                detail = creases.face_detail(frame, face.landmarks_478, load_face_model())
+                track.rest_detail = creases.follow_rest(track.rest_detail, detail)
             track.rest_time = time
         return replace(face, rest=track.rest, rest_detail=track.rest_detail)
 

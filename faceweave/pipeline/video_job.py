@@ -391,6 +391,7 @@ def swap_video(
         # motion, and the face's expression has its own, lighter filter.
         min_cutoff=FILE_SMOOTHING_MIN_CUTOFF,
         beta=FILE_SMOOTHING_BETA,
+        rest_detail=any(s.options.creases > 0 for s in swappers),
     )
     reader = VideoReader(target_path, start=trim_start, end=trim_end)
     writer: VideoWriter | None = None

@@ -349,6 +349,28 @@ class TestSmoothing:
         moved = creases.face_detail(plain, fake.mesh(150, 240, 200), model)
         assert abs(float(face.rest_detail[at]) - float(moved[at])) < 0.02
 
+    def test_no_skin_at_rest_without_creases(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        # A tracker for swaps that lay no creases does not read the skin's detail.
+        fake = FakeAnalyser()
+        fake.faces = [(300, 240, 200)]
+        reads: list[int] = []
+        face_detail = creases.face_detail
+
+        def counted(*args: object, **kwargs: object) -> np.ndarray:
+            reads.append(1)
+            return face_detail(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(creases, "face_detail", counted)
+        image = _texture((480, 640))
+        for rest_detail, expected in ((False, 0), (True, 3)):
+            reads.clear()
+            tracker = FaceTracker(fake, rest_detail=rest_detail)  # type: ignore[arg-type]
+            for frame in range(12):  # 1.2 s at 10 fps: samples at 0, 0.5 and 1 s
+                face = tracker.update(image, frame / 10)[0].face
+            assert len(reads) == expected
+            assert (face.rest_detail is not None) == rest_detail
+            assert face.rest is not None  # the shape at rest is followed either way
+
     def test_smoothed_face_is_rebuilt(self) -> None:
         fake = FakeAnalyser(noise=1.0)
         fake.faces = [(300, 240, 150)]

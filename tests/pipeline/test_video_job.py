@@ -8,6 +8,7 @@ x264 at 30 fps, with a 440 Hz AAC tone; 30 frames.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import av
 import cv2
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 from clips import FPS, make_clip  # tests/clips.py: tests/ is on sys.path
 
+import faceweave.pipeline.video_job as video_job
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import InputError, UsageError
 from faceweave.io.video import VideoReader
@@ -356,3 +358,23 @@ def test_frame_skip_and_static_reuse_reach_the_tracker(
     assert skipped.tracker.skipped >= 6 and skipped.frames_swapped == 12
     full = swap_video([grace_hopper_face], still, tmp_path / "c.mkv", analyser=analyser)
     assert full.tracker.reused == 0 and full.tracker.skipped == 0
+
+
+def test_the_skin_at_rest_is_followed_only_for_creases(
+    tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[bool] = []
+    tracker_class = video_job.FaceTracker
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs["rest_detail"])
+        return tracker_class(*args, **kwargs)
+
+    monkeypatch.setattr(video_job, "FaceTracker", recording)
+    clip = make_clip(tmp_path / "grey.mkv", None, frames=2, audio=False)
+    for creases in (0.0, 0.5):
+        options = SwapOptions(creases=creases)
+        swap_video(
+            [grace_hopper_face], clip, tmp_path / "o.mkv", analyser=analyser, options=options
+        )
+    assert made == [False, True]
