@@ -791,7 +791,7 @@ def test_what_a_photo_saw_edge_on_and_is_not_skin_takes_the_skin_further_in() ->
     assert np.abs(out[grazing] - colour).max() < 12.0  # filled
     lifted = out[between].mean(-1) / colour.mean()
     assert float(np.median(lifted)) > float(np.median(falloff[between])) + 0.05  # partly
-    np.testing.assert_array_equal(out[square], dark[square])
+    assert float(np.abs(out - dark)[square].max()) < 0.01  # their own
     mild = texture.copy()
     mild[grazing] *= 1.03  # plain skin's own shading
     kept = swap_module._fill_grazing_band(mild, facing, none, model)
