@@ -721,7 +721,7 @@ def _skin_fill(
     size = albedo.shape[0]
     weights = skin.astype(np.float32)
     # The skin's colour and its weight in one array: one blur per pass.
-    stacked = cv2.merge([*cv2.split(albedo * weights[..., None]), weights])
+    stacked = cv2.merge([*cv2.split(np.asarray(albedo * weights[..., None], np.float32)), weights])
     fill = np.zeros((size * size, 3), np.float32)
     known = np.zeros(size * size, bool)
     near = known
@@ -1028,9 +1028,9 @@ def prepare_source(
 GRAZING_BAND = (0.25, 0.5)
 GRAZING_OFF = (0.08, 0.2)
 # Texels whose fine texture (relative luma finer than a Gaussian of GRAZING_GRAIN[0]
-# texels, its magnitude averaged over GRAZING_GRAIN[1]) is GRAZING_TEXTURED times the
-# cheeks' (facing at least GRAZING_CHEEKS; at least GRAZING_GRAIN[2]) keep their own:
-# a beard, sideburns.
+# texels, its magnitude averaged over GRAZING_GRAIN[1]) is over GRAZING_TEXTURED[0]
+# times the cheeks' (facing at least GRAZING_CHEEKS; at least GRAZING_GRAIN[2]) keep
+# their own in part, over GRAZING_TEXTURED[1] times in full: a beard, sideburns.
 GRAZING_GRAIN = (1.0, 3.0, 0.005)
 GRAZING_CHEEKS = 0.7
 GRAZING_TEXTURED = (1.5, 2.5)
