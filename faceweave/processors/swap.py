@@ -2140,7 +2140,8 @@ class Swapper:
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_LINEAR)
         )
         # Measured on the coarse grid, where it is smooth.
-        occluders, colour, skin_bgr = _target_occluders(_shrink(target_proc, (rw, rh)), skin, edge)
+        target_small = _shrink(target_proc, (rw, rh))
+        occluders, colour, skin_bgr = _target_occluders(target_small, skin, edge)
         keep_target = 1.0 - occluders
         if opts.mask_glasses and target_face.size >= LENS_MIN_FACE_PX:
             landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
@@ -2213,6 +2214,9 @@ class Swapper:
             source = _match_detail(source, warped_target, skin, opts.detail)
         if opts.creases > 0 and target_face.rest_detail is not None:
             source = self._lay_creases(source, frame, target_face, (u_map, v_map))
+        if opts.blend != "poisson" and enough_skin:
+            # (Gradient-domain cloning matches the edge's colour by itself.)
+            source = _match_edge_colour(source, target_small, mask * weight, skin * keep_target)
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).
         alpha = np.ascontiguousarray(
@@ -2936,6 +2940,86 @@ def _target_occluders(
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
     return occl, color_ops.colourfulness(cov), mean.astype(np.float32).reshape(3)
+
+
+# Edge colour match (see _match_edge_colour): the ring where the source's share of the
+# output is between EDGE_RING's bounds; texels there within EDGE_RING_Z (robust z in
+# Lab) of their face's colour on both sides; the offsets spread with a Gaussian of
+# EDGE_SPREAD of the grid's side, cut at EDGE_MAX_OFFSET grey levels, over a band that
+# fades out where the share, blurred by EDGE_BAND of the grid's side, reaches 1.
+EDGE_RING = (0.1, 0.8)
+EDGE_RING_Z = 2.5
+EDGE_SPREAD = 0.12
+EDGE_BAND = 0.08
+EDGE_MAX_OFFSET = 25.0
+
+
+def _match_edge_colour(
+    source: NDArray[np.float32],
+    target_small: NDArray[np.generic],
+    share: NDArray[np.float32],
+    skin: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """The source with the target's low-frequency colour along the mask's edge,
+    fading inward over a band: the colour match is one map for the whole face, so
+    where the target's own skin is redder or lighter near the edge (Biden's ruddy
+    upper forehead) its forehead showed a seam above the swapped one.
+
+    Worked out on a grid half as fine as ``target_small``'s coarse one: the offsets
+    (target minus source) on the ring where the source's ``share`` of the output
+    falls off, on ``skin`` seen as skin on both sides (not the target's hair, cloth
+    or a highlight the edge reaches, nor the source's beard), spread inward by a
+    normalised blur on a grid half as fine again. The face's middle keeps the colour
+    match's result.
+    """
+    ph, pw = source.shape[:2]
+    grid = (max(8, target_small.shape[1] // 2), max(8, target_small.shape[0] // 2))
+    small_s = cv2.resize(source, grid, interpolation=cv2.INTER_AREA)
+    small_t = cv2.resize(target_small, grid, interpolation=cv2.INTER_AREA).astype(np.float32)
+    # (Bilinear: the masks are smooth, and an area filter from the processing size cost
+    # more than the rest of this step.)
+    m = cv2.resize(share, grid, interpolation=cv2.INTER_LINEAR)
+    k = cv2.resize(np.ascontiguousarray(skin, np.float32), grid, interpolation=cv2.INTER_LINEAR)
+    lo, hi = EDGE_RING
+    face = (m > lo) & (k > 0.7)
+    ring = face & (m < hi)
+    if int(ring.sum()) < 8:
+        return source
+    floor = np.array([2.0, 1.5, 1.5])
+    for image in (small_t, small_s):
+        lab = cv2.cvtColor(np.clip(image * np.float32(1 / 255), 0.0, 1.0), cv2.COLOR_BGR2Lab)
+        # Robust statistics: a beard is a large part of a lower face. (As _robust_z, by
+        # rows and OpenCV's per-pixel sums: a third of its cost here.)
+        seen = np.ascontiguousarray(lab[face].T)
+        med = np.median(seen, axis=1)
+        scale = 1.0 / (np.median(np.abs(seen - med[:, None]), axis=1) * 1.4826 + floor)
+        z2 = cv2.transform(
+            np.square((lab - med.astype(np.float32)) * scale.astype(np.float32)), np.ones((1, 3))
+        )
+        ring &= z2 < EDGE_RING_Z**2
+    if int(ring.sum()) < 8:
+        return source
+    weight = ring.astype(np.float32)
+    # Spread on a grid half as fine (it is smooth).
+    coarse = (max(4, grid[0] // 2), max(4, grid[1] // 2))
+    side = max(coarse)
+    offsets = cv2.resize(
+        (small_t - small_s) * weight[..., None], coarse, interpolation=cv2.INTER_AREA
+    )
+    reach = cv2.resize(weight, coarse, interpolation=cv2.INTER_AREA)
+    offsets = cv2.GaussianBlur(offsets, (0, 0), EDGE_SPREAD * side)
+    reach = cv2.GaussianBlur(reach, (0, 0), EDGE_SPREAD * side)
+    # Where the ring is far (the face's middle, beyond its band), no offset at all.
+    inner = cv2.GaussianBlur(
+        cv2.resize(m, coarse, interpolation=cv2.INTER_AREA), (0, 0), EDGE_BAND * side
+    )
+    fade = np.clip((1.0 - inner) * 2.0, 0.0, 1.0) * np.clip(reach * 50.0, 0.0, 1.0)
+    offsets *= (fade / np.maximum(reach, 1e-3))[..., None]
+    offsets = np.clip(offsets, -EDGE_MAX_OFFSET, EDGE_MAX_OFFSET).astype(np.float32)
+    return np.asarray(
+        cv2.add(source, cv2.resize(offsets, (pw, ph), interpolation=cv2.INTER_LINEAR)),
+        np.float32,
+    )
 
 
 # Light match (see _match_light): blur width as a fraction of the skin's extent, and

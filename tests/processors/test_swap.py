@@ -2228,3 +2228,50 @@ class TestFolds:
             return float(np.abs(out.astype(np.int16) - reference)[changed].mean())
 
         assert error(redrawn) < 0.5 * error(upsampled)
+
+
+def _edge_case(size: int = 160) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A face-like disc: (source, target on the coarse grid, share, skin). The source
+    is one skin colour with a little noise; the target's skin near the disc's edge is
+    redder (a ruddy forehead), its middle as the source's."""
+    rng = np.random.default_rng(3)
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    radius = np.hypot(xx - size / 2, yy - size / 2) / (0.42 * size)
+    share = np.clip((1.0 - radius) / 0.15, 0.0, 1.0).astype(np.float32)  # a soft edge
+    source = (np.array([120, 140, 190], np.float32) + rng.normal(0, 2, (size, size, 3))).astype(
+        np.float32
+    )
+    target = np.broadcast_to(np.array([120, 140, 190], np.float32), (size, size, 3)).copy()
+    ruddy = radius > 0.7
+    target[ruddy] += np.array([-10, -10, 20], np.float32)
+    small = cv2.resize(target, (size // 4, size // 4), interpolation=cv2.INTER_AREA)
+    return source, small.astype(np.uint8), share, np.ones((size, size), np.float32)
+
+
+def test_the_edge_takes_the_targets_colour_and_the_middle_keeps_its_own() -> None:
+    """The colour match maps the whole face at once: where the target's skin near the
+    mask's edge is redder (Biden's forehead), a seam showed. The source now takes the
+    target's colour along the edge, fading inward; its middle is untouched."""
+    source, small, share, skin = _edge_case()
+    out = swap_module._match_edge_colour(source, small, share, skin)
+    size = source.shape[0]
+    yy, xx = np.mgrid[0:size, 0:size]
+    radius = np.hypot(xx - size / 2, yy - size / 2) / (0.42 * size)
+    edge = (radius > 0.85) & (radius < 0.95)
+    middle = radius < 0.3
+    red = (out - source)[..., 2]
+    assert float(np.median(red[edge])) > 10.0  # more than half the 20 levels
+    assert float(np.abs(out - source)[middle].max()) < 0.5
+    # Only skin on both sides counts: a dark band of hair in the target's ring, or of
+    # a beard in the source's, pulls nothing.
+    hair = small.copy()
+    hair[: small.shape[0] // 2] = (40, 40, 40)
+    top = edge & (yy < size // 2 - 8)
+    dark = swap_module._match_edge_colour(source, hair, share, skin)
+    assert float(np.abs(dark - source)[top].mean(-1).mean()) < 6.0
+    beard = source.copy()
+    beard[(radius > 0.7) & (yy > size // 2)] = (40, 45, 60)
+    bearded = swap_module._match_edge_colour(beard, small, share, skin)
+    low = edge & (yy > size // 2 + 8)
+    # The beard's texels are not lifted towards the target's skin (by about 80).
+    assert float(np.abs(bearded - beard)[low].mean(-1).max()) < 20.0
