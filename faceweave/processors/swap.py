@@ -2214,8 +2214,11 @@ class Swapper:
             source = _match_detail(source, warped_target, skin, opts.detail)
         if opts.creases > 0 and target_face.rest_detail is not None:
             source = self._lay_creases(source, frame, target_face, (u_map, v_map))
-        if opts.blend != "poisson" and enough_skin:
-            # (Gradient-domain cloning matches the edge's colour by itself.)
+        if opts.blend != "poisson" and enough_skin and target_face.rest is None:
+            # (Gradient-domain cloning matches the edge's colour by itself.) Still images
+            # only: a tracked face's edge changes from frame to frame (hair, background,
+            # the edge's own light), and the offsets made the face flicker (the video
+            # benchmark's clips 1.05-1.18 -> 1.09-1.34).
             source = _match_edge_colour(source, target_small, mask * weight, skin * keep_target)
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).

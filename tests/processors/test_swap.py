@@ -2275,3 +2275,30 @@ def test_the_edge_takes_the_targets_colour_and_the_middle_keeps_its_own() -> Non
     low = edge & (yy > size // 2 + 8)
     # The beard's texels are not lifted towards the target's skin (by about 80).
     assert float(np.abs(bearded - beard)[low].mean(-1).max()) < 20.0
+
+
+def test_the_edge_colour_is_matched_on_still_images_only(
+    swapper: Swapper,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tracked face's edge changes from frame to frame (hair, background, its light),
+    and the edge's offsets made a video's face flicker: a face with a track's rest
+    (video) does not take them."""
+    calls: list[int] = []
+    match = swap_module._match_edge_colour
+
+    def counted(*args: object) -> np.ndarray:
+        calls.append(1)
+        return match(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(swap_module, "_match_edge_colour", counted)
+    swapper.swap(grace_hopper, [grace_hopper_face])
+    assert len(calls) == 1
+    rest = to_pose_space(grace_hopper_face.landmarks_478, grace_hopper_face.pose).astype(np.float32)
+    tracked = dataclasses.replace(grace_hopper_face, rest=rest)
+    swapper.swap(grace_hopper, [tracked])
+    assert len(calls) == 1
+    swapper.with_options(blend="poisson").swap(grace_hopper, [grace_hopper_face])
+    assert len(calls) == 1  # poisson matches the edge by itself
