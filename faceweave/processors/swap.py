@@ -143,7 +143,10 @@ class SwapOptions:
         shape: how much of the source's identity shape the output takes at fusion 1.
         color: ``none``, ``rct`` (Reinhard LAB), ``lct`` (linear covariance) or
             ``sh`` (spherical-harmonics relight plus a mean/std match on skin).
-        blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``.
+        blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``. With the
+            first two, a still image's face also takes the target's own colour along
+            the mask's edge, fading inward (Poisson cloning does that by itself; a
+            tracked face in video does not: it made the face flicker).
         mask_mouth: keep the target's mouth interior (teeth, tongue) and the inner edge
             of its lips, cut at full resolution.
         mask_eyes: always keep the target's eyes (eyeballs, gaze) inside the lids; they
