@@ -1059,8 +1059,6 @@ def _fill_grazing_band(
     coloured as the skin around them keep their own detail (and the cheek's contour)."""
     lo, hi = GRAZING_BAND
     keep = np.clip((facing - lo) / (hi - lo), 0.0, 1.0)
-    if float(keep.min()) >= 1.0:
-        return albedo
     keep = keep * keep * (3.0 - 2.0 * keep)
     size = albedo.shape[0]
     fill, _ = _skin_fill(albedo, _uv_skin(model, size) & (facing >= hi) & (occluder < 0.5))
@@ -1575,8 +1573,11 @@ def _robust_z(
     """Each pixel's distance from the colour of ``samples`` ((N, 3) Lab): per channel its
     difference from their median over their median absolute deviation (scaled to a
     standard deviation, with a floor), the lightness part scaled by ``lightness_weight``."""
-    med = np.median(samples, axis=0)
-    mad = np.median(np.abs(samples - med), axis=0) * 1.4826 + np.array([2.0, 1.5, 1.5])
+    # Per channel along contiguous rows: numpy's median is several times faster so
+    # than down the columns of (N, 3), and gives the same values.
+    rows = np.ascontiguousarray(np.asarray(samples).T)
+    med = np.median(rows, axis=1)
+    mad = np.median(np.abs(rows - med[:, None]), axis=1) * 1.4826 + np.array([2.0, 1.5, 1.5])
     mad[0] /= lightness_weight
     return np.asarray(np.sqrt((((lab - med) / mad) ** 2).sum(-1)), np.float64)
 
@@ -2991,18 +2992,10 @@ def _match_edge_colour(
     ring = face & (m < hi)
     if int(ring.sum()) < 8:
         return source
-    floor = np.array([2.0, 1.5, 1.5])
     for image in (small_t, small_s):
         lab = cv2.cvtColor(np.clip(image * np.float32(1 / 255), 0.0, 1.0), cv2.COLOR_BGR2Lab)
-        # Robust statistics: a beard is a large part of a lower face. (As _robust_z, by
-        # rows and OpenCV's per-pixel sums: a third of its cost here.)
-        seen = np.ascontiguousarray(lab[face].T)
-        med = np.median(seen, axis=1)
-        scale = 1.0 / (np.median(np.abs(seen - med[:, None]), axis=1) * 1.4826 + floor)
-        z2 = cv2.transform(
-            np.square((lab - med.astype(np.float32)) * scale.astype(np.float32)), np.ones((1, 3))
-        )
-        ring &= z2 < EDGE_RING_Z**2
+        # Robust statistics: a beard is a large part of a lower face.
+        ring &= _robust_z(lab, lab[face]) < EDGE_RING_Z
     if int(ring.sum()) < 8:
         return source
     weight = ring.astype(np.float32)
