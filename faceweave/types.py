@@ -78,6 +78,10 @@ class Face:
             :mod:`faceweave.core.creases`), kept by a video track like ``rest``:
             a swap lays what the skin shows beyond it (frown lines, crow's feet)
             on the source; None for a still image.
+        track_state: a dict a video track keeps for its face, the same object in
+            every frame of the track (emptied when the track jumps): a swap keeps
+            there what it follows over time (the colour along the mask's edge);
+            None for a still image.
     """
 
     bbox: BBox
@@ -91,6 +95,7 @@ class Face:
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     rest: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
     rest_detail: NDArray[np.float32] | None = field(default=None, repr=False, compare=False)
+    track_state: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def landmarks_2d(self) -> Points2D:

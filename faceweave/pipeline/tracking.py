@@ -35,7 +35,7 @@ reads the creases of its expression (frown lines, crow's feet: see
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import cv2
 import numpy as np
@@ -131,6 +131,8 @@ class _Track:
     rest_time: float = 0.0
     # Its skin's detail in face space at rest (creases.follow_rest).
     rest_detail: NDArray[np.float32] | None = None
+    # What processors follow over time for this face (Face.track_state).
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 def _box(points: NDArray[np.floating]) -> BBox:
@@ -364,6 +366,7 @@ class FaceTracker:
                     track.smoother.reset()
                 track.shapes.clear()
                 track.rest_detail = None
+                track.state.clear()
         if track.smoother is not None:
             points = track.smoother(face.landmarks_478, time).astype(np.float32)
             face = self.analyser.face_from_landmarks(frame, points, track.score)
@@ -382,7 +385,9 @@ class FaceTracker:
                 detail = creases.face_detail(frame, face.landmarks_478, load_face_model())
                 track.rest_detail = creases.follow_rest(track.rest_detail, detail)
             track.rest_time = time
-        return replace(face, rest=track.rest, rest_detail=track.rest_detail)
+        return replace(
+            face, rest=track.rest, rest_detail=track.rest_detail, track_state=track.state
+        )
 
     def _predicted_box(self, track: _Track, margin: float | None = None) -> BBox:
         """The box of the last raw mesh, moved by the track's velocity and grown by a margin."""

@@ -371,6 +371,26 @@ class TestSmoothing:
             assert (face.rest_detail is not None) == rest_detail
             assert face.rest is not None  # the shape at rest is followed either way
 
+    def test_faces_carry_their_tracks_state(self) -> None:
+        # What a swap follows over time (its edge colour) lives in Face.track_state: the
+        # same dict in every frame of a track, another for another face, emptied when
+        # the face jumps (a re-detection elsewhere, not motion).
+        fake = FakeAnalyser()
+        fake.faces = [(200, 240, 150), (450, 240, 150)]
+        tracker = FaceTracker(fake)
+        first = tracker.update(_BLANK, 0.0)
+        states = [t.face.track_state for t in first]
+        assert states[0] is not None and states[1] is not None and states[0] is not states[1]
+        states[0]["kept"] = 1
+        for frame in range(1, 5):
+            tracked = tracker.update(_BLANK, frame / 10)
+            assert [t.face.track_state for t in tracked] == states
+            assert all(t.face.track_state is s for t, s in zip(tracked, states, strict=True))
+        fake.faces = [(250, 240, 150), (450, 240, 150)]  # the first face jumps 50 px
+        tracked = tracker.update(_BLANK, 0.5)
+        assert tracked[0].track_id == first[0].track_id
+        assert tracked[0].face.track_state is states[0] and states[0] == {}
+
     def test_smoothed_face_is_rebuilt(self) -> None:
         fake = FakeAnalyser(noise=1.0)
         fake.faces = [(300, 240, 150)]

@@ -2277,28 +2277,67 @@ def test_the_edge_takes_the_targets_colour_and_the_middle_keeps_its_own() -> Non
     assert float(np.abs(bearded - beard)[low].mean(-1).max()) < 20.0
 
 
-def test_the_edge_colour_is_matched_on_still_images_only(
+def test_a_tracked_faces_edge_colour_is_followed_over_its_frames() -> None:
+    """Matched afresh in every frame, the edge's offsets made a video's face flicker
+    (what the edge crosses changes from frame to frame). A tracked face's are followed
+    by an exponential average: a change reaches the edge over several frames, and a
+    frame where nothing could be measured keeps what the track had."""
+    source, ruddy, share, skin = _edge_case()
+    plain = np.full_like(ruddy, 0)
+    plain[:] = np.array([120, 140, 190], np.uint8)
+    size = source.shape[0]
+    yy, xx = np.mgrid[0:size, 0:size]
+    radius = np.hypot(xx - size / 2, yy - size / 2) / (0.42 * size)
+    edge = (radius > 0.85) & (radius < 0.95)
+    match = swap_module._match_edge_colour
+
+    def red(out: np.ndarray) -> float:
+        return float(np.median((out - source)[..., 2][edge]))
+
+    memory: dict[str, object] = {}
+    first = red(match(source, ruddy, share, skin, memory))
+    assert first == pytest.approx(red(match(source, ruddy, share, skin)))
+    assert first > 10.0
+    second = red(match(source, plain, share, skin, memory))
+    rate = swap_module.EDGE_FOLLOW
+    assert second == pytest.approx((1.0 - rate) * first, abs=1.5)
+    # No skin on the ring (the target's hair all round): nothing measured, the
+    # offsets kept.
+    covered = np.where(radius > 0.6, 0.0, skin).astype(np.float32)
+    assert red(match(source, plain, share, covered, memory)) == pytest.approx(second, abs=0.5)
+    for _ in range(60):
+        settled = red(match(source, plain, share, skin, memory))
+    assert abs(settled) < 1.5
+
+
+def test_the_edge_colour_is_matched_in_still_images_and_video(
     swapper: Swapper,
     grace_hopper: np.ndarray,
     grace_hopper_face: Face,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A tracked face's edge changes from frame to frame (hair, background, its light),
-    and the edge's offsets made a video's face flicker: a face with a track's rest
-    (video) does not take them."""
-    calls: list[int] = []
+    """A still image's edge is matched on its own; a tracked face's (a track's state)
+    is followed there, per source; Poisson cloning matches the edge by itself."""
+    memories: list[object] = []
     match = swap_module._match_edge_colour
 
     def counted(*args: object) -> np.ndarray:
-        calls.append(1)
+        memories.append(args[4] if len(args) > 4 else None)
         return match(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(swap_module, "_match_edge_colour", counted)
     swapper.swap(grace_hopper, [grace_hopper_face])
-    assert len(calls) == 1
+    assert memories == [None]
     rest = to_pose_space(grace_hopper_face.landmarks_478, grace_hopper_face.pose).astype(np.float32)
-    tracked = dataclasses.replace(grace_hopper_face, rest=rest)
+    state: dict[str, object] = {}
+    tracked = dataclasses.replace(grace_hopper_face, rest=rest, track_state=state)
     swapper.swap(grace_hopper, [tracked])
-    assert len(calls) == 1
-    swapper.with_options(blend="poisson").swap(grace_hopper, [grace_hopper_face])
-    assert len(calls) == 1  # poisson matches the edge by itself
+    swapper.swap(grace_hopper, [tracked])
+    assert len(memories) == 3 and memories[1] is memories[2] is state["edge_colour"]
+    assert {"offsets", "reach"} <= set(state["edge_colour"])  # type: ignore[arg-type]
+    # Another source on the same track starts afresh.
+    other = Swapper(dataclasses.replace(swapper.source), **dataclasses.asdict(swapper.options))
+    other.swap(grace_hopper, [tracked])
+    assert memories[3] is state["edge_colour"] and memories[3] is not memories[2]
+    swapper.with_options(blend="poisson").swap(grace_hopper, [tracked])
+    assert len(memories) == 4
