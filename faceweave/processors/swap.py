@@ -942,6 +942,7 @@ def prepare_source(
     # heads, profiles); frontal faces keep their own, asymmetric, details.
     t = np.clip((cos_m * seen_m - cos * seen - 0.1) / 0.3, 0.0, 1.0)
     t = t * t * (3 - 2 * t)
+    far_half: NDArray[np.float32] | None = None
     if abs(source_face.pose.yaw) > 35.0:
         # Strongly turned heads: the mesh underestimates the turn (a 90 degree profile
         # reads as ~55), so its far half maps background; take that whole half from the mirror.
@@ -950,7 +951,8 @@ def prepare_source(
         right_cos = float(cos[:, half:][covered[:, half:]].mean())
         u = np.linspace(0.0, 1.0, uv_size, dtype=np.float32)[None, :]
         side = (0.5 - u) if left_cos < right_cos else (u - 0.5)
-        t = np.maximum(t, np.clip(side / 0.03, 0.0, 1.0) * (seen_m > 0.5))
+        far_half = np.clip(side / 0.03, 0.0, 1.0) * (seen_m > 0.5)
+        t = np.maximum(t, far_half)
     # Hair over part of the brows or forehead (a side-swept fringe): take the mirror
     # texel where it is much closer to skin.
     t = np.maximum(t, _fringe_mirror(model, uv_size, tex, covered) * (seen_m > 0.5))
@@ -1006,6 +1008,13 @@ def prepare_source(
         else (None, None)
     )
     confidence = valid * np.clip(used_cos, 0.0, 1.0) * (1.0 - 0.5 * mirrored) * (1.0 - occluder)
+    # Under the photo's light. A strongly turned head's far half, taken from the
+    # mirror, is under the light its mirror texels were seen in: the photo never showed
+    # it, and its fitted shading there is that of a face turned away at the mesh's
+    # underestimated angle (p15's profile drew a dark half on every target, its edge a
+    # diagonal through the forehead and nose).
+    if far_half is not None:
+        shading = shading + far_half[..., None] * (shading[:, ::-1] - shading)
     texture = (filled * shading).astype(np.float32)
     return SourceModel(
         albedo=filled,

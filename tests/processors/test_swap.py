@@ -2341,3 +2341,31 @@ def test_the_edge_colour_is_matched_in_still_images_and_video(
     assert memories[3] is state["edge_colour"] and memories[3] is not memories[2]
     swapper.with_options(blend="poisson").swap(grace_hopper, [tracked])
     assert len(memories) == 4
+
+
+def test_a_profiles_far_half_is_under_the_light_its_mirror_was_seen_in(
+    astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    """On a source turned past 35 degrees the far half comes from the mirror; under
+    its own fitted shading (a face turned away, lit from the near side) it stayed
+    dark, and p15's profile drew a dark half with a diagonal edge on every target.
+    It is now under the light its mirror texel was seen in: the texture's halves
+    match. Here the astronaut's image-left half is in shade, and her pose says she
+    is turned 50 degrees."""
+    size = 128
+    shaded = astronaut.copy()
+    nose_x = int(astronaut_face.landmarks_478[1, 0])
+    shaded[:, :nose_x] = (shaded[:, :nose_x] * 0.55).astype(np.uint8)
+    source = dataclasses.replace(astronaut_face, frame=shaded)
+    turned = dataclasses.replace(source, pose=dataclasses.replace(source.pose, yaw=50.0))
+    prepared = prepare_source(turned, uv_size=size)
+    luma = prepared.texture.mean(-1)
+    used = (prepared.valid > 0.5) & (prepared.valid[:, ::-1] > 0.5)
+    half = size // 2
+    own = luma[:, :half][used[:, :half]].mean() / luma[:, half:][used[:, half:]].mean()
+    assert 0.93 < own < 1.07, own
+    # A source not turned that far keeps its own light on both halves.
+    kept = prepare_source(source, uv_size=size)
+    luma = kept.texture.mean(-1)
+    ratio = luma[:, :half][used[:, :half]].mean() / luma[:, half:][used[:, half:]].mean()
+    assert not 0.85 < ratio < 1.18, ratio
