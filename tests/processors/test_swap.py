@@ -2308,6 +2308,13 @@ def test_a_tracked_faces_edge_colour_is_followed_over_its_frames() -> None:
     for _ in range(60):
         settled = red(match(source, plain, share, skin, memory))
     assert abs(settled) < 1.5
+    # The face's crop changes size as it moves: what the track had is resized to it.
+    size2 = size + 24
+    grown = [cv2.resize(v, (size2, size2)) for v in (source, share, skin)]
+    small2 = cv2.resize(ruddy, (size2 // 4, size2 // 4), interpolation=cv2.INTER_AREA)
+    out = match(grown[0], small2, grown[1], grown[2], memory)
+    assert out.shape == grown[0].shape
+    assert memory["offsets"].shape[:2] == memory["reach"].shape  # type: ignore[attr-defined]
 
 
 def test_the_edge_colour_is_matched_in_still_images_and_video(
