@@ -3031,12 +3031,23 @@ def _match_edge_colour(
     lo, hi = EDGE_RING
     face = (m > lo) & (k > 0.7)
     ring = face & (m < hi)
+    measured = False
     if int(ring.sum()) >= 8:
         for image in (small_t, small_s):
             lab = cv2.cvtColor(np.clip(image * np.float32(1 / 255), 0.0, 1.0), cv2.COLOR_BGR2Lab)
             # Robust statistics: a beard is a large part of a lower face.
             ring &= _robust_z(lab, lab[face]) < EDGE_RING_Z
-    if int(ring.sum()) >= 8:
+        measured = int(ring.sum()) >= 8
+    # What the track had (the crop's grid may change by a cell as the face moves).
+    last = (
+        [
+            v if v.shape[:2] == (coarse[1], coarse[0]) else cv2.resize(v, coarse)
+            for v in (memory["offsets"], memory["reach"])
+        ]
+        if memory is not None and "offsets" in memory
+        else None
+    )
+    if measured:
         weight = ring.astype(np.float32)
         # Spread on a grid half as fine (it is smooth).
         offsets = cv2.resize(
@@ -3045,22 +3056,15 @@ def _match_edge_colour(
         reach = cv2.resize(weight, coarse, interpolation=cv2.INTER_AREA)
         offsets = cv2.GaussianBlur(offsets, (0, 0), EDGE_SPREAD * side)
         reach = cv2.GaussianBlur(reach, (0, 0), EDGE_SPREAD * side)
-    elif memory is None or "offsets" not in memory:
+        if last is not None:
+            rate = np.float32(EDGE_FOLLOW)
+            offsets = last[0] + rate * (offsets - last[0])
+            reach = last[1] + rate * (reach - last[1])
+    elif last is not None:  # nothing measured in this frame: the track's so far
+        offsets, reach = last
+    else:
         return source
-    else:  # nothing measured in this frame: the track's so far
-        offsets = np.zeros((coarse[1], coarse[0], 3), np.float32)
-        reach = np.zeros((coarse[1], coarse[0]), np.float32)
     if memory is not None:
-        if "offsets" in memory:
-            # (The crop's grid may change by a cell as the face moves.)
-            last_offsets, last_reach = (
-                v if v.shape[:2] == reach.shape else cv2.resize(v, coarse)
-                for v in (memory["offsets"], memory["reach"])
-            )
-            # Not measured in this frame: not pulled towards zero.
-            rate = EDGE_FOLLOW if int(ring.sum()) >= 8 else 0.0
-            offsets = last_offsets + np.float32(rate) * (offsets - last_offsets)
-            reach = last_reach + np.float32(rate) * (reach - last_reach)
         memory["offsets"], memory["reach"] = offsets, reach
     # Where the ring is far (the face's middle, beyond its band), no offset at all.
     inner = cv2.GaussianBlur(
