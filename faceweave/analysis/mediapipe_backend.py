@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.base import Detection, nms, quarter_turns, register_detector
+from faceweave.core.resize import downscale
 from faceweave.errors import BackendError
 from faceweave.types import BBox, Frame
 
@@ -112,12 +113,31 @@ def _landmark_array(landmark_list) -> NDArray[np.float64]:  # type: ignore[no-un
     return np.array([[p.x, p.y, p.z] for p in landmarks], np.float64)
 
 
-def _scaled(det: Detection, factor: float) -> Detection:
-    if factor == 1.0:
+def _scaled(det: Detection, fx: float, fy: float) -> Detection:
+    if fx == 1.0 and fy == 1.0:
         return det
     x0, y0, x1, y1 = det.bbox
-    kps = None if det.keypoints is None else det.keypoints * np.float32(factor)
-    return Detection((x0 * factor, y0 * factor, x1 * factor, y1 * factor), det.score, kps)
+    kps = None if det.keypoints is None else det.keypoints * np.array([fx, fy], np.float32)
+    return Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), det.score, kps)
+
+
+# BlazeFace looks at 128-192 px: the whole frame is handed to it at most DETECT_SIDE px
+# wide, a tile (see BlazeFaceDetector) at most TILE_SIDE (MediaPipe's own copy and
+# resize of a large image cost more than the model, and its bilinear resize from a
+# phone photo's tile skips most pixels).
+DETECT_SIDE = 640
+TILE_SIDE = 960
+# Tiles overlap: each is this share of the frame's side over the grid's n.
+TILE_OVERLAP = 1.35
+
+
+def _detector_copy(frame: Frame, side: int) -> Frame:
+    """``frame`` shrunk to at most ``side`` px on its long side (:func:`downscale`)."""
+    h, w = frame.shape[:2]
+    scale = min(1.0, side / max(h, w))
+    if scale == 1.0:
+        return frame
+    return downscale(frame, (max(1, round(w * scale)), max(1, round(h * scale))))
 
 
 # How far past a cut face's box the frame is mirrored, as a share of the box.
@@ -210,14 +230,7 @@ class BlazeFaceDetector:
 
     def detect(self, frame: Frame) -> list[Detection]:
         h, w = frame.shape[:2]
-        # BlazeFace looks at 128-192 px: hand it a 640 px copy, not a full 1080p frame
-        # (MediaPipe's own copy and resize of a large frame cost more than the model).
-        scale = min(1.0, 640.0 / max(h, w))
-        small = (
-            frame
-            if scale == 1.0
-            else cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
-        )
+        small = _detector_copy(frame, DETECT_SIDE)
         rgb_small = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
         if self.adaptive:
             found = self._detect_rgb(rgb_small, (0, 0), short=False)
@@ -226,19 +239,22 @@ class BlazeFaceDetector:
         self._calls += 1
         if self.adaptive and (not found or self._calls % self.every == 1 % self.every):
             found += self._detect_rgb(rgb_small, (0, 0), full=False)
-        found = [_scaled(d, 1.0 / scale) for d in found]
+        sh, sw = small.shape[:2]
+        found = [_scaled(d, w / sw, h / sh) for d in found]
         if self.tiles > 1 and max(h, w) >= 480:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
-            rgb = cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
             n = self.tiles
-            th, tw = int(h / n * 1.35), int(w / n * 1.35)
+            large = _detector_copy(frame, int(TILE_SIDE * n / TILE_OVERLAP))
+            lh, lw = large.shape[:2]
+            rgb = cv2.cvtColor(large, cv2.COLOR_BGR2RGB)
+            th, tw = int(lh / n * TILE_OVERLAP), int(lw / n * TILE_OVERLAP)
             tiles = [
                 (np.ascontiguousarray(rgb[ty : ty + th, tx : tx + tw]), (int(tx), int(ty)))
-                for ty in np.linspace(0, h - th, n).astype(int)
-                for tx in np.linspace(0, w - tw, n).astype(int)
+                for ty in np.linspace(0, lh - th, n).astype(int)
+                for tx in np.linspace(0, lw - tw, n).astype(int)
             ]
-            found += self._both_models(tiles)
+            found += [_scaled(d, w / lw, h / lh) for d in self._both_models(tiles)]
         return nms(found, 0.4)
 
     def _both_models(

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.base import Detection, register_detector
+from faceweave.core.resize import downscale
 from faceweave.errors import BackendError, InputError
 from faceweave.types import Frame
 
@@ -178,8 +179,10 @@ class YuNetDetector:
         h, w = frame.shape[:2]
         scale = self.input_size / max(h, w)
         sw, sh = max(1, round(w * scale)), max(1, round(h * scale))
-        resized = cv2.resize(
-            frame, (sw, sh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+        resized = (
+            downscale(frame, (sw, sh))
+            if scale < 1
+            else cv2.resize(frame, (sw, sh), interpolation=cv2.INTER_LINEAR)
         )
         pw, ph = -(-sw // 32) * 32, -(-sh // 32) * 32
         padded = np.zeros((ph, pw, 3), np.float32)

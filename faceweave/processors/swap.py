@@ -3035,8 +3035,9 @@ def _match_edge_colour(
     if int(ring.sum()) >= 8:
         for image in (small_t, small_s):
             lab = cv2.cvtColor(np.clip(image * np.float32(1 / 255), 0.0, 1.0), cv2.COLOR_BGR2Lab)
-            # Robust statistics: a beard is a large part of a lower face.
-            ring &= _robust_z(lab, lab[face]) < EDGE_RING_Z
+            # Robust statistics: a beard is a large part of a lower face. (Only the
+            # ring's texels need their distance.)
+            ring[ring] = _robust_z(lab[ring], lab[face]) < EDGE_RING_Z
         measured = int(ring.sum()) >= 8
     # What the track had (the crop's grid may change by a cell as the face moves).
     last = (

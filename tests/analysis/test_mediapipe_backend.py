@@ -66,3 +66,43 @@ def test_no_face_reads_as_none() -> None:
     finally:
         model.close()
     assert result.multi_face_landmarks is None
+
+
+@pytest.mark.parametrize(
+    ("canvas", "side", "at"),
+    [
+        ((3000, 4000), 2000, (1900, 600)),
+        ((480, 854), 200, (500, 150)),
+        ((1080, 1920), 400, (100, 500)),
+    ],
+)
+def test_detections_land_where_they_are_in_large_and_odd_frames(
+    astronaut: np.ndarray, canvas: tuple[int, int], side: int, at: tuple[int, int]
+) -> None:
+    """The detector's shrunk copies (whole frame and tiles) map back to the frame: the
+    astronaut pasted into a phone-photo-sized, a 480p and a 1080p frame is found where
+    her face is."""
+    from faceweave.analysis.mediapipe_backend import BlazeFaceDetector
+    from faceweave.core.geometry import bbox_iou
+
+    detector = BlazeFaceDetector(adaptive=False, tiles=2)
+    try:
+        own = max(detector.detect(astronaut), key=lambda d: d.score)
+        frame = np.full((*canvas, 3), 90, np.uint8)
+        x, y = at
+        frame[y : y + side, x : x + side] = cv2.resize(astronaut, (side, side))
+        found = detector.detect(frame)
+    finally:
+        detector.close()
+    k = side / astronaut.shape[0]
+    x0, y0, x1, y1 = (v * k + o for v, o in zip(own.bbox, (x, y, x, y), strict=True))
+    expected = (x0, y0, x1, y1)
+    face = max(found, key=lambda d: bbox_iou(d.bbox, expected))
+    assert bbox_iou(face.bbox, expected) > 0.6, (face.bbox, expected)
+    assert face.keypoints is not None
+    assert ((face.keypoints > [x0, y0]) & (face.keypoints < [x1, y1])).all()
+    # (BlazeFace reads a few low-score boxes on her suit and the flag, which move with
+    # the scale; what it is sure of is her face, where it is.)
+    for det in found:
+        if det.score >= 0.9:
+            assert bbox_iou(det.bbox, expected) > 0.6, (det.bbox, expected)
