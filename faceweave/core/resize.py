@@ -9,12 +9,16 @@ while the image stays at least twice the size asked for, then resizes the rest
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+ScalarT = TypeVar("ScalarT", bound=np.generic)
 
-def downscale(image: NDArray[np.generic], size: tuple[int, int]) -> NDArray[np.generic]:
+
+def downscale(image: NDArray[ScalarT], size: tuple[int, int]) -> NDArray[ScalarT]:
     """``image`` shrunk to ``size`` (width, height), each no larger than the image's.
 
     Halved by an area filter (an odd last row or column dropped) while it stays at
