@@ -13,6 +13,7 @@ from faceweave.analysis.base import Detection, FaceDetector, create_detector, nm
 from faceweave.analysis.mediapipe_backend import MeshLandmarker, cut_by_side
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
+from faceweave.core.resize import downscale
 from faceweave.errors import InputError, UsageError
 from faceweave.types import BBox, Face, Frame
 
@@ -95,11 +96,23 @@ EDGE_BAND = 0.3
 EDGE_MIN_VISIBLE = 0.3
 
 
+# A frame is looked at for cut faces at most CUT_SIDE px on its long side: each view
+# (the padded frame, a band with its mirror image) stays at least as large as the
+# copy a detector shrinks it to (640 px), and a phone photo's bands are not stacked
+# at full size (100 ms for a 12-megapixel one).
+CUT_SIDE = 1280
+
+
 def detect_cut(detector: FaceDetector, frame: Frame) -> list[Detection]:
     """Faces cut by the frame's left or right edge, in ``frame``'s pixels (their
     boxes reach out of it): the detector runs on the frame with those edges
     mirrored outwards, and on each side's band with its mirror image."""
+    full_h, full_w = frame.shape[:2]
+    scale = min(1.0, CUT_SIDE / max(full_h, full_w))
+    if scale < 1.0:
+        frame = downscale(frame, (max(1, round(full_w * scale)), max(1, round(full_h * scale))))
     h, w = frame.shape[:2]
+    fx, fy = full_w / w, full_h / h
     pad = round(EDGE_PAD * max(h, w))
     # (image, x of its first column in the frame)
     views = [(cv2.copyMakeBorder(frame, 0, 0, pad, pad, cv2.BORDER_REFLECT_101), -pad)]
@@ -120,8 +133,10 @@ def detect_cut(detector: FaceDetector, frame: Frame) -> list[Detection]:
                 continue
             kps = None
             if det.keypoints is not None:
-                kps = det.keypoints + np.array([at, 0], np.float32)
-            found.append(Detection((x0, y0, x1, y1), det.score, kps))
+                kps = (det.keypoints + np.array([at, 0], np.float32)) * np.array(
+                    [fx, fy], np.float32
+                )
+            found.append(Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), det.score, kps))
     return found
 
 

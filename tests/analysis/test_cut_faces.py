@@ -8,7 +8,14 @@ import cv2
 import numpy as np
 import pytest
 
-from faceweave.analysis.analyser import EDGE_BAND, EDGE_PAD, FaceAnalyser, detect_cut, mesh_roll
+from faceweave.analysis.analyser import (
+    CUT_SIDE,
+    EDGE_BAND,
+    EDGE_PAD,
+    FaceAnalyser,
+    detect_cut,
+    mesh_roll,
+)
 from faceweave.analysis.base import Detection
 from faceweave.analysis.mediapipe_backend import _mirrored_out, cut_by_side
 from faceweave.processors.swap import Swapper
@@ -94,6 +101,19 @@ class TestDetectCut:
         np.testing.assert_array_equal(right[:, :band], frame[:, 60 - band :])
         np.testing.assert_array_equal(right[:, band:], frame[:, -2 : 59 - band : -1])
 
+    def test_a_large_frame_is_looked_at_shrunk_and_answered_in_its_pixels(self) -> None:
+        """A phone photo's views are cut from a copy CUT_SIDE px long; what they find
+        comes back in the photo's own pixels."""
+        frame = np.zeros((1500, 3000, 3), np.uint8)
+        pad = round(EDGE_PAD * CUT_SIDE)
+        detector = _Boxes([(pad - 20, 10, pad + 40, 70)], CUT_SIDE + 2 * pad)
+        found = detect_cut(detector, frame)
+        assert max(max(v.shape[:2]) for v in detector.seen) <= CUT_SIDE + 2 * pad
+        assert detector.seen[0].shape[0] == 640
+        fx, fy = 3000 / CUT_SIDE, 1500 / 640
+        assert [d.bbox for d in found] == [(-20 * fx, 10 * fy, 40 * fx, 70 * fy)]
+        np.testing.assert_allclose(found[0].keypoints, [[-20 * fx, 10 * fy], [40 * fx, 10 * fy]])
+
 
 class TestMirroredCrop:
     def test_a_box_inside_the_frame_is_cropped_from_the_frame(self) -> None:
@@ -119,7 +139,8 @@ class TestMirroredCrop:
 
 
 class TestCutFaces:
-    @pytest.mark.parametrize("side", ["left", "right"])
+    # (Scale 4: a frame over CUT_SIDE, looked at shrunk.)
+    @pytest.mark.parametrize(("side", "scale"), [("left", 1), ("right", 1), ("left", 4)])
     def test_found_and_fitted(
         self,
         astronaut: np.ndarray,
@@ -127,14 +148,16 @@ class TestCutFaces:
         analyser: FaceAnalyser,
         edge_analyser: FaceAnalyser,
         side: str,
+        scale: int,
     ) -> None:
         frame, start = _cut(astronaut, astronaut_face, side)
         assert analyser.get_faces(frame) == []  # what the frame as it is gives
+        frame = cv2.resize(frame, None, fx=scale, fy=scale, interpolation=cv2.INTER_CUBIC)
         (face,) = edge_analyser.get_faces(frame)
         x0, _, x1, _ = face.bbox
         assert x0 < 0 if side == "left" else x1 > frame.shape[1]  # the box reaches out
         # Where the face is in the frame, its mesh is the uncut photo's.
-        whole = astronaut_face.landmarks_478[:, :2] - np.float32([start, 0])
+        whole = (astronaut_face.landmarks_478[:, :2] - np.float32([start, 0])) * scale
         seen = (whole[:, 0] >= 0) & (whole[:, 0] < frame.shape[1])
         inter_ocular = np.linalg.norm(whole[468] - whole[473])
         error = np.linalg.norm(face.landmarks_478[:, :2] - whole, axis=1)[seen].mean()
