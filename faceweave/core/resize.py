@@ -1,4 +1,4 @@
-"""Shrinking frames fast: the detectors' copies of large frames.
+"""Shrinking frames fast: the detectors' and the video tracker's copies of large frames.
 
 OpenCV's area filter is fast only at a whole factor, and fastest by far at 2 (its
 vectorised path): at any other ratio it takes its general path, 1.4 ms for a 480p
