@@ -258,6 +258,45 @@ class TestSwapper:
         same = swapper.with_options(shape=0.0).output_geometry(grace_hopper_face)
         np.testing.assert_array_equal(same, grace_hopper_face.landmarks_478)
 
+    def test_a_target_read_as_a_profile_takes_no_identity_shape(
+        self,
+        swapper: Swapper,
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Past PROFILE_SHAPE_YAW the output mesh is the target's own (the mesh reads a
+        profile as turned much less than it is): none of the identity offset at 60
+        degrees either way, half of it midway up the ramp, and the swap the same as
+        one asked for no shape (the target is not resampled through a warp that
+        does nothing)."""
+
+        def at(yaw: float) -> Face:
+            pose = dataclasses.replace(grace_hopper_face.pose, yaw=yaw)
+            return dataclasses.replace(grace_hopper_face, pose=pose)
+
+        lo, hi = swap_module.PROFILE_SHAPE_YAW
+        for yaw in (60.0, -60.0):
+            np.testing.assert_array_equal(
+                swapper.output_geometry(at(yaw)), grace_hopper_face.landmarks_478
+            )
+        middle = at((lo + hi) / 2)
+        half = swapper.output_geometry(middle) - grace_hopper_face.landmarks_478
+        monkeypatch.setattr(swap_module, "PROFILE_SHAPE_YAW", (80.0, 90.0))
+        whole = swapper.output_geometry(middle) - grace_hopper_face.landmarks_478
+        assert float(np.abs(whole).max()) > 1.0
+        np.testing.assert_allclose(half, 0.5 * whole, atol=1e-3)
+        monkeypatch.undo()
+        turned = at(60.0)
+        np.testing.assert_array_equal(
+            swapper.swap(grace_hopper, [turned]),
+            swapper.with_options(shape=0.0).swap(grace_hopper, [turned]),
+        )
+        assert not np.array_equal(
+            swapper.swap(grace_hopper, [grace_hopper_face]),
+            swapper.with_options(shape=0.0).swap(grace_hopper, [grace_hopper_face]),
+        )
+
     def test_a_known_rest_shape_keeps_all_of_a_raised_brow(
         self, swapper: Swapper, grace_hopper_face: Face
     ) -> None:
