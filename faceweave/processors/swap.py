@@ -149,7 +149,9 @@ class SwapOptions:
         fusion: 0 returns the target, 1 is a full swap; between, geometry and
             texture both move from the target's towards the source's, eased by
             :func:`fusion_mix` so that equal steps change the identity about equally.
-        shape: how much of the source's identity shape the output takes at fusion 1.
+        shape: how much of the source's identity shape the output takes at fusion 1;
+            less on a target read as turned past 40 degrees, none past 50
+            (PROFILE_SHAPE_YAW: the mesh reads a profile as turned much less than it is).
         color: ``none``, ``rct`` (Reinhard LAB), ``lct`` (linear covariance) or
             ``sh`` (spherical-harmonics relight plus a mean/std match on skin).
         blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``. With the
