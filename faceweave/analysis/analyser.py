@@ -13,7 +13,7 @@ from faceweave.analysis.base import Detection, FaceDetector, create_detector, nm
 from faceweave.analysis.mediapipe_backend import MeshLandmarker, cut_by_side
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
-from faceweave.core.resize import downscale
+from faceweave.core.resize import shrink_to_side
 from faceweave.errors import InputError, UsageError
 from faceweave.types import BBox, Face, Frame
 
@@ -108,9 +108,7 @@ def detect_cut(detector: FaceDetector, frame: Frame) -> list[Detection]:
     boxes reach out of it): the detector runs on the frame with those edges
     mirrored outwards, and on each side's band with its mirror image."""
     full_h, full_w = frame.shape[:2]
-    scale = min(1.0, CUT_SIDE / max(full_h, full_w))
-    if scale < 1.0:
-        frame = downscale(frame, (max(1, round(full_w * scale)), max(1, round(full_h * scale))))
+    frame = shrink_to_side(frame, CUT_SIDE)
     h, w = frame.shape[:2]
     fx, fy = full_w / w, full_h / h
     pad = round(EDGE_PAD * max(h, w))

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.base import Detection, nms, quarter_turns, register_detector
-from faceweave.core.resize import downscale
+from faceweave.core.resize import shrink_to_side
 from faceweave.errors import BackendError
 from faceweave.types import BBox, Frame
 
@@ -131,15 +131,6 @@ TILE_SIDE = 960
 TILE_OVERLAP = 1.35
 
 
-def _detector_copy(frame: Frame, side: int) -> Frame:
-    """``frame`` shrunk to at most ``side`` px on its long side (:func:`downscale`)."""
-    h, w = frame.shape[:2]
-    scale = min(1.0, side / max(h, w))
-    if scale == 1.0:
-        return frame
-    return downscale(frame, (max(1, round(w * scale)), max(1, round(h * scale))))
-
-
 # How far past a cut face's box the frame is mirrored, as a share of the box.
 MIRROR_MARGIN = 0.1
 # A box counts as cut by the frame's side when it reaches out by over this share of its
@@ -230,7 +221,7 @@ class BlazeFaceDetector:
 
     def detect(self, frame: Frame) -> list[Detection]:
         h, w = frame.shape[:2]
-        small = _detector_copy(frame, DETECT_SIDE)
+        small = shrink_to_side(frame, DETECT_SIDE)
         rgb_small = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
         if self.adaptive:
             found = self._detect_rgb(rgb_small, (0, 0), short=False)
@@ -245,7 +236,7 @@ class BlazeFaceDetector:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
             n = self.tiles
-            large = _detector_copy(frame, int(TILE_SIDE * n / TILE_OVERLAP))
+            large = shrink_to_side(frame, int(TILE_SIDE * n / TILE_OVERLAP))
             lh, lw = large.shape[:2]
             rgb = cv2.cvtColor(large, cv2.COLOR_BGR2RGB)
             th, tw = int(lh / n * TILE_OVERLAP), int(lw / n * TILE_OVERLAP)

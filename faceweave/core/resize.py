@@ -36,3 +36,13 @@ def downscale(image: NDArray[ScalarT], size: tuple[int, int]) -> NDArray[ScalarT
     if (w, h) == (width, height):
         return image
     return np.asarray(cv2.resize(image, size, interpolation=cv2.INTER_LINEAR), image.dtype)
+
+
+def shrink_to_side(image: NDArray[ScalarT], side: int) -> NDArray[ScalarT]:
+    """``image`` shrunk (:func:`downscale`) to at most ``side`` px on its long side,
+    its aspect kept; the image itself when it is no larger."""
+    h, w = image.shape[:2]
+    scale = min(1.0, side / max(h, w))
+    if scale == 1.0:
+        return image
+    return downscale(image, (max(1, round(w * scale)), max(1, round(h * scale))))

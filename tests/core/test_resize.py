@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from faceweave.core.resize import downscale
+from faceweave.core.resize import downscale, shrink_to_side
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,23 @@ def test_halving_takes_opencvs_area_filter() -> None:
     image = np.random.default_rng(1).integers(0, 256, (720, 1280, 3), np.uint8)
     expected = cv2.resize(image, None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
     np.testing.assert_array_equal(downscale(image, (640, 360)), expected)
+
+
+@pytest.mark.parametrize(
+    ("shape", "side", "expected"),
+    [
+        ((480, 854), 640, (360, 640)),
+        ((1280, 720), 640, (640, 360)),
+        ((3000, 4000), 1280, (960, 1280)),
+    ],
+)
+def test_shrink_to_side_keeps_the_aspect(
+    shape: tuple[int, int], side: int, expected: tuple[int, int]
+) -> None:
+    image = np.zeros((*shape, 3), np.uint8)
+    assert shrink_to_side(image, side).shape[:2] == expected
+
+
+def test_shrink_to_side_leaves_a_small_image_itself() -> None:
+    image = np.zeros((300, 640), np.uint8)
+    assert shrink_to_side(image, 640) is image
