@@ -106,3 +106,77 @@ def test_detections_land_where_they_are_in_large_and_odd_frames(
     for det in found:
         if det.score >= 0.9:
             assert bbox_iou(det.bbox, expected) > 0.6, (det.bbox, expected)
+
+
+def _static_calls(monkeypatch: pytest.MonkeyPatch, landmarker) -> list[int]:  # type: ignore[no-untyped-def]
+    """Counts the fits that ran FaceMesh's static graph (its own face search)."""
+    from faceweave.analysis import mediapipe_backend
+
+    calls: list[int] = []
+    real = mediapipe_backend._process
+
+    def counted(solution, rgb):  # type: ignore[no-untyped-def]
+        if solution is landmarker._static:
+            calls.append(1)
+        return real(solution, rgb)
+
+    monkeypatch.setattr(mediapipe_backend, "_process", counted)
+    return calls
+
+
+def _turned(frame: np.ndarray, degrees: float) -> tuple[np.ndarray, np.ndarray]:
+    """``frame`` turned ``degrees`` clockwise about its centre on a larger canvas, and
+    the frame -> canvas affine matrix."""
+    h, w = frame.shape[:2]
+    side = int(np.hypot(h, w)) + 2
+    matrix = cv2.getRotationMatrix2D((w / 2, h / 2), -degrees, 1.0)
+    matrix[:, 2] += (side - w) / 2, (side - h) / 2
+    return cv2.warpAffine(frame, matrix, (side, side), borderValue=(90, 90, 90)), matrix
+
+
+@pytest.mark.parametrize("degrees", [0, 30, -25, 110])
+def test_region_mesh_fits_without_a_second_search(
+    grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch, degrees: float
+) -> None:
+    """A still image's mesh is fitted on the region the detection gives, turned by the
+    detection's roll, without FaceMesh's own face search: upright and tilted faces
+    alike (a region turned the wrong way finds no face or a skewed one), and a quarter
+    turn plus some (110 degrees) on the crop turned by the quarter turn."""
+    from faceweave.analysis.analyser import mesh_roll
+    from faceweave.analysis.mediapipe_backend import BlazeFaceDetector, MeshLandmarker
+
+    frame, matrix = _turned(grace_hopper, degrees)
+    detector, landmarker = BlazeFaceDetector(adaptive=False), MeshLandmarker()
+    try:
+        upright = max(detector.detect(grace_hopper), key=lambda d: d.score)
+        expected = landmarker.fit(grace_hopper, upright.bbox, upright.roll)
+        det = max(detector.detect(frame), key=lambda d: d.score)
+        roll = det.roll if degrees < 90 else degrees  # BlazeFace's keypoints fail past 90
+        calls = _static_calls(monkeypatch, landmarker)
+        points = landmarker.fit(frame, det.bbox, roll)
+    finally:
+        detector.close()
+        landmarker.close()
+    assert expected is not None and points is not None
+    assert not calls, "the static graph searched for the face again"
+    assert abs((mesh_roll(points) - degrees + 180) % 360 - 180) < 3
+    moved = expected[:, :2] @ matrix[:, :2].T + matrix[:, 2]
+    width = np.ptp(moved[:, 0])
+    assert np.linalg.norm(points[:, :2] - moved, axis=1).mean() < 0.02 * width
+
+
+def test_region_without_a_face_falls_back_to_the_search(
+    grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the landmark model finds no face in the region, the static graph looks for
+    one in the crop; on a blank frame neither finds one."""
+    from faceweave.analysis.mediapipe_backend import MeshLandmarker
+
+    landmarker = MeshLandmarker()
+    try:
+        calls = _static_calls(monkeypatch, landmarker)
+        blank = np.full((400, 400, 3), 128, np.uint8)
+        assert landmarker.fit(blank, (100.0, 100.0, 300.0, 300.0)) is None
+        assert calls == [1]
+    finally:
+        landmarker.close()

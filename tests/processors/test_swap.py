@@ -392,10 +392,11 @@ def _line_pixels(frame: np.ndarray, face: Face) -> np.ndarray:
     return box & (contrast > 25)
 
 
-def _kept(out: np.ndarray, target: np.ndarray, where: np.ndarray) -> float:
-    """Share of ``where`` pixels the output left as the target's (within 8 grey levels)."""
+def _kept(out: np.ndarray, target: np.ndarray, where: np.ndarray, tolerance: int = 8) -> float:
+    """Share of ``where`` pixels the output left as the target's (within ``tolerance``
+    grey levels)."""
     diff = np.abs(out.astype(np.int16) - target.astype(np.int16)).max(2)
-    return float((diff[where] <= 8).mean())
+    return float((diff[where] <= tolerance).mean())
 
 
 class TestGlasses:
@@ -558,14 +559,15 @@ class TestTintedLenses:
     ) -> None:
         """On a face too small for the frames test (p25's 73 px; here the test is
         turned off), the thin metal bridge between two lenses stays with them; p25's
-        was painted over."""
+        was painted over. (The one-pixel line is kept within 3-10 grey levels as the
+        mesh moves by a pixel; painted over, it is 29-214 off.)"""
         monkeypatch.setattr(swap_module, "GLASSES_MIN_FACE_PX", float("inf"))
         drawn, lenses = _draw_tinted_lenses(astronaut, astronaut_face, (0.6, 0.5, 1.0), 0.8)
         drawn, bridge = _draw_bridge(drawn, astronaut_face, reach=0.8)
         (target_face,) = analyser.get_faces(drawn)
         swapper = Swapper(grace_hopper_face)
         out = swapper.swap(drawn, target_face)
-        assert _kept(out, drawn, lenses) > 0.9 and _kept(out, drawn, bridge) > 0.8
+        assert _kept(out, drawn, lenses) > 0.9 and _kept(out, drawn, bridge, 16) > 0.8
         monkeypatch.setattr(swap_module, "_lens_bridge", lambda target, lenses, width: lenses * 0)
         assert _kept(swapper.swap(drawn, target_face), drawn, bridge) < 0.5
 
@@ -717,9 +719,12 @@ def test_temple_arms_of_source_glasses_are_painted_out(
     GLASSES_SOURCE_REACH (p29's left a dark curve at every target's temple)."""
     model = load_face_model()
     # An arm reaching the face's edge is also the lower edge's outlier (and edge-on):
-    # this is about the frames' own paint-out.
+    # this is about the frames' own paint-out, and how far out it reaches, not whether
+    # the drawn frames pass the residue check (which they pass or fail as the mesh
+    # moves by a pixel).
     monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
     monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "GLASSES_PAINTED_RESIDUE", np.inf)
     wearing = dataclasses.replace(
         astronaut_face, frame=_draw_glasses(astronaut, astronaut_face, arms=True)
     )
@@ -855,15 +860,16 @@ def test_what_a_photo_saw_edge_on_and_is_not_skin_takes_the_skin_further_in() ->
 
 def test_a_photos_edge_on_band_is_near_its_skins_brightness(grace_hopper_face: Face) -> None:
     """The band of Grace Hopper's photo the mesh sees edge-on (valid 0.5-0.95, on skin
-    and not hair) had dark texels: its 5th percentile at 0.59 of the cheeks'
-    brightness; now over 0.8 (0.88)."""
+    and not hair) had dark texels: its 5th percentile at 0.36-0.46 of the cheeks'
+    brightness unfilled; filled 0.71-0.88 (both over the photo shifted by -1 to 2
+    pixels, which moves the mesh and this percentile)."""
     size = 384
     _, cheeks = _jaw_and_cheeks(size)
     skin = swap_module._uv_skin(load_face_model(), size)
     source = prepare_source(grace_hopper_face, uv_size=size, log_advice=False)
     band = skin & (source.valid > 0.5) & (source.valid < 0.95) & (source.occluder < 0.5)
     lum = source.albedo.mean(-1)
-    assert float(np.percentile(lum[band], 5) / np.median(lum[cheeks])) > 0.8
+    assert float(np.percentile(lum[band], 5) / np.median(lum[cheeks])) > 0.65
 
 
 def test_source_glasses_are_painted_out_where_mirrored(
@@ -938,11 +944,12 @@ def test_a_fringe_over_one_brow_takes_the_other_brow(
     assert region.sum() > 100
     assert orange(kept) > orange(clean) + 60.0, (orange(kept), orange(clean))
     assert orange(mirrored) < orange(clean) + 0.3 * (orange(kept) - orange(clean))
-    # The clean brow itself is not touched.
+    # The clean brow itself is not mirrored over: it moves by under 2 grey levels at
+    # most (the texture's edge steps, which look at the whole texture, move a little).
     other = np.zeros((size, size), np.uint8)
     uv_other = model.uv[model.regions["right_eyebrow"]] * (size - 1)
     cv2.fillConvexPoly(other, cv2.convexHull(uv_other.astype(np.int32)), 1)
-    assert np.abs(mirrored[other > 0] - kept[other > 0]).max() < 1.0
+    assert np.abs(mirrored[other > 0] - kept[other > 0]).max() < 2.0
 
 
 def _uv_skin_texture(size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -1793,7 +1800,8 @@ class TestLargeFaces:
             return float((grey - cv2.GaussianBlur(grey, (0, 0), 1.5))[eyes].std())
 
         keep_eyes = swapper.with_options(mask_eyes=True)
-        assert grain(keep_eyes.swap(frame, face)) > 0.85 * grain(frame)  # about 0.9
+        # 0.84-0.92 as the photo (and so the mesh) is shifted by -1 to 2 pixels.
+        assert grain(keep_eyes.swap(frame, face)) > 0.8 * grain(frame)
         # Compositing the upsampled swap itself (as below 1.5x) loses it.
         monkeypatch.setattr(swap_module, "DETAIL_RESTORE_SCALE", np.inf)
         assert grain(keep_eyes.swap(frame, face)) < 0.7 * grain(frame)  # about 0.56
