@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
@@ -61,11 +63,19 @@ _UPRIGHT = {
 }
 
 
-def detect_turned(detector: FaceDetector, frame: Frame, angle: int) -> list[Detection]:
+def detect_turned(
+    detector: FaceDetector,
+    frame: Frame,
+    angle: int,
+    early: Callable[[list[Detection]], None] | None = None,
+) -> list[Detection]:
     """Faces turned clockwise by ``angle`` (a quarter turn), in ``frame``'s pixels:
     the detector runs on the frame turned back, and its boxes and keypoints are
-    mapped back."""
+    mapped back. ``early``: at angle 0, handed to a detector that takes it (see
+    :meth:`BlazeFaceDetector.detect`); never called otherwise."""
     if angle % 360 == 0:
+        if early is not None and getattr(detector, "takes_early", False):
+            return detector.detect(frame, early=early)  # type: ignore[call-arg]
         return detector.detect(frame)
     code, back = _UPRIGHT[angle % 360]
     h, w = frame.shape[:2]
@@ -179,6 +189,25 @@ def _same_box(a: BBox, b: BBox) -> bool:
         or _inside(np.array(_centre(a)), b)
         or _inside(np.array(_centre(b)), a)
     )
+
+
+def _prefitted(det: Detection, prefit: list[tuple[Detection, Face]]) -> Face | None:
+    """The face fitted on the detection ``det`` merged (the one it overlaps most, by
+    at least NMS's 0.4, turned the same way up by its keypoints), with ``det``'s
+    score; None where there is none. (An upside-down face is found weakly upright too,
+    with its keypoints the wrong way up, and its mesh fitted so: the detection of the
+    turned frame that wins for it takes a fit of its own.)"""
+    overlaps = [
+        (bbox_iou(other.bbox, det.bbox), face)
+        for other, face in prefit
+        if quarter_turns(other.roll) == quarter_turns(det.roll)
+    ]
+    iou, face = max(overlaps, key=lambda o: o[0], default=(0.0, None))
+    if face is None or iou < 0.4:
+        return None
+    if face.score == det.score:
+        return face
+    return dataclasses.replace(face, score=float(det.score), _cache={})
 
 
 def _same_face(a: Face, b: Face) -> bool:
@@ -338,9 +367,11 @@ class FaceAnalyser:
         dets.sort(key=lambda d: -(d.bbox[2] - d.bbox[0]) * (d.bbox[3] - d.bbox[1]))
         return dets[: self.max_faces]
 
-    def _candidates(self, frame: Frame) -> list[Detection]:
+    def _candidates(
+        self, frame: Frame, *, early: Callable[[list[Detection]], None] | None = None
+    ) -> list[Detection]:
         angles = self.detector_angles or (0,)
-        dets = [d for angle in angles for d in detect_turned(self.detector, frame, angle)]
+        dets = [d for angle in angles for d in detect_turned(self.detector, frame, angle, early)]
         if (
             self.detector_angles is None
             and self.mode == "image"
@@ -376,8 +407,20 @@ class FaceAnalyser:
     def get_faces(self, frame: Frame) -> list[Face]:
         """All faces in the frame (at most ``max_faces``), largest first."""
         frame = check_frame(frame)
-        found = sorted(self._candidates(frame), key=lambda d: -d.score)
-        faces = self._fitted(frame, found, [], mirror=False)
+        # A still image's first faces are fitted while the detection still runs: the
+        # detector hands over its first pass's boxes (BlazeFace's short-range model)
+        # and goes on with the rest (the full-range model) on the other core.
+        prefit: list[tuple[Detection, Face]] = []
+
+        def early(dets: list[Detection]) -> None:
+            for det in sorted(dets, key=lambda d: -d.score):
+                face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=False)
+                if face is not None:
+                    prefit.append((det, face))
+
+        found = self._candidates(frame, early=early if self.mode == "image" else None)
+        found.sort(key=lambda d: -d.score)
+        faces = self._fitted(frame, found, [], mirror=False, prefit=prefit)
         # Then faces cut by the frame's sides: the frame's own detections of such faces
         # that gave none, and (``detect_edges``) those found on the frame mirrored out,
         # fitted on a crop mirrored out where the usual one gives none. After every
@@ -395,14 +438,24 @@ class FaceAnalyser:
         return faces[: self.max_faces]
 
     def _fitted(
-        self, frame: Frame, dets: list[Detection], faces: list[Face], *, mirror: bool
+        self,
+        frame: Frame,
+        dets: list[Detection],
+        faces: list[Face],
+        *,
+        mirror: bool,
+        prefit: list[tuple[Detection, Face]] | None = None,
     ) -> list[Face]:
         """``faces`` and the faces of ``dets`` (fitted in this order) that are none of
         them. Best detections first: when a loose box's mesh lands on a face that has
-        its own box, the face keeps the mesh fitted in its own box."""
+        its own box, the face keeps the mesh fitted in its own box. ``prefit``: faces
+        already fitted on other detections; a detection that merged such a one
+        (:func:`_prefitted`) takes its face rather than a fit of its own."""
         faces = list(faces)
         for det in dets:
-            face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=mirror)
+            face = _prefitted(det, prefit or [])
+            if face is None:
+                face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=mirror)
             if face is None or not _inside(face.landmarks_478[_NOSE_TIP], _grown(det.bbox)):
                 continue  # no mesh, or one fitted to a neighbouring face in the crop
             if face.size < MIN_FACE_PX:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -305,18 +306,37 @@ class BlazeFaceDetector:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="blazeface-short-range")
         return self._pool
 
-    def detect(self, frame: Frame) -> list[Detection]:
+    # detect() takes ``early`` (see there).
+    takes_early = True
+
+    def detect(
+        self, frame: Frame, *, early: Callable[[list[Detection]], None] | None = None
+    ) -> list[Detection]:
+        """The faces in ``frame``. Without ``adaptive``, ``early`` (if given) is called
+        with the short-range model's faces (frame pixels) as soon as that pass is done,
+        in the second thread, while this one runs the full-range model (and the tiles):
+        what it does (fitting their meshes) overlaps the rest of the detection, on a
+        second core. The call returns after ``early`` has."""
         h, w = frame.shape[:2]
         small = shrink_to_side(frame, DETECT_SIDE)
         rgb_small = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
+        sh, sw = small.shape[:2]
         if self.adaptive:
             found = self._detect_rgb(rgb_small, (0, 0), short=False)
         else:
-            found = self._both_models([(rgb_small, (0, 0))])
+
+            def short_range() -> list[Detection]:
+                dets = self._detect_rgb(rgb_small, (0, 0), full=False)
+                if early is not None:
+                    early([_scaled(d, w / sw, h / sh) for d in dets])
+                return dets
+
+            pending = self._second_thread().submit(short_range)
+            full_range = self._detect_rgb(rgb_small, (0, 0), short=False)
+            found = pending.result() + full_range
         self._calls += 1
         if self.adaptive and (not found or self._calls % self.every == 1 % self.every):
             found += self._detect_rgb(rgb_small, (0, 0), full=False)
-        sh, sw = small.shape[:2]
         found = [_scaled(d, w / sw, h / sh) for d in found]
         if self.tiles > 1 and max(h, w) >= 480:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -209,3 +210,80 @@ class TestLandmarkArray:
         np.testing.assert_array_equal(
             _landmark_array(self._list(points)), points.astype(np.float64)
         )
+
+
+class TestFitsDuringDetection:
+    """A still image's first meshes are fitted while BlazeFace's full-range model runs."""
+
+    def test_the_short_range_faces_come_early_in_frame_pixels(
+        self, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        import threading
+
+        from faceweave.analysis.mediapipe_backend import BlazeFaceDetector
+
+        # Her head at 4x in a 1400 px frame (shrunk for the detector by 0.46): a face
+        # large enough for the short-range model.
+        frame = np.zeros((1000, 1400, 3), np.uint8)
+        frame[50:930, 400:1240] = cv2.resize(astronaut[20:240, 120:330], (840, 880))
+        detector = BlazeFaceDetector(adaptive=False)
+        handed: list[tuple[list, str]] = []
+        try:
+            found = detector.detect(
+                frame, early=lambda dets: handed.append((dets, threading.current_thread().name))
+            )
+        finally:
+            detector.close()
+        assert len(handed) == 1
+        dets, thread = handed[0]
+        assert thread != threading.current_thread().name
+        assert dets and all(any(d.bbox == f.bbox for f in found) for d in dets)
+        nose = (astronaut_face.landmarks_478[1, :2] - (120, 20)) * 4 + (400, 50)
+        best = max(dets, key=lambda d: d.score)
+        assert best.bbox[0] < nose[0] < best.bbox[2] and best.bbox[1] < nose[1] < best.bbox[3]
+
+    def test_the_mesh_is_fitted_in_the_detectors_second_thread(
+        self, astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """get_faces fits the face the short-range model found in the detector's thread
+        (overlapping the full-range model) and does not fit it again; a video analyser
+        does not (its detector runs the models one after the other)."""
+        import threading
+
+        for mode, fitted_early in (("image", True), ("video", False)):
+            analyser = FaceAnalyser(mode=mode, with_embedding=False)
+            threads: list[str] = []
+            real = analyser.landmarker.fit
+
+            def counted(*args, threads=threads, real=real, **kwargs):  # type: ignore[no-untyped-def]
+                threads.append(threading.current_thread().name)
+                return real(*args, **kwargs)
+
+            monkeypatch.setattr(analyser.landmarker, "fit", counted)
+            faces = analyser.get_faces(astronaut)
+            assert len(faces) == 1
+            main = threading.current_thread().name
+            assert threads == (["blazeface-short-range_0"] if fitted_early else [main]), threads
+
+    def test_a_detection_takes_the_face_fitted_on_the_box_it_merged(
+        self, astronaut_face: Face
+    ) -> None:
+        from faceweave.analysis.analyser import _prefitted
+        from faceweave.analysis.base import Detection
+
+        x0, y0, x1, y1 = astronaut_face.bbox
+        w = x1 - x0
+        prefit = [(Detection((x0, y0, x1, y1), 0.9), astronaut_face)]
+        shifted = Detection((x0 + 0.1 * w, y0, x1 + 0.1 * w, y1), 0.5)
+        face = _prefitted(shifted, prefit)
+        assert face is not None and face.score == 0.5
+        assert face.landmarks_478 is astronaut_face.landmarks_478
+        assert astronaut_face.score != 0.5  # the prefit face itself is not changed
+        beside = Detection((x1, y0, x1 + w, y1), 0.9)
+        assert _prefitted(beside, prefit) is None
+        assert _prefitted(shifted, []) is None
+        # Not from a detection turned another way up (keypoints upside down).
+        upside_down = Detection(
+            astronaut_face.bbox, 0.9, np.array([[x1, y0], [x0, y0]], np.float32)
+        )
+        assert _prefitted(shifted, [(upside_down, astronaut_face)]) is None

@@ -248,7 +248,7 @@ def test_every_box_is_fitted_as_it_is_before_any_is_mirrored(astronaut_face: Fac
     assert cut_by_side(frame, cut_box)
     analyser = FaceAnalyser(with_embedding=False)
     analyser.__dict__["landmarker"] = Fits()
-    analyser._candidates = lambda f: [  # type: ignore[method-assign]
+    analyser._candidates = lambda f, **kw: [  # type: ignore[method-assign]
         Detection(cut_box, 0.9),
         Detection(astronaut_face.bbox, 0.6),
     ]

@@ -157,7 +157,9 @@ class TestDetectorAngles:
         analyser = FaceAnalyser(with_embedding=False)
         calls: list[tuple[int, ...]] = []
         real = analyser.detector.detect
-        analyser.detector.detect = lambda frame: calls.append(frame.shape) or real(frame)  # type: ignore[method-assign]
+        analyser.detector.detect = lambda frame, **kw: (
+            calls.append(frame.shape) or real(frame, **kw)
+        )  # type: ignore[method-assign]
         assert len(analyser.get_faces(astronaut)) == 1
         assert len(calls) == 1
         calls.clear()
@@ -170,7 +172,7 @@ class TestLooseBoxes:
 
     @staticmethod
     def _faces_from(analyser: FaceAnalyser, frame: Frame, box: tuple[float, ...]) -> list[Face]:
-        analyser._candidates = lambda f: [Detection(box, 0.9)]  # type: ignore[method-assign]
+        analyser._candidates = lambda f, **kw: [Detection(box, 0.9)]  # type: ignore[method-assign]
         return analyser.get_faces(frame)
 
     def test_a_nose_just_outside_the_box_is_kept(
