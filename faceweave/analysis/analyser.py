@@ -475,14 +475,14 @@ class FaceAnalyser:
     ) -> Face | None:
         """The face in ``bbox`` (its mesh fitted there), or None; ``roll`` as
         :attr:`Detection.roll`; ``mirror`` as :meth:`MeshLandmarker.fit`."""
-        points = self.landmarker.fit(frame, bbox, roll, mirror=mirror, score=score)
+        points = self.landmarker.fit(frame, bbox, roll, mirror=mirror)
         if points is None:
             return None
         fitted = mesh_roll(points)
         if quarter_turns(fitted) != quarter_turns(roll):
             # The detector's keypoints misjudged a strongly tilted face: fit again with
             # the crop turned the way the mesh says, and keep that fit if it agrees.
-            again = self.landmarker.fit(frame, bbox, fitted, mirror=mirror, score=score)
+            again = self.landmarker.fit(frame, bbox, fitted, mirror=mirror)
             if again is not None and quarter_turns(mesh_roll(again)) == quarter_turns(fitted):
                 points = again
         return self.face_from_landmarks(frame, points, score)

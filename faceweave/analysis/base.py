@@ -53,18 +53,11 @@ class LandmarkModel(Protocol):
 
     ``roll`` is the face's in-plane angle in degrees (its eye line, clockwise), so a
     tilted or upside-down face can be fitted upright. ``mirror``: a face cut by the
-    frame's side may be fitted with the frame mirrored out past it. ``score``: the
-    detector's confidence in the box (a model may look again at a doubtful one).
+    frame's side may be fitted with the frame mirrored out past it.
     """
 
     def fit(
-        self,
-        frame: Frame,
-        bbox: BBox,
-        roll: float = 0.0,
-        *,
-        mirror: bool = True,
-        score: float = 1.0,
+        self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirror: bool = True
     ) -> NDArray[np.float32] | None: ...
 
 

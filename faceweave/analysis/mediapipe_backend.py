@@ -174,92 +174,6 @@ def _mirrored_out(
     return padded, shifted
 
 
-# MediaPipe's face landmark subgraph alone: the landmark model on a given region of
-# the image. FaceMesh's own graph first looks for a face in the image and takes its
-# region from that detection; a face whose region is known already skips the search.
-_ROI_GRAPH = """
-input_stream: "IMAGE:image"
-input_stream: "ROI:roi"
-output_stream: "LANDMARKS:landmarks"
-node {
-  calculator: "FaceLandmarkCpu"
-  input_stream: "IMAGE:image"
-  input_stream: "ROI:roi"
-  input_side_packet: "WITH_ATTENTION:with_attention"
-  output_stream: "LANDMARKS:landmarks"
-}
-"""
-# The region FaceMesh gives its landmark model, as a multiple of the detection box's
-# longer side (MediaPipe's face_landmark_front graph: a square 1.5 times the box).
-ROI_SCALE = 1.5
-# A box BlazeFace scores under this is fitted only where FaceMesh's own search in the
-# crop finds a face too. The landmark model alone calls a face what BlazeFace weakly
-# does: on the development photos a badge on the astronaut's suit (0.74), the blurred
-# crowd behind Messi (0.55) and the blurred background beside Biden (0.57), where the
-# search finds none; every box scored 0.79 or more is a face both ways.
-REGION_MIN_SCORE = 0.8
-
-
-class _RegionMesh:
-    """The 478-point mesh (with irises) on a given square region of an RGB image.
-
-    The region is what FaceMesh's static mode derives from its own detection in the
-    image: centred on the face's box, 1.5 times its longer side, turned by its eye
-    line's angle. Given it from the frame's detection, the landmark model runs without
-    that second search: 2-3 ms less per face.
-    """
-
-    def __init__(self) -> None:
-        mp = _import_mediapipe()
-        from mediapipe.framework.formats import rect_pb2
-        from mediapipe.python._framework_bindings import resource_util
-
-        resource_util.set_resource_dir(os.path.dirname(os.path.dirname(mp.__file__)))
-        self._mp = mp
-        self._rect = rect_pb2.NormalizedRect
-        self._received: list[object] = []
-        self._timestamp = 0
-        self._graph = mp.CalculatorGraph(graph_config=_ROI_GRAPH)
-        self._graph.observe_output_stream(
-            "landmarks", lambda _, packet: self._received.append(mp.packet_getter.get_proto(packet))
-        )
-        self._graph.start_run(
-            input_side_packets={"with_attention": mp.packet_creator.create_bool(True)}
-        )
-
-    def fit(
-        self, rgb: NDArray[np.uint8], centre: NDArray[np.float64], side: float, angle: float
-    ) -> object | None:
-        """The NormalizedLandmarkList in ``rgb`` (square) of the face in the square of
-        ``side`` px centred on ``centre`` (pixels) and turned ``angle`` radians clockwise,
-        or None where the model finds no face there."""
-        size = rgb.shape[1]
-        roi = self._rect(
-            x_center=float(centre[0] / size),
-            y_center=float(centre[1] / rgb.shape[0]),
-            width=float(side / size),
-            height=float(side / rgb.shape[0]),
-            rotation=float(angle),
-        )
-        mp = self._mp
-        self._received.clear()
-        self._timestamp += 33333
-        self._graph.add_packet_to_input_stream(
-            "image",
-            mp.packet_creator.create_image_frame(image_format=mp.ImageFormat.SRGB, data=rgb).at(
-                self._timestamp
-            ),
-        )
-        self._graph.add_packet_to_input_stream(
-            "roi", mp.packet_creator.create_proto(roi).at(self._timestamp)
-        )
-        self._graph.wait_until_idle()
-        return self._received[0] if self._received else None
-
-    def close(self) -> None:
-        self._graph.close()
-
-
 @register_detector("mediapipe")
 class BlazeFaceDetector:
     """BlazeFace short range (faces within ~2 m) and full range (small, far faces), merged by NMS.
@@ -449,36 +363,19 @@ class MeshLandmarker:
             )
             for static in (True, False)
         )
-        self._region = _RegionMesh()
         self.crop_scale = crop_scale
         self.crop_size = crop_size
         self._lock = threading.Lock()
 
     def fit(
-        self,
-        frame: Frame,
-        bbox: BBox,
-        roll: float = 0.0,
-        *,
-        mirror: bool = True,
-        score: float = 1.0,
+        self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirror: bool = True
     ) -> NDArray[np.float32] | None:
         """The mesh of the face in ``bbox``, in frame pixels, or None. With ``mirror``, a
         face cut by the frame's side (:func:`cut_by_side`) for which the usual crop gives
-        no mesh, or another face's, is fitted with the frame mirrored out.
-
-        In the static mode a box the detector is sure of (``score`` at least
-        ``REGION_MIN_SCORE``) is fitted on its own region (:class:`_RegionMesh`); a
-        doubtful one, or one where that finds no face, by FaceMesh's own search in
-        the crop, which is stricter about what a face is."""
+        no mesh, or another face's, is fitted with the frame mirrored out."""
         crop, matrix = self._prepare(frame, bbox, roll)
         with self._lock:
-            if self.tracking:
-                res = _process(self._tracking, crop)
-            elif score >= REGION_MIN_SCORE:
-                res = self._fit_region(crop, matrix, bbox, roll)
-            else:
-                res = None
+            res = _process(self._tracking, crop) if self.tracking else None
             if res is None or not _fitted_here(res):
                 res = _process(self._static, crop)
             if mirror and cut_by_side(frame, bbox, roll):
@@ -501,21 +398,6 @@ class MeshLandmarker:
         if not res.multi_face_landmarks:
             return None
         return self._postprocess(res.multi_face_landmarks[0], matrix, crop.shape[1])
-
-    def _fit_region(
-        self, crop: NDArray[np.uint8], matrix: NDArray[np.float64], bbox: BBox, roll: float
-    ) -> SimpleNamespace | None:
-        """The mesh on the region FaceMesh's static mode would take from a detection
-        with ``bbox`` and ``roll`` in the crop (:class:`_RegionMesh`), as a FaceMesh
-        result, or None where the landmark model finds no face there."""
-        x0, y0, x1, y1 = bbox
-        centre = matrix[:, :2] @ np.array([(x0 + x1) / 2, (y0 + y1) / 2]) + matrix[:, 2]
-        scale = float(np.sqrt(abs(np.linalg.det(matrix[:, :2]))))
-        side = ROI_SCALE * scale * max(x1 - x0, y1 - y0)
-        # The crop is turned by the roll's quarter turns; the region by the rest.
-        angle = np.radians((roll - 90.0 * quarter_turns(roll) + 180.0) % 360.0 - 180.0)
-        found = self._region.fit(crop, centre, side, float(angle))
-        return None if found is None else SimpleNamespace(multi_face_landmarks=[found])
 
     def reset(self) -> None:
         """Forget the previous frames (a new video): the tracking graph starts afresh."""
@@ -567,4 +449,3 @@ class MeshLandmarker:
     def close(self) -> None:
         self._static.close()
         self._tracking.close()
-        self._region.close()

@@ -232,13 +232,7 @@ def test_every_box_is_fitted_as_it_is_before_any_is_mirrored(astronaut_face: Fac
 
     class Fits:
         def fit(
-            self,
-            frame: Frame,
-            bbox: object,
-            roll: float = 0.0,
-            *,
-            mirror: bool = True,
-            score: float = 1.0,
+            self, frame: Frame, bbox: object, roll: float = 0.0, *, mirror: bool = True
         ) -> np.ndarray | None:
             calls.append(mirror)
             if bbox == cut_box:

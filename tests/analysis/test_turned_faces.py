@@ -195,13 +195,7 @@ class TestLooseBoxes:
 
         class FindsTheAstronaut:
             def fit(
-                self,
-                frame: Frame,
-                bbox: object,
-                roll: float = 0.0,
-                *,
-                mirror: bool = True,
-                score: float = 1.0,
+                self, frame: Frame, bbox: object, roll: float = 0.0, *, mirror: bool = True
             ) -> np.ndarray:
                 return astronaut_face.landmarks_478.copy()
 

@@ -559,8 +559,9 @@ class TestTintedLenses:
     ) -> None:
         """On a face too small for the frames test (p25's 73 px; here the test is
         turned off), the thin metal bridge between two lenses stays with them; p25's
-        was painted over. (The one-pixel line is kept within 3-10 grey levels as the
-        mesh moves by a pixel; painted over, it is 29-214 off.)"""
+        was painted over. (The one-pixel line is kept within 1-7 grey levels with the
+        photo shifted by -2 to 3 pixels, 5-11 with the mesh fitted on the short-range
+        model's box; painted over, it is 29-214 off.)"""
         monkeypatch.setattr(swap_module, "GLASSES_MIN_FACE_PX", float("inf"))
         drawn, lenses = _draw_tinted_lenses(astronaut, astronaut_face, (0.6, 0.5, 1.0), 0.8)
         drawn, bridge = _draw_bridge(drawn, astronaut_face, reach=0.8)
@@ -860,8 +861,8 @@ def test_what_a_photo_saw_edge_on_and_is_not_skin_takes_the_skin_further_in() ->
 
 def test_a_photos_edge_on_band_is_near_its_skins_brightness(grace_hopper_face: Face) -> None:
     """The band of Grace Hopper's photo the mesh sees edge-on (valid 0.5-0.95, on skin
-    and not hair) had dark texels: its 5th percentile at 0.36-0.46 of the cheeks'
-    brightness unfilled; filled 0.71-0.88 (both over the photo shifted by -1 to 2
+    and not hair) had dark texels: its 5th percentile at 0.50-0.59 of the cheeks'
+    brightness unfilled; filled 0.72-0.88 (both over the photo shifted by -1 to 2
     pixels, which moves the mesh and this percentile)."""
     size = 384
     _, cheeks = _jaw_and_cheeks(size)
@@ -944,12 +945,11 @@ def test_a_fringe_over_one_brow_takes_the_other_brow(
     assert region.sum() > 100
     assert orange(kept) > orange(clean) + 60.0, (orange(kept), orange(clean))
     assert orange(mirrored) < orange(clean) + 0.3 * (orange(kept) - orange(clean))
-    # The clean brow itself is not mirrored over: it moves by under 2 grey levels at
-    # most (the texture's edge steps, which look at the whole texture, move a little).
+    # The clean brow itself is not touched.
     other = np.zeros((size, size), np.uint8)
     uv_other = model.uv[model.regions["right_eyebrow"]] * (size - 1)
     cv2.fillConvexPoly(other, cv2.convexHull(uv_other.astype(np.int32)), 1)
-    assert np.abs(mirrored[other > 0] - kept[other > 0]).max() < 2.0
+    assert np.abs(mirrored[other > 0] - kept[other > 0]).max() < 1.0
 
 
 def _uv_skin_texture(size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -1800,7 +1800,7 @@ class TestLargeFaces:
             return float((grey - cv2.GaussianBlur(grey, (0, 0), 1.5))[eyes].std())
 
         keep_eyes = swapper.with_options(mask_eyes=True)
-        # 0.84-0.92 as the photo (and so the mesh) is shifted by -1 to 2 pixels.
+        # 0.85-0.92 as the photo (and so the mesh) is shifted by -1 to 2 pixels.
         assert grain(keep_eyes.swap(frame, face)) > 0.8 * grain(frame)
         # Compositing the upsampled swap itself (as below 1.5x) loses it.
         monkeypatch.setattr(swap_module, "DETAIL_RESTORE_SCALE", np.inf)
