@@ -194,8 +194,8 @@ def _same_box(a: BBox, b: BBox) -> bool:
 def _prefitted(det: Detection, prefit: list[tuple[Detection, Face]]) -> Face | None:
     """The face fitted on the detection ``det`` merged (the one it overlaps most, by
     at least NMS's 0.4, turned the same way up by its keypoints), with ``det``'s
-    score; None where there is none. (An upside-down face is found weakly upright too,
-    with its keypoints the wrong way up, and its mesh fitted so: the detection of the
+    score; None where there is none. (An upside-down face found weakly upright, its
+    keypoints the wrong way up, would have its mesh fitted so: the detection of the
     turned frame that wins for it takes a fit of its own.)"""
     overlaps = [
         (bbox_iou(other.bbox, det.bbox), face)
@@ -407,13 +407,17 @@ class FaceAnalyser:
     def get_faces(self, frame: Frame) -> list[Face]:
         """All faces in the frame (at most ``max_faces``), largest first."""
         frame = check_frame(frame)
-        # A still image's first faces are fitted while the detection still runs: the
+        # A still image's upright faces are fitted while the detection still runs: the
         # detector hands over its first pass's boxes (BlazeFace's short-range model)
-        # and goes on with the rest (the full-range model) on the other core.
+        # and goes on with the rest (the full-range model) on the other core. (Faces
+        # it saw lying on their side or upside down are left to the detections of
+        # the frame turned their way, whose boxes are tighter.)
         prefit: list[tuple[Detection, Face]] = []
 
         def early(dets: list[Detection]) -> None:
             for det in sorted(dets, key=lambda d: -d.score):
+                if quarter_turns(det.roll) != 0:
+                    continue
                 face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=False)
                 if face is not None:
                     prefit.append((det, face))

@@ -265,6 +265,25 @@ class TestFitsDuringDetection:
             main = threading.current_thread().name
             assert threads == (["blazeface-short-range_0"] if fitted_early else [main]), threads
 
+    def test_a_face_seen_lying_on_its_side_is_not_fitted_early(
+        self, astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A photo turned a quarter: what the short-range model finds of the face is a
+        loose box; the face is fitted on the turned frame's detection, in this thread."""
+        import threading
+
+        analyser = FaceAnalyser(with_embedding=False)
+        threads: list[str] = []
+        real = analyser.landmarker.fit
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            threads.append(threading.current_thread().name)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(analyser.landmarker, "fit", counted)
+        assert len(analyser.get_faces(cv2.rotate(astronaut, cv2.ROTATE_90_CLOCKWISE))) == 1
+        assert threads and set(threads) == {threading.current_thread().name}, threads
+
     def test_a_detection_takes_the_face_fitted_on_the_box_it_merged(
         self, astronaut_face: Face
     ) -> None:
