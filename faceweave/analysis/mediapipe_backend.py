@@ -228,9 +228,9 @@ class BlazeFaceDetector:
     ) -> list[Detection]:
         """The faces in ``frame``. Without ``adaptive``, ``early`` (if given) is called
         with the short-range model's faces (frame pixels) as soon as that pass is done,
-        in the second thread, while this one runs the full-range model (and the tiles):
-        what it does (fitting their meshes) overlaps the rest of the detection, on a
-        second core. The call returns after ``early`` has."""
+        in the second thread, while this one runs the full-range model: what it does
+        (fitting their meshes) overlaps the rest of that pass, on a second core. The
+        tiles (if any) are looked at after ``early`` has returned."""
         h, w = frame.shape[:2]
         small = shrink_to_side(frame, DETECT_SIDE)
         rgb_small = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
@@ -238,16 +238,12 @@ class BlazeFaceDetector:
         if self.adaptive:
             found = self._detect_rgb(rgb_small, (0, 0), short=False)
         else:
-
-            def short_range() -> list[Detection]:
-                dets = self._detect_rgb(rgb_small, (0, 0), full=False)
-                if early is not None:
-                    early([_scaled(d, w / sw, h / sh) for d in dets])
-                return dets
-
-            pending = self._second_thread().submit(short_range)
-            full_range = self._detect_rgb(rgb_small, (0, 0), short=False)
-            found = pending.result() + full_range
+            hand_over = (
+                None
+                if early is None
+                else lambda dets: early([_scaled(d, w / sw, h / sh) for d in dets])
+            )
+            found = self._both_models([(rgb_small, (0, 0))], on_short=hand_over)
         self._calls += 1
         if self.adaptive and (not found or self._calls % self.every == 1 % self.every):
             found += self._detect_rgb(rgb_small, (0, 0), full=False)
@@ -269,15 +265,24 @@ class BlazeFaceDetector:
         return nms(found, 0.4)
 
     def _both_models(
-        self, images: list[tuple[NDArray[np.uint8], tuple[int, int]]]
+        self,
+        images: list[tuple[NDArray[np.uint8], tuple[int, int]]],
+        *,
+        on_short: Callable[[list[Detection]], None] | None = None,
     ) -> list[Detection]:
         """Both models on each (RGB image, offset): the short-range passes in a second
         thread while this one runs the full-range ones (MediaPipe releases the GIL; about
-        1 ms less per image than one after the other on 2 cores). In image order."""
-        shorts = [
-            self._second_thread().submit(self._detect_rgb, rgb, at, full=False)
-            for rgb, at in images
-        ]
+        1 ms less per image than one after the other on 2 cores). In image order.
+        ``on_short`` (if given) is called in the second thread with each short-range
+        pass's faces as soon as it is done; this returns after it has."""
+
+        def short_range(rgb: NDArray[np.uint8], at: tuple[int, int]) -> list[Detection]:
+            dets = self._detect_rgb(rgb, at, full=False)
+            if on_short is not None:
+                on_short(dets)
+            return dets
+
+        shorts = [self._second_thread().submit(short_range, rgb, at) for rgb, at in images]
         fulls = [self._detect_rgb(rgb, at, short=False) for rgb, at in images]
         found: list[Detection] = []
         for short, full_range in zip(shorts, fulls, strict=True):
