@@ -139,12 +139,8 @@ def detect_cut(detector: FaceDetector, frame: Frame) -> list[Detection]:
             inside = max(0.0, min(x1, w) - max(x0, 0)) * max(0.0, min(y1, h) - max(y0, 0))
             if inside < EDGE_MIN_VISIBLE * (x1 - x0) * (y1 - y0):
                 continue
-            kps = None
-            if det.keypoints is not None:
-                kps = (det.keypoints + np.array([at, 0], np.float32)) * np.array(
-                    [fx, fy], np.float32
-                )
-            found.append(Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), det.score, kps))
+            kps = None if det.keypoints is None else det.keypoints + np.array([at, 0], np.float32)
+            found.append(Detection((x0, y0, x1, y1), det.score, kps).scaled(fx, fy))
     return found
 
 

@@ -26,6 +26,15 @@ class Detection:
     score: float
     keypoints: NDArray[np.float32] | None = None
 
+    def scaled(self, fx: float, fy: float) -> Detection:
+        """The detection in an image ``fx`` by ``fy`` times this one's size (a detector's
+        shrunk copy's boxes back in the frame's pixels); itself at 1, 1."""
+        if fx == 1.0 and fy == 1.0:
+            return self
+        x0, y0, x1, y1 = self.bbox
+        kps = None if self.keypoints is None else self.keypoints * np.array([fx, fy], np.float32)
+        return Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), self.score, kps)
+
     @property
     def roll(self) -> float:
         """The face's in-plane angle in degrees, clockwise: its eye line's direction

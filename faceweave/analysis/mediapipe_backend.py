@@ -114,14 +114,6 @@ def _landmark_array(landmark_list) -> NDArray[np.float64]:  # type: ignore[no-un
     return np.array([[p.x, p.y, p.z] for p in landmarks], np.float64)
 
 
-def _scaled(det: Detection, fx: float, fy: float) -> Detection:
-    if fx == 1.0 and fy == 1.0:
-        return det
-    x0, y0, x1, y1 = det.bbox
-    kps = None if det.keypoints is None else det.keypoints * np.array([fx, fy], np.float32)
-    return Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), det.score, kps)
-
-
 # BlazeFace looks at 128-192 px: the whole frame is handed to it at most DETECT_SIDE px
 # wide, a tile (see BlazeFaceDetector) at most TILE_SIDE (MediaPipe's own copy and
 # resize of a large image cost more than the model, and its bilinear resize from a
@@ -241,13 +233,13 @@ class BlazeFaceDetector:
             hand_over = (
                 None
                 if early is None
-                else lambda dets: early([_scaled(d, w / sw, h / sh) for d in dets])
+                else lambda dets: early([d.scaled(w / sw, h / sh) for d in dets])
             )
             found = self._both_models([(rgb_small, (0, 0))], on_short=hand_over)
         self._calls += 1
         if self.adaptive and (not found or self._calls % self.every == 1 % self.every):
             found += self._detect_rgb(rgb_small, (0, 0), full=False)
-        found = [_scaled(d, w / sw, h / sh) for d in found]
+        found = [d.scaled(w / sw, h / sh) for d in found]
         if self.tiles > 1 and max(h, w) >= 480:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
@@ -261,7 +253,7 @@ class BlazeFaceDetector:
                 for ty in np.linspace(0, lh - th, n).astype(int)
                 for tx in np.linspace(0, lw - tw, n).astype(int)
             ]
-            found += [_scaled(d, w / lw, h / lh) for d in self._both_models(tiles)]
+            found += [d.scaled(w / lw, h / lh) for d in self._both_models(tiles)]
         return nms(found, 0.4)
 
     def _both_models(
