@@ -1,4 +1,4 @@
-"""Input and output: images now; video, camera and streams later.
+"""Input and output: images here; video, camera and streams in their modules.
 
 numpy conversion happens here only: everything returned is a
 :data:`~faceweave.types.Frame` (``uint8`` BGR).
@@ -14,6 +14,7 @@ from faceweave.io.image import (
     make_output_dir,
     output_path_for,
     read_image,
+    write_bytes_atomic,
     write_image,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "make_output_dir",
     "output_path_for",
     "read_image",
+    "write_bytes_atomic",
     "write_image",
 ]

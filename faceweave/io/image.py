@@ -40,6 +40,7 @@ __all__ = [
     "make_output_dir",
     "output_path_for",
     "read_image",
+    "write_bytes_atomic",
     "write_image",
 ]
 
@@ -77,7 +78,8 @@ def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame
         - Output: :math:`(H, W, 3)`, ``uint8``, BGR.
 
     Raises:
-        InputError: the file is missing, a directory, unreadable, truncated or corrupt.
+        InputError: the file is missing, a directory or not a regular file (a pipe, a
+            device), unreadable, truncated or corrupt.
         UnsupportedFormatError: the content is empty or not an image format we read.
         ImageTooLargeError: width * height is more than ``max_pixels``.
 
@@ -86,11 +88,16 @@ def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame
         >>> frame.shape, frame.dtype  # doctest: +SKIP
         ((512, 512, 3), dtype('uint8'))
     """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not an image")
+    path = Path(os.fsdecode(path))
+    try:
+        if not path.exists():
+            raise InputError(f"{path}: no such file")
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, not an image")
+        if not path.is_file():  # a pipe would wait for a writer, a device never end
+            raise InputError(f"{path}: not a regular file")
+    except OSError as exc:  # a name too long, a loop of links
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -166,15 +173,21 @@ def make_output_dir(path: PathLike) -> Path:
     """Create the output directory of a batch (and its parents) if needed.
 
     Raises:
-        OutputError: it cannot be created, or ``path`` exists and is not a directory.
+        OutputError: it cannot be created or written to (checked once here, so a
+            batch fails before its first image rather than on each), or ``path``
+            exists and is not a directory.
     """
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutputError(f"{path}: exists and is not a directory")
     try:
+        if path.exists() and not path.is_dir():
+            raise OutputError(f"{path}: exists and is not a directory")
         path.mkdir(parents=True, exist_ok=True)
+    except OutputError:
+        raise
     except OSError as exc:
         raise OutputError(f"{path}: cannot create directory: {exc.strerror or exc}") from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: cannot write: permission denied")
     return path
 
 
@@ -328,12 +341,27 @@ def _encode(frame: Frame, extension: str, quality: int, path: Path) -> bytes:
 
 def _check_directory(path: Path) -> None:
     directory = path.parent
-    if not directory.exists():
-        raise OutputError(f"{path}: directory {directory} does not exist")
-    if not directory.is_dir():
-        raise OutputError(f"{path}: {directory} is not a directory")
-    if path.is_dir():
-        raise OutputError(f"{path}: is a directory")
+    try:
+        if not directory.exists():
+            raise OutputError(f"{path}: directory {directory} does not exist")
+        if not directory.is_dir():
+            raise OutputError(f"{path}: {directory} is not a directory")
+        if path.is_dir():
+            raise OutputError(f"{path}: is a directory")
+    except OutputError:
+        raise
+    except OSError as exc:  # a name too long, a loop of links
+        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+
+
+def write_bytes_atomic(path: PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` as :func:`write_image` writes an image: a temporary
+    file beside it, flushed, then moved over ``path`` in one step.
+
+    Raises:
+        OutputError: the directory is missing or not writable, or the write failed.
+    """
+    _atomic_write(Path(path), data)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import threading
 import tracemalloc
 import zlib
 from pathlib import Path
@@ -23,8 +24,10 @@ from faceweave.errors import (
 )
 from faceweave.io import (
     IMAGE_EXTENSIONS,
+    check_output_path,
     image_extension,
     list_images,
+    make_output_dir,
     output_path_for,
     read_image,
     write_image,
@@ -254,6 +257,58 @@ def test_missing_file_raises(tmp_path: Path) -> None:
 def test_directory_raises(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="directory"):
         read_image(tmp_path)
+
+
+def _read_error(path: Path | str) -> str:
+    """read_image's error message for ``path``, failing the test if it waits."""
+    errors: list[str] = []
+
+    def read() -> None:
+        try:
+            read_image(path)
+        except InputError as exc:
+            errors.append(str(exc))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10.0)
+    if reader.is_alive():
+        with open(path, "wb"):  # a writer comes and goes: the blocked reader is let go
+            pass
+        pytest.fail(f"read_image waited on {path}")
+    return errors[0] if errors else ""
+
+
+def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
+    """A pipe would block until something writes to it, a device never ends."""
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    assert _read_error(fifo).endswith("not a regular file")
+    assert _read_error("/dev/zero").endswith("not a regular file")
+    with pytest.raises(InputError, match="cannot read"):
+        read_image(tmp_path / ("a" * 300 + ".png"))  # the file system's name limit
+
+
+def test_bytes_path(tmp_path: Path) -> None:
+    path = tmp_path / "a.png"
+    write_image(path, np.zeros((8, 8, 3), np.uint8))
+    assert read_image(os.fsencode(path)).shape == (8, 8, 3)  # type: ignore[arg-type]
+
+
+def test_output_names_too_long_are_output_errors(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="cannot write"):
+        write_image(tmp_path / ("a" * 300 + ".png"), np.zeros((8, 8, 3), np.uint8))
+    with pytest.raises(OutputError, match="cannot write"):
+        check_output_path(tmp_path / ("a" * 300 + ".png"))
+
+
+def test_unwritable_batch_folder_fails_up_front(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked once where the folder is made (root would write anyway: os.access is asked)."""
+    monkeypatch.setattr(image_io.os, "access", lambda path, mode: False)
+    with pytest.raises(OutputError, match="permission denied"):
+        make_output_dir(tmp_path / "out")
 
 
 def test_errors_are_value_errors_too(tmp_path: Path) -> None:
