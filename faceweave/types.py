@@ -19,7 +19,26 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from faceweave.errors import InputError
+
 Frame = NDArray[np.uint8]  # (H, W, 3) uint8 BGR
+
+
+def check_frame(frame: object) -> Frame:
+    """The one place frames are validated: uint8 (H, W, 3) BGR, at least 8 px each way.
+
+    Raises:
+        InputError: anything else (a grey or BGRA image, floats, not an array).
+    """
+    if not isinstance(frame, np.ndarray):
+        raise InputError(f"expected a numpy image, got {type(frame).__name__}")
+    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+        raise InputError(f"expected a uint8 (H, W, 3) BGR image, got {frame.dtype} {frame.shape}")
+    if frame.shape[0] < 8 or frame.shape[1] < 8:
+        raise InputError(f"image too small: {frame.shape[1]}x{frame.shape[0]}")
+    return frame
+
+
 Mask = NDArray[np.float32]  # (H, W) float32 in [0, 1]
 FloatImage = NDArray[np.float32]  # (H, W, C) float32
 Points2D = NDArray[np.float32]  # (N, 2) float32 (x, y) pixels

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import faceweave as fw
-from faceweave.errors import NoFaceError, UsageError
+from faceweave.errors import InputError, NoFaceError, UsageError
 from faceweave.types import Face
 
 
@@ -133,3 +133,37 @@ def test_source_without_face(
 def test_target_without_face(predictor: fw.FacePredictor, astronaut_face: Face) -> None:
     with pytest.raises(NoFaceError):
         predictor.swap(np.full((200, 200, 3), 127, np.uint8), astronaut_face)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        np.zeros((64, 64), np.uint8),  # grey
+        np.zeros((64, 64, 4), np.uint8),  # BGRA
+        np.zeros((64, 64, 3), np.float32),
+        None,
+    ],
+)
+def test_swapper_refuses_frames_it_cannot_use(
+    frame: object, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    with pytest.raises(InputError, match="uint8 \\(H, W, 3\\) BGR|numpy image"):
+        fw.Swapper(astronaut_face).swap(frame, grace_hopper_face)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("faces", [None, "face", [None]])
+def test_swapper_refuses_what_is_not_a_face(
+    faces: object, astronaut_face: Face, grace_hopper: np.ndarray
+) -> None:
+    with pytest.raises(InputError, match="expected a Face"):
+        fw.Swapper(astronaut_face).swap(grace_hopper, faces)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="expected a Face"):
+        fw.source_advice(faces)  # type: ignore[arg-type]
+
+
+def test_swapper_takes_a_tuple_of_faces(
+    astronaut_face: Face, grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    swapper = fw.Swapper(astronaut_face)
+    together = swapper.swap(grace_hopper, (grace_hopper_face,))
+    assert np.array_equal(together, swapper.swap(grace_hopper, grace_hopper_face))

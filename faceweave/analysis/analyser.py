@@ -16,8 +16,8 @@ from faceweave.analysis.mediapipe_backend import MeshLandmarker, cut_by_side
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
 from faceweave.core.resize import shrink_to_side
-from faceweave.errors import InputError, UsageError
-from faceweave.types import BBox, Face, Frame
+from faceweave.errors import UsageError
+from faceweave.types import BBox, Face, Frame, check_frame
 
 # Mesh vertices of the 5-point layout: image-left eye, image-right eye, nose tip,
 # image-left mouth corner, image-right mouth corner.
@@ -229,17 +229,6 @@ def mesh_bbox(points: NDArray[np.floating]) -> BBox:
     return (float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max()))
 
 
-def check_frame(frame: object) -> Frame:
-    """The one place frames are validated: uint8 (H, W, 3) BGR."""
-    if not isinstance(frame, np.ndarray):
-        raise InputError(f"expected a numpy image, got {type(frame).__name__}")
-    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
-        raise InputError(f"expected a uint8 (H, W, 3) BGR image, got {frame.dtype} {frame.shape}")
-    if frame.shape[0] < 8 or frame.shape[1] < 8:
-        raise InputError(f"image too small: {frame.shape[1]}x{frame.shape[0]}")
-    return frame
-
-
 class FaceAnalyser:
     """Finds every face in a frame and describes it.
 
@@ -292,6 +281,10 @@ class FaceAnalyser:
             raise UsageError(
                 f"unknown analyser mode {mode!r}; choose from {', '.join(ANALYSER_MODES)}"
             )
+        if not isinstance(max_faces, int | np.integer) or max_faces < 1:
+            raise UsageError(f"max_faces must be a whole number of 1 or more, got {max_faces!r}")
+        if not 0.0 <= min_score <= 1.0:  # also refuses NaN
+            raise UsageError(f"min_score must be between 0 and 1, got {min_score}")
         if detector_angles is not None:
             bad = [a for a in detector_angles if a not in DETECTOR_ANGLES]
             if bad or not detector_angles:

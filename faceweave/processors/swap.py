@@ -60,7 +60,7 @@ from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_norma
 from faceweave.core.raster import Raster, rasterize
 from faceweave.core.shape import IdentityShape
 from faceweave.errors import InputError, NoFaceError, UsageError
-from faceweave.types import Face, Frame
+from faceweave.types import Face, Frame, check_frame
 
 logger = logging.getLogger("faceweave")
 
@@ -526,6 +526,13 @@ ADVICE_MAX_TURN_DEG = 30.0
 ADVICE_MIN_FACE_PX = 64.0
 
 
+def _face_list(faces: object) -> list[Face]:
+    """``faces`` as a list of Face; InputError for anything else (None, a frame...)."""
+    if isinstance(faces, list | tuple) and all(isinstance(f, Face) for f in faces):
+        return list(faces)
+    raise InputError(f"expected a Face or a list of Face, got {type(faces).__name__}")
+
+
 def source_advice(face: Face) -> list[str]:
     """What about a source face will show in every swap made from it, one line each.
 
@@ -534,7 +541,12 @@ def source_advice(face: Face) -> list[str]:
     no detail to give, closed or hidden eyes give none (each target keeps its own),
     and glasses are part of the face's texture. Empty for a frontal face of a good
     size with open eyes and without glasses.
+
+    Raises:
+        InputError: ``face`` is not a Face.
     """
+    if not isinstance(face, Face):
+        raise InputError(f"expected a Face, got {type(face).__name__}")
     return _advice(face, eyes_seen(face), _wears_glasses(face))
 
 
@@ -2039,8 +2051,14 @@ class Swapper:
         return Swapper(self.source, **opts.__dict__)
 
     def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
-        """Swap every given target face in ``frame``; returns a new frame."""
-        targets = [faces] if isinstance(faces, Face) else list(faces)
+        """Swap every given target face in ``frame``; returns a new frame.
+
+        Raises:
+            InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, or ``faces`` is not
+                a Face or a list of them.
+        """
+        check_frame(frame)
+        targets = [faces] if isinstance(faces, Face) else _face_list(faces)
         out = frame.copy()
         if self.options.fusion <= 0.0:
             return out

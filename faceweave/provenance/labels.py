@@ -44,12 +44,11 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
-from faceweave.analysis.analyser import check_frame
 from faceweave.errors import InputError, OutputError, UnsupportedFormatError
 from faceweave.io.image import DEFAULT_QUALITY, PathLike, _atomic_write, image_extension
 from faceweave.io.video import VIDEO_EXTENSIONS, _open_input
 from faceweave.provenance.watermark import STATEMENT, watermark_id
-from faceweave.types import Frame
+from faceweave.types import Frame, check_frame
 
 __all__ = [
     "DIGITAL_SOURCE_TYPE",

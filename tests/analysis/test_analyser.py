@@ -141,6 +141,16 @@ class TestInvalidFrames:
         with pytest.raises(UsageError):
             FaceAnalyser(detector="nope").detect(np.zeros((32, 32, 3), np.uint8))
 
+    @pytest.mark.parametrize(
+        "kwargs", [{"max_faces": 0}, {"max_faces": 2.5}, {"min_score": float("nan")}]
+    )
+    def test_settings_checked_when_made(self, kwargs: dict) -> None:
+        with pytest.raises(UsageError):
+            FaceAnalyser(**kwargs)
+
+    def test_numpy_whole_numbers_are_whole_numbers(self) -> None:
+        assert FaceAnalyser(max_faces=np.int64(3)).max_faces == 3
+
 
 class TestHelpers:
     def test_landmarks_5_from_mesh(self, astronaut_face: Face) -> None:
