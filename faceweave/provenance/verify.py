@@ -25,7 +25,7 @@ from typing import Literal
 from PIL import Image, UnidentifiedImageError
 
 from faceweave.errors import InputError
-from faceweave.io.image import PathLike, read_image
+from faceweave.io.image import IMAGE_EXTENSIONS, PathLike, read_image
 from faceweave.io.video import VIDEO_EXTENSIONS, VideoReader
 from faceweave.provenance.labels import read_labels
 from faceweave.provenance.watermark import (
@@ -86,11 +86,17 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
         UnsupportedFormatError: neither an image nor a video.
     """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        raise InputError(f"{path}: {kind}, not an image or a video")
     if video_frames < 1:
         raise InputError(f"video_frames must be at least 1, got {video_frames}")
-    if path.suffix.lower() not in VIDEO_EXTENSIONS and _is_image(path):
+    suffix = path.suffix.lower()
+    # A file named as an image is read as one (a broken one is refused as such, not
+    # handed to FFmpeg, which reads even a text file as a "video" of its characters).
+    if suffix in IMAGE_EXTENSIONS or (suffix not in VIDEO_EXTENSIONS and _is_image(path)):
         frame = read_image(path)
         return VerifyReport(
             path=str(path),
@@ -142,6 +148,8 @@ def _is_image(path: Path) -> bool:
     try:
         with Image.open(path) as image:
             return image.format in ("BMP", "JPEG", "PNG", "WEBP", "MPO")
+    except Image.DecompressionBombError:
+        return True  # an image: read_image refuses it as too large, in one line
     except (UnidentifiedImageError, OSError):
         return False
 

@@ -75,9 +75,8 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.analyser import check_frame
 from faceweave.errors import InputError
-from faceweave.types import Frame
+from faceweave.types import Frame, check_frame
 
 __all__ = [
     "COARSE_BELOW",
@@ -590,7 +589,7 @@ def _decide(soft: NDArray[np.float64], grid: int = GRID) -> WatermarkResult:
     confidence = float(soft @ codeword_signs) / norm if norm > 0 else 0.0
     bit_errors = int(np.count_nonzero(np.sign(soft) != codeword_signs))
     payload = _parse_message(message)
-    found = payload is not None and confidence >= floor
+    found = payload is not None and bool(confidence >= floor)  # not numpy's bool_
     return WatermarkResult(
         found=found,
         payload=payload if found else None,

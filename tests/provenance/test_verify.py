@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import zlib
 from pathlib import Path
 
 import cv2
@@ -104,6 +106,42 @@ def test_errors(tmp_path: Path) -> None:
     (tmp_path / "a.png").write_bytes(b"")
     with pytest.raises(InputError):
         verify(tmp_path / "a.png", video_frames=0)
+
+
+def test_special_files_and_images_that_are_not(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="a directory"):
+        verify(tmp_path)
+    with pytest.raises(InputError, match="not a regular file"):
+        verify("/dev/null")
+    text = tmp_path / "notes.jpg"  # FFmpeg would read it as a "video" of its characters
+    text.write_bytes(b"hello, this is text\n" * 200)
+    with pytest.raises(InputError, match="not a supported image"):
+        verify(text)
+
+
+def test_bomb_header_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A PNG whose header claims 100000 x 100000 pixels: refused before decoding."""
+    path = tmp_path / "bomb.png"
+    write_image(path, np.zeros((8, 8, 3), np.uint8))
+    data = bytearray(path.read_bytes())
+    data[16:24] = (100_000).to_bytes(4, "big") * 2  # IHDR's width and height
+    data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")  # and its CRC
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="too large"):
+        verify(path)
+
+
+def test_cli_json_report_of_a_marked_image(
+    tmp_path: Path, astronaut: np.ndarray, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from faceweave.apps import cli
+
+    path = tmp_path / "swap.png"
+    write_labeled_image(path, embed_watermark(astronaut, JOB), image_labels(JOB))
+    assert cli.main(["verify", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["watermark"]["found"] is True and report["watermark"]["payload"] == JOB
+    assert report["labels"]["faceweave:job"] == JOB
 
 
 def test_report_is_frozen(tmp_path: Path, astronaut: np.ndarray) -> None:
