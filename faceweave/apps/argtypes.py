@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import threading
 
 from faceweave.errors import UsageError
 
@@ -49,6 +50,28 @@ def positive_float(text: str) -> float:
     value = number(text)
     if not (value > 0.0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+# The highest frame rate taken: far past any camera or video (a frame rate goes into
+# the encoder's time base, a fraction of integers, where 1e10 overflowed).
+MAX_FPS = 1000.0
+
+
+def frame_rate(text: str) -> float:
+    """A frame rate: a float > 0, at most MAX_FPS."""
+    value = positive_float(text)
+    if value > MAX_FPS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_FPS:g}, got {text}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration: a float > 0, at most what a thread can wait (``threading.TIMEOUT_MAX``,
+    about 292 years)."""
+    value = positive_float(text)
+    if value > threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {threading.TIMEOUT_MAX:.0f}, got {text}")
     return value
 
 

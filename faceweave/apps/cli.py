@@ -12,6 +12,7 @@ Exit codes (also in the README):
 3     no face: none in the source, or none (matching) in a target
 4     verify: the file carries no faceweave watermark
 130   interrupted (Ctrl-C)
+143   stopped by SIGTERM (129: SIGHUP), cleaned up as after Ctrl-C
 ====  =============================================================================
 
 A batch (a directory as ``--target``) goes on after a failed file and exits
@@ -46,7 +47,9 @@ import logging
 import math
 import os
 import secrets
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -59,9 +62,11 @@ from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.apps.argtypes import (
     SidesAction,
+    frame_rate,
     non_negative_float,
     positive_float,
     positive_int,
+    seconds,
     unit_interval,
     whole_number,
 )
@@ -85,6 +90,7 @@ from faceweave.io import (
     make_output_dir,
     output_path_for,
     read_image,
+    write_bytes_atomic,
     write_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS
@@ -191,19 +197,67 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     command: Callable[[argparse.Namespace], int] = args.command
     try:
-        with _native_logs_silenced():
+        with _native_logs_silenced(), _stopped_by_signals():
             return command(args)
     except FaceweaveError as err:
         _print_traceback_if_debugging()
         _error(str(err))
         return err.exit_code
+    except _Stopped as stop:
+        print(f"{PROG}: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as err:  # the file system's refusal (a name too long, a device error)
+        _print_traceback_if_debugging()
+        _error(_os_error_line(err))
+        return EXIT_ERROR
     except Exception as err:  # noqa: BLE001 - the last line of defence: one line, no traceback
         _print_traceback_if_debugging()
         _internal_error(err)
         return EXIT_ERROR
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``timeout``, ``docker stop``, systemd, a closed terminal), raised
+    in the main thread as Ctrl-C is, so the same clean-up runs: no temporary file is
+    left behind, a video written so far is closed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# Signals that end a run as Ctrl-C does (SIGHUP does not exist on Windows).
+_STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """Turn the stop signals into :class:`_Stopped` while a command runs (main thread
+    only: Python sets signal handlers there alone); the previous handlers come back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _os_error_line(err: OSError) -> str:
+    """An OSError as one line: the file it names and the system's reason."""
+    reason = err.strerror or _one_line(str(err)) or type(err).__name__
+    return f"{err.filename}: {reason}" if err.filename else reason
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -303,7 +357,10 @@ def _add_swap_parser(commands: Any) -> None:
         "--feather",
         type=unit_interval,
         default=DEFAULT_FEATHER,
-        help="width of the face mask's soft edge, as a fraction of the face (default %(default)s)",
+        help=(
+            "width of the face mask's soft edge, as a fraction of the face, 0 to 0.5 "
+            "(default %(default)s)"
+        ),
     )
     swap.add_argument(
         "--skip-no-face",
@@ -334,7 +391,7 @@ def _add_swap_parser(commands: Any) -> None:
         "ultrafast above)",
     )
     video.add_argument("--crf", type=_crf, metavar="0..51", help="quality, x264 scale (18)")
-    video.add_argument("--fps", type=positive_float, help="output frame rate (default: keep)")
+    video.add_argument("--fps", type=frame_rate, help="output frame rate (default: keep)")
     video.add_argument("--trim-start", type=non_negative_float, metavar="SECONDS")
     video.add_argument("--trim-end", type=positive_float, metavar="SECONDS")
     video.add_argument(
@@ -407,8 +464,8 @@ def _add_live_parser(commands: Any) -> None:
     )
     live.add_argument("--width", type=positive_int, help="camera frame width")
     live.add_argument("--height", type=positive_int, help="camera frame height")
-    live.add_argument("--fps", type=positive_float, help="camera frame rate")
-    live.add_argument("--duration", type=positive_float, metavar="SECONDS", help="stop after")
+    live.add_argument("--fps", type=frame_rate, help="camera frame rate")
+    live.add_argument("--duration", type=seconds, metavar="SECONDS", help="stop after")
     live.add_argument("--stats", type=Path, metavar="FILE.json", help="write the session's stats")
     live.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     _add_common_options(live)
@@ -451,7 +508,8 @@ def _add_verify_parser(commands: Any) -> None:
 def _run_verify(args: argparse.Namespace) -> int:
     from faceweave.provenance import format_report, verify
 
-    report = verify(args.file)
+    with _library_warnings():  # a damaged video's decoder notes, as one line each
+        report = verify(args.file)
     if args.json:
         w = report.watermark
         print(
@@ -620,7 +678,7 @@ class _SwapJob:
         from faceweave.pipeline.video_job import FaceRouter, SwapTarget, swap_targets
 
         target_frame = read_image(target_path, max_pixels=self.max_pixels)
-        faces = self.analyser.get_faces(target_frame)
+        faces = _faces_in(self.analyser, target_frame, target_path)
         targets: list[SwapTarget]
         if self.map_references is not None:
             router = FaceRouter(
@@ -721,30 +779,50 @@ def _run_swap(args: argparse.Namespace) -> int:
     import faceweave as fw
 
     wanted = _resolve_sources(args)
+    options = SwapOptions.from_settings(args)  # before any model loads
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
-        return _run_swap_video(args, wanted)
+        return _run_swap_video(args, wanted, options)
     video_only = [name for name in _VIDEO_OPTIONS if getattr(args, name) is not None]
     if video_only:
         flag = "--" + video_only[0].replace("_", "-")
         raise UsageError(f"{flag} is for video targets ({', '.join(VIDEO_EXTENSIONS)})")
     batch = target_path.is_dir()
+    named = _named_inputs(wanted)
     # Check everything cheap before loading models or decoding anything.
     if batch:
         targets = list_images(target_path)
         if not targets:
             raise InputError(f"{target_path}: no images ({', '.join(IMAGE_EXTENSIONS)})")
-        if output_path.resolve() == target_path.resolve():
+        if _same_file(output_path, target_path):
             raise UsageError("--output must not be the --target directory")
+        if args.debug is not None:
+            if _same_file(args.debug, target_path):
+                raise UsageError("--debug must not be the --target directory")
+            if _same_file(args.debug, output_path):
+                raise UsageError("--debug must not be the --output directory")
+        debug_names = _debug_names(targets)
+        for target in targets:
+            writes = [("--output", output_path_for(target, output_path))]
+            if args.debug is not None:
+                writes.append(("--debug", args.debug / debug_names[target]))
+            _refuse_overwriting(writes, named)
+        output_dir = make_output_dir(output_path)  # not writable: fail before any model loads
+        debug_dir = make_output_dir(args.debug) if args.debug is not None else None
     else:
         if not target_path.exists():
             raise InputError(f"{target_path}: no such file")
         if output_path.is_dir():
             output_path = output_path / target_path.name
         check_output_path(output_path)
+        writes = [("--output", output_path)]
         if args.debug is not None:
             check_output_path(args.debug)
+            if _same_file(args.debug, output_path):
+                raise UsageError("--debug must not be the --output file")
+            writes.append(("--debug", args.debug))
+        _refuse_overwriting(writes, [("the --target image", target_path), *named])
     for path in wanted.paths:
         read_image(path, max_pixels=args.max_pixels)  # unreadable inputs fail before models load
 
@@ -756,7 +834,6 @@ def _run_swap(args: argparse.Namespace) -> int:
     )
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
-    options = SwapOptions.from_settings(args)
     with _library_warnings():  # advice on a poor source photo, before any output
         swappers = [fw.Swapper(photos, **options.__dict__) for photos in source_faces]
     job = _SwapJob(
@@ -774,16 +851,58 @@ def _run_swap(args: argparse.Namespace) -> int:
         watermark=None if args.no_watermark else _new_job_id(),
     )
     if not batch:
-        try:
-            note = job.run(target_path, output_path, args.debug)
-        except InputError as err:
-            # Name the target, as a batch does: the analysis's own frame check
-            # ("image too small: 6000x4") does not know the file it came from.
-            raise type(err)(_naming(target_path, str(err))) from err
+        note = job.run(target_path, output_path, args.debug)
         if note is not None and not args.quiet:
             _note(note)
         return EXIT_OK
-    return _run_batch(job, targets, make_output_dir(output_path), args.debug)
+    return _run_batch(job, targets, output_dir, debug_dir)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name the same file or directory (an existing one, by its inode,
+    so links and relative paths count; else by where they resolve to)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        try:
+            return a.resolve() == b.resolve()
+        except (OSError, RuntimeError):  # a symlink loop, a name too long
+            return False
+
+
+def _named_inputs(wanted: _Sources) -> list[tuple[str, Path]]:
+    """The images named as sources and references, each with what it is."""
+    mapped = wanted.selector == "map"
+    named = [
+        ("a --map source" if mapped else "a --source image", path)
+        for photos in wanted.sources
+        for path in photos
+    ]
+    what = "a --map reference" if mapped else "the --reference-face image"
+    return named + [(what, path) for path in wanted.references]
+
+
+def _refuse_overwriting(writes: list[tuple[str, Path]], inputs: list[tuple[str, Path]]) -> None:
+    """A usage error, before anything is written, where an output would replace an input.
+
+    Args:
+        writes: (option, path) of each file the command writes.
+        inputs: (what it is, path) of each file it reads.
+    """
+    for flag, written in writes:
+        for what, read in inputs:
+            if _same_file(written, read):
+                raise UsageError(f"{flag} {written} would overwrite {what}, {read}")
+
+
+def _debug_names(targets: list[Path]) -> dict[Path, str]:
+    """A batch's overlay file name per target: its stem as PNG, or its whole name as PNG
+    where two targets share a stem (``a.jpg`` and ``a.png``), so no overlay replaces
+    another."""
+    stems: dict[str, int] = {}
+    for target in targets:
+        stems[target.stem] = stems.get(target.stem, 0) + 1
+    return {t: f"{t.stem if stems[t.stem] == 1 else t.name}.png" for t in targets}
 
 
 # argparse destinations of the options that only mean something for a video target
@@ -800,7 +919,7 @@ _VIDEO_OPTIONS = (
 )
 
 
-def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
+def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOptions) -> int:
     import faceweave as fw
     from faceweave.io.video import probe_video, video_extension
     from faceweave.pipeline.video_job import swap_video
@@ -814,12 +933,19 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
     video_extension(output_path)
     if not output_path.parent.is_dir():
         raise OutputError(f"{output_path}: directory {output_path.parent} does not exist")
-    if output_path.resolve() == target_path.resolve():
+    if _same_file(output_path, target_path):
         raise UsageError("--output must not be the --target video")
+    _refuse_overwriting([("--output", output_path)], _named_inputs(wanted))
     if args.trim_start is not None and args.trim_end is not None:
         if args.trim_end <= args.trim_start:
             raise UsageError("--trim-end must be after --trim-start")
-    probe_video(target_path)  # missing file, no video stream, unknown codec: before models load
+    # Missing file, no video stream, unknown codec: before models load.
+    info = probe_video(target_path)
+    if args.trim_start is not None and 0 < info.duration <= args.trim_start:
+        raise UsageError(
+            f"--trim-start {args.trim_start:g} s is past the end of {target_path} "
+            f"({info.duration:.2f} s long)"
+        )
     for path in wanted.paths:
         read_image(path, max_pixels=args.max_pixels)
 
@@ -845,7 +971,7 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources) -> int:
             target_path,
             output_path,
             analyser=frame_analyser,
-            options=SwapOptions.from_settings(args),
+            options=options,
             selector=wanted.selector,
             references=reference_faces,
             reference_distance=args.reference_distance,
@@ -943,18 +1069,33 @@ def _run_live(args: argparse.Namespace) -> int:
     from faceweave.pipeline.live import LiveControls, run_live
 
     # Cheap checks first: no display, unknown URL scheme, bad file extension, bad paths.
-    check_output_spec(args.output)
+    kind = check_output_spec(args.output)
     if args.input is not None and (args.width or args.height or args.fps):
         raise UsageError("--width, --height and --fps set the camera; not used with --input")
     if args.loop and args.input is None:
         raise UsageError("--loop is for --input")
-    if args.stats is not None and not args.stats.parent.is_dir():
-        raise OutputError(f"{args.stats}: directory {args.stats.parent} does not exist")
+    if args.stats is not None:
+        if args.stats.is_dir():
+            raise OutputError(f"{args.stats}: is a directory, not a file")
+        if not args.stats.parent.is_dir():
+            raise OutputError(f"{args.stats}: directory {args.stats.parent} does not exist")
     selector = _resolve_selector(args.face_selector, args.reference_face)
     detector = _detector(args)
     photos = [path for group in args.source for path in group]
-    for path in [*photos, *([args.reference_face] if args.reference_face else [])]:
+    reads = [("a --source image", path) for path in photos]
+    if args.reference_face is not None:
+        reads.append(("the --reference-face image", args.reference_face))
+    writes = [("--output", Path(args.output))] if kind == "file" else []
+    if args.stats is not None:
+        if writes and _same_file(args.stats, writes[0][1]):
+            raise UsageError("--stats must not be the --output file")
+        writes.append(("--stats", args.stats))
+    _refuse_overwriting(
+        writes, [*reads, *([("the --input video", args.input)] if args.input else [])]
+    )
+    for _, path in reads:
         read_image(path, max_pixels=args.max_pixels)
+    options = SwapOptions.from_settings(args)  # live has no mask options: defaults
 
     capture: LiveSource = (
         FilePacer(args.input, loop=args.loop)
@@ -983,7 +1124,6 @@ def _run_live(args: argparse.Namespace) -> int:
             mode="video",
             **detector,
         )
-        options = SwapOptions.from_settings(args)  # live has no mask options: defaults
         controls = LiveControls(fusion=args.fusion)
         output = open_output(
             args.output, capture.width, capture.height, capture.fps, on_key=controls.on_key
@@ -1021,20 +1161,17 @@ def _write_stats(path: Path, payload: dict[str, Any]) -> None:
             return [clean(item) for item in value]
         return value
 
-    try:
-        path.write_text(json.dumps(clean(payload), indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write stats: {exc.strerror or exc}") from exc
+    write_bytes_atomic(path, (json.dumps(clean(payload), indent=2) + "\n").encode("utf-8"))
 
 
-def _run_batch(job: _SwapJob, targets: list[Path], output_dir: Path, debug: Path | None) -> int:
+def _run_batch(job: _SwapJob, targets: list[Path], output_dir: Path, debug_dir: Path | None) -> int:
     from tqdm import tqdm
 
-    debug_dir = make_output_dir(debug) if debug is not None else None
+    debug_names = _debug_names(targets)
     worst = EXIT_OK
     with tqdm(targets, desc=PROG, unit="image", file=sys.stderr, disable=job.quiet) as progress:
         for target_path in progress:
-            debug_path = debug_dir / f"{target_path.stem}.png" if debug_dir else None
+            debug_path = debug_dir / debug_names[target_path] if debug_dir else None
             try:
                 note = job.run(target_path, output_path_for(target_path, output_dir), debug_path)
                 if note is not None and not job.quiet:
@@ -1044,6 +1181,10 @@ def _run_batch(job: _SwapJob, targets: list[Path], output_dir: Path, debug: Path
                 _print_traceback_if_debugging()
                 _error(_naming(target_path, str(err)), write=progress.write)
                 code = err.exit_code
+            except OSError as err:
+                _print_traceback_if_debugging()
+                _error(_naming(target_path, _os_error_line(err)), write=progress.write)
+                code = EXIT_ERROR
             except Exception as err:  # noqa: BLE001 - one bad file must not end the batch
                 _print_traceback_if_debugging()
                 _internal_error(err, target_path, write=progress.write)
@@ -1065,11 +1206,20 @@ def _resolve_selector(selector: str | None, reference_face: Path | None) -> str:
 
 
 def _first_face(analyser: fw.FaceAnalyser, frame: Frame, path: Path, role: str) -> Face:
-    faces = analyser.get_faces(frame)
+    faces = _faces_in(analyser, frame, path)
     if not faces:
         raise NoFaceError(f"{path}: no face found in the {role} image")
     face: Face = faces[0]
     return face
+
+
+def _faces_in(analyser: fw.FaceAnalyser, frame: Frame, path: Path) -> list[Face]:
+    """The faces of an image read from ``path``; an error names the file (the analysis's
+    own frame check, "image too small: 6000x4", does not know where the frame came from)."""
+    try:
+        return analyser.get_faces(frame)
+    except InputError as err:
+        raise type(err)(_naming(path, str(err))) from err
 
 
 # --- analyse ---------------------------------------------------------------------------------
@@ -1081,13 +1231,15 @@ def _run_analyse(args: argparse.Namespace) -> int:
     image_path: Path = args.image
     if args.debug is not None:
         check_output_path(args.debug)
+        _refuse_overwriting([("--debug", args.debug)], [("the image analysed", image_path)])
     frame = read_image(image_path, max_pixels=args.max_pixels)
-    faces = fw.FaceAnalyser(
+    analyser = fw.FaceAnalyser(
         max_faces=args.max_faces,
         detect_tiles=STILL_DETECT_TILES,
         detect_edges=STILL_DETECT_EDGES,
         **_detector(args),
-    ).get_faces(frame)
+    )
+    faces = _faces_in(analyser, frame, image_path)
     if args.json:
         records = [_face_record(face, landmarks=args.landmarks) for face in faces]
         print(json.dumps(records, indent=2))

@@ -180,8 +180,10 @@ def run_live(
     """
     if selector not in LIVE_SELECTORS:
         raise UsageError(f"live face selector must be one of {', '.join(LIVE_SELECTORS)}")
-    if duration is not None and duration <= 0:
-        raise UsageError(f"duration must be positive, got {duration}")
+    if duration is not None and not 0 < duration <= threading.TIMEOUT_MAX:
+        raise UsageError(
+            f"duration must be positive and at most {threading.TIMEOUT_MAX:.0f} s, got {duration}"
+        )
     controls = controls or LiveControls(fusion=options.fusion if options else 1.0)
     base = build_swappers(sources, replace(options or SwapOptions(), fusion=1.0))
     variants: dict[tuple[int, float], Swapper] = {}
@@ -296,7 +298,11 @@ def _finish(output: FrameOutput, ok: bool) -> None:
 
 @contextlib.contextmanager
 def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
-    """The first Ctrl-C calls ``stop``; the second raises KeyboardInterrupt as usual."""
+    """The first Ctrl-C calls ``stop``; the second raises KeyboardInterrupt as usual.
+
+    SIGTERM and SIGHUP (``timeout``, ``docker stop``, a closed terminal) count as a
+    Ctrl-C: the session ends as after ``q``, a recording closed and kept.
+    """
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -308,11 +314,14 @@ def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
         pressed[0] = True
         stop()
 
-    previous = signal.signal(signal.SIGINT, handler)
+    signals = [signal.SIGINT]
+    signals += [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler_before in previous.items():
+            signal.signal(sig, handler_before)
 
 
 class _Sampler:

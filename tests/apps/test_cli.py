@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -324,6 +325,138 @@ def test_mask_padding_usage_errors(values: list[str], capsys: pytest.CaptureFixt
         cli.build_parser().parse_args([*base, "--mask-padding", *values])
     assert exit_info.value.code == 2
     assert "--mask-padding" in capsys.readouterr().err
+
+
+@pytest.fixture
+def small_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    """Tiny images in the working directory (tmp_path): s.png, r.png, t.png, tg/a.png,
+    tg/a.jpg and tg/b.png; returns every file's bytes, to check none changed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tg").mkdir()
+    for name, grey in (("s.png", 10), ("r.png", 20), ("t.png", 30), ("tg/a.png", 40)):
+        write_image(tmp_path / name, np.full((16, 16, 3), grey, dtype=np.uint8))
+    write_image(tmp_path / "tg/a.jpg", np.full((16, 16, 3), 50, dtype=np.uint8))
+    write_image(tmp_path / "tg/b.png", np.full((16, 16, 3), 60, dtype=np.uint8))
+    return _all_bytes(tmp_path)
+
+
+def _all_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (
+            ["-s", "s.png", "-t", "t.png", "-o", "t.png"],
+            "--output t.png would overwrite the --target",
+        ),
+        (["-s", "s.png", "-t", "t.png", "-o", "."], "would overwrite the --target image"),
+        (["-s", "s.png", "-t", "t.png", "-o", "./s.png"], "would overwrite a --source image"),
+        (["-s", "s.png", "-t", "t.png", "-o", "o.png", "--debug", "t.png"], "--debug t.png"),
+        (["-s", "s.png", "-t", "t.png", "-o", "o.png", "--debug", "o.png"], "--output file"),
+        (
+            ["-s", "s.png", "-t", "t.png", "-o", "r.png", "--reference-face", "r.png"],
+            "would overwrite the --reference-face image",
+        ),
+        (["--map", "s.png=r.png", "-t", "t.png", "-o", "r.png"], "a --map reference"),
+        (["-s", "s.png", "-t", "tg", "-o", "out", "--debug", "tg"], "--target directory"),
+        (["-s", "s.png", "-t", "tg", "-o", "out", "--debug", "out"], "--output directory"),
+        # A batch's output folder holding a source under a target's name.
+        (["-s", "tg/a.png", "-t", "tg", "-o", "tg"], "--target directory"),
+        (["-s", "a.png", "-t", "tg", "-o", "."], "--output a.png would overwrite a --source"),
+    ],
+)
+def test_outputs_never_replace_inputs(
+    argv: list[str],
+    fragment: str,
+    small_files: dict[str, bytes],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if argv[1] == "a.png":
+        (tmp_path / "a.png").write_bytes(small_files["s.png"])
+        small_files = _all_bytes(tmp_path)
+    assert cli.main(["swap", *argv]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("faceweave: error: ") and fragment in err, err
+    assert _all_bytes(tmp_path) == small_files  # nothing written, nothing replaced
+    assert not (tmp_path / "out").exists()
+
+
+def test_analyse_debug_never_replaces_the_image(
+    small_files: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["analyse", "t.png", "--debug", str(tmp_path / "t.png")]) == EXIT_USAGE
+    assert "would overwrite the image analysed" in capsys.readouterr().err
+    assert _all_bytes(tmp_path) == small_files
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "fragment"),
+    [
+        (["--input", "clip.mp4", "--output", "clip.mp4"], EXIT_USAGE, "the --input video"),
+        (["--input", "clip.mp4", "--output", "o.mp4", "--stats", "s.png"], EXIT_USAGE, "--stats"),
+        (["--input", "clip.mp4", "--output", "o.mp4", "--stats", "o.mp4"], EXIT_USAGE, "--stats"),
+        (["--input", "clip.mp4", "--output", "o.mp4", "--stats", "tg"], EXIT_ERROR, "directory"),
+        (["--input", "clip.mp4", "--output", "o.mp4", "--duration", "1e10"], EXIT_USAGE, "at most"),
+        (["--camera", "0", "--output", "o.mp4", "--fps", "1e10"], EXIT_USAGE, "at most 1000"),
+    ],
+)
+def test_live_refuses_overwrites_and_huge_values(
+    argv: list[str],
+    code: int,
+    fragment: str,
+    small_files: dict[str, bytes],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "clip.mp4").write_bytes(b"not decoded: the checks come first")
+    before = _all_bytes(tmp_path)
+    assert cli.main(["live", "-s", "s.png", *argv]) == code
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err, err
+    assert _all_bytes(tmp_path) == before
+
+
+def test_batch_overlays_of_targets_sharing_a_name() -> None:
+    names = cli._debug_names([Path("in/a.jpg"), Path("in/a.png"), Path("in/b.png")])
+    assert names == {
+        Path("in/a.jpg"): "a.jpg.png",
+        Path("in/a.png"): "a.png.png",
+        Path("in/b.png"): "b.png",
+    }
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_stop_signals_end_a_command_as_ctrl_c_does(
+    signum: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def stopped(*args: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), signum)  # the handler runs before the next line
+
+    before = signal.getsignal(signum)
+    write_image(tmp_path / "t.png", np.zeros((8, 8, 3), dtype=np.uint8))
+    monkeypatch.setattr(cli, "read_image", stopped)
+    argv = ["swap", "-s", "a.png", "-t", str(tmp_path / "t.png"), "-o", str(tmp_path / "o.png")]
+    assert cli.main(argv) == 128 + signum
+    assert capsys.readouterr().err == f"faceweave: stopped by {signal.Signals(signum).name}\n"
+    assert signal.getsignal(signum) == before  # the handler is this command's only
+
+
+def test_file_system_refusals_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_name = tmp_path / ("a" * 300 + ".png")
+    for argv in (
+        ["analyse", str(long_name)],
+        ["verify", str(long_name)],
+        ["swap", "-s", str(long_name), "-t", str(long_name), "-o", str(tmp_path / "o.png")],
+    ):
+        assert cli.main(argv) == EXIT_ERROR
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("faceweave: error: "), err
+        assert "internal error" not in err and "name too long" in err.lower(), err
 
 
 # --- end to end, in a subprocess -------------------------------------------------------------

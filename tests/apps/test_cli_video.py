@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import av
@@ -102,7 +104,9 @@ def test_source_and_video_options_must_fit(
     assert err.count("\n") == 1 and err.startswith("faceweave: error: ") and fragment in err
 
 
-@pytest.mark.parametrize("extra", [["--map", "a.png"], ["--crf", "60"], ["--fps", "0"]])
+@pytest.mark.parametrize(
+    "extra", [["--map", "a.png"], ["--crf", "60"], ["--fps", "0"], ["--fps", "1e10"]]
+)
 def test_bad_video_option_values(
     extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -219,3 +223,38 @@ def test_truncated_video_gives_output_and_one_warning(
     assert len(lines) == 1 and lines[0].startswith("faceweave: warning: "), result.stderr
     assert "cut.mkv" in lines[0]
     assert 5 <= len(_frames(output)) < 30
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_stop_signal_mid_video_leaves_nothing(
+    signum: int, files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    """``timeout``, ``docker stop`` or systemd end a job with SIGTERM, a closed terminal
+    with SIGHUP: the half-written video goes, as after Ctrl-C."""
+    clip = make_clip(tmp_path / "long.mp4", astronaut, frames=120)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    args = ["swap", "-s", files["astronaut"], "-t", clip, "-o", out_dir / "o.mp4", "--quiet"]
+    job = subprocess.Popen(
+        [sys.executable, "-m", "faceweave", *map(str, args)],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120.0
+        while not list(out_dir.glob(".o.mp4.*.tmp")) and job.poll() is None:
+            assert time.monotonic() < deadline, "no temporary output appeared"
+            time.sleep(0.05)
+        assert job.poll() is None, "the job ended before it could be stopped"
+        job.send_signal(signum)
+        _, stderr = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 128 + signum, stderr
+    assert _message_lines(stderr)[-1] == f"faceweave: stopped by {signal.Signals(signum).name}"
+    assert list(out_dir.iterdir()) == []

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import av
@@ -104,6 +106,37 @@ def test_run_live_stops_after_duration(
     assert (tmp_path / "rec.mkv").exists()
     with pytest.raises(UsageError):
         run_live(capture, output, [grace_hopper_face], selector="reference")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_stop_signals_end_a_session_as_q_does(
+    signum: int,
+    live_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    grace_hopper_face: Face,
+) -> None:
+    """``docker stop`` or a closed terminal: the session ends, its recording kept."""
+    before = signal.getsignal(signum)
+    capture = FilePacer(live_clip, loop=True)
+    output = FileOutput(tmp_path / "rec.mp4", capture.width, capture.height, capture.fps)
+    timer = threading.Timer(0.7, os.kill, args=(os.getpid(), signum))
+    timer.start()
+    try:
+        stats = run_live(
+            capture,
+            output,
+            [grace_hopper_face],
+            analyser=analyser,
+            duration=20.0,
+            controls=LiveControls(enabled=False),
+        )
+    finally:
+        timer.cancel()
+    assert stats.stopped_by == "interrupt" and stats.wall_s < 10.0
+    with av.open(str(tmp_path / "rec.mp4")) as container:
+        assert len(list(container.decode(video=0))) == stats.frames_processed > 0
+    assert signal.getsignal(signum) == before
 
 
 def _still_clip(path: Path, picture: np.ndarray, frames: int = 30) -> Path:
