@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import warnings
 from collections.abc import Iterator
@@ -253,7 +254,12 @@ def _decode(handle: BinaryIO, path: Path, max_pixels: int) -> Frame:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image = Image.open(handle, formats=_READ_FORMATS)
     except Image.DecompressionBombError as exc:
-        raise ImageTooLargeError(f"{path}: image too large: {exc}") from exc
+        # Pillow's own, higher limit tripped first: say ours, as the check below does.
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        size = f"is {found.group(1)} pixels, " if found else "is "
+        raise ImageTooLargeError(
+            f"{path}: image too large: {size}more than the limit of {max_pixels}"
+        ) from exc
     except UnidentifiedImageError as exc:
         if path.stat().st_size == 0:
             raise UnsupportedFormatError(f"{path}: empty file") from exc
