@@ -12,6 +12,7 @@ start. Files live in ``<data>/jobs/<id>/``: ``source.<ext>``, ``target.<ext>``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
@@ -189,6 +190,8 @@ def _parse(name: str, text: str, kind: type) -> object:
             return False
         raise UsageError(f"{name} must be true or false, got {text!r}")
     try:
+        if "_" in text:  # Python reads 1_0 as 10; a client means no such number
+            raise ValueError(text)
         if kind is int:
             return int(text)
         if kind is float:
@@ -299,6 +302,17 @@ class JobStore:
 
     def remove_files(self, job_id: str) -> None:
         shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+
+    def remove_partial_outputs(self, job_id: str) -> list[str]:
+        """Delete the temporary files (``.<name>.<random>.tmp``) a run of this job left
+        when its process was killed (``kill -9``, a power cut: nothing could clean up);
+        called before the job runs again. Returns the names removed."""
+        removed = []
+        for entry in self.job_dir(job_id).glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+                removed.append(entry.name)
+        return removed
 
     def remove_orphan_dirs(self) -> list[str]:
         """Delete job directories with no live job (an upload cut short by a crash)."""

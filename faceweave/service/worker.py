@@ -349,6 +349,9 @@ class WorkerPool:
 
     def _run(self, engine: Engine, job: Job) -> None:
         job_dir = self.store.job_dir(job.id)
+        left = self.store.remove_partial_outputs(job.id)  # of a run killed mid-way
+        if left:
+            logger.info("job %s: removed %s left by an interrupted run", job.id, ", ".join(left))
         began = time.perf_counter()
         try:
             ext, sha, notes = run_job(engine, self.store, job, max_pixels=self.max_pixels)
@@ -458,7 +461,9 @@ class Previewer:
             else None
         )
         if not self._lock.acquire(timeout=timeout_s):
-            raise ServiceError(503, "busy", "the previewer is busy; try again")
+            raise ServiceError(
+                503, "busy", "the previewer is busy; try again", headers={"Retry-After": "1"}
+            )
         try:
             source_faces = [self.engine.first_face(source, "source") for source in sources]
             reference_face = (

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -20,7 +21,7 @@ from PIL import Image
 
 from faceweave.service import audit
 from faceweave.service.db import Database
-from tests.service.conftest import auth, make_key
+from tests.service.conftest import auth, make_key, submit, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -181,3 +182,22 @@ def test_kill_9_three_times_during_20_jobs_loses_nothing_and_runs_nothing_twice(
     for job_id in ids:
         files = sorted(p.name for p in (server.data_dir / "jobs" / job_id).iterdir())
         assert files == ["result.png", "source.jpg", "target.jpg"], files  # no temp files left
+
+
+def test_a_job_run_again_first_removes_what_its_killed_run_left(
+    make_client: Any, tmp_path: Path, source_png: bytes, target_jpeg: bytes
+) -> None:
+    """A server killed while writing a result (``kill -9``: nothing could clean up)
+    leaves ``.result.<ext>.<random>.tmp``; the job's next run removes it."""
+    data_dir = tmp_path / "data"
+    key = make_key(data_dir, "k")
+    client = make_client(data_dir=data_dir, workers=0)  # nothing runs: the job stays queued
+    response = submit(client, key, source_png, target_jpeg)
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    client.__exit__(None, None, None)
+    job_dir = data_dir / "jobs" / job_id
+    (job_dir / ".result.png.0badc0de.tmp").write_bytes(b"half a result")
+    client = make_client(data_dir=data_dir, workers=1)
+    assert wait_for(client, job_id, key)["state"] == "done"
+    assert not list(job_dir.glob(".*.tmp")), sorted(p.name for p in job_dir.iterdir())
