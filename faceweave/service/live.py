@@ -91,6 +91,9 @@ logger = logging.getLogger("faceweave.service.live")
 STATIC_DIR = Path(__file__).parent / "static"
 STATS_CHANNEL = "stats"
 MIB = 1024 * 1024
+# Retry-After of a 503 when every live session is taken: a session that never
+# connects is closed after its connect timeout (30 s by default), most end sooner.
+BUSY_RETRY_S = 5
 _BLANK: Frame = np.zeros((64, 64, 3), np.uint8)  # runs the detector once: loads it
 
 
@@ -574,7 +577,12 @@ def create_live_router(
         unchanged until a source image is set.
         """
         if len(live.sessions) >= live.max_sessions:
-            raise ServiceError(503, "busy", "too many live sessions; try again later")
+            raise ServiceError(
+                503,
+                "busy",
+                "too many live sessions; try again later",
+                headers={"Retry-After": str(BUSY_RETRY_S)},
+            )
         session = LiveSession(
             id=secrets.token_hex(16),
             owner=_owner_of(key),
@@ -663,8 +671,17 @@ def create_live_router(
         ``source``, ``source_2`` and ``source_3``, as for jobs: they are merged into one
         source, each part of the face taken from the photo that showed it best.
         """
-        session = live.get(session_id, _owner_of(key))
         content_type = request.headers.get("content-type", "")
+        declared = request.headers.get("content-length", "")
+        if not content_type.startswith("multipart/form-data") and (
+            declared.isdigit() and int(declared) > max_source_bytes
+        ):  # refused before a byte of it is read
+            raise ServiceError(
+                413,
+                "upload_too_large",
+                f"the source image is larger than the limit of {max_source_bytes} bytes",
+            )
+        session = live.get(session_id, _owner_of(key))
         if content_type.startswith("multipart/form-data"):
             with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
                 upload = await receive_upload(
@@ -672,6 +689,13 @@ def create_live_router(
                 )
                 if "source" not in upload.files:
                     raise ServiceError(422, "missing_file", "send the source image as 'source'")
+                if upload.fields:
+                    raise ServiceError(
+                        422,
+                        "bad_field",
+                        f"unexpected field {next(iter(upload.fields))[:40]!r}: only the source "
+                        "photos go here (fusion and gaze have their own endpoints)",
+                    )
                 for received in upload.files.values():
                     check_media(received, ("image",))
                 paths = [upload.files[f].path for f in SOURCE_FIELDS if f in upload.files]
@@ -681,7 +705,11 @@ def create_live_router(
             async for chunk in request.stream():
                 data += chunk
                 if len(data) > max_source_bytes:
-                    raise ServiceError(413, "upload_too_large", "the source image is too large")
+                    raise ServiceError(
+                        413,
+                        "upload_too_large",
+                        f"the source image is larger than the limit of {max_source_bytes} bytes",
+                    )
             if not data:
                 raise ServiceError(422, "missing_file", "send the source image as the request body")
             prepared = await run_in_threadpool(live.prepare_source, bytes(data))

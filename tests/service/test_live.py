@@ -558,6 +558,13 @@ def test_a_live_source_takes_several_photos_as_multipart(
                 await send({"source": ("a.png", first, png), "source_2": ("c.txt", b"hello", png)})
             ).status_code
             out["unknown"] = (await send({"other": ("a.png", first, png)})).status_code
+            with_field = await client.post(
+                url,
+                files={"source": ("a.png", first, png)},
+                data={"fusion": "0.2"},
+                headers=headers,
+            )
+            out["field"] = (with_field.status_code, with_field.json())
             await client.delete(f"/v1/live/{session}", headers=headers)
         await pc.close()
         return out
@@ -575,3 +582,4 @@ def test_a_live_source_takes_several_photos_as_multipart(
     assert "/tmp" not in out["truncated"]["error"]["message"], out["truncated"]
     assert out["not_image"] == 415
     assert out["unknown"] == 422
+    assert out["field"][0] == 422 and out["field"][1]["error"]["code"] == "bad_field", out["field"]
