@@ -29,6 +29,8 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import faceweave
 from faceweave.analysis.selection import ORDERS, SELECTORS
@@ -292,7 +294,7 @@ def require_key(
         raise ServiceError(
             429,
             "rate_limited",
-            f"too many requests for this key; retry in {wait:.1f} s",
+            f"too many requests for this key; retry in {RateLimiter.retry_after(wait)} s",
             headers={"Retry-After": RateLimiter.retry_after(wait)},
         )
     return key
@@ -465,6 +467,30 @@ def _reject(state: ServiceState, key: ApiKey, error: FaceweaveError) -> None:
 # --- the application ---------------------------------------------------------------------------
 
 
+class HeadAsGet:
+    """ASGI middleware: a HEAD request is answered as its GET is, without the body
+    (FastAPI's routes answer GET only, so health checkers and link checkers that ask
+    HEAD got 405). The request's scope carries ``SCOPE_KEY``: a HEAD of a result is
+    not recorded as a download."""
+
+    SCOPE_KEY = "faceweave.head"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}  # more_body kept: streams still end
+            await send(message)
+
+        await self.app({**scope, "method": "GET", self.SCOPE_KEY: True}, receive, headers_only)
+
+
 def create_app(config: ServiceConfig) -> FastAPI:
     """Build the application; models load and workers start in its lifespan.
 
@@ -491,10 +517,17 @@ def create_app(config: ServiceConfig) -> FastAPI:
         lifespan=lifespan,
     )
     _install_error_handlers(app)
+    app.add_middleware(HeadAsGet)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     # Live in the browser: WebRTC in, swapped frames back (the router's lifespan
     # closes its sessions at shutdown).
-    app.include_router(create_live_router(auth=require_key, max_pixels=config.max_pixels))
+    app.include_router(
+        create_live_router(
+            auth=require_key,
+            max_pixels=config.max_pixels,
+            max_source_bytes=config.max_upload_bytes,
+        )
+    )
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
@@ -585,7 +618,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         path = state.store.result_path(job.id, job.result_ext)
         if not path.is_file():
             raise ServiceError(404, "not_found", "the result is gone (deleted or expired)")
-        state.store.record_download(job, key.id)
+        if not request.scope.get(HeadAsGet.SCOPE_KEY):  # a HEAD downloads nothing
+            state.store.record_download(job, key.id)
         return FileResponse(
             path,
             media_type=_MEDIA_TYPES.get(job.result_ext, "application/octet-stream"),
@@ -685,12 +719,20 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(FaceweaveError)
     async def faceweave_error(request: Request, exc: FaceweaveError) -> JSONResponse:
         status, code = http_status_of(exc)
-        if status >= 500:
+        if status >= 500 and not isinstance(exc, ServiceError):
             logger.error("internal error: %s", exc)
             return _error_response(status, code, "internal error")
+        # A ServiceError's message is written for the client, a 503 "busy" too.
         headers = exc.headers if isinstance(exc, ServiceError) else None
         message = exc.message if isinstance(exc, ServiceError) else " ".join(str(exc).split())
         return _error_response(status, code, message, headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # The client hung up mid-upload: an everyday event, not the server's error. The
+        # answer reaches no one; what was received is removed with the request's folder.
+        logger.info("client hung up during %s %s", request.method, request.url.path)
+        return _error_response(400, "client_disconnected", "the request ended early")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -115,7 +115,9 @@ def check_filename(name: str) -> str:
     """
     if "/" in name or "\\" in name or "\x00" in name or name in (".", ".."):
         raise ServiceError(
-            422, "bad_filename", "file names must not contain a path ('/', '\\' or '..')"
+            422,
+            "bad_filename",
+            "file names must not contain a path ('/', '\\' or '..') or a NUL character",
         )
     cleaned = "".join(ch for ch in name if unicodedata.category(ch)[0] != "C")
     return cleaned[:MAX_FILENAME]
@@ -383,6 +385,10 @@ def check_video(path: Path, *, max_seconds: float, max_pixels: int, role: str) -
     duration = info.duration or (info.frame_count / info.fps if info.fps > 0 else 0.0)
     if duration <= 0:
         raise ServiceError(422, "bad_video", f"{role}: cannot tell the video's length")
+    if info.width < 8 or info.height < 8:  # as check_image: no face fits
+        raise ServiceError(
+            422, "image_too_small", f"{role} frames are {info.width}x{info.height}; at least 8x8"
+        )
     if duration > max_seconds:
         raise ServiceError(
             413,

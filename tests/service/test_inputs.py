@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import struct
 import zlib
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from PIL import Image
 
 from faceweave.service import ServiceConfig, create_app
 from faceweave.service.checks import check_filename, sniff
+from faceweave.service.errors import ServiceError
 from tests.service.conftest import auth, make_key
 
 MAX_UPLOAD = 1024 * 1024
@@ -103,6 +105,8 @@ def test_decompression_bomb(door: tuple[TestClient, str, Path]) -> None:
     error = _post_target(client, key, bomb)
     assert error["status"] == 413, error
     assert error["code"] == "image_too_large"
+    # The service's own limit is quoted, not Pillow's higher one that tripped first.
+    assert "3600000000 pixels, more than the limit of 64000000" in error["message"], error
     _server_alive(client)
 
 
@@ -218,3 +222,109 @@ def test_sniff_unknown_types(head: bytes) -> None:
 def test_check_filename_strips_control_characters() -> None:
     assert check_filename("a\x07b\u202e.png") == "ab.png"
     assert len(check_filename("x" * 1000)) == 255
+
+
+def test_head_is_answered_as_get_without_a_body(door: tuple[TestClient, str, Path]) -> None:
+    client, key, _ = door
+    for path, headers in (("/healthz", {}), ("/", {}), ("/v1/jobs", auth(key))):
+        got, head = client.get(path, headers=headers), client.head(path, headers=headers)
+        assert head.status_code == got.status_code == 200, (path, head.status_code)
+        assert head.content == b""
+        assert head.headers["content-type"] == got.headers["content-type"]
+    assert client.head("/v1/jobs").status_code == 401  # the same key check as GET
+
+
+def test_a_client_hanging_up_mid_upload_is_not_a_server_error(
+    door: tuple[TestClient, str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """curl --max-time, a closed tab: the body stops and the server hears a disconnect."""
+    client, key, data_dir = door
+    before = sorted(p.name for p in (data_dir / "jobs").iterdir())
+    part = (
+        b'--xyz\r\nContent-Disposition: form-data; name="source"; filename="a.png"\r\n'
+        b"Content-Type: image/png\r\n\r\n" + _small_png()[:60]
+    )
+    incoming = [
+        {"type": "http.request", "body": part, "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    headers = [
+        (b"host", b"testserver"),
+        (b"authorization", f"Bearer {key}".encode()),
+        (b"content-type", b"multipart/form-data; boundary=xyz"),
+        (b"content-length", b"100000"),
+    ]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/jobs",
+        "raw_path": b"/v1/jobs",
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    with caplog.at_level(logging.INFO, logger="faceweave"):
+        client.portal.call(client.app, scope, receive, send)  # type: ignore[union-attr]
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 400
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert "client hung up during POST /v1/jobs" in caplog.text
+    assert sorted(p.name for p in (data_dir / "jobs").iterdir()) == before
+    _server_alive(client)
+
+
+def test_a_busy_answer_keeps_its_message(door: tuple[TestClient, str, Path]) -> None:
+    client, _, _ = door
+
+    def busy() -> None:
+        raise ServiceError(
+            503, "busy", "the previewer is busy; try again", headers={"Retry-After": "1"}
+        )
+
+    client.app.add_api_route("/test-busy", busy)  # type: ignore[attr-defined]
+    response = client.get("/test-busy")
+    assert response.status_code == 503 and response.headers["retry-after"] == "1"
+    assert response.json()["error"] == {
+        "code": "busy",
+        "message": "the previewer is busy; try again",
+    }
+
+
+def test_a_video_too_small_for_a_face_is_refused_at_the_door(
+    door: tuple[TestClient, str, Path], tmp_path: Path
+) -> None:
+    from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
+
+    client, key, _ = door
+    clip = make_clip(tmp_path / "tiny.mp4", None, frames=3, size=(4, 4), audio=False)
+    error = _post_target(client, key, clip.read_bytes(), "tiny.mp4")
+    assert (error["status"], error["code"]) == (422, "image_too_small"), error
+    assert "4x4" in error["message"]
+
+
+def test_a_live_source_over_the_upload_limit_is_refused_up_front(
+    door: tuple[TestClient, str, Path],
+) -> None:
+    """The live source takes the service's --max-upload-mb, as jobs do (it had a fixed
+    20 MiB), and a body declared too large is refused before it is read."""
+    client, key, _ = door
+    response = client.post(
+        "/v1/live/" + "0" * 32 + "/source",
+        headers={**auth(key), "Content-Type": "image/png"},
+        content=bytes(MAX_UPLOAD + 1),
+    )
+    assert response.status_code == 413, response.text
+    assert str(MAX_UPLOAD) in response.json()["error"]["message"]

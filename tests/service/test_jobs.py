@@ -164,6 +164,7 @@ def test_options_from_form() -> None:
         {"mask_padding": "chin"},
         {"mask_padding": "0.5 0 0.5 0"},
         {"feather": "0.9"},
+        {"max_faces": "1_0"},  # Python reads 10
     ):
         with pytest.raises(UsageError):
             JobOptions.from_form(bad)
