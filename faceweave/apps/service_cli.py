@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,14 @@ from faceweave.apps.argtypes import (
     positive_float,
     positive_int,
 )
-from faceweave.errors import EXIT_OK, EXIT_USAGE, FaceweaveError, InputError, UsageError
+from faceweave.errors import (
+    EXIT_OK,
+    EXIT_USAGE,
+    FaceweaveError,
+    InputError,
+    OutputError,
+    UsageError,
+)
 from faceweave.io.image import DEFAULT_MAX_PIXELS
 
 __all__ = ["add_service_commands", "run_keys", "run_serve", "serve_main"]
@@ -179,9 +187,33 @@ def run_serve(args: argparse.Namespace) -> int:
         preview_enabled=not args.no_preview,
         require_provenance=not args.allow_unmarked,
     ).validated()
+    _check_address(args.host, args.port)
     app = create_app(config)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    except SystemExit as exc:  # uvicorn's own exit on a failed start (its code 3)
+        if exc.code in (None, 0):
+            return EXIT_OK
+        raise OutputError(
+            f"the service did not start on {args.host}:{args.port} (see the log above)"
+        ) from None
     return EXIT_OK
+
+
+def _check_address(host: str, port: int) -> None:
+    """A clear error before the models load when the address cannot be listened on
+    (taken by another server, or not this machine's)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"--host {host}: not an address to listen on ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise OutputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def run_keys(args: argparse.Namespace) -> int:
@@ -190,7 +222,6 @@ def run_keys(args: argparse.Namespace) -> int:
     from faceweave.service.db import Database
 
     _check_data_dir(args.data)
-    args.data.mkdir(parents=True, exist_ok=True)
     db = Database(args.data / "faceweave.db")
     try:
         if args.keys_action == "create":
@@ -236,8 +267,11 @@ def serve_main(argv: list[str] | None = None) -> int:
 
 
 def _check_data_dir(path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise InputError(f"{path}: exists and is not a directory")
+    """Create the data folder if needed and check it can be written, before anything
+    starts (the service had failed in its startup with a traceback)."""
+    from faceweave.io import make_output_dir
+
+    make_output_dir(path)
 
 
 def _date(seconds: float | None) -> str:
