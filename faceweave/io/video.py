@@ -86,7 +86,16 @@ _CONTAINERS: dict[str, tuple[str, str, str]] = {
     ".avi": ("avi", "mpeg4", "aac"),  # MPEG-4 Part 2 (Xvid-like): what AVI players expect
 }
 VIDEO_EXTENSIONS = tuple(_CONTAINERS)
+# Audio codecs copied as they are into MP4 and MOV: FFmpeg's muxers list more (Opus,
+# FLAC, PCM), but refuse them when the file is written, or write files players skip.
+# The rest are re-encoded. Matroska, WebM and AVI copy what their muxers list.
+_COPY_AUDIO: dict[str, frozenset[str]] = {
+    "mp4": frozenset({"aac", "mp3", "ac3", "eac3", "alac"}),
+    "mov": frozenset({"aac", "mp3", "ac3", "eac3", "alac", "pcm_s16le", "pcm_s24le"}),
+}
 
+# The layout an audio encoder is given for a source's channel count.
+_USUAL_LAYOUTS = {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 8: "7.1"}
 # Errors FFmpeg raises on damaged data, as opposed to a missing file or a bug.
 _DATA_ERRORS = (av.error.InvalidDataError, av.error.EOFError, av.error.FFmpegError, OSError)
 # How far ahead of the video audio packets are muxed; the muxer interleaves the rest.
@@ -559,8 +568,9 @@ class VideoWriter:
                 # PyAV takes counter-clockwise degrees; ours are clockwise (the 'rotate' tag's).
                 self._video.set_display_rotation(-(rotation % 360))
             if self._audio is not None:
+                copyable = supported & _COPY_AUDIO.get(format_name, frozenset(supported))
                 self.audio_mode = self._audio.attach(
-                    self._container, supported, audio_encoder, self.warnings
+                    self._container, copyable, audio_encoder, self.warnings
                 )
         except BaseException as exc:
             self.abort()
@@ -719,6 +729,7 @@ class _AudioSource:
         self._pending: av.Packet | None = None
         self._out: Any = None
         self._encode = False
+        self._resampler: av.AudioResampler | None = None
         self._done = self._in is None
 
     def attach(
@@ -727,7 +738,8 @@ class _AudioSource:
         """Add the output audio stream; returns ``"copy"``, ``"encode"`` or ``"none"``."""
         if self._in is None:
             return "none"
-        name = self._in.codec_context.name
+        # The codec's own name (mp3), not its decoder's (mp3float).
+        name = self._in.codec_context.codec.canonical_name
         if name in supported:
             self._out = container.add_stream_from_template(self._in)
             mode = "copy"
@@ -735,7 +747,18 @@ class _AudioSource:
             self._encode = True
             rate = 48000 if "opus" in encoder else (self._in.codec_context.sample_rate or 48000)
             self._out = container.add_stream(encoder, rate=rate)
-            self._out.layout = self._in.codec_context.layout.name if self._in.layout else "stereo"
+            # The usual layout of the source's channel count: an encoder takes no layout
+            # of "2 channels" in no stated order (PCM and ADPCM in AVI or Matroska).
+            layout = self._in.codec_context.layout
+            channels = layout.nb_channels if layout is not None else 0
+            self._out.layout = _USUAL_LAYOUTS.get(channels, "stereo")
+            # Decoded samples come in the source codec's own format (8-bit, 16-bit
+            # integers...); the encoder takes one of its own, at its rate and layout.
+            self._resampler = av.AudioResampler(
+                format=self._out.codec_context.codec.audio_formats[0].name,
+                layout=self._out.layout.name,
+                rate=rate,
+            )
             writer_warnings.append(
                 f"{self.path}: audio codec {name} cannot go into this container; "
                 f"re-encoded to {encoder}"
@@ -800,6 +823,7 @@ class _AudioSource:
             frames: list[Any] = packet.decode()  # AudioFrame (PyAV types it by stream)
         except _DATA_ERRORS:
             return
+        assert self._resampler is not None
         for frame in frames:
             if frame.time is None:
                 continue
@@ -807,10 +831,14 @@ class _AudioSource:
             frame.time_base = Fraction(1, frame.sample_rate)
             if frame.pts < 0:
                 continue
-            container.mux(self._out.encode(frame))
+            for ready in self._resampler.resample(frame):
+                container.mux(self._out.encode(ready))
 
     def flush(self, container: Any) -> None:
         if self._encode and self._out is not None:
+            if self._resampler is not None:
+                for ready in self._resampler.resample(None):
+                    container.mux(self._out.encode(ready))
             container.mux(self._out.encode(None))
 
     def close(self) -> None:

@@ -208,6 +208,78 @@ def test_webm_encodes_vp9_and_reencodes_aac_to_opus(clip: Path, tmp_path: Path) 
     assert len(decoded_indices(out)) == 30
 
 
+def _clip_with_audio(path: Path, codec: str, layout: str) -> Path:
+    """1 s of 64x48 video at 30 fps and a 440 Hz tone in ``codec`` with ``layout``."""
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        rate = 48000 if codec == "libopus" else SAMPLE_RATE
+        sound = out.add_stream(codec, rate=rate)
+        sound.layout = layout
+        # An encoder takes its own sample format: resample the float tone into it.
+        resampler = av.AudioResampler(
+            format=sound.codec_context.codec.audio_formats[0].name, layout=layout, rate=rate
+        )
+        for index in range(FPS):
+            frame = av.VideoFrame.from_ndarray(_image(index, WIDTH, HEIGHT), format="bgr24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        channels = len(av.AudioLayout(layout).channels)
+        for begin in range(0, rate, 960):
+            t = np.arange(begin, begin + 960) / rate
+            tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+            chunk = av.AudioFrame.from_ndarray(
+                np.repeat(tone[None], channels, axis=0), format="fltp", layout=layout
+            )
+            chunk.sample_rate, chunk.pts = rate, begin
+            for ready in resampler.resample(chunk):
+                out.mux(sound.encode(ready))
+        for ready in resampler.resample(None):
+            out.mux(sound.encode(ready))
+        out.mux(sound.encode(None))
+    return path
+
+
+def _audio_seconds(path: Path) -> float:
+    with av.open(str(path)) as container:
+        return sum(frame.samples / frame.sample_rate for frame in container.decode(audio=0))
+
+
+@pytest.mark.parametrize(
+    ("codec", "layout", "source_ext", "out_ext", "mode", "out_codec"),
+    [
+        # Listed by FFmpeg's MP4 and MOV muxers but refused when written: re-encoded.
+        ("libopus", "stereo", ".mkv", ".mov", "encode", "aac"),
+        ("flac", "stereo", ".mkv", ".mov", "encode", "aac"),
+        ("pcm_s16le", "stereo", ".mkv", ".mp4", "encode", "aac"),
+        # Samples the AAC encoder cannot take as they are (8-bit, 16-bit integers).
+        ("pcm_u8", "mono", ".avi", ".mp4", "encode", "aac"),
+        ("adpcm_ima_wav", "stereo", ".avi", ".mkv", "encode", "aac"),
+        ("adpcm_ima_wav", "stereo", ".avi", ".mov", "encode", "aac"),
+        # MP3 is copied into MP4 (its decoder is called mp3float, its codec mp3).
+        ("libmp3lame", "stereo", ".mkv", ".mp4", "copy", "mp3"),
+    ],
+)
+def test_audio_the_container_cannot_hold_is_reencoded(
+    codec: str,
+    layout: str,
+    source_ext: str,
+    out_ext: str,
+    mode: str,
+    out_codec: str,
+    tmp_path: Path,
+) -> None:
+    source = _clip_with_audio(tmp_path / f"in{source_ext}", codec, layout)
+    out = tmp_path / f"out{out_ext}"
+    stats = transcode(source, out)
+    assert stats["audio"] == mode
+    with av.open(str(out)) as container:
+        assert container.streams.audio[0].codec_context.codec.canonical_name == out_codec
+    assert _audio_seconds(out) == pytest.approx(_audio_seconds(source), abs=0.06)
+    assert leftovers(tmp_path) == []
+
+
 def test_vfr_timestamps_preserved(tmp_path: Path) -> None:
     # irregular gaps: 33, 44, 22, 33... ms
     pts = [i * 3000 + (i % 3) * 1000 for i in range(30)]
