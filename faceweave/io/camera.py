@@ -169,7 +169,9 @@ class FilePacer(LiveSource):
         index = 0
         while not self._closed:
             last = 0.0
+            played = 0
             for frame in self._reader:
+                played += 1
                 due_media = offset + frame.time
                 last = frame.time
                 if start is None:
@@ -190,7 +192,7 @@ class FilePacer(LiveSource):
                 index += 1
                 if self._closed:
                     return
-            if not self.loop:
+            if not self.loop or played == 0:  # a file with no frame to play loops forever
                 return
             offset += last + period
             self._reader.close()

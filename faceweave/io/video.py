@@ -359,8 +359,8 @@ class VideoReader:
         header still says how long it should be.
         """
         expected = self._expected_duration()
-        if expected is None:
-            return
+        if expected is None or (last_pts is None and self.start):
+            return  # (no frame after a trimmed start: an empty range, not a cut file)
         if self.end is not None:
             expected = min(expected, self.end)
         reached = float((last_pts - self._origin_pts) * self._time_base) if last_pts else 0.0
@@ -376,7 +376,10 @@ class VideoReader:
         if self._stream.duration:
             return float(self._stream.duration * self._time_base)
         if self._container.duration:
-            start = self._container.start_time or 0
+            # Matroska's duration runs from time 0, not from the first timestamp: a file
+            # whose frames start at 5 s had read as 5 s longer than it is.
+            matroska = "matroska" in self._container.format.name
+            start = 0 if matroska else (self._container.start_time or 0)
             origin = float(self._origin_pts * self._time_base)
             return (self._container.duration + start) / av.time_base - origin
         return None

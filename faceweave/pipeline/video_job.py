@@ -499,6 +499,11 @@ def swap_video(
         )
         run = pipeline.run()
         if writer is None:
+            if trim_start or trim_end is not None:  # the file may be fine: the range is empty
+                span = f"{trim_start or 0.0:g} s to " + (
+                    f"{trim_end:g} s" if trim_end is not None else "the end"
+                )
+                raise InputError(f"{target_path}: no frame from {span} (--trim-start/--trim-end)")
             detail = f" ({reader.warnings[0]})" if reader.warnings else ""
             raise InputError(f"{target_path}: no video frame could be decoded{detail}")
         writer.close()

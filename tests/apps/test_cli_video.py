@@ -138,6 +138,22 @@ def test_unsupported_video_output_and_trim(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_trim_with_no_frame_in_it(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 1 s clip: past its end is a usage error before anything loads; a range between
+    two frames says so (it had read as an undecodable file, with a truncation warning)."""
+    base = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"]), "--quiet"]
+    assert cli.main([*base, "-o", str(tmp_path / "a.mp4"), "--trim-start", "5"]) == EXIT_USAGE
+    assert "past the end" in capsys.readouterr().err
+    argv = [*base, "-o", str(tmp_path / "b.mp4"), "--trim-start", "0.51", "--trim-end", "0.52"]
+    assert cli.main(argv) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.endswith("no frame from 0.51 s to 0.52 s (--trim-start/--trim-end)\n"), err
+    assert "truncated" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_video_without_faces_exits_3_unless_skipped(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -280,6 +280,15 @@ def test_audio_the_container_cannot_hold_is_reencoded(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("extension", [".mkv", ".mp4"])
+def test_a_whole_file_starting_late_is_not_called_truncated(extension: str, tmp_path: Path) -> None:
+    """Frames from 5 s on: Matroska's duration runs from 0, MP4's from the first frame."""
+    source = make_clip(tmp_path / f"late{extension}", audio=False, pts=[150 + i for i in range(30)])
+    with VideoReader(source) as reader:
+        assert len(list(reader)) == 30
+        assert reader.warnings == []
+
+
 def test_vfr_timestamps_preserved(tmp_path: Path) -> None:
     # irregular gaps: 33, 44, 22, 33... ms
     pts = [i * 3000 + (i % 3) * 1000 for i in range(30)]

@@ -49,6 +49,29 @@ def test_mirrored_source_flips_each_frame_and_keeps_the_counters(live_clip: Path
     mirrored.close()  # twice is safe, as for the sources it wraps
 
 
+def test_a_looped_file_with_no_frame_ends(tmp_path: Path, astronaut: np.ndarray) -> None:
+    """Its header opens, no frame decodes: looping it had reopened it forever."""
+    whole = make_clip(tmp_path / "whole.mkv", astronaut, frames=10, size=(64, 48), audio=False)
+    head = tmp_path / "head.mkv"
+    head.write_bytes(whole.read_bytes()[:600])
+    pacer = FilePacer(head, loop=True, realtime=False)
+    packets: list[object] = []
+    errors: list[BaseException] = []
+
+    def play() -> None:
+        try:
+            packets.extend(pacer)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    reader = threading.Thread(target=play, daemon=True)
+    reader.start()
+    reader.join(20.0)
+    alive = reader.is_alive()
+    pacer.close()
+    assert not alive and packets == [] and errors == []
+
+
 def test_controls_follow_the_keys() -> None:
     controls = LiveControls(fusion=0.95)
     for key in "n+-e?":
