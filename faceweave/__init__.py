@@ -18,6 +18,7 @@ from faceweave.errors import (
     InputError,
     NoFaceError,
     OutputError,
+    UnknownOptionError,
     UnsupportedFormatError,
     UsageError,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "SwapOptions",
     "Swapper",
     "UnsupportedFormatError",
+    "UnknownOptionError",
     "UsageError",
     "draw_debug",
     "face_distance",

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import cast
 
 from faceweave.analysis.analyser import FaceAnalyser
-from faceweave.errors import NoFaceError, UsageError
-from faceweave.processors.swap import Swapper
+from faceweave.errors import FaceweaveError, NoFaceError, UsageError
+from faceweave.processors.swap import SwapOptions, Swapper
 from faceweave.types import Face, Frame
 
 SourceLike = str | os.PathLike | Frame | Face
@@ -60,6 +60,7 @@ class FacePredictor:
                 f"execution provider {execution_provider!r} is not available for the "
                 f"{model!r} engine; available: {', '.join(EXECUTION_PROVIDERS)}"
             )
+        SwapOptions.from_kwargs(options)  # a wrong option fails here, not at the first swap
         self.analyser = default_analyser()
         self.options = options
         self._cached: tuple[object, object, Swapper] | None = None
@@ -95,7 +96,16 @@ class FacePredictor:
         cached = self._cached
         if cached is not None and cached[0] == key and (by_path or cached[1] is source):
             return cached[2]
-        faces = [self.source_face(photo) for photo in photos]
+        if not photos:
+            raise NoFaceError("no source given: an empty list")
+        faces = []
+        for number, photo in enumerate(photos, start=1):
+            try:
+                faces.append(self.source_face(photo))
+            except FaceweaveError as err:
+                if len(photos) == 1 or isinstance(photo, (str, os.PathLike)):
+                    raise  # the message names the file already
+                raise type(err)(f"source photo {number}: {err}") from err
         swapper = Swapper(faces, **self.options)
         self._cached = (key, source, swapper)
         return swapper

@@ -48,5 +48,10 @@ class UsageError(FaceweaveError, ValueError):
     exit_code = EXIT_USAGE
 
 
+class UnknownOptionError(UsageError, TypeError):
+    """A keyword that is no option: a TypeError, as Python's own for an unexpected
+    keyword argument, and a UsageError (exit code 2) that lists the options."""
+
+
 class BackendError(FaceweaveError, RuntimeError):
     """A model backend failed to load or to run."""

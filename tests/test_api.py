@@ -167,3 +167,71 @@ def test_swapper_takes_a_tuple_of_faces(
     swapper = fw.Swapper(astronaut_face)
     together = swapper.swap(grace_hopper, (grace_hopper_face,))
     assert np.array_equal(together, swapper.swap(grace_hopper, grace_hopper_face))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"fusion": "0.5"},
+        {"fusion": None},
+        {"fusion": [0.5]},
+        {"shape": None},
+        {"mask_mouth": "no"},
+        {"uv_size": "256"},
+        {"color": 3},
+        {"bogus": 1},
+    ],
+)
+def test_swap_options_of_the_wrong_kind_are_usage_errors(
+    options: dict, astronaut_face: Face
+) -> None:
+    with pytest.raises(UsageError):
+        fw.Swapper(astronaut_face, **options)
+    with pytest.raises(UsageError):
+        fw.FacePredictor(**options)  # at once, not at the first swap
+
+
+def test_numpy_numbers_are_numbers(astronaut_face: Face) -> None:
+    swapper = fw.Swapper(astronaut_face, fusion=np.float32(0.5), mask_eyes=np.bool_(True))
+    assert swapper.options.fusion == 0.5 and type(swapper.options.fusion) is float
+    assert swapper.options.mask_eyes is True
+    with pytest.raises(UsageError):
+        swapper.with_options(fusion="x")
+
+
+def test_what_is_not_a_source(grace_hopper: np.ndarray) -> None:
+    with pytest.raises(InputError, match="FacePredictor takes image paths"):
+        fw.Swapper("me.jpg")  # type: ignore[arg-type]
+    with pytest.raises(NoFaceError):
+        fw.Swapper(None)  # type: ignore[arg-type]
+
+
+def test_a_face_from_another_frame_is_refused(
+    astronaut_face: Face, grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    smaller = cv2.resize(grace_hopper, None, fx=0.5, fy=0.5)
+    with pytest.raises(InputError, match="found in a 512x600 frame"):
+        fw.Swapper(astronaut_face).swap(smaller, grace_hopper_face)
+
+
+def test_which_source_photo_has_no_face(
+    predictor: fw.FacePredictor, grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    grey = np.full((200, 200, 3), 127, np.uint8)
+    with pytest.raises(NoFaceError, match="source photo 2"):
+        predictor.swap(grace_hopper, [grace_hopper, grey], grace_hopper_face)
+    with pytest.raises(NoFaceError):
+        predictor.swap(grace_hopper, [], grace_hopper_face)
+
+
+def test_face_selection_refuses_what_is_not_faces(astronaut_face: Face) -> None:
+    with pytest.raises(InputError):
+        fw.select_faces(None)  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        fw.select_faces([None])  # type: ignore[list-item]
+    with pytest.raises(InputError):
+        fw.select_faces([astronaut_face], "reference", reference="me.jpg")  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        fw.select_faces([astronaut_face], "reference", reference=astronaut_face, max_distance="1")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        fw.face_distance(astronaut_face, None)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from faceweave.errors import UsageError
+from faceweave.errors import InputError, UsageError
 from faceweave.types import Face
 
 SELECTORS = ("one", "many", "reference")
@@ -27,7 +27,14 @@ def order_faces(faces: list[Face], order: str = "large-small") -> list[Face]:
 
 
 def face_distance(a: Face, b: Face) -> float:
-    """L2 distance of dlib identity descriptors (same person below about 0.6)."""
+    """L2 distance of dlib identity descriptors (same person below about 0.6).
+
+    Raises:
+        InputError: either is not a Face.
+    """
+    for face in (a, b):
+        if not isinstance(face, Face):
+            raise InputError(f"expected a Face, got {type(face).__name__}")
     return float(np.linalg.norm(a.embedding - b.embedding))
 
 
@@ -51,7 +58,18 @@ def select_faces(
     """
     if selector not in SELECTORS:
         raise UsageError(f"unknown face selector {selector!r}; choose from {', '.join(SELECTORS)}")
-    ordered = order_faces(faces, order)
+    if not isinstance(faces, list | tuple) or not all(isinstance(f, Face) for f in faces):
+        raise InputError(f"faces must be a list of Face, got {type(faces).__name__}")
+    if reference is not None and not isinstance(reference, Face):
+        raise InputError(
+            f"the reference must be a Face (from FaceAnalyser.get_faces), "
+            f"got {type(reference).__name__}"
+        )
+    if isinstance(max_distance, bool) or not isinstance(
+        max_distance, int | float | np.integer | np.floating
+    ):
+        raise UsageError(f"max_distance must be a number, got {max_distance!r}")
+    ordered = order_faces(list(faces), order)
     if selector == "one":
         return ordered[:1]
     if selector == "many":

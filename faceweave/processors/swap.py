@@ -36,7 +36,7 @@ import functools
 import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -59,7 +59,7 @@ from faceweave.core.facemodel import (
 from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_normals
 from faceweave.core.raster import Raster, rasterize
 from faceweave.core.shape import IdentityShape
-from faceweave.errors import InputError, NoFaceError, UsageError
+from faceweave.errors import InputError, NoFaceError, UnknownOptionError, UsageError
 from faceweave.types import Face, Frame, check_frame
 
 logger = logging.getLogger("faceweave")
@@ -227,6 +227,21 @@ class SwapOptions:
         object.__setattr__(self, "mask_padding", padding)
 
     @classmethod
+    def from_kwargs(cls, options: Mapping[str, object]) -> SwapOptions:
+        """Validated options from keyword arguments (the Python API's ``**options``).
+
+        Raises:
+            UsageError: a name that is no option, or a value of the wrong kind or range.
+        """
+        known = [f.name for f in fields(cls)]
+        unknown = [name for name in options if name not in known]
+        if unknown:
+            raise UnknownOptionError(
+                f"unknown swap option {unknown[0]!r}; options are: {', '.join(known)}"
+            )
+        return cls(**options).validated()  # type: ignore[arg-type]
+
+    @classmethod
     def from_settings(cls, settings: object) -> SwapOptions:
         """Validated options from any object carrying some of these fields as attributes
         (parsed command-line arguments, a service job's options); the rest keep their
@@ -235,6 +250,7 @@ class SwapOptions:
         return cls(**{n: getattr(settings, n) for n in names if hasattr(settings, n)}).validated()
 
     def validated(self) -> SwapOptions:
+        self._check_kinds()
         if not 0.0 <= self.fusion <= 1.0:
             raise UsageError(f"fusion must be within [0, 1], got {self.fusion}")
         if not 0.0 <= self.shape <= 1.0:
@@ -277,6 +293,29 @@ class SwapOptions:
         if min(self.uv_size, self.work_size, self.process_size) < 32:
             raise UsageError("uv_size, work_size and process_size must be at least 32")
         return self
+
+    def _check_kinds(self) -> None:
+        """Each option of the kind its default is (numpy scalars are taken as Python's);
+        a string fusion, a None shape or a "no" for a switch is a UsageError."""
+        for option in fields(self):
+            value = getattr(self, option.name)
+            default = option.default
+            if isinstance(default, bool):
+                if not isinstance(value, bool | np.bool_):
+                    raise UsageError(f"{option.name} must be True or False, got {value!r}")
+                object.__setattr__(self, option.name, bool(value))
+            elif isinstance(default, int):
+                if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                    raise UsageError(f"{option.name} must be a whole number, got {value!r}")
+                object.__setattr__(self, option.name, int(value))
+            elif isinstance(default, float):
+                if isinstance(value, bool | np.bool_) or not isinstance(
+                    value, int | float | np.integer | np.floating
+                ):
+                    raise UsageError(f"{option.name} must be a number, got {value!r}")
+                object.__setattr__(self, option.name, float(value))
+            elif isinstance(default, str) and not isinstance(value, str):
+                raise UsageError(f"{option.name} must be a string, got {value!r}")
 
 
 # Skin vertices used to fit lighting: the mesh minus eyes, brows, lips, irises.
@@ -1893,7 +1932,7 @@ class Swapper:
 
     def __init__(self, source_face: SourcePhotos, **options: object) -> None:
         self.model = load_face_model()
-        self.options = SwapOptions(**options).validated()  # type: ignore[arg-type]
+        self.options = SwapOptions.from_kwargs(options)
         photos = list(source_face) if isinstance(source_face, (list, tuple)) else [source_face]
         models = []
         for number, photo in enumerate(photos):
@@ -1910,8 +1949,14 @@ class Swapper:
                         log_advice=number == 0,
                     )
                 )
-            else:
+            elif photo is None:
                 raise NoFaceError("no source face given")
+            else:
+                raise InputError(
+                    "a source is a Face (from FaceAnalyser.get_faces or fw.get_one_face), "
+                    f"a prepared source or a list of them, got {type(photo).__name__}; "
+                    "fw.FacePredictor takes image paths and frames"
+                )
         if not models:
             raise NoFaceError("no source face given")
         self.source = merge_sources(models)
@@ -2047,7 +2092,7 @@ class Swapper:
 
     def with_options(self, **changes: object) -> Swapper:
         """A swapper with some options changed, reusing the prepared source."""
-        opts = replace(self.options, **changes)  # type: ignore[arg-type]
+        opts = SwapOptions.from_kwargs({**self.options.__dict__, **changes})
         return Swapper(self.source, **opts.__dict__)
 
     def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
@@ -2059,6 +2104,13 @@ class Swapper:
         """
         check_frame(frame)
         targets = [faces] if isinstance(faces, Face) else _face_list(faces)
+        for face in targets:
+            if tuple(face.frame_shape) != frame.shape[:2]:
+                height, width = face.frame_shape
+                raise InputError(
+                    f"the face was found in a {width}x{height} frame, not in this "
+                    f"{frame.shape[1]}x{frame.shape[0]} one: analyse the frame it is swapped in"
+                )
         out = frame.copy()
         if self.options.fusion <= 0.0:
             return out

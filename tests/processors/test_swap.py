@@ -122,7 +122,10 @@ class TestSwapOptions:
         hash(opts)
 
     def test_unknown_option_name(self, astronaut_face: Face) -> None:
-        with pytest.raises(TypeError):
+        # A TypeError, as Python's own for an unexpected keyword, and a UsageError.
+        with pytest.raises(TypeError, match="unknown swap option 'fuzion'"):
+            Swapper(astronaut_face, fuzion=0.5)
+        with pytest.raises(UsageError):
             Swapper(astronaut_face, fuzion=0.5)
 
     def test_usage_error_hierarchy(self) -> None:
