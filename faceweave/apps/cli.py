@@ -93,7 +93,7 @@ from faceweave.io import (
     write_bytes_atomic,
     write_image,
 )
-from faceweave.io.video import VIDEO_EXTENSIONS
+from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS
 from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -383,9 +383,12 @@ def _add_swap_parser(commands: Any) -> None:
     )
     swap.add_argument("--quiet", "-q", action="store_true", help="no progress bar or notes")
     video = swap.add_argument_group("video targets")
-    video.add_argument("--encoder", metavar="NAME", help="video encoder (default libx264)")
+    video.add_argument(
+        "--encoder", type=_encoder, metavar="NAME", help="video encoder (default libx264)"
+    )
     video.add_argument(
         "--preset",
+        choices=VIDEO_PRESETS,
         metavar="NAME",
         help="x264 speed preset, ultrafast ... veryslow (default auto: superfast up to 720p, "
         "ultrafast above)",
@@ -815,6 +818,11 @@ def _run_swap(args: argparse.Namespace) -> int:
             raise InputError(f"{target_path}: no such file")
         if output_path.is_dir():
             output_path = output_path / target_path.name
+        if output_path.suffix.lower() in VIDEO_EXTENSIONS:
+            raise UsageError(
+                f"{target_path} is read as an image (videos: {', '.join(VIDEO_EXTENSIONS)}); "
+                f"--output {output_path.name} is for a video target"
+            )
         check_output_path(output_path)
         writes = [("--output", output_path)]
         if args.debug is not None:
@@ -1284,6 +1292,15 @@ def _face_line(index: int, face: Face) -> str:
 
 
 # --- argument types --------------------------------------------------------------------------
+
+
+def _encoder(text: str) -> str:
+    from faceweave.io.video import video_encoder_problem
+
+    problem = video_encoder_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _crf(text: str) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 
 from faceweave.errors import InputError
 from faceweave.io.image import PathLike
-from faceweave.io.video import VideoReader
+from faceweave.io.video import VideoReader, probe_video
 from faceweave.pipeline.stages import Packet
 
 __all__ = ["Camera", "FilePacer", "LiveSource", "Mirrored"]
@@ -137,6 +137,10 @@ class Camera(LiveSource):
             self._capture.release()
 
 
+# cv2.rotate's code that turns a frame stored with a clockwise display rotation upright.
+_UPRIGHT = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
+
+
 class FilePacer(LiveSource):
     """A video file played at its own frame rate, as if it were a camera.
 
@@ -156,9 +160,16 @@ class FilePacer(LiveSource):
         self.path = Path(path)
         self.loop = loop
         self.realtime = realtime
+        # A phone video stored sideways plays upright, as a player shows it (and as the
+        # file job reads it): its frames are turned by the display rotation.
+        self.rotation = probe_video(path).rotation
+        self._turn = _UPRIGHT.get(self.rotation)
         self._reader = VideoReader(path)
         info = self._reader.info
-        self.width, self.height = info.width, info.height
+        sideways = self.rotation in (90, 270)
+        self.width, self.height = (
+            (info.height, info.width) if sideways else (info.width, info.height)
+        )
         self.fps = info.fps or 30.0
         self._closed = False
 
@@ -186,9 +197,8 @@ class FilePacer(LiveSource):
                         self.dropped += 1  # a camera would have overwritten it by now
                         continue
                 self.captured += 1
-                yield Packet(
-                    index=index, pts=None, time=due_media, image=frame.image, captured_at=now
-                )
+                image = frame.image if self._turn is None else cv2.rotate(frame.image, self._turn)
+                yield Packet(index=index, pts=None, time=due_media, image=image, captured_at=now)
                 index += 1
                 if self._closed:
                     return

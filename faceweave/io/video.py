@@ -114,6 +114,9 @@ _X264_PRESETS = (
     "veryslow",
     "placebo",
 )
+# What --preset takes: x264's presets (other encoders map them to their own speeds), or
+# auto (DEFAULT_PRESET).
+VIDEO_PRESETS = (DEFAULT_PRESET, *_X264_PRESETS)
 
 
 @dataclass(frozen=True)
@@ -328,8 +331,12 @@ class VideoReader:
             self._origin_pts + round(self.end / self._time_base) if self.end is not None else None
         )
         frame_ticks = self._frame_ticks()
+        # AVI stores a frame's decode time, not its presentation time: after B-frames an
+        # H.264 stream's timestamps go back and forth (the frames ran up to two frames
+        # late against the audio). Its frames are evenly spaced: they are counted.
+        counted = self._container.format.name == "avi"
         for av_frame in self._frames():
-            pts = av_frame.pts
+            pts = None if counted else av_frame.pts
             if pts is None:  # raw streams without timestamps: count frames
                 pts = self._origin_pts if last_pts is None else last_pts + frame_ticks
             elif last_pts is not None and pts <= last_pts:
@@ -722,9 +729,9 @@ class _AudioSource:
         self._container = _open_input(path)
         audio = self._container.streams.audio
         self._in = audio[0] if audio else None
-        video = self._container.streams.video
-        video_start = video[0].start_time if video else None
-        origin = float(video_start * video[0].time_base) if video_start and video else 0.0
+        video = _main_video(self._container.streams.video)
+        video_start = video.start_time if video is not None else None
+        origin = float(video_start * video.time_base) if video_start else 0.0
         self._start = origin + trim_start  # source seconds that become 0 in the output
         self._end = origin + trim_end if trim_end is not None else None
         self._trimmed = trim_start > 0
@@ -963,12 +970,28 @@ def _open_input(path: PathLike) -> Any:
         raise InputError(f"{path}: cannot open: {_one_line(exc)}") from exc
 
 
-def _video_stream(container: Any, path: PathLike) -> Any:
-    streams = container.streams.video
+def _main_video(streams: Any) -> Any:
+    """The video stream a file is about: not a cover picture (attached_pic), and of
+    several, the largest picture (a thumbnail track may come first); None if none."""
     if not streams:
+        return None
+    moving = [
+        s for s in streams if not int(s.disposition) & int(av.stream.Disposition.attached_pic)
+    ]
+    candidates = moving or list(streams)
+
+    def area(stream: Any) -> int:
+        context = stream.codec_context
+        return int(context.width or 0) * int(context.height or 0) if context is not None else 0
+
+    return max(candidates, key=area)  # the first of the largest
+
+
+def _video_stream(container: Any, path: PathLike) -> Any:
+    stream = _main_video(container.streams.video)
+    if stream is None:
         kinds = ", ".join(sorted({stream.type for stream in container.streams})) or "nothing"
         raise InputError(f"{path}: no video stream (contains {kinds})")
-    stream = streams[0]
     if stream.codec_context is None:
         raise UnsupportedFormatError(f"{path}: video codec not supported by FFmpeg")
     return stream
@@ -996,6 +1019,17 @@ def _rate_and_time_base(
 def _supported_codecs(format_name: str) -> set[str]:
     with av.open(io.BytesIO(), "w", format=format_name) as probe:
         return set(probe.supported_codecs)
+
+
+def video_encoder_problem(codec_name: str) -> str | None:
+    """Why ``codec_name`` cannot encode video here (a reason to show), or None."""
+    try:
+        encoder = av.codec.Codec(codec_name, "w")
+    except (av.error.FFmpegError, ValueError):
+        return f"no encoder {codec_name!r} in this PyAV build"
+    if encoder.type != "video":
+        return f"{codec_name!r} encodes {encoder.type}, not video"
+    return None
 
 
 def _check_encoder(codec_name: str, supported: set[str], path: Path) -> None:

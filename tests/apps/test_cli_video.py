@@ -105,7 +105,16 @@ def test_source_and_video_options_must_fit(
 
 
 @pytest.mark.parametrize(
-    "extra", [["--map", "a.png"], ["--crf", "60"], ["--fps", "0"], ["--fps", "1e10"]]
+    "extra",
+    [
+        ["--map", "a.png"],
+        ["--crf", "60"],
+        ["--fps", "0"],
+        ["--fps", "1e10"],
+        ["--preset", "bogus"],
+        ["--encoder", "nope"],
+        ["--encoder", "aac"],
+    ],
 )
 def test_bad_video_option_values(
     extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -113,6 +122,18 @@ def test_bad_video_option_values(
     argv = ["swap", "-s", "a.png", "-t", "b.mp4", "-o", str(tmp_path / "o.mp4"), *extra]
     assert cli.main(argv) == EXIT_USAGE
     assert extra[0] in capsys.readouterr().err
+
+
+def test_an_image_target_with_a_video_output(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A transport stream (.ts) is not among the videos read: the error names the target,
+    not the output's format."""
+    stream = tmp_path / "clip.ts"
+    stream.write_bytes(files["clip"].read_bytes())
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(stream), "-o", str(tmp_path / "o.mp4")]
+    assert cli.main(argv) == EXIT_USAGE
+    assert f"{stream} is read as an image" in capsys.readouterr().err
 
 
 def test_no_video_stream_is_one_line(

@@ -289,6 +289,46 @@ def test_a_whole_file_starting_late_is_not_called_truncated(extension: str, tmp_
         assert reader.warnings == []
 
 
+def test_the_main_video_stream_is_read_not_a_thumbnail_before_it(tmp_path: Path) -> None:
+    """A small preview track first, the picture second: the picture is the video."""
+    path = tmp_path / "two.mkv"
+    with av.open(str(path), "w") as out:
+        thumb = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+        thumb.width, thumb.height, thumb.pix_fmt = 32, 24, "yuv420p"
+        main = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+        main.width, main.height, main.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        for index in range(10):
+            small = av.VideoFrame.from_ndarray(np.full((24, 32, 3), 90, np.uint8), format="bgr24")
+            big = av.VideoFrame.from_ndarray(_image(index, WIDTH, HEIGHT), format="bgr24")
+            small.pts = big.pts = index
+            out.mux(thumb.encode(small))
+            out.mux(main.encode(big))
+        out.mux(thumb.encode(None))
+        out.mux(main.encode(None))
+    assert probe_video(path).width == WIDTH
+    assert decoded_indices(path) == list(range(10))
+
+
+def test_h264_with_b_frames_in_avi_keeps_even_times(tmp_path: Path) -> None:
+    """AVI stores decode times; B-frames sent them back and forth, and the frames after
+    them were pushed late (up to two frames against the audio)."""
+    path = tmp_path / "bframes.avi"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream(
+            "libx264", rate=FPS, options={"preset": "ultrafast", "x264-params": "bframes=2"}
+        )
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        for index in range(30):
+            frame = av.VideoFrame.from_ndarray(_image(index, WIDTH, HEIGHT), format="bgr24")
+            frame.pts = index
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    with VideoReader(path) as reader:
+        frames = list(reader)
+    assert [_index_of(f.image) for f in frames] == list(range(30))
+    assert [f.time for f in frames] == pytest.approx([i / FPS for i in range(30)], abs=1e-6)
+
+
 def test_vfr_timestamps_preserved(tmp_path: Path) -> None:
     # irregular gaps: 33, 44, 22, 33... ms
     pts = [i * 3000 + (i % 3) * 1000 for i in range(30)]

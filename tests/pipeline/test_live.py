@@ -49,6 +49,22 @@ def test_mirrored_source_flips_each_frame_and_keeps_the_counters(live_clip: Path
     mirrored.close()  # twice is safe, as for the sources it wraps
 
 
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+def test_a_phone_video_plays_upright(
+    rotation: int, live_clip: Path, tmp_path: Path, astronaut: np.ndarray
+) -> None:
+    """Stored sideways with a display rotation: played as a player shows it."""
+    turned = make_clip(
+        tmp_path / "phone.mp4", astronaut, frames=60, size=(320, 240), display_rotation=rotation
+    )
+    pacer = FilePacer(turned, realtime=False)
+    assert (pacer.width, pacer.height) == (320, 240)
+    upright = [p.image for p in pacer]
+    plain = [p.image for p in FilePacer(live_clip, realtime=False)]
+    assert upright[0].shape == plain[0].shape == (240, 320, 3)
+    assert np.abs(upright[30].astype(int) - plain[30]).mean() < 4.0
+
+
 def test_a_looped_file_with_no_frame_ends(tmp_path: Path, astronaut: np.ndarray) -> None:
     """Its header opens, no frame decodes: looping it had reopened it forever."""
     whole = make_clip(tmp_path / "whole.mkv", astronaut, frames=10, size=(64, 48), audio=False)
