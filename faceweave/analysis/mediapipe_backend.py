@@ -122,6 +122,9 @@ DETECT_SIDE = 640
 TILE_SIDE = 960
 # Tiles overlap: each is this share of the frame's side over the grid's n.
 TILE_OVERLAP = 1.35
+# In a video (adaptive), tiles are looked at on one in this many frames where the whole
+# frame shows no face (the first of them, then every 10th: a third of a second at 30 fps).
+TILE_EVERY_EMPTY = 10
 
 
 # How far past a cut face's box the frame is mirrored, as a share of the box.
@@ -180,7 +183,9 @@ class BlazeFaceDetector:
         adaptive: run the short-range pass only when needed (see above).
         every: with ``adaptive``, run the short-range pass at least every N calls.
         tiles: also detect on an n x n grid of overlapping tiles (n > 1) for small
-            faces in group photos; costs n*n more detector runs (both models).
+            faces in group photos; costs n*n more detector runs (both models). With
+            ``adaptive`` (video), only on frames where the whole frame shows no face,
+            one in TILE_EVERY_EMPTY of them.
     """
 
     def __init__(
@@ -196,6 +201,7 @@ class BlazeFaceDetector:
         self.adaptive = adaptive
         self.every = max(1, every)
         self._calls = 0
+        self._empty = 0  # calls in a row that found no face
         self._short, self._full = (
             mp.solutions.face_detection.FaceDetection(
                 model_selection=selection, min_detection_confidence=min_score
@@ -240,7 +246,13 @@ class BlazeFaceDetector:
         if self.adaptive and (not found or self._calls % self.every == 1 % self.every):
             found += self._detect_rgb(rgb_small, (0, 0), full=False)
         found = [d.scaled(w / sw, h / sh) for d in found]
-        if self.tiles > 1 and max(h, w) >= 480:
+        # A video's frames (adaptive) look at tiles only while the whole frame shows no
+        # face: on the first such frame and every TILE_EVERY_EMPTY-th after it, so a
+        # small face in a wide shot is found within a third of a second, and frames
+        # with a face cost nothing more.
+        self._empty = self._empty + 1 if not found else 0
+        tiled = not self.adaptive or self._empty % TILE_EVERY_EMPTY == 1 % TILE_EVERY_EMPTY
+        if self.tiles > 1 and max(h, w) >= 480 and tiled:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
             n = self.tiles
@@ -282,8 +294,9 @@ class BlazeFaceDetector:
         return found
 
     def reset(self) -> None:
-        """Start a new sequence: the short-range pass schedule restarts."""
+        """Start a new sequence: the short-range pass and tile schedules restart."""
         self._calls = 0
+        self._empty = 0
 
     def _detect_rgb(
         self,

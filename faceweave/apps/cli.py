@@ -930,7 +930,7 @@ _VIDEO_OPTIONS = (
 def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOptions) -> int:
     import faceweave as fw
     from faceweave.io.video import probe_video, video_extension
-    from faceweave.pipeline.video_job import swap_video
+    from faceweave.pipeline.video_job import VIDEO_DETECT_TILES, swap_video
 
     target_path: Path = args.target
     output_path: Path = args.output
@@ -961,7 +961,12 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
     analyser = fw.FaceAnalyser(max_faces=args.max_faces, **_detector(args))
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
-    frame_analyser = fw.FaceAnalyser(max_faces=args.max_faces, mode="video", **_detector(args))
+    frame_analyser = fw.FaceAnalyser(
+        max_faces=args.max_faces,
+        mode="video",
+        detect_tiles=VIDEO_DETECT_TILES,  # only where no face is found (a wide shot)
+        **_detector(args),
+    )
     from tqdm import tqdm
 
     with (

@@ -225,6 +225,10 @@ def swap_targets(image: Frame, targets: Sequence[SwapTarget], swappers: Sequence
     return out
 
 
+# A file's frames where no face is found are also looked at in n x n tiles, one in ten
+# of them (BlazeFaceDetector's adaptive mode): a 55 px face in a 720p wide shot.
+VIDEO_DETECT_TILES = 2
+
 # The head's pose in files (the face's expression has its own, lighter filter: see
 # smoothing.MeshSmoother). Files are not interactive: the head is smoothed harder than
 # live (less jitter, a little lag on fast head turns). At 0.1 Hz and 0.005 a talking
@@ -379,7 +383,10 @@ def swap_video(
         mode, references=references, max_distance=reference_distance, order=face_order
     )
     swappers = build_swappers(sources if mode == "map" else list(sources)[:1], options)
-    analyser = analyser or FaceAnalyser(max_faces=max_faces, mode="video")
+    # Tiles on frames with no face found (see BlazeFaceDetector): a wide shot's small face.
+    analyser = analyser or FaceAnalyser(
+        max_faces=max_faces, mode="video", detect_tiles=VIDEO_DETECT_TILES
+    )
     tracker = FaceTracker(
         analyser,
         redetect_every=redetect_every,

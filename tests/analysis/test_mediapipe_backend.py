@@ -106,3 +106,42 @@ def test_detections_land_where_they_are_in_large_and_odd_frames(
     for det in found:
         if det.score >= 0.9:
             assert bbox_iou(det.bbox, expected) > 0.6, (det.bbox, expected)
+
+
+def _wide_shot(astronaut: np.ndarray, scale: float = 0.45) -> np.ndarray:
+    """A 720p frame with the astronaut's face about 45 px wide: too small for BlazeFace
+    over the whole frame (it sees it at 640 px, a face of about 22 px)."""
+    small = cv2.resize(astronaut, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+    frame = np.full((720, 1280, 3), 120, np.uint8)
+    frame[300 : 300 + small.shape[0], 700 : 700 + small.shape[1]] = small
+    return frame
+
+
+def test_video_looks_at_tiles_only_on_frames_without_a_face(
+    astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faceweave.analysis import mediapipe_backend as mb
+
+    wide = _wide_shot(astronaut)
+    assert mb.BlazeFaceDetector(adaptive=True).detect(wide) == []  # no tiles: missed
+    detector = mb.BlazeFaceDetector(adaptive=True, tiles=2)
+    tiled: list[int] = []
+    both = detector._both_models
+    monkeypatch.setattr(
+        detector,
+        "_both_models",
+        lambda images, **kw: tiled.append(len(images)) or both(images, **kw),
+    )
+    found = detector.detect(wide)  # the first frame with no face: tiles
+    assert len(found) == 1 and 600 < found[0].bbox[0] < 900 and tiled == [4]
+    blank = np.full((720, 1280, 3), 120, np.uint8)
+    for _ in range(mb.TILE_EVERY_EMPTY - 1):  # (the wide shot counted as empty)
+        detector.detect(blank)
+    assert tiled == [4]
+    detector.detect(blank)  # the 10th frame with no face after the first
+    assert tiled == [4, 4]
+    tiled.clear()
+    close_up = cv2.resize(astronaut, (1280, 720))
+    for _ in range(mb.TILE_EVERY_EMPTY + 1):  # a face over the whole frame: never tiles
+        assert detector.detect(close_up)
+    assert tiled == []

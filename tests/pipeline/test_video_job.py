@@ -378,3 +378,16 @@ def test_the_skin_at_rest_is_followed_only_for_creases(
             [grace_hopper_face], clip, tmp_path / "o.mkv", analyser=analyser, options=options
         )
     assert made == [False, True]
+
+
+def test_a_small_face_in_a_wide_shot_is_swapped(
+    tmp_path: Path, astronaut: np.ndarray, grace_hopper_face: Face
+) -> None:
+    """A 720p clip with a face about 45 px wide: the whole frame's detector misses it,
+    the tiles looked at on frames without a face find it, the tracker keeps it."""
+    small = cv2.resize(astronaut, None, fx=0.45, fy=0.45, interpolation=cv2.INTER_AREA)
+    scene = np.full((720, 1280, 3), 120, np.uint8)
+    scene[300 : 300 + small.shape[0], 600 : 600 + small.shape[1]] = small
+    clip = make_clip(tmp_path / "wide.mp4", scene, frames=12, size=(1280, 720), audio=False)
+    stats = swap_video([grace_hopper_face], clip, tmp_path / "out.mp4")
+    assert stats.frames_swapped >= 10, stats
