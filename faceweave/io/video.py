@@ -729,6 +729,11 @@ class _AudioSource:
         self._container = _open_input(path)
         audio = self._container.streams.audio
         self._in = audio[0] if audio else None
+        if len(audio) > 1:
+            self.warnings.append(
+                f"{path}: {len(audio)} audio tracks; the first is kept "
+                f"({audio[0].codec_context.name}, {audio[0].language or 'no language given'})"
+            )
         video = _main_video(self._container.streams.video)
         video_start = video.start_time if video is not None else None
         origin = float(video_start * video.time_base) if video_start else 0.0

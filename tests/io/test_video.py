@@ -329,6 +329,32 @@ def test_h264_with_b_frames_in_avi_keeps_even_times(tmp_path: Path) -> None:
     assert [f.time for f in frames] == pytest.approx([i / FPS for i in range(30)], abs=1e-6)
 
 
+def test_the_first_of_several_audio_tracks_is_kept_and_said_so(tmp_path: Path) -> None:
+    path = tmp_path / "tracks.mkv"
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        tracks = [out.add_stream("aac", rate=SAMPLE_RATE, layout="mono") for _ in range(2)]
+        for index in range(FPS):
+            frame = av.VideoFrame.from_ndarray(_image(index, WIDTH, HEIGHT), format="bgr24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        for number, track in enumerate(tracks):
+            for begin in range(0, SAMPLE_RATE, 1024):
+                t = np.arange(begin, begin + 1024) / SAMPLE_RATE
+                tone = (0.3 * np.sin(2 * np.pi * 440 * (number + 1) * t)).astype(np.float32)
+                chunk = av.AudioFrame.from_ndarray(tone[None], format="fltp", layout="mono")
+                chunk.sample_rate, chunk.pts = SAMPLE_RATE, begin
+                out.mux(track.encode(chunk))
+            out.mux(track.encode(None))
+    stats = transcode(path, tmp_path / "out.mp4")
+    assert stats["audio"] == "copy"
+    assert any("2 audio tracks; the first is kept" in line for line in stats["writer_warnings"])
+    with av.open(str(tmp_path / "out.mp4")) as container:
+        assert len(container.streams.audio) == 1
+
+
 def test_vfr_timestamps_preserved(tmp_path: Path) -> None:
     # irregular gaps: 33, 44, 22, 33... ms
     pts = [i * 3000 + (i % 3) * 1000 for i in range(30)]
