@@ -20,11 +20,22 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["tune_allocator"]
+__all__ = ["STOP_SIGNALS", "handling_signals", "tune_allocator"]
+
+# Signals that ask a program to end (``timeout``, ``docker stop``, systemd, a closed
+# terminal), beside Ctrl-C's SIGINT; SIGHUP does not exist on Windows.
+STOP_SIGNALS: tuple[int, ...] = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -63,3 +74,21 @@ def tune_allocator(*, mmap_mib: int = 32, trim_mib: int = 256) -> bool:
     )
     _applied = ok
     return ok
+
+
+@contextlib.contextmanager
+def handling_signals(
+    signals: tuple[int, ...], handler: Callable[[int, Any], None]
+) -> Iterator[bool]:
+    """Call ``handler(signum, frame)`` for ``signals`` inside the block, and put the
+    previous handlers back after it. Python sets handlers in the main thread only:
+    elsewhere nothing changes. Yields whether the handler was installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield True
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)

@@ -49,7 +49,6 @@ import os
 import secrets
 import signal
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -95,6 +94,7 @@ from faceweave.io import (
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS
 from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
+from faceweave.runtime import STOP_SIGNALS, handling_signals
 
 if TYPE_CHECKING:  # pragma: no cover
     import faceweave as fw
@@ -229,29 +229,14 @@ class _Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-# Signals that end a run as Ctrl-C does (SIGHUP does not exist on Windows).
-_STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
-
-
-@contextlib.contextmanager
-def _stopped_by_signals() -> Iterator[None]:
-    """Turn the stop signals into :class:`_Stopped` while a command runs (main thread
-    only: Python sets signal handlers there alone); the previous handlers come back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def _stopped_by_signals() -> contextlib.AbstractContextManager[bool]:
+    """The stop signals raise :class:`_Stopped` while a command runs (in the main
+    thread); the previous handlers come back after it."""
 
     def stop(signum: int, frame: object) -> None:
         raise _Stopped(signum)
 
-    previous = {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return handling_signals(STOP_SIGNALS, stop)
 
 
 def _os_error_line(err: OSError) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_MAX_PIXELS",
     "DEFAULT_QUALITY",
     "IMAGE_EXTENSIONS",
+    "check_input_file",
     "check_output_path",
     "image_extension",
     "list_images",
@@ -89,22 +90,34 @@ def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame
         >>> frame.shape, frame.dtype  # doctest: +SKIP
         ((512, 512, 3), dtype('uint8'))
     """
-    path = Path(os.fsdecode(path))
-    try:
-        if not path.exists():
-            raise InputError(f"{path}: no such file")
-        if path.is_dir():
-            raise InputError(f"{path}: is a directory, not an image")
-        if not path.is_file():  # a pipe would wait for a writer, a device never end
-            raise InputError(f"{path}: not a regular file")
-    except OSError as exc:  # a name too long, a loop of links
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    path = check_input_file(os.fsdecode(path), "an image")
     try:
         handle = path.open("rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
         return _decode(handle, path, max_pixels)
+
+
+def check_input_file(path: PathLike, what: str) -> Path:
+    """``path`` as a Path if it is a regular file to read ``what`` (``"an image"``) from.
+
+    Raises:
+        InputError: it is missing, a directory, not a regular file (a pipe would wait
+            for a writer, a device never end), or its name cannot be looked up (too
+            long, a loop of links).
+    """
+    path = Path(path)
+    try:
+        if not path.exists():
+            raise InputError(f"{path}: no such file")
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, not {what}")
+        if not path.is_file():
+            raise InputError(f"{path}: not a regular file")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return path
 
 
 def write_image(path: PathLike, frame: Frame, *, quality: int = DEFAULT_QUALITY) -> None:

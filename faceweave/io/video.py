@@ -55,6 +55,7 @@ from faceweave.io.image import (
     _fsync_directory,
     _one_line,
     _temp_file,
+    check_input_file,
 )
 from faceweave.types import Frame
 
@@ -955,18 +956,8 @@ def _open_input(path: PathLike) -> Any:
     text = os.fspath(path)
     is_url = "://" in text
     if not is_url:
-        local = Path(text)
-        try:
-            if not local.exists():
-                raise InputError(f"{path}: no such file")
-            if local.is_dir():
-                raise InputError(f"{path}: is a directory, not a video")
-            if not local.is_file():  # a pipe would wait for a writer, a device never end
-                raise InputError(f"{path}: not a regular file")
-            if local.stat().st_size == 0:
-                raise UnsupportedFormatError(f"{path}: empty file")
-        except OSError as exc:  # a name too long, a loop of links
-            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        if check_input_file(text, "a video").stat().st_size == 0:
+            raise UnsupportedFormatError(f"{path}: empty file")
     try:
         return av.open(text, "r", timeout=10.0 if is_url else None)
     except av.error.InvalidDataError as exc:

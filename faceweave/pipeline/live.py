@@ -40,6 +40,7 @@ from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
 from faceweave.pipeline.video_job import FaceRouter, build_swappers, swap_targets
 from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
+from faceweave.runtime import STOP_SIGNALS, handling_signals
 from faceweave.types import Face
 
 if (
@@ -303,7 +304,7 @@ def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
     SIGTERM and SIGHUP (``timeout``, ``docker stop``, a closed terminal) count as a
     Ctrl-C: the session ends as after ``q``, a recording closed and kept.
     """
-    if not enabled or threading.current_thread() is not threading.main_thread():
+    if not enabled:
         yield
         return
     pressed = [False]
@@ -314,14 +315,8 @@ def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
         pressed[0] = True
         stop()
 
-    signals = [signal.SIGINT]
-    signals += [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
-    try:
+    with handling_signals((signal.SIGINT, *STOP_SIGNALS), handler):
         yield
-    finally:
-        for sig, handler_before in previous.items():
-            signal.signal(sig, handler_before)
 
 
 class _Sampler:
