@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -285,16 +286,28 @@ class VideoJobStats:
 
 @dataclass
 class _Resampler:
-    """Constant output rate: later frames of a slot are dropped, empty slots repeat a frame."""
+    """Constant output rate: the frame nearest each slot's time is kept, empty slots
+    repeat a frame.
+
+    Frames arrive in time order and are not held back, so a slot takes the first frame
+    at or after its time less half an input frame: the one nearest it (a slot that
+    took the first frame rounding into it showed a frame up to half an output frame
+    early, before its sound). Where the output is the faster, each frame takes the
+    slot nearest it.
+    """
 
     fps: Fraction
+    input_fps: float = 0.0
     last_read: int = -1
     last_written: int = -1
     previous: Frame | None = field(default=None, repr=False)
 
     def slot(self, seconds: float) -> int | None:
         """The output slot of a frame at ``seconds``, None when that slot is taken."""
-        index = round(seconds * self.fps)
+        if self.input_fps > float(self.fps):
+            index = math.floor((seconds + 0.5 / self.input_fps) * self.fps + 1e-9)
+        else:
+            index = round(seconds * self.fps)
         if index <= self.last_read:
             return None
         self.last_read = index
@@ -407,7 +420,11 @@ def swap_video(
     try:
         info = reader.info
         expected = _expected_frames(info.frame_count, info.duration, info.fps, trim_start, trim_end)
-        resampler = _Resampler(Fraction(fps).limit_denominator(1001)) if fps else None
+        resampler = (
+            _Resampler(Fraction(fps).limit_denominator(1001), input_fps=info.fps or 0.0)
+            if fps
+            else None
+        )
         if resampler is not None and info.fps:
             expected = round((expected / info.fps) * float(resampler.fps)) if expected else 0
         counts = {"read": 0, "swapped_frames": 0, "swapped_faces": 0}

@@ -7,6 +7,7 @@ x264 at 30 fps, with a 440 Hz AAC tone; 30 frames.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -391,3 +392,22 @@ def test_a_small_face_in_a_wide_shot_is_swapped(
     clip = make_clip(tmp_path / "wide.mp4", scene, frames=12, size=(1280, 720), audio=False)
     stats = swap_video([grace_hopper_face], clip, tmp_path / "out.mp4")
     assert stats.frames_swapped >= 10, stats
+
+
+@pytest.mark.parametrize(
+    ("input_fps", "output_fps", "kept"),
+    [
+        (30, 10, [0, 3, 6, 9, 12]),  # each slot's own frame, not the one before it
+        (30, 25, [0, 1, 2, 4, 5, 6]),  # 0, 0.04, 0.08, 0.12...: the nearest frames
+        (10, 30, [0, 1, 2, 3, 4, 5]),  # faster out: every frame, in the slot nearest it
+    ],
+)
+def test_a_new_frame_rate_keeps_the_frame_nearest_each_slot(
+    input_fps: int, output_fps: int, kept: list[int]
+) -> None:
+    resampler = video_job._Resampler(Fraction(output_fps), input_fps=float(input_fps))
+    chosen = [i for i in range(40) if resampler.slot(i / input_fps) is not None]
+    assert chosen[: len(kept)] == kept
+    if output_fps > input_fps:
+        resampler = video_job._Resampler(Fraction(output_fps), input_fps=float(input_fps))
+        assert [resampler.slot(i / input_fps) for i in range(4)] == [0, 3, 6, 9]
