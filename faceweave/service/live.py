@@ -396,6 +396,8 @@ class LiveSessions:
         analyser_factory: builds each session's analyser.
         source_analyser_factory: builds the analyser of source photos (one, shared).
         max_sessions: sessions at once; more are refused with 503.
+        max_sessions_per_key: sessions of one API key at once; more are refused with
+            429, so one key's offers that never connect cannot take every session.
         connect_timeout_s: a session that is not connected by then is closed.
         max_pixels: largest source image (width * height).
     """
@@ -406,12 +408,14 @@ class LiveSessions:
         analyser_factory: Callable[[], FaceAnalyser] = default_analyser,
         source_analyser_factory: Callable[[], FaceAnalyser] = default_source_analyser,
         max_sessions: int = 4,
+        max_sessions_per_key: int = 2,
         connect_timeout_s: float = 30.0,
         max_pixels: int = DEFAULT_MAX_PIXELS,
     ) -> None:
         self.analyser_factory = analyser_factory
         self.source_analyser_factory = source_analyser_factory
         self.max_sessions = max_sessions
+        self.max_sessions_per_key = max_sessions_per_key
         self.connect_timeout_s = connect_timeout_s
         self.max_pixels = max_pixels
         self.sessions: dict[str, LiveSession] = {}
@@ -576,6 +580,16 @@ def create_live_router(
         Open a data channel named ``stats`` for latency messages. The camera comes back
         unchanged until a source image is set.
         """
+        owner = _owner_of(key)
+        own = sum(1 for s in live.sessions.values() if s.owner == owner and not s.closed)
+        if owner is not None and own >= live.max_sessions_per_key:
+            raise ServiceError(
+                429,
+                "too_many_sessions",
+                f"this key has {own} live sessions open (at most {live.max_sessions_per_key});"
+                " close one first",
+                headers={"Retry-After": str(BUSY_RETRY_S)},
+            )
         if len(live.sessions) >= live.max_sessions:
             raise ServiceError(
                 503,
@@ -585,7 +599,7 @@ def create_live_router(
             )
         session = LiveSession(
             id=secrets.token_hex(16),
-            owner=_owner_of(key),
+            owner=owner,
             pc=RTCPeerConnection(RTCConfiguration(iceServers=[])),  # loopback/LAN: no STUN
             processor=FrameProcessor(live.analyser_factory),
             executor=ThreadPoolExecutor(max_workers=1, thread_name_prefix="faceweave-live"),

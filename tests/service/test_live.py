@@ -583,3 +583,39 @@ def test_a_live_source_takes_several_photos_as_multipart(
     assert out["not_image"] == 415
     assert out["unknown"] == 422
     assert out["field"][0] == 422 and out["field"][1]["error"]["code"] == "bad_field", out["field"]
+
+
+def test_one_key_cannot_take_every_live_session(tmp_path: Path, astronaut: np.ndarray) -> None:
+    """Offers that never connect hold a session for the connect timeout: one key's
+    are capped (429) and leave room for the other keys'."""
+    sessions = LiveSessions(max_sessions=4, max_sessions_per_key=1, connect_timeout_s=20.0)
+    app, key = live_app(tmp_path / "data", sessions)
+    service = app.state.service
+    _, other = create_key(service.db, service.pepper, "other")
+
+    async def run() -> list[tuple[int, str]]:
+        answers = []
+        peers = []
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://live.test") as client:
+            for who in (key, key, other):
+                pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+                pc.addTrack(StampedCamera(camera_frame(np.asarray(astronaut))))
+                await pc.setLocalDescription(await pc.createOffer())
+                peers.append(pc)
+                response = await client.post(
+                    "/v1/live/offer",
+                    json={"sdp": pc.localDescription.sdp, "type": "offer"},
+                    headers={"Authorization": f"Bearer {who}"},
+                )
+                code = response.json()["error"]["code"] if response.status_code != 200 else ""
+                answers.append((response.status_code, code))
+            await sessions.close_all()
+        for pc in peers:
+            await pc.close()
+        return answers
+
+    try:
+        assert asyncio.run(run()) == [(200, ""), (429, "too_many_sessions"), (200, "")]
+    finally:
+        service.db.close()
