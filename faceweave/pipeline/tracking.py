@@ -248,6 +248,10 @@ class FaceTracker:
             time: media time in seconds (drives the smoothing; may be irregular).
         """
         self.counters.frames += 1
+        if self._output and self._output[0].face.frame_shape != frame.shape[:2]:
+            # A new frame size (a WebRTC stream adapting its resolution): the tracks'
+            # faces are another frame's, and swapping them would paint at its places.
+            self.reset()
         grey = self._work_grey(frame)
         if self._is_cut(grey):
             self.counters.cuts += 1

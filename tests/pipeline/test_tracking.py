@@ -160,6 +160,22 @@ class TestIdentity:
         assert [t.track_id for t in tracker.update(_BLANK, 0.1)] == [1]
         assert tracker.counters.detections == 2
 
+    def test_a_new_frame_size_starts_new_tracks(self) -> None:
+        """A WebRTC stream lowers its resolution: no face of the old size is handed on
+        (Swapper.swap refuses a face found in another frame), even one held while lost."""
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=100, smoothing=False, hold_lost=5)
+        fake.faces = [(200, 200, 100)]
+        tracker.update(_BLANK, 0.0)
+        fake.faces = []
+        held = tracker.update(_BLANK, 0.1)
+        assert [t.lost for t in held] == [1]  # the last frame's face, held
+        smaller = np.zeros((240, 320, 3), np.uint8)
+        assert tracker.update(smaller, 0.2) == []
+        fake.faces = [(100, 100, 50)]
+        faces = tracker.update(smaller, 0.3)
+        assert [t.face.frame_shape for t in faces] == [(240, 320)]
+
     def test_a_scene_cut_starts_new_tracks(self) -> None:
         # Two scenes with the same face position (the fake analyser's face stays put):
         # after the cut the mesh fit would carry the track onto whoever sits there.
