@@ -362,8 +362,9 @@ def _all_bytes(root: Path) -> dict[str, bytes]:
         (["--map", "s.png=r.png", "-t", "t.png", "-o", "r.png"], "a --map reference"),
         (["-s", "s.png", "-t", "tg", "-o", "out", "--debug", "tg"], "--target directory"),
         (["-s", "s.png", "-t", "tg", "-o", "out", "--debug", "out"], "--output directory"),
-        # A batch's output folder holding a source under a target's name.
+        # A batch into its own folder (refused before this landing too).
         (["-s", "tg/a.png", "-t", "tg", "-o", "tg"], "--target directory"),
+        # A batch's output folder holding a source under a target's name.
         (["-s", "a.png", "-t", "tg", "-o", "."], "--output a.png would overwrite a --source"),
     ],
 )
