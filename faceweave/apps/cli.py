@@ -790,14 +790,13 @@ def _run_swap(args: argparse.Namespace) -> int:
                 raise UsageError("--debug must not be the --target directory")
             if _same_file(args.debug, output_path):
                 raise UsageError("--debug must not be the --output directory")
-        debug_names = _debug_names(targets)
-        for target in targets:
-            writes = [("--output", output_path_for(target, output_path))]
-            if args.debug is not None:
-                writes.append(("--debug", args.debug / debug_names[target]))
+        plan = _batch_plan(targets, output_path, args.debug)
+        for _, output, overlay in plan:
+            writes = [("--output", output)] + ([("--debug", overlay)] if overlay else [])
             _refuse_overwriting(writes, named)
-        output_dir = make_output_dir(output_path)  # not writable: fail before any model loads
-        debug_dir = make_output_dir(args.debug) if args.debug is not None else None
+        make_output_dir(output_path)  # not writable: fail before any model loads
+        if args.debug is not None:
+            make_output_dir(args.debug)
     else:
         if not target_path.exists():
             raise InputError(f"{target_path}: no such file")
@@ -812,8 +811,6 @@ def _run_swap(args: argparse.Namespace) -> int:
         writes = [("--output", output_path)]
         if args.debug is not None:
             check_output_path(args.debug)
-            if _same_file(args.debug, output_path):
-                raise UsageError("--debug must not be the --output file")
             writes.append(("--debug", args.debug))
         _refuse_overwriting(writes, [("the --target image", target_path), *named])
     for path in wanted.paths:
@@ -848,7 +845,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         if note is not None and not args.quiet:
             _note(note)
         return EXIT_OK
-    return _run_batch(job, targets, output_dir, debug_dir)
+    return _run_batch(job, plan)
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -876,26 +873,41 @@ def _named_inputs(wanted: _Sources) -> list[tuple[str, Path]]:
 
 
 def _refuse_overwriting(writes: list[tuple[str, Path]], inputs: list[tuple[str, Path]]) -> None:
-    """A usage error, before anything is written, where an output would replace an input.
+    """A usage error, before anything is written, where an output would replace an input
+    or another output of the same command.
 
     Args:
         writes: (option, path) of each file the command writes.
         inputs: (what it is, path) of each file it reads.
     """
-    for flag, written in writes:
+    for number, (flag, written) in enumerate(writes):
+        for earlier, other in writes[:number]:
+            if _same_file(written, other):
+                raise UsageError(f"{flag} must not be the {earlier} file")
         for what, read in inputs:
             if _same_file(written, read):
                 raise UsageError(f"{flag} {written} would overwrite {what}, {read}")
 
 
-def _debug_names(targets: list[Path]) -> dict[Path, str]:
-    """A batch's overlay file name per target: its stem as PNG, or its whole name as PNG
-    where two targets share a stem (``a.jpg`` and ``a.png``), so no overlay replaces
-    another."""
+def _batch_plan(
+    targets: list[Path], output_dir: Path, debug_dir: Path | None
+) -> list[tuple[Path, Path, Path | None]]:
+    """(target, output, overlay or None) per target of a batch. An overlay is named by
+    its target's stem as PNG, or by its whole name as PNG where two targets share a stem
+    (``a.jpg`` and ``a.png``), so no overlay replaces another."""
     stems: dict[str, int] = {}
     for target in targets:
         stems[target.stem] = stems.get(target.stem, 0) + 1
-    return {t: f"{t.stem if stems[t.stem] == 1 else t.name}.png" for t in targets}
+    return [
+        (
+            target,
+            output_path_for(target, output_dir),
+            None
+            if debug_dir is None
+            else debug_dir / f"{target.stem if stems[target.stem] == 1 else target.name}.png",
+        )
+        for target in targets
+    ]
 
 
 # argparse destinations of the options that only mean something for a video target
@@ -1073,10 +1085,7 @@ def _run_live(args: argparse.Namespace) -> int:
     if args.loop and args.input is None:
         raise UsageError("--loop is for --input")
     if args.stats is not None:
-        if args.stats.is_dir():
-            raise OutputError(f"{args.stats}: is a directory, not a file")
-        if not args.stats.parent.is_dir():
-            raise OutputError(f"{args.stats}: directory {args.stats.parent} does not exist")
+        check_output_path(args.stats, image=False)
     selector = _resolve_selector(args.face_selector, args.reference_face)
     detector = _detector(args)
     photos = [path for group in args.source for path in group]
@@ -1085,8 +1094,6 @@ def _run_live(args: argparse.Namespace) -> int:
         reads.append(("the --reference-face image", args.reference_face))
     writes = [("--output", Path(args.output))] if kind == "file" else []
     if args.stats is not None:
-        if writes and _same_file(args.stats, writes[0][1]):
-            raise UsageError("--stats must not be the --output file")
         writes.append(("--stats", args.stats))
     _refuse_overwriting(
         writes, [*reads, *([("the --input video", args.input)] if args.input else [])]
@@ -1162,16 +1169,15 @@ def _write_stats(path: Path, payload: dict[str, Any]) -> None:
     write_bytes_atomic(path, (json.dumps(clean(payload), indent=2) + "\n").encode("utf-8"))
 
 
-def _run_batch(job: _SwapJob, targets: list[Path], output_dir: Path, debug_dir: Path | None) -> int:
+def _run_batch(job: _SwapJob, plan: list[tuple[Path, Path, Path | None]]) -> int:
+    """Run a batch's plan (see _batch_plan): each file on its own, the batch goes on."""
     from tqdm import tqdm
 
-    debug_names = _debug_names(targets)
     worst = EXIT_OK
-    with tqdm(targets, desc=PROG, unit="image", file=sys.stderr, disable=job.quiet) as progress:
-        for target_path in progress:
-            debug_path = debug_dir / debug_names[target_path] if debug_dir else None
+    with tqdm(plan, desc=PROG, unit="image", file=sys.stderr, disable=job.quiet) as progress:
+        for target_path, output_path, debug_path in progress:
             try:
-                note = job.run(target_path, output_path_for(target_path, output_dir), debug_path)
+                note = job.run(target_path, output_path, debug_path)
                 if note is not None and not job.quiet:
                     _note(note, write=progress.write)
                 code = EXIT_OK

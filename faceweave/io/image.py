@@ -164,19 +164,21 @@ def image_extension(path: PathLike) -> str:
     return extension
 
 
-def check_output_path(path: PathLike) -> Path:
-    """Check, before any work is done, that an image can be written to ``path``.
+def check_output_path(path: PathLike, *, image: bool = True) -> Path:
+    """Check, before any work is done, that an image (or with ``image=False`` any
+    file) can be written to ``path``.
 
     Returns:
         ``path`` as a :class:`~pathlib.Path`.
 
     Raises:
-        UnsupportedFormatError: the extension is not one we write.
+        UnsupportedFormatError: the extension is not one we write (an image only).
         OutputError: the directory is missing, not a directory or not writable,
             or ``path`` is a directory.
     """
     path = Path(path)
-    image_extension(path)
+    if image:
+        image_extension(path)
     _check_directory(path)
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise OutputError(f"{path}: cannot write: permission denied on {path.parent}")

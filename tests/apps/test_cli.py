@@ -421,7 +421,16 @@ def test_live_refuses_overwrites_and_huge_values(
 
 
 def test_batch_overlays_of_targets_sharing_a_name() -> None:
-    names = cli._debug_names([Path("in/a.jpg"), Path("in/a.png"), Path("in/b.png")])
+    plan = cli._batch_plan(
+        [Path("in/a.jpg"), Path("in/a.png"), Path("in/b.png")], Path("out"), Path("dbg")
+    )
+    assert [output for _, output, _ in plan] == [
+        Path("out/a.jpg"),
+        Path("out/a.png"),
+        Path("out/b.png"),
+    ]
+    assert all(overlay is not None and overlay.parent == Path("dbg") for _, _, overlay in plan)
+    names = {target: overlay.name for target, _, overlay in plan if overlay is not None}
     assert names == {
         Path("in/a.jpg"): "a.jpg.png",
         Path("in/a.png"): "a.png.png",
