@@ -1022,21 +1022,17 @@ def video_encoder_problem(codec_name: str) -> str | None:
     try:
         encoder = av.codec.Codec(codec_name, "w")
     except (av.error.FFmpegError, ValueError):
-        return f"no encoder {codec_name!r} in this PyAV build"
+        return f"video encoder {codec_name!r} is not available in this PyAV build"
     if encoder.type != "video":
-        return f"{codec_name!r} encodes {encoder.type}, not video"
+        return f"{codec_name!r} is not a video encoder (it encodes {encoder.type})"
     return None
 
 
 def _check_encoder(codec_name: str, supported: set[str], path: Path) -> None:
-    try:
-        encoder = av.codec.Codec(codec_name, "w")
-    except (av.error.FFmpegError, ValueError) as exc:
-        raise UnsupportedFormatError(
-            f"{path}: video encoder {codec_name!r} is not available in this PyAV build"
-        ) from exc
-    if encoder.type != "video":
-        raise UnsupportedFormatError(f"{path}: {codec_name!r} is not a video encoder")
+    problem = video_encoder_problem(codec_name)
+    if problem is not None:
+        raise UnsupportedFormatError(f"{path}: {problem}")
+    encoder = av.codec.Codec(codec_name, "w")
     if encoder.name not in supported and codec_name not in supported:
         raise UnsupportedFormatError(
             f"{path}: the {path.suffix} container cannot hold {codec_name} video"

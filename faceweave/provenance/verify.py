@@ -25,7 +25,7 @@ from typing import Literal
 from PIL import Image, UnidentifiedImageError
 
 from faceweave.errors import InputError
-from faceweave.io.image import IMAGE_EXTENSIONS, PathLike, read_image
+from faceweave.io.image import IMAGE_EXTENSIONS, PathLike, check_input_file, read_image
 from faceweave.io.video import VIDEO_EXTENSIONS, VideoReader
 from faceweave.provenance.labels import read_labels
 from faceweave.provenance.watermark import (
@@ -85,12 +85,7 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
         InputError: the file is missing, unreadable or has no decodable frame.
         UnsupportedFormatError: neither an image nor a video.
     """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if not path.is_file():
-        kind = "a directory" if path.is_dir() else "not a regular file"
-        raise InputError(f"{path}: {kind}, not an image or a video")
+    path = check_input_file(path, "an image or a video")
     if video_frames < 1:
         raise InputError(f"video_frames must be at least 1, got {video_frames}")
     suffix = path.suffix.lower()

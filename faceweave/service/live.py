@@ -687,14 +687,15 @@ def create_live_router(
         """
         content_type = request.headers.get("content-type", "")
         declared = request.headers.get("content-length", "")
+        too_large = ServiceError(
+            413,
+            "upload_too_large",
+            f"the source image is larger than the limit of {max_source_bytes} bytes",
+        )
         if not content_type.startswith("multipart/form-data") and (
             declared.isdigit() and int(declared) > max_source_bytes
         ):  # refused before a byte of it is read
-            raise ServiceError(
-                413,
-                "upload_too_large",
-                f"the source image is larger than the limit of {max_source_bytes} bytes",
-            )
+            raise too_large
         session = live.get(session_id, _owner_of(key))
         if content_type.startswith("multipart/form-data"):
             with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
@@ -719,11 +720,7 @@ def create_live_router(
             async for chunk in request.stream():
                 data += chunk
                 if len(data) > max_source_bytes:
-                    raise ServiceError(
-                        413,
-                        "upload_too_large",
-                        f"the source image is larger than the limit of {max_source_bytes} bytes",
-                    )
+                    raise too_large
             if not data:
                 raise ServiceError(422, "missing_file", "send the source image as the request body")
             prepared = await run_in_threadpool(live.prepare_source, bytes(data))
