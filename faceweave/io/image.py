@@ -407,27 +407,43 @@ def _atomic_write(path: Path, data: bytes) -> None:
                 temp_path.unlink()
 
 
+def _temp_name(path: Path) -> Path:
+    """A fresh ``.<name>.<random>.tmp`` beside ``path`` (not created)."""
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+
 @contextlib.contextmanager
-def _temp_file(path: Path) -> Iterator[tuple[int, Path]]:
+def _temp_file(path: Path, temp_path: Path | None = None) -> Iterator[tuple[int, Path]]:
     """Create ``.<name>.<random>.tmp`` beside ``path``; yields (fd, temp path).
+
+    With ``temp_path`` (from :func:`_temp_name`) that name is created, once: a caller
+    that knows the name before the file exists can remove it whenever it is stopped
+    (Ctrl-C or SIGTERM can land between any two steps, even before this function's
+    clean-up is in place). An interruption here removes the file it created.
 
     ``os.open`` with mode 0o666 lets the umask decide the final permissions, as a
     plain ``open(path, "wb")`` would (``tempfile.mkstemp`` would force 0o600).
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for attempt in range(_TEMP_ATTEMPTS):
-        temp_path = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        name = temp_path or _temp_name(path)
         try:
-            fd = os.open(temp_path, flags, 0o666)
+            fd = os.open(name, flags, 0o666)
         except FileExistsError:
-            if attempt == _TEMP_ATTEMPTS - 1:
+            if temp_path is not None or attempt == _TEMP_ATTEMPTS - 1:
                 raise
             continue
+        except BaseException:
+            # A stop signal that landed once the file was made, before its descriptor
+            # was named: the random name is this call's own.
+            with contextlib.suppress(OSError):
+                name.unlink()
+            raise
         try:
-            yield fd, temp_path
+            yield fd, name
         except BaseException:
             with contextlib.suppress(OSError):
-                temp_path.unlink()
+                name.unlink()
             raise
         finally:
             os.close(fd)

@@ -55,6 +55,7 @@ from faceweave.io.image import (
     _fsync_directory,
     _one_line,
     _temp_file,
+    _temp_name,
     check_input_file,
 )
 from faceweave.types import Frame
@@ -554,9 +555,11 @@ class VideoWriter:
             else None
         )
         self._stack = contextlib.ExitStack()
+        # Named before it exists: abort() removes it wherever a stop signal lands.
+        self._temp_path = _temp_name(self.path)
         self._closed = False
         try:
-            self._fd, self._temp_path = self._stack.enter_context(_temp_file(self.path))
+            self._fd, _ = self._stack.enter_context(_temp_file(self.path, self._temp_path))
             container_options = {"movflags": "+faststart"} if format_name in ("mp4", "mov") else {}
             self._container = av.open(
                 str(self._temp_path), "w", format=format_name, options=container_options

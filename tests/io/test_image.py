@@ -446,6 +446,22 @@ def test_interrupt_during_write_removes_temp(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_interrupt_as_the_temp_file_is_made_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop signal can land as os.open returns, before its descriptor is named."""
+    real_open = os.open
+
+    def made_then_interrupted(*args: object) -> int:
+        os.close(real_open(*args))  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(image_io.os, "open", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_image(tmp_path / "out.png", _smooth_frame())
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="does not exist"):
         write_image(tmp_path / "nope" / "out.png", _smooth_frame())

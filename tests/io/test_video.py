@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -564,6 +566,37 @@ def test_interrupt_leaves_old_file_untouched(tmp_path: Path) -> None:
             writer.write(_image(0))
             raise KeyboardInterrupt
     assert out.read_bytes() == b"old"
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["os.open", "enter_context"])
+def test_interrupt_while_the_writer_starts_leaves_nothing(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop signal landing as the temporary file is made, or before the writer's
+    clean-up of it is registered: the writer still removes it."""
+    from faceweave.io import image as image_io
+
+    if where == "os.open":
+        real_open = os.open
+
+        def made_then_interrupted(*args: object) -> int:
+            os.close(real_open(*args))  # type: ignore[arg-type]
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(image_io.os, "open", made_then_interrupted)
+    else:
+        real_enter = contextlib.ExitStack.enter_context
+        entered: list[object] = []  # kept alive: no finaliser cleans up behind the writer
+
+        def entered_then_interrupted(self: contextlib.ExitStack, cm: object) -> object:
+            real_enter(contextlib.ExitStack(), cm)  # entered; its exit is not kept
+            entered.append(cm)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(contextlib.ExitStack, "enter_context", entered_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        VideoWriter(tmp_path / "out.mp4", width=WIDTH, height=HEIGHT, fps=FPS)
     assert leftovers(tmp_path) == []
 
 
