@@ -6,9 +6,9 @@ with its audio. A truncated or partly corrupt file is read as far as it decodes:
 reader logs one warning on the ``faceweave`` logger, records it in
 :attr:`VideoReader.warnings` and ends the stream cleanly.
 
-Writing encodes H.264 (``libx264``) by default, VP9 for ``.webm``. The audio of a source
-file is copied packet by packet, unchanged, interleaved with the video as it is
-written; where the output container cannot hold the source's audio codec it is
+Writing encodes H.264 (``libx264``) by default, VP9 for ``.webm``. A source file's audio
+tracks (all of them) are copied packet by packet, unchanged, interleaved with the video
+as it is written; where the output container cannot hold a track's audio codec it is
 re-encoded (AAC, or Opus for WebM) and the writer says so in
 :attr:`VideoWriter.warnings`. The display rotation (phone videos) is written back as a
 display matrix. The file is written to a hidden temporary file beside the destination
@@ -464,7 +464,8 @@ class VideoWriter:
         pix_fmt: encoder pixel format. With chroma subsampling (``yuv420p``) the
             width and height must be even: an odd one is padded by one pixel that
             repeats the last column or row, so the output is one pixel larger.
-        audio_from: a file whose first audio stream is copied into the output.
+        audio_from: a file whose audio tracks (all of them, in order, with their
+            language, title and disposition) are copied into the output.
         trim_start: the second of ``audio_from`` (from the start of its video stream)
             that becomes 0 in the output; audio packets before it are dropped.
         trim_end: the second of ``audio_from`` where its audio stops.
@@ -477,7 +478,8 @@ class VideoWriter:
     Attributes:
         warnings: one line per compromise made (audio re-encoded, option ignored).
         frames_written: frames passed to :meth:`write` so far.
-        audio_mode: ``"copy"``, ``"encode"`` or ``"none"``.
+        audio_mode: ``"copy"`` (every audio track copied), ``"encode"`` (at least one
+            re-encoded) or ``"none"``.
 
     Raises:
         UnsupportedFormatError: unknown extension, or an encoder this PyAV build lacks
@@ -719,8 +721,29 @@ class VideoWriter:
             self.abort()
 
 
+class _AudioTrack:
+    """One audio stream of a source file and its output stream (copied or re-encoded)."""
+
+    def __init__(self, stream: Any, number: int) -> None:
+        self.input = stream
+        self.number = number  # 1-based, as a player lists tracks
+        self.output: Any = None
+        self.encode = False
+        self.resampler: av.AudioResampler | None = None
+        self.offset: int | None = None  # source ticks that become 0 in the output
+        self.done = False
+
+    @property
+    def time_base(self) -> Fraction:
+        return self.input.time_base or Fraction(1, 48000)
+
+
 class _AudioSource:
-    """The audio stream of a source file, copied (or re-encoded) into a writer's output."""
+    """The audio tracks of a source file, all copied (or re-encoded) into a writer's output.
+
+    Every audio stream is kept, in order, with its language, title and disposition (a
+    recording's second track is often a commentary or a separate microphone).
+    """
 
     def __init__(
         self, path: PathLike, trim_start: float, trim_end: float | None, *, non_negative: bool
@@ -728,16 +751,14 @@ class _AudioSource:
         self.path = path
         # AVI cannot store negative timestamps; FFmpeg would shift the video to make room.
         self._non_negative = non_negative
-        self._offset: int | None = None
         self.warnings: list[str] = []
         self._container = _open_input(path)
-        audio = self._container.streams.audio
-        self._in = audio[0] if audio else None
-        if len(audio) > 1:
-            self.warnings.append(
-                f"{path}: {len(audio)} audio tracks; the first is kept "
-                f"({audio[0].codec_context.name}, {audio[0].language or 'no language given'})"
-            )
+        self._tracks: list[_AudioTrack] = []
+        for number, stream in enumerate(self._container.streams.audio, 1):
+            if stream.codec_context is None:  # a codec this FFmpeg build does not know
+                self.warnings.append(f"{path}: audio track {number}: unknown codec; left out")
+            else:
+                self._tracks.append(_AudioTrack(stream, number))
         video = _main_video(self._container.streams.video)
         video_start = video.start_time if video is not None else None
         origin = float(video_start * video.time_base) if video_start else 0.0
@@ -746,82 +767,106 @@ class _AudioSource:
         self._trimmed = trim_start > 0
         self._packets: Iterator[av.Packet] | None = None
         self._pending: av.Packet | None = None
-        self._out: Any = None
-        self._encode = False
-        self._resampler: av.AudioResampler | None = None
-        self._done = self._in is None
+        self._by_index: dict[int, _AudioTrack] = {}
+        self._done = not self._tracks
 
     def attach(
         self, container: Any, supported: set[str], encoder: str, writer_warnings: list[str]
     ) -> str:
-        """Add the output audio stream; returns ``"copy"``, ``"encode"`` or ``"none"``."""
-        if self._in is None:
+        """Add an output stream per audio track; returns ``"copy"`` (all copied),
+        ``"encode"`` (at least one re-encoded) or ``"none"`` (no audio)."""
+        if not self._tracks:
             return "none"
+        for track in self._tracks:
+            self._attach_track(track, container, supported, encoder, writer_warnings)
+            self._by_index[track.input.index] = track
+        self._packets = self._container.demux([track.input for track in self._tracks])
+        return "encode" if any(track.encode for track in self._tracks) else "copy"
+
+    def _attach_track(
+        self,
+        track: _AudioTrack,
+        container: Any,
+        supported: set[str],
+        encoder: str,
+        writer_warnings: list[str],
+    ) -> None:
+        source = track.input
         # The codec's own name (mp3), not its decoder's (mp3float).
-        name = self._in.codec_context.codec.canonical_name
+        name = source.codec_context.codec.canonical_name
         if name in supported:
-            self._out = container.add_stream_from_template(self._in)
-            mode = "copy"
+            track.output = container.add_stream_from_template(source)
         else:
-            self._encode = True
-            rate = 48000 if "opus" in encoder else (self._in.codec_context.sample_rate or 48000)
-            self._out = container.add_stream(encoder, rate=rate)
+            track.encode = True
+            rate = 48000 if "opus" in encoder else (source.codec_context.sample_rate or 48000)
+            track.output = container.add_stream(encoder, rate=rate)
             # The usual layout of the source's channel count: an encoder takes no layout
             # of "2 channels" in no stated order (PCM and ADPCM in AVI or Matroska).
-            layout = self._in.codec_context.layout
+            layout = source.codec_context.layout
             channels = layout.nb_channels if layout is not None else 0
-            self._out.layout = _USUAL_LAYOUTS.get(channels, "stereo")
+            track.output.layout = _USUAL_LAYOUTS.get(channels, "stereo")
             # Decoded samples come in the source codec's own format (8-bit, 16-bit
             # integers...); the encoder takes one of its own, at its rate and layout.
-            self._resampler = av.AudioResampler(
-                format=self._out.codec_context.codec.audio_formats[0].name,
-                layout=self._out.layout.name,
+            track.resampler = av.AudioResampler(
+                format=track.output.codec_context.codec.audio_formats[0].name,
+                layout=track.output.layout.name,
                 rate=rate,
             )
+            which = (
+                f"audio track {track.number}: " if len(self._container.streams.audio) > 1 else ""
+            )
             writer_warnings.append(
-                f"{self.path}: audio codec {name} cannot go into this container; "
+                f"{self.path}: {which}audio codec {name} cannot go into this container; "
                 f"re-encoded to {encoder}"
             )
-            mode = "encode"
-        self._packets = self._container.demux(self._in)
-        return mode
+        for key in ("language", "title"):
+            if source.metadata.get(key):
+                track.output.metadata[key] = source.metadata[key]
+        with contextlib.suppress(AttributeError, TypeError, ValueError):
+            track.output.disposition = source.disposition
 
     def pump(self, container: Any, until: float) -> None:
         """Mux source audio up to ``until`` output seconds."""
-        if self._done or self._in is None or self._packets is None:
+        if self._done or self._packets is None:
             return
-        time_base = self._in.time_base or Fraction(1, 48000)
         while True:
             packet = self._pending or self._next_packet()
             self._pending = None
             if packet is None:
                 self._done = True
                 return
+            track = self._by_index.get(packet.stream.index)
+            if track is None or track.done:
+                continue
             pts = packet.pts if packet.pts is not None else packet.dts
             if pts is None:
                 continue
+            time_base = track.time_base
             start = float(pts * time_base)
             if self._end is not None and start >= self._end:
-                self._done = True
-                return
+                track.done = True
+                if all(other.done for other in self._tracks):
+                    self._done = True
+                    return
+                continue
             if self._trimmed and start + float((packet.duration or 0) * time_base) <= self._start:
                 continue
             if start - self._start > until:
                 self._pending = packet
                 return
-            if self._encode:
-                self._encode_packet(container, packet)
+            if track.encode:
+                self._encode_packet(container, track, packet)
                 continue
-            if self._offset is None:
-                self._offset = round(self._start / time_base)
+            if track.offset is None:
+                track.offset = round(self._start / time_base)
                 if self._non_negative:  # the AAC priming packet: start the audio at 0
-                    self._offset = min(
-                        self._offset, pts, packet.dts if packet.dts is not None else pts
+                    track.offset = min(
+                        track.offset, pts, packet.dts if packet.dts is not None else pts
                     )
-            packet.pts = pts - self._offset
+            packet.pts = pts - track.offset
             if packet.dts is not None:
-                packet.dts -= self._offset
-            packet.stream = self._out
+                packet.dts -= track.offset
+            packet.stream = track.output
             container.mux(packet)
 
     def _next_packet(self) -> av.Packet | None:
@@ -837,12 +882,12 @@ class _AudioSource:
             if packet.size:
                 return packet
 
-    def _encode_packet(self, container: Any, packet: av.Packet) -> None:
+    def _encode_packet(self, container: Any, track: _AudioTrack, packet: av.Packet) -> None:
         try:
             frames: list[Any] = packet.decode()  # AudioFrame (PyAV types it by stream)
         except _DATA_ERRORS:
             return
-        assert self._resampler is not None
+        assert track.resampler is not None
         for frame in frames:
             if frame.time is None:
                 continue
@@ -850,15 +895,16 @@ class _AudioSource:
             frame.time_base = Fraction(1, frame.sample_rate)
             if frame.pts < 0:
                 continue
-            for ready in self._resampler.resample(frame):
-                container.mux(self._out.encode(ready))
+            for ready in track.resampler.resample(frame):
+                container.mux(track.output.encode(ready))
 
     def flush(self, container: Any) -> None:
-        if self._encode and self._out is not None:
-            if self._resampler is not None:
-                for ready in self._resampler.resample(None):
-                    container.mux(self._out.encode(ready))
-            container.mux(self._out.encode(None))
+        for track in self._tracks:
+            if track.encode and track.output is not None:
+                if track.resampler is not None:
+                    for ready in track.resampler.resample(None):
+                        container.mux(track.output.encode(ready))
+                container.mux(track.output.encode(None))
 
     def close(self) -> None:
         self._container.close()

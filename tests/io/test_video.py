@@ -331,30 +331,99 @@ def test_h264_with_b_frames_in_avi_keeps_even_times(tmp_path: Path) -> None:
     assert [f.time for f in frames] == pytest.approx([i / FPS for i in range(30)], abs=1e-6)
 
 
-def test_the_first_of_several_audio_tracks_is_kept_and_said_so(tmp_path: Path) -> None:
-    path = tmp_path / "tracks.mkv"
+def _clip_with_tracks(path: Path, tracks: int = 2) -> Path:
+    """1 s of video with ``tracks`` mono AAC tracks: track n a sine at n x 440 Hz, its
+    language and title set, the second one not the default."""
+    languages = ["eng", "fra", "deu"]
     with av.open(str(path), "w") as out:
         video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
         video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        tracks = [out.add_stream("aac", rate=SAMPLE_RATE, layout="mono") for _ in range(2)]
+        streams = [out.add_stream("aac", rate=SAMPLE_RATE, layout="mono") for _ in range(tracks)]
+        for number, stream in enumerate(streams):
+            stream.metadata["language"] = languages[number]
+            stream.metadata["title"] = f"track {number + 1}"
         for index in range(FPS):
             frame = av.VideoFrame.from_ndarray(_image(index, WIDTH, HEIGHT), format="bgr24")
             frame.pts = index
             out.mux(video.encode(frame))
         out.mux(video.encode(None))
-        for number, track in enumerate(tracks):
+        for number, stream in enumerate(streams):
             for begin in range(0, SAMPLE_RATE, 1024):
                 t = np.arange(begin, begin + 1024) / SAMPLE_RATE
                 tone = (0.3 * np.sin(2 * np.pi * 440 * (number + 1) * t)).astype(np.float32)
                 chunk = av.AudioFrame.from_ndarray(tone[None], format="fltp", layout="mono")
                 chunk.sample_rate, chunk.pts = SAMPLE_RATE, begin
-                out.mux(track.encode(chunk))
-            out.mux(track.encode(None))
-    stats = transcode(path, tmp_path / "out.mp4")
+                out.mux(stream.encode(chunk))
+            out.mux(stream.encode(None))
+    return path
+
+
+def _track_packets(path: Path) -> list[list[tuple[float, bytes]]]:
+    """Each audio track's packets (time, bytes), in order."""
+    with av.open(str(path)) as container:
+        tracks: dict[int, list[tuple[float, bytes]]] = {
+            stream.index: [] for stream in container.streams.audio
+        }
+        for packet in container.demux(container.streams.audio):
+            if packet.size:
+                tracks[packet.stream.index].append(
+                    (float(packet.pts * packet.stream.time_base), bytes(packet))
+                )
+    return list(tracks.values())
+
+
+def _pitch(path: Path, track: int) -> float:
+    """The loudest frequency of one audio track, in Hz."""
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[track]
+        samples = np.concatenate(
+            [frame.to_ndarray().reshape(-1) for frame in container.decode(stream)]
+        )
+        rate = stream.codec_context.sample_rate
+    spectrum = np.abs(np.fft.rfft(samples * np.hanning(samples.size)))
+    return float(np.argmax(spectrum) * rate / samples.size)
+
+
+def test_every_audio_track_is_kept_with_its_language_and_title(tmp_path: Path) -> None:
+    """A recording's second track (a commentary, a separate microphone) had been dropped
+    with a warning; now each is copied, in order, with what names it."""
+    source = _clip_with_tracks(tmp_path / "tracks.mkv")
+    stats = transcode(source, tmp_path / "out.mp4")
     assert stats["audio"] == "copy"
-    assert any("2 audio tracks; the first is kept" in line for line in stats["writer_warnings"])
+    assert not [line for line in stats["writer_warnings"] if "audio" in line]
     with av.open(str(tmp_path / "out.mp4")) as container:
-        assert len(container.streams.audio) == 1
+        audio = container.streams.audio
+        assert [stream.metadata.get("language") for stream in audio] == ["eng", "fra"]
+        # MP4 keeps a track's title in its user data, which FFmpeg reads back as "name".
+        titles = [stream.metadata.get("title", stream.metadata.get("name")) for stream in audio]
+        assert titles == ["track 1", "track 2"]
+    kept, original = _track_packets(tmp_path / "out.mp4"), _track_packets(source)
+    assert [[data for _, data in track] for track in kept] == [
+        [data for _, data in track] for track in original
+    ]
+    assert [_pitch(tmp_path / "out.mp4", n) for n in (0, 1)] == pytest.approx([440, 880], abs=5)
+
+
+def test_every_audio_track_is_reencoded_where_the_container_needs_it(tmp_path: Path) -> None:
+    source = _clip_with_tracks(tmp_path / "tracks.mkv", tracks=3)
+    stats = transcode(source, tmp_path / "out.webm", start=0.2, end=0.8)
+    assert stats["audio"] == "encode"
+    assert [line.split(": ")[1] for line in stats["writer_warnings"]] == [
+        "audio track 1",
+        "audio track 2",
+        "audio track 3",
+    ]
+    with av.open(str(tmp_path / "out.webm")) as container:
+        audio = container.streams.audio
+        assert [stream.codec_context.name for stream in audio] == ["opus"] * 3
+        assert [stream.metadata.get("language") for stream in audio] == ["eng", "fra", "deu"]
+    assert [_pitch(tmp_path / "out.webm", n) for n in (0, 1, 2)] == pytest.approx(
+        [440, 880, 1320], abs=5
+    )
+    # Each track trimmed like the picture: 0.6 s of it, from 0.
+    for track in _track_packets(tmp_path / "out.webm"):
+        assert track[0][0] == pytest.approx(0.0, abs=0.01)
+        assert track[-1][0] == pytest.approx(0.6, abs=0.05)
 
 
 def test_vfr_timestamps_preserved(tmp_path: Path) -> None:
