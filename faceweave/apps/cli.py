@@ -437,6 +437,14 @@ def _add_live_parser(commands: Any) -> None:
         metavar="OUT",
         help="window, virtualcam, udp://HOST:PORT, rtmp://HOST/APP/KEY or FILE (default window)",
     )
+    live.add_argument(
+        "--audio",
+        metavar="DEVICE",
+        help="record or stream sound with the picture (a FILE, udp:// or rtmp:// output): "
+        "default (the usual microphone), or FORMAT:NAME as FFmpeg names input devices, "
+        "e.g. alsa:default, pulse:default, alsa:hw:1,0, avfoundation::0, "
+        "'dshow:audio=NAME', lavfi:sine=frequency=440 (a test tone)",
+    )
     _add_look_and_selection_options(live, LIVE_FACE_SELECTOR_CHOICES)
     live.add_argument("--max-faces", type=positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N")
     live.add_argument(
@@ -1075,7 +1083,8 @@ def _library_warnings(write: Callable[..., None] | None = None) -> Iterator[None
 def _run_live(args: argparse.Namespace) -> int:
     import faceweave as fw
     from faceweave.io.camera import Camera, FilePacer, LiveSource, Mirrored
-    from faceweave.io.outputs import check_output_spec, open_output
+    from faceweave.io.microphone import AudioCapture, parse_device
+    from faceweave.io.outputs import AUDIO_OUTPUTS, check_output_spec, open_output
     from faceweave.pipeline.live import LiveControls, run_live
 
     # Cheap checks first: no display, unknown URL scheme, bad file extension, bad paths.
@@ -1084,6 +1093,10 @@ def _run_live(args: argparse.Namespace) -> int:
         raise UsageError("--width, --height and --fps set the camera; not used with --input")
     if args.loop and args.input is None:
         raise UsageError("--loop is for --input")
+    if args.audio is not None:
+        if kind not in ("file", "stream"):
+            raise UsageError(AUDIO_OUTPUTS)
+        parse_device(args.audio)
     if args.stats is not None:
         check_output_path(args.stats, image=False)
     selector = _resolve_selector(args.face_selector, args.reference_face)
@@ -1116,6 +1129,11 @@ def _run_live(args: argparse.Namespace) -> int:
         capture = Mirrored(capture)
     with _library_warnings(), contextlib.ExitStack() as cleanup:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
+        # Opened before the models load, so a missing device is said at once; it starts
+        # listening when the output opens.
+        microphone = AudioCapture(args.audio) if args.audio is not None else None
+        if microphone is not None:
+            cleanup.callback(microphone.close)  # the output closes it too
         analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)
         source_faces = _load_source_photos(analyser, args.source, args.max_pixels)
         references = (
@@ -1131,7 +1149,12 @@ def _run_live(args: argparse.Namespace) -> int:
         )
         controls = LiveControls(fusion=args.fusion)
         output = open_output(
-            args.output, capture.width, capture.height, capture.fps, on_key=controls.on_key
+            args.output,
+            capture.width,
+            capture.height,
+            capture.fps,
+            on_key=controls.on_key,
+            audio=microphone,
         )
         stats = run_live(
             capture,

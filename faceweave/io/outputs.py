@@ -11,6 +11,11 @@
                    timed by the frames' capture times
 =================  ==========================================================
 
+A stream or a file can carry live sound too (``audio``: an
+:class:`~faceweave.io.microphone.AudioCapture`, started when the output opens): the
+sound heard since each frame's predecessor is encoded with it, timed by the same
+clock, from the first frame on (AAC; Opus in WebM).
+
 :func:`open_output` picks one from a spec string; :func:`check_output_spec` does
 the cheap checks (a display exists, the scheme and extension are known) before any
 model is loaded.
@@ -22,6 +27,8 @@ quit are handed to ``on_key``; quitting sets :attr:`WindowOutput.quit_requested`
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -36,7 +43,8 @@ import numpy as np
 
 from faceweave.errors import OutputError, UsageError
 from faceweave.io.image import _one_line
-from faceweave.io.video import VideoWriter, video_extension
+from faceweave.io.microphone import AudioCapture
+from faceweave.io.video import LiveAudioEncoder, VideoWriter, video_extension
 from faceweave.pipeline.stages import Packet
 from faceweave.types import Frame
 
@@ -51,7 +59,10 @@ __all__ = [
     "open_output",
 ]
 
+logger = logging.getLogger("faceweave")
+
 NO_DISPLAY = "no display: use --output FILE|udp://|rtmp://|virtualcam"
+AUDIO_OUTPUTS = "live sound goes into a recording or a stream: --output FILE, udp:// or rtmp://"
 _STREAM_TIME_BASE = Fraction(1, 1000)  # live timestamps in milliseconds (FLV's own unit)
 _QUIT_KEYS = (ord("q"), ord("Q"), 27)  # 27: Esc
 _V4L2_HINT = (
@@ -98,17 +109,23 @@ def open_output(
     fps: float,
     *,
     on_key: Callable[[str], None] | None = None,
+    audio: AudioCapture | None = None,
 ) -> FileOutput | StreamOutput | VirtualCamOutput | WindowOutput:
-    """The output named by ``spec``: None or ``window``, ``virtualcam``, a URL or a file."""
+    """The output named by ``spec``: None or ``window``, ``virtualcam``, a URL or a file.
+
+    ``audio`` (a stream or a file only) is started here and closed with the output.
+    """
     kind = check_output_spec(spec)
+    if audio is not None and kind not in ("stream", "file"):
+        raise UsageError(AUDIO_OUTPUTS)
     if kind == "window":
         return WindowOutput(on_key=on_key)
     if kind == "virtualcam":
         return VirtualCamOutput(width, height, fps)
     assert spec is not None
     if kind == "stream":
-        return StreamOutput(spec, width, height, fps)
-    return FileOutput(spec, width, height, fps)
+        return StreamOutput(spec, width, height, fps, audio=audio)
+    return FileOutput(spec, width, height, fps, audio=audio)
 
 
 def _kind(spec: str | None) -> str:
@@ -218,6 +235,7 @@ class _Encoder:
         self.stream.codec_context.time_base = _STREAM_TIME_BASE
         self._start: float | None = None
         self._last_pts = -1
+        self._period = 1.0 / fps if fps > 0 else 0.0
 
     def encode(self, image: Frame, captured_at: float) -> list[Any]:
         if self.pad_x or self.pad_y:
@@ -229,8 +247,50 @@ class _Encoder:
         frame.pts, frame.time_base = pts, _STREAM_TIME_BASE
         return list(self.stream.encode(frame))
 
+    @property
+    def last_seconds(self) -> float:
+        """Output seconds of the last frame's end (one frame period after it)."""
+        return max(self._last_pts, 0) * float(_STREAM_TIME_BASE) + self._period
+
     def flush(self) -> list[Any]:
         return list(self.stream.encode(None))
+
+
+class _Sound:
+    """Live sound handed on with an output's frames: what was heard, in output seconds."""
+
+    def __init__(self, capture: AudioCapture) -> None:
+        self.capture = capture
+        self.rate_and_layout = (capture.rate, capture.layout)
+
+    def start(self) -> None:
+        self.capture.start()
+
+    def heard(self, start: float, until: float = math.inf) -> list[tuple[Any, float]]:
+        """``(samples, second)`` of each chunk heard since the last call, its second
+        counted from ``start`` (the first frame's capture time); sound from ``until``
+        on is dropped (a session's end)."""
+        heard = []
+        for chunk in self.capture.take():
+            second = chunk.captured_at - start
+            if second >= until:
+                break
+            samples = chunk.samples
+            if until - second < chunk.seconds:
+                samples = samples[:, : math.ceil((until - second) * chunk.rate)]
+            heard.append((samples, second))
+        return heard
+
+    def close(self) -> None:
+        self.capture.close()
+        if self.capture.error is not None:
+            logger.warning("%s", self.capture.error)
+        if self.capture.dropped_s > 0:
+            logger.warning(
+                "audio device %s: %.1f s of sound dropped (the output fell behind)",
+                self.capture.spec,
+                self.capture.dropped_s,
+            )
 
 
 class StreamOutput:
@@ -240,13 +300,26 @@ class StreamOutput:
         url: ``udp://host:port`` or ``rtmp://host/app/key``.
         width, height, fps: the frames that will be written.
         timeout: seconds to wait for an RTMP server to answer.
+        audio: live sound sent with the frames (AAC), started here.
 
     Raises:
         OutputError: the server cannot be reached, or sending fails.
     """
 
-    def __init__(self, url: str, width: int, height: int, fps: float, *, timeout: float = 5.0):
+    def __init__(
+        self,
+        url: str,
+        width: int,
+        height: int,
+        fps: float,
+        *,
+        timeout: float = 5.0,
+        audio: AudioCapture | None = None,
+    ):
         self.url = url
+        self._sound = _Sound(audio) if audio is not None else None
+        self._audio: LiveAudioEncoder | None = None
+        self._start: float | None = None
         is_udp = url.lower().startswith("udp://")
         target = url
         if is_udp and "pkt_size" not in url:  # 7 TS packets per datagram: no IP fragmentation
@@ -259,6 +332,8 @@ class StreamOutput:
             raise OutputError(f"{url}: cannot connect: {_one_line(exc)}") from exc
         try:
             self._encoder = _Encoder(self._container, width, height, fps, latency=True)
+            if self._sound is not None:
+                self._audio = LiveAudioEncoder(self._container, "aac", *self._sound.rate_and_layout)
             # Connect now (FFmpeg opens the URL when it writes the header), so an
             # unreachable server is reported before the session starts.
             self._container.start_encoding()
@@ -267,22 +342,37 @@ class StreamOutput:
             raise OutputError(f"{url}: cannot connect: {_one_line(exc)}") from exc
         except BaseException:
             self._container.close()
+            if self._sound is not None:
+                self._sound.close()
             raise
         self._closed = False
+        if self._sound is not None:
+            self._sound.start()
 
     def write(self, packet: Packet) -> None:
+        self._start = packet.captured_at if self._start is None else self._start
         try:
             self._container.mux(self._encoder.encode(packet.image, packet.captured_at))
-        except (av.error.FFmpegError, OSError) as exc:
+            self._send_sound()
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
             self._abandon()
             raise OutputError(f"{self.url}: cannot send: {_one_line(exc)}") from exc
+
+    def _send_sound(self, until: float = math.inf) -> None:
+        if self._sound is None or self._audio is None or self._start is None:
+            return
+        for samples, second in self._sound.heard(self._start, until):
+            self._container.mux(self._audio.encode(samples, second))
 
     def close(self) -> None:
         if self._closed:
             return
         try:
             self._container.mux(self._encoder.flush())
-        except (av.error.FFmpegError, OSError):
+            if self._audio is not None:
+                self._send_sound(until=self._encoder.last_seconds)
+                self._container.mux(self._audio.flush())
+        except (av.error.FFmpegError, OSError, ValueError):
             pass  # the receiver went away: nothing more to deliver
         self._abandon()
 
@@ -293,6 +383,8 @@ class StreamOutput:
                 self._container.close()
             except (av.error.FFmpegError, OSError):
                 pass
+        if self._sound is not None:
+            self._sound.close()
 
 
 class FileOutput:
@@ -301,27 +393,63 @@ class FileOutput:
     Args:
         path: the file; its extension picks the container.
         width, height, fps: the frames that will be written (fps is a rate hint).
+        audio: live sound recorded with the frames, started here.
     """
 
-    def __init__(self, path: str | Path, width: int, height: int, fps: float) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        width: int,
+        height: int,
+        fps: float,
+        *,
+        audio: AudioCapture | None = None,
+    ) -> None:
         self.path = Path(path)
-        self._writer = VideoWriter(
-            self.path,
-            width=width,
-            height=height,
-            fps=Fraction(fps).limit_denominator(1001),
-            time_base=_STREAM_TIME_BASE,
-            preset="veryfast",
-        )
+        self._sound = _Sound(audio) if audio is not None else None
+        try:
+            self._writer = VideoWriter(
+                self.path,
+                width=width,
+                height=height,
+                fps=Fraction(fps).limit_denominator(1001),
+                time_base=_STREAM_TIME_BASE,
+                preset="veryfast",
+                live_audio=self._sound.rate_and_layout if self._sound is not None else None,
+            )
+        except BaseException:
+            if self._sound is not None:
+                self._sound.close()
+            raise
+        self._period = 1.0 / fps if fps > 0 else 0.0
         self._start: float | None = None
+        self._last = 0.0
+        if self._sound is not None:
+            self._sound.start()
 
     def write(self, packet: Packet) -> None:
         self._start = packet.captured_at if self._start is None else self._start
-        self._writer.write(packet.image, time=packet.captured_at - self._start)
+        self._last = packet.captured_at - self._start
+        self._writer.write(packet.image, time=self._last)
+        self._record_sound()
+
+    def _record_sound(self, until: float = math.inf) -> None:
+        if self._sound is None or self._start is None:
+            return
+        for samples, second in self._sound.heard(self._start, until):
+            self._writer.write_audio(samples, second)
 
     def close(self) -> None:
-        """Finish the file (a session without frames leaves none and says so)."""
-        self._writer.close()
+        """Finish the file (a session without frames leaves none and says so); the
+        sound ends with the last frame."""
+        try:
+            self._record_sound(until=self._last + self._period)
+            self._writer.close()
+        finally:
+            if self._sound is not None:
+                self._sound.close()
 
     def abort(self) -> None:
         self._writer.abort()
+        if self._sound is not None:
+            self._sound.close()

@@ -46,6 +46,7 @@ import av.error
 import cv2
 import numpy as np
 from av.video.stream import VideoStream
+from numpy.typing import NDArray
 
 from faceweave.errors import InputError, OutputError, UnsupportedFormatError
 from faceweave.io.image import (
@@ -62,6 +63,7 @@ from faceweave.types import Frame
 
 __all__ = [
     "DEFAULT_CRF",
+    "LiveAudioEncoder",
     "DEFAULT_PRESET",
     "VIDEO_EXTENSIONS",
     "VideoFrame",
@@ -469,6 +471,8 @@ class VideoWriter:
         trim_start: the second of ``audio_from`` (from the start of its video stream)
             that becomes 0 in the output; audio packets before it are dropped.
         trim_end: the second of ``audio_from`` where its audio stops.
+        live_audio: ``(rate, layout)`` of live sound given to :meth:`write_audio` (a
+            microphone's), encoded as AAC (Opus for WebM); not with ``audio_from``.
         rotation: clockwise display rotation in degrees (a multiple of 90), written
             as a display matrix; the pixels are not rotated.
         metadata: container metadata (``title``, ``comment``...).
@@ -508,6 +512,7 @@ class VideoWriter:
         audio_from: PathLike | None = None,
         trim_start: float = 0.0,
         trim_end: float | None = None,
+        live_audio: tuple[int, str] | None = None,
         rotation: int = 0,
         metadata: dict[str, str] | None = None,
         encoder_options: dict[str, str] | None = None,
@@ -522,6 +527,8 @@ class VideoWriter:
             raise InputError(f"rotation must be a multiple of 90 degrees, got {rotation}")
         if trim_start < 0 or (trim_end is not None and trim_end <= trim_start):
             raise InputError(f"bad audio trim range {trim_start}..{trim_end} s")
+        if live_audio is not None and audio_from is not None:
+            raise InputError("a video writer takes audio from a file or live, not both")
         self._rate, self._time_base = _rate_and_time_base(fps, time_base)
         # AVI has no timestamps, only a frame counter: encode at 1/fps there, so a
         # variable frame rate becomes a constant one (frames keep their nearest slot).
@@ -531,6 +538,7 @@ class VideoWriter:
         self.frames_written = 0
         self.audio_mode = "none"
         self._closed = True  # until the temporary file exists: nothing to clean up
+        self._live_audio: LiveAudioEncoder | None = None
         self._last_pts: int | None = None
         self._trim_start = trim_start
         self._trim_end = trim_end
@@ -588,6 +596,9 @@ class VideoWriter:
                 self.audio_mode = self._audio.attach(
                     self._container, copyable, audio_encoder, self.warnings
                 )
+            if live_audio is not None:
+                self._live_audio = LiveAudioEncoder(self._container, audio_encoder, *live_audio)
+                self.audio_mode = "encode"
         except BaseException as exc:
             self.abort()
             if isinstance(exc, av.error.FFmpegError):
@@ -669,6 +680,24 @@ class VideoWriter:
             raise OutputError(f"{self.path}: cannot write video: {_one_line(exc)}") from exc
         self.frames_written += 1
 
+    def write_audio(self, samples: NDArray[np.float32], start: float) -> None:
+        """Encode live sound (``live_audio``) heard from ``start`` seconds of the output.
+
+        Shape:
+            - samples: :math:`(C, N)`, float32 in -1..1, one row per channel.
+
+        Raises:
+            OutputError: the writer has no live audio, or the encoder or disk failed.
+        """
+        if self._closed or self._live_audio is None:
+            raise OutputError(f"{self.path}: this writer takes no live audio")
+        try:
+            for packet in self._live_audio.encode(samples, start):
+                self._container.mux(packet)
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
+            self.abort()
+            raise OutputError(f"{self.path}: cannot write audio: {_one_line(exc)}") from exc
+
     def close(self) -> None:
         """Flush the encoder, copy the remaining audio and move the file into place.
 
@@ -683,6 +712,8 @@ class VideoWriter:
             raise OutputError(f"{self.path}: no frames were written")
         try:
             self._container.mux(self._video.encode(None))
+            if self._live_audio is not None:
+                self._container.mux(self._live_audio.flush())
             if self._audio is not None:
                 self._audio.pump(self._container, math.inf)
                 self._audio.flush(self._container)
@@ -719,6 +750,73 @@ class VideoWriter:
         # A writer dropped without close() must not leave its temporary file behind.
         if not getattr(self, "_closed", True):
             self.abort()
+
+
+class LiveAudioEncoder:
+    """Live sound into an open output container: chunks timed by when they were heard.
+
+    Chunks come with the second of the output they start at (their capture time less
+    the first video frame's). They are laid end to end, as an encoder expects; where a
+    chunk's own time and that run part by more than ``resync`` seconds (the device
+    stalled, or its clock drifted), the run follows the chunk's time: a gap is left
+    as it is, an overlap is cut from the chunk. Sound from before 0 is cut off.
+
+    Args:
+        container: a PyAV output container, before its first packet.
+        encoder: the audio encoder (``aac``, ``libopus``...).
+        rate: samples per second of the chunks.
+        layout: their channel layout (``mono`` or ``stereo``).
+        resync: seconds the run may part from the chunks' times.
+    """
+
+    def __init__(
+        self, container: Any, encoder: str, rate: int, layout: str, *, resync: float = 0.2
+    ) -> None:
+        self.rate = rate
+        self.layout = layout
+        self._resync = round(resync * rate)
+        out_rate = 48000 if "opus" in encoder else rate  # Opus runs at 48 kHz only
+        self.stream = container.add_stream(encoder, rate=out_rate)
+        self.stream.layout = layout
+        self._resampler = av.AudioResampler(
+            format=self.stream.codec_context.codec.audio_formats[0].name,
+            layout=layout,
+            rate=out_rate,
+        )
+        self._next: int | None = None  # the sample the run is at
+        self.seconds_written = 0.0
+
+    def encode(self, samples: NDArray[np.float32], start: float) -> list[Any]:
+        """Packets for ``samples`` (float32, planar: one row per channel) heard from
+        ``start`` seconds of the output on."""
+        at = round(start * self.rate)
+        if self._next is not None and abs(at - self._next) <= self._resync:
+            at = self._next  # end to end with the last chunk
+        cut = max(0, -at, (self._next or 0) - at)
+        if cut >= samples.shape[1]:
+            return []
+        samples = np.ascontiguousarray(samples[:, cut:], np.float32)
+        at += cut
+        frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout=self.layout)
+        frame.sample_rate = self.rate
+        frame.pts = at
+        frame.time_base = Fraction(1, self.rate)
+        self._next = at + samples.shape[1]
+        self.seconds_written += samples.shape[1] / self.rate
+        return [
+            packet
+            for ready in self._resampler.resample(frame)
+            for packet in self.stream.encode(ready)
+        ]
+
+    def flush(self) -> list[Any]:
+        """The packets the resampler and the encoder still hold."""
+        packets = [
+            packet
+            for ready in self._resampler.resample(None)
+            for packet in self.stream.encode(ready)
+        ]
+        return packets + list(self.stream.encode(None))
 
 
 class _AudioTrack:

@@ -18,7 +18,7 @@ from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytes
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.apps import cli
-from faceweave.errors import EXIT_OK, EXIT_USAGE, UsageError
+from faceweave.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 from faceweave.io.camera import FilePacer, Mirrored
 from faceweave.io.image import write_image
 from faceweave.io.outputs import FileOutput
@@ -251,6 +251,39 @@ def test_live_window_without_display_is_one_line(
     assert err == "faceweave: error: no display: use --output FILE|udp://|rtmp://|virtualcam\n"
 
 
+@pytest.mark.parametrize(
+    ("output", "audio", "code", "message"),
+    [
+        ("virtualcam", "lavfi:sine", EXIT_USAGE, "live sound goes into a recording or a stream"),
+        ("out.mp4", "microphone", EXIT_USAGE, "audio device 'microphone': expected FORMAT:NAME"),
+        ("out.mp4", "lavfi:nosuch", EXIT_ERROR, "cannot open audio device lavfi:nosuch"),
+    ],
+)
+def test_live_audio_errors_are_one_line_before_the_models_load(
+    output: str,
+    audio: str,
+    code: int,
+    message: str,
+    live_clip: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_models(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the models were loaded")
+
+    monkeypatch.setattr("faceweave.FaceAnalyser", no_models)
+    source = tmp_path / "src.png"
+    write_image(source, np.zeros((64, 64, 3), np.uint8))
+    argv = ["live", "-s", str(source), "--input", str(live_clip), "--audio", audio]
+    target = output if output == "virtualcam" else str(tmp_path / output)
+    assert cli.main([*argv, "--output", target]) == code
+    err = capsys.readouterr().err
+    assert err.startswith(f"faceweave: error: {message}"), err
+    assert err.count("\n") == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["src.png"]
+
+
 @pytest.mark.slow
 def test_live_cli_file_to_file_with_stats(
     live_clip: Path, tmp_path: Path, grace_hopper: np.ndarray
@@ -276,6 +309,8 @@ def test_live_cli_file_to_file_with_stats(
             "--stats",
             str(tmp_path / "s.json"),
             "--mirror",
+            "--audio",
+            "lavfi:sine=frequency=440",
         ],
         cwd=tmp_path,
         env=env,
@@ -297,6 +332,12 @@ def test_live_cli_file_to_file_with_stats(
     assert {"analyse", "swap"} <= set(stats["stage_ms"])
     with av.open(str(tmp_path / "out.mp4")) as container:
         assert container.streams.video[0].frames == stats["frames_processed"]
+        video, audio = container.streams.video[0], container.streams.audio[0]
+        # --audio: the sound heard from the first frame to the end of the last.
+        assert audio.codec_context.name == "aac"
+        assert float(audio.duration * audio.time_base) == pytest.approx(
+            float(video.duration * video.time_base), abs=0.1
+        )
         first = next(container.decode(video=0)).to_ndarray(format="bgr24").astype(int)
     with av.open(str(live_clip)) as container:
         camera = next(container.decode(video=0)).to_ndarray(format="bgr24").astype(int)
