@@ -50,7 +50,7 @@ import secrets
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,7 +92,7 @@ from faceweave.io import (
     write_bytes_atomic,
     write_image,
 )
-from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS
+from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
 from faceweave.runtime import STOP_SIGNALS, handling_signals
 
@@ -268,9 +268,10 @@ def _add_swap_parser(commands: Any) -> None:
         "swap",
         help="put the face of --source onto the faces of --target",
         description=(
-            "Put the face of SRC onto the faces of TGT. TGT may be a directory of images: "
-            "OUT is then a directory (created if needed) and every image is processed; "
-            "a failed image is reported on one line and the batch goes on. TGT may be a "
+            "Put the face of SRC onto the faces of TGT. TGT may be a directory: OUT is then "
+            "a directory (created if needed), its images are processed, then its videos "
+            "(each to a video of its name, with its audio and the video options); a failed "
+            "file is reported on one line and the batch goes on. TGT may be a "
             f"video ({', '.join(VIDEO_EXTENSIONS)}): OUT is then a video, with TGT's audio. "
             "--map SRC=REF (repeatable) replaces the person who looks like REF with SRC, "
             "so N sources go to N people."
@@ -296,7 +297,12 @@ def _add_swap_parser(commands: Any) -> None:
         help="put SRC on the person who looks like REF (repeatable; replaces --source)",
     )
     swap.add_argument(
-        "--target", "-t", required=True, type=Path, metavar="TGT", help="image, directory or video"
+        "--target",
+        "-t",
+        required=True,
+        type=Path,
+        metavar="TGT",
+        help="image, video, or a directory of them",
     )
     swap.add_argument(
         "--output", "-o", required=True, type=Path, metavar="OUT", help="image, directory or video"
@@ -780,17 +786,21 @@ def _run_swap(args: argparse.Namespace) -> int:
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
         return _run_swap_video(args, wanted, options)
+    batch = target_path.is_dir()
+    # A folder's videos are swapped after its images, each to a video of its name.
+    videos = list_videos(target_path) if batch else []
     video_only = [name for name in _VIDEO_OPTIONS if getattr(args, name) is not None]
-    if video_only:
+    if video_only and not videos:
         flag = "--" + video_only[0].replace("_", "-")
         raise UsageError(f"{flag} is for video targets ({', '.join(VIDEO_EXTENSIONS)})")
-    batch = target_path.is_dir()
     named = _named_inputs(wanted)
     # Check everything cheap before loading models or decoding anything.
+    video_plan: list[tuple[Path, Path]] = []
     if batch:
         targets = list_images(target_path)
-        if not targets:
-            raise InputError(f"{target_path}: no images ({', '.join(IMAGE_EXTENSIONS)})")
+        if not targets and not videos:
+            kinds = ", ".join((*IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS))
+            raise InputError(f"{target_path}: no images or videos ({kinds})")
         if _same_file(output_path, target_path):
             raise UsageError("--output must not be the --target directory")
         if args.debug is not None:
@@ -802,6 +812,10 @@ def _run_swap(args: argparse.Namespace) -> int:
         for _, output, overlay in plan:
             writes = [("--output", output)] + ([("--debug", overlay)] if overlay else [])
             _refuse_overwriting(writes, named)
+        video_plan = [(video, output_path / video.name) for video in videos]
+        for _, output in video_plan:
+            _refuse_overwriting([("--output", output)], named)
+        _check_trim_order(args)
         make_output_dir(output_path)  # not writable: fail before any model loads
         if args.debug is not None:
             make_output_dir(args.debug)
@@ -853,7 +867,58 @@ def _run_swap(args: argparse.Namespace) -> int:
         if note is not None and not args.quiet:
             _note(note)
         return EXIT_OK
-    return _run_batch(job, plan)
+    worst = _run_batch(job, plan) if plan else EXIT_OK
+    for video, output in video_plan:
+        code = _run_batch_video(args, job, video, output)
+        worst = _worse(worst, code)
+    return worst
+
+
+def _worse(code: int, other: int) -> int:
+    """The exit code that says more of what went wrong (usage > error > no face > ok)."""
+    return max(code, other, key=lambda c: _SEVERITY.get(c, _SEVERITY[EXIT_ERROR]))
+
+
+def _check_trim_order(args: argparse.Namespace) -> None:
+    if args.trim_start is not None and args.trim_end is not None:
+        if args.trim_end <= args.trim_start:
+            raise UsageError("--trim-end must be after --trim-start")
+
+
+def _check_trim_start(args: argparse.Namespace, target_path: Path, duration: float) -> None:
+    if args.trim_start is not None and 0 < duration <= args.trim_start:
+        raise UsageError(
+            f"--trim-start {args.trim_start:g} s is past the end of {target_path} "
+            f"({duration:.2f} s long)"
+        )
+
+
+def _run_batch_video(args: argparse.Namespace, job: _SwapJob, video: Path, output: Path) -> int:
+    """One video of a folder batch: its failure is one line, and the batch goes on."""
+    from faceweave.io.video import probe_video
+
+    try:
+        _check_trim_start(args, video, probe_video(video).duration)
+        references = (
+            job.map_references
+            if job.map_references is not None
+            else [job.reference_face]
+            if job.reference_face is not None
+            else []
+        )
+        return _video_job(args, job.swappers, references, job.selector, video, output)
+    except FaceweaveError as err:
+        _print_traceback_if_debugging()
+        _error(_naming(video, str(err)))
+        return err.exit_code
+    except OSError as err:
+        _print_traceback_if_debugging()
+        _error(_naming(video, _os_error_line(err)))
+        return EXIT_ERROR
+    except Exception as err:  # noqa: BLE001 - one bad file must not end the batch
+        _print_traceback_if_debugging()
+        _internal_error(err, video)
+        return EXIT_ERROR
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -935,7 +1000,6 @@ _VIDEO_OPTIONS = (
 def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOptions) -> int:
     import faceweave as fw
     from faceweave.io.video import probe_video, video_extension
-    from faceweave.pipeline.video_job import VIDEO_DETECT_TILES, swap_video
 
     target_path: Path = args.target
     output_path: Path = args.output
@@ -949,16 +1013,9 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
     if _same_file(output_path, target_path):
         raise UsageError("--output must not be the --target video")
     _refuse_overwriting([("--output", output_path)], _named_inputs(wanted))
-    if args.trim_start is not None and args.trim_end is not None:
-        if args.trim_end <= args.trim_start:
-            raise UsageError("--trim-end must be after --trim-start")
+    _check_trim_order(args)
     # Missing file, no video stream, unknown codec: before models load.
-    info = probe_video(target_path)
-    if args.trim_start is not None and 0 < info.duration <= args.trim_start:
-        raise UsageError(
-            f"--trim-start {args.trim_start:g} s is past the end of {target_path} "
-            f"({info.duration:.2f} s long)"
-        )
+    _check_trim_start(args, target_path, probe_video(target_path).duration)
     for path in wanted.paths:
         read_image(path, max_pixels=args.max_pixels)
 
@@ -966,6 +1023,25 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
     analyser = fw.FaceAnalyser(max_faces=args.max_faces, **_detector(args))
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+    return _video_job(
+        args, source_faces, reference_faces, wanted.selector, target_path, output_path, options
+    )
+
+
+def _video_job(
+    args: argparse.Namespace,
+    sources: Sequence[Any],
+    references: Sequence[Face],
+    selector: str,
+    target_path: Path,
+    output_path: Path,
+    options: SwapOptions | None = None,
+) -> int:
+    """Swap one video with a progress bar (frames, fps, ETA); its exit code."""
+    import faceweave as fw
+    from faceweave.pipeline.video_job import VIDEO_DETECT_TILES, swap_video
+
+    # A video's own analyser: its tracking mode follows one clip's frames.
     frame_analyser = fw.FaceAnalyser(
         max_faces=args.max_faces,
         mode="video",
@@ -974,8 +1050,9 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
     )
     from tqdm import tqdm
 
+    desc = PROG if args.target == target_path else f"{PROG} {target_path.name}"
     with (
-        tqdm(total=None, desc=PROG, unit="frame", file=sys.stderr, disable=args.quiet) as progress,
+        tqdm(total=None, desc=desc, unit="frame", file=sys.stderr, disable=args.quiet) as progress,
         _library_warnings(progress.write),
     ):
 
@@ -985,13 +1062,13 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
             progress.update(done - progress.n)
 
         stats = swap_video(
-            source_faces,
+            sources,
             target_path,
             output_path,
             analyser=frame_analyser,
             options=options,
-            selector=wanted.selector,
-            references=reference_faces,
+            selector=selector,
+            references=references,
             reference_distance=args.reference_distance,
             face_order=args.face_order,
             codec=args.encoder,
@@ -1216,7 +1293,7 @@ def _run_batch(job: _SwapJob, plan: list[tuple[Path, Path, Path | None]]) -> int
                 _print_traceback_if_debugging()
                 _internal_error(err, target_path, write=progress.write)
                 code = EXIT_ERROR
-            worst = max(worst, code, key=lambda c: _SEVERITY.get(c, _SEVERITY[EXIT_ERROR]))
+            worst = _worse(worst, code)
     return worst
 
 

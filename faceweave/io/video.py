@@ -70,6 +70,7 @@ __all__ = [
     "VideoInfo",
     "VideoReader",
     "VideoWriter",
+    "list_videos",
     "probe_video",
     "transcode",
     "video_extension",
@@ -188,6 +189,25 @@ def video_extension(path: PathLike) -> str:
         shown = extension or "no extension"
         raise UnsupportedFormatError(f"{path}: unsupported video format ({shown}); use {supported}")
     return extension
+
+
+def list_videos(directory: PathLike) -> list[Path]:
+    """The video files (:data:`VIDEO_EXTENSIONS`, any case) directly inside
+    ``directory``, sorted by name; hidden files and sub-directories are skipped.
+
+    Raises:
+        InputError: ``directory`` is missing or not a directory.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory}: no such directory")
+    return sorted(
+        entry
+        for entry in directory.iterdir()
+        if entry.suffix.lower() in _CONTAINERS
+        and not entry.name.startswith(".")
+        and entry.is_file()
+    )
 
 
 def probe_video(path: PathLike) -> VideoInfo:

@@ -186,6 +186,48 @@ def test_video_without_faces_exits_3_unless_skipped(
     assert len(_frames(tmp_path / "b.mp4")) == 6
 
 
+def test_a_folder_swaps_its_images_then_its_videos(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Video makers' batches: a folder's videos had been left out ("no images" when it
+    held only videos). Each is swapped to a video of its name, with its audio and the
+    video options; a broken one is one line, and the others are still done."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a_photo.png").write_bytes(files["hopper"].read_bytes())
+    (folder / "b_clip.mp4").write_bytes(files["clip"].read_bytes())
+    (folder / "c_broken.mp4").write_bytes(os.urandom(2000))
+    make_clip(folder / "d_grey.mkv", None, frames=6)
+    out = tmp_path / "out"
+    argv = ["swap", "-s", str(files["astronaut"]), "-t", str(folder), "-o", str(out)]
+    code = cli.main([*argv, "--trim-end", "0.5", "--quiet", "--no-watermark"])
+    err = capsys.readouterr().err
+    assert code == EXIT_ERROR, err  # the broken file's error outranks the grey clip's no face
+    lines = err.splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith(f"faceweave: error: {folder / 'c_broken.mp4'}: "), err
+    assert "d_grey.mkv: no face found in any frame" in lines[1], err
+    assert sorted(p.name for p in out.iterdir()) == ["a_photo.png", "b_clip.mp4", "d_grey.mkv"]
+    assert len(_frames(out / "b_clip.mp4")) == 15  # --trim-end 0.5 at 30 fps
+    assert _audio(out / "b_clip.mp4")  # its sound kept
+    assert (
+        np.abs(read_image(out / "a_photo.png").astype(int) - read_image(files["hopper"])).max()
+        > 50
+    )
+
+
+def test_video_options_need_a_video_in_the_folder(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a_photo.png").write_bytes(files["astronaut"].read_bytes())
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(folder), "-o", str(tmp_path / "out")]
+    assert cli.main([*argv, "--crf", "20"]) == EXIT_USAGE
+    assert "--crf is for video targets" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_map_on_a_group_photo(
     files: dict[str, Path],
     tmp_path: Path,
