@@ -389,6 +389,12 @@ def _add_swap_parser(commands: Any) -> None:
     video.add_argument("--trim-start", type=non_negative_float, metavar="SECONDS")
     video.add_argument("--trim-end", type=positive_float, metavar="SECONDS")
     video.add_argument(
+        "--no-audio",
+        action="store_true",
+        default=None,  # None when absent: a video-only option (see _VIDEO_OPTIONS)
+        help="leave the target's sound out of the output",
+    )
+    video.add_argument(
         "--frame-skip",
         type=positive_int,
         metavar="N",
@@ -985,6 +991,7 @@ def _batch_plan(
 
 # argparse destinations of the options that only mean something for a video target
 _VIDEO_OPTIONS = (
+    "no_audio",
     "encoder",
     "preset",
     "crf",
@@ -1077,6 +1084,7 @@ def _video_job(
             fps=args.fps,
             trim_start=args.trim_start,
             trim_end=args.trim_end,
+            keep_audio=not args.no_audio,
             frame_skip=args.frame_skip or DEFAULT_FRAME_SKIP,
             static_threshold=(
                 args.static_threshold

@@ -90,6 +90,7 @@ def files(
     [
         (["--map", "a.png=b.png", "--source", "a.png"], "--map replaces"),
         (["--crf", "20"], "--crf is for video targets"),
+        (["--no-audio"], "--no-audio is for video targets"),
         ([], "give --source SRC, or --map SRC=REF"),
     ],
 )
@@ -186,6 +187,17 @@ def test_video_without_faces_exits_3_unless_skipped(
     assert len(_frames(tmp_path / "b.mp4")) == 6
 
 
+def test_no_audio_leaves_the_sound_out(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["swap", "-s", str(files["astronaut"]), "-t", str(files["clip"]), "--no-watermark"]
+    assert cli.main([*argv, "-o", str(tmp_path / "out.mkv"), "--no-audio"]) == EXIT_OK
+    assert "audio none" in capsys.readouterr().err
+    with av.open(str(tmp_path / "out.mkv")) as container:
+        assert not container.streams.audio
+    assert len(_frames(tmp_path / "out.mkv")) == 30
+
+
 def test_a_folder_swaps_its_images_then_its_videos(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -211,8 +223,7 @@ def test_a_folder_swaps_its_images_then_its_videos(
     assert len(_frames(out / "b_clip.mp4")) == 15  # --trim-end 0.5 at 30 fps
     assert _audio(out / "b_clip.mp4")  # its sound kept
     assert (
-        np.abs(read_image(out / "a_photo.png").astype(int) - read_image(files["hopper"])).max()
-        > 50
+        np.abs(read_image(out / "a_photo.png").astype(int) - read_image(files["hopper"])).max() > 50
     )
 
 
