@@ -63,6 +63,7 @@ from faceweave.apps.argtypes import (
     SidesAction,
     frame_rate,
     non_negative_float,
+    non_negative_int,
     positive_float,
     positive_int,
     seconds,
@@ -308,6 +309,19 @@ def _add_swap_parser(commands: Any) -> None:
         "--output", "-o", required=True, type=Path, metavar="OUT", help="image, directory or video"
     )
     _add_look_and_selection_options(swap, FACE_SELECTOR_CHOICES)
+    swap.add_argument(
+        "--reference-frame",
+        type=non_negative_float,
+        metavar="SECONDS",
+        help="with a video target: the reference face is taken from its frame at SECONDS "
+        "(in place of --reference-face IMG)",
+    )
+    swap.add_argument(
+        "--reference-position",
+        type=non_negative_int,
+        metavar="N",
+        help="which face of --reference-frame, counted from 0 in --face-order (default 0)",
+    )
     swap.add_argument("--face-order", choices=FACE_ORDER_CHOICES, default=DEFAULT_FACE_ORDER)
     swap.add_argument("--max-faces", type=positive_int, default=DEFAULT_MAX_FACES, metavar="N")
     swap.add_argument(
@@ -724,6 +738,8 @@ class _Sources:
     sources: list[list[Path]]  # per identity: its photos (several with -s a.jpg b.jpg)
     references: list[Path]  # one for --reference-face, one per source for --map
     selector: str  # one, many, reference or map
+    # --reference-frame: the reference is the target video's face at this second
+    reference_frame: float | None = None
 
     @property
     def paths(self) -> list[Path]:
@@ -732,12 +748,26 @@ class _Sources:
 
 
 def _resolve_sources(args: argparse.Namespace) -> _Sources:
+    frame = getattr(args, "reference_frame", None)
+    if getattr(args, "reference_position", None) is not None and frame is None:
+        raise UsageError("--reference-position is for --reference-frame")
     if args.map:
         if args.source is not None or args.reference_face is not None or args.face_selector:
             raise UsageError("--map replaces --source, --reference-face and --face-selector")
+        if frame is not None:
+            raise UsageError("--map takes its references as REF images, not --reference-frame")
         return _Sources([[s] for s, _ in args.map], [r for _, r in args.map], "map")
     if args.source is None:
         raise UsageError("give --source SRC, or --map SRC=REF (repeatable)")
+    if frame is not None:
+        if args.reference_face is not None:
+            raise UsageError("give --reference-face IMG or --reference-frame SECONDS, not both")
+        if args.face_selector not in (None, "reference"):
+            raise UsageError(
+                f"--reference-frame is only used with --face-selector reference, "
+                f"not {args.face_selector}"
+            )
+        return _Sources([list(args.source)], [], "reference", reference_frame=frame)
     selector = _resolve_selector(args.face_selector, args.reference_face)
     references = [args.reference_face] if selector == "reference" else []
     return _Sources([list(args.source)], references, selector)
@@ -803,6 +833,10 @@ def _run_swap(args: argparse.Namespace) -> int:
     # Check everything cheap before loading models or decoding anything.
     video_plan: list[tuple[Path, Path]] = []
     if batch:
+        if wanted.reference_frame is not None:
+            raise UsageError(
+                "--reference-frame takes the face from one video: give a video --target"
+            )
         targets = list_images(target_path)
         if not targets and not videos:
             kinds = ", ".join((*IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS))
@@ -991,6 +1025,7 @@ def _batch_plan(
 
 # argparse destinations of the options that only mean something for a video target
 _VIDEO_OPTIONS = (
+    "reference_frame",
     "no_audio",
     "encoder",
     "preset",
@@ -1022,7 +1057,13 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
     _refuse_overwriting([("--output", output_path)], _named_inputs(wanted))
     _check_trim_order(args)
     # Missing file, no video stream, unknown codec: before models load.
-    _check_trim_start(args, target_path, probe_video(target_path).duration)
+    duration = probe_video(target_path).duration
+    _check_trim_start(args, target_path, duration)
+    if wanted.reference_frame is not None and 0 < duration <= wanted.reference_frame:
+        raise UsageError(
+            f"--reference-frame {wanted.reference_frame:g} s is past the end of {target_path} "
+            f"({duration:.2f} s long)"
+        )
     for path in wanted.paths:
         read_image(path, max_pixels=args.max_pixels)
 
@@ -1030,6 +1071,16 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
     analyser = fw.FaceAnalyser(max_faces=args.max_faces, **_detector(args))
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+    if wanted.reference_frame is not None:
+        reference_faces = [
+            _face_in_video(
+                analyser,
+                target_path,
+                wanted.reference_frame,
+                args.reference_position or 0,
+                args.face_order,
+            )
+        ]
     return _video_job(
         args, source_faces, reference_faces, wanted.selector, target_path, output_path, options
     )
@@ -1315,6 +1366,31 @@ def _resolve_selector(selector: str | None, reference_face: Path | None) -> str:
             f"--reference-face is only used with --face-selector reference, not {selector}"
         )
     return selector
+
+
+def _face_in_video(
+    analyser: fw.FaceAnalyser, path: Path, second: float, position: int, order: str
+) -> Face:
+    """The face at ``position`` (in ``order``) of a video's frame at ``second``, as a
+    player shows the frame (a display rotation applied)."""
+    from faceweave.analysis.selection import order_faces
+    from faceweave.io.video import VideoReader, upright
+
+    with VideoReader(path, start=second) as reader:
+        frame = next(iter(reader), None)
+        rotation = reader.rotation
+    if frame is None:
+        raise InputError(f"{path}: no frame at {second:g} s for --reference-frame")
+    faces = order_faces(_faces_in(analyser, upright(frame.image, rotation), path), order)
+    at = f"{path} at {frame.time:.2f} s"
+    if not faces:
+        raise NoFaceError(f"{at}: no face found for --reference-frame")
+    if position >= len(faces):
+        raise NoFaceError(
+            f"{at}: no face at --reference-position {position} ({len(faces)} found, "
+            f"counted from 0 in --face-order {order})"
+        )
+    return faces[position]
 
 
 def _first_face(analyser: fw.FaceAnalyser, frame: Frame, path: Path, role: str) -> Face:

@@ -27,7 +27,7 @@ import numpy as np
 
 from faceweave.errors import InputError
 from faceweave.io.image import PathLike
-from faceweave.io.video import VideoReader, probe_video
+from faceweave.io.video import VideoReader, probe_video, upright
 from faceweave.pipeline.stages import Packet
 
 __all__ = ["Camera", "FilePacer", "LiveSource", "Mirrored"]
@@ -137,10 +137,6 @@ class Camera(LiveSource):
             self._capture.release()
 
 
-# cv2.rotate's code that turns a frame stored with a clockwise display rotation upright.
-_UPRIGHT = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
-
-
 class FilePacer(LiveSource):
     """A video file played at its own frame rate, as if it were a camera.
 
@@ -163,7 +159,6 @@ class FilePacer(LiveSource):
         # A phone video stored sideways plays upright, as a player shows it (and as the
         # file job reads it): its frames are turned by the display rotation.
         self.rotation = probe_video(path).rotation
-        self._turn = _UPRIGHT.get(self.rotation)
         self._reader = VideoReader(path)
         info = self._reader.info
         sideways = self.rotation in (90, 270)
@@ -197,7 +192,7 @@ class FilePacer(LiveSource):
                         self.dropped += 1  # a camera would have overwritten it by now
                         continue
                 self.captured += 1
-                image = frame.image if self._turn is None else cv2.rotate(frame.image, self._turn)
+                image = upright(frame.image, self.rotation)
                 yield Packet(index=index, pts=None, time=due_media, image=image, captured_at=now)
                 index += 1
                 if self._closed:

@@ -73,6 +73,7 @@ __all__ = [
     "list_videos",
     "probe_video",
     "transcode",
+    "upright",
     "video_extension",
 ]
 
@@ -189,6 +190,16 @@ def video_extension(path: PathLike) -> str:
         shown = extension or "no extension"
         raise UnsupportedFormatError(f"{path}: unsupported video format ({shown}); use {supported}")
     return extension
+
+
+# cv2.rotate's code that turns a frame stored with a clockwise display rotation upright.
+_UPRIGHT = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
+
+
+def upright(image: Frame, rotation: int) -> Frame:
+    """A frame stored with a clockwise display ``rotation`` turned as a player shows it."""
+    turn = _UPRIGHT.get(rotation % 360)
+    return image if turn is None else cv2.rotate(image, turn)
 
 
 def list_videos(directory: PathLike) -> list[Path]:

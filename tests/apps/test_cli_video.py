@@ -273,6 +273,81 @@ def test_map_on_a_group_photo(
     assert redness[0] > 0.5 and redness[1] < -0.5, redness
 
 
+@pytest.mark.parametrize(("position", "reddened"), [(0, "left"), (1, "right")])
+def test_the_reference_face_is_taken_from_a_frame_of_the_target(
+    position: int,
+    reddened: str,
+    tmp_path: Path,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """FaceFusion's reference frame and position: no still of the person needed."""
+    h = grace_hopper.shape[0]
+    group = np.ascontiguousarray(np.hstack([cv2.resize(astronaut, (h, h)), grace_hopper]))
+    clip = make_clip(tmp_path / "group.mp4", group, frames=10, size=(640, 320), audio=False)
+    hopper = grace_hopper.astype(np.float32)
+    write_image(tmp_path / "red.png", np.clip(hopper * (0.5, 0.6, 1.6), 0, 255).astype(np.uint8))
+    argv = ["swap", "-s", str(tmp_path / "red.png"), "-t", str(clip), "--no-watermark"]
+    argv += ["-o", str(tmp_path / "out.mp4"), "--color", "none", "--quiet"]
+    argv += ["--reference-frame", "0.1", "--reference-position", str(position)]
+    assert cli.main([*argv, "--face-order", "left-right"]) == EXIT_OK, capsys.readouterr().err
+    change = _frames(tmp_path / "out.mp4")[5].astype(float) - _frames(clip)[5]
+    halves = {"left": change[:, :320], "right": change[:, 320:]}
+    redness = {side: float(c[..., 2].sum() - c[..., 0].sum()) / 1e6 for side, c in halves.items()}
+    other = "right" if reddened == "left" else "left"
+    assert redness[reddened] > 0.3 and abs(redness[other]) < 0.05, redness
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "fragment"),
+    [
+        (
+            ["--reference-position", "1"],
+            EXIT_USAGE,
+            "--reference-position is for --reference-frame",
+        ),
+        (["--reference-frame", "9"], EXIT_USAGE, "--reference-frame 9 s is past the end of"),
+        (
+            ["--reference-frame", "0", "--reference-face", "x.png"],
+            EXIT_USAGE,
+            "give --reference-face IMG or --reference-frame SECONDS, not both",
+        ),
+        (
+            ["--reference-frame", "0", "--reference-position", "3"],
+            EXIT_NO_FACE,
+            "at 0.00 s: no face at --reference-position 3 (1 found, counted from 0",
+        ),
+    ],
+)
+def test_reference_frame_errors(
+    extra: list[str],
+    code: int,
+    fragment: str,
+    files: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["swap", "-s", str(files["astronaut"]), "-t", str(files["clip"])]
+    assert cli.main([*argv, "-o", str(tmp_path / "o.mp4"), *extra]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reference_frame_needs_one_video_target(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["swap", "-s", str(files["astronaut"]), "--reference-frame", "0"]
+    assert cli.main([*argv, "-t", str(files["hopper"]), "-o", str(tmp_path / "o.png")]) == 2
+    assert "--reference-frame is for video targets" in capsys.readouterr().err
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "clip.mp4").write_bytes(files["clip"].read_bytes())
+    assert cli.main([*argv, "-t", str(folder), "-o", str(tmp_path / "out")]) == EXIT_USAGE
+    assert "give a video --target" in capsys.readouterr().err
+
+
 # --- end to end, in a subprocess -------------------------------------------------------------
 
 
