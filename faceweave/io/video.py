@@ -101,7 +101,16 @@ _COPY_AUDIO: dict[str, frozenset[str]] = {
 }
 
 # The layout an audio encoder is given for a source's channel count.
-_USUAL_LAYOUTS = {1: "mono", 2: "stereo", 3: "2.1", 4: "quad", 5: "5.0", 6: "5.1", 8: "7.1"}
+_USUAL_LAYOUTS = {
+    1: "mono",
+    2: "stereo",
+    3: "3.0",
+    4: "quad",
+    5: "5.0",
+    6: "5.1",
+    7: "6.1",
+    8: "7.1",
+}
 # Errors FFmpeg raises on damaged data, as opposed to a missing file or a bug.
 _DATA_ERRORS = (av.error.InvalidDataError, av.error.EOFError, av.error.FFmpegError, OSError)
 # How far ahead of the video audio packets are muxed; the muxer interleaves the rest.
@@ -783,6 +792,39 @@ class VideoWriter:
             self.abort()
 
 
+def _encoder_takes(encoder: str, rate: int, layout: str) -> bool:
+    """Whether ``encoder`` opens at this rate and channel layout."""
+    formats = av.Codec(encoder, "w").audio_formats or []
+    try:
+        context: Any = av.CodecContext.create(encoder, "w")
+        context.sample_rate = rate
+        context.layout = layout
+        if formats:
+            context.format = formats[0].name
+        context.open()
+    except (av.error.FFmpegError, ValueError, TypeError):
+        return False
+    return True
+
+
+def _encoder_rate_and_layout(encoder: str, rate: int, layout: Any) -> tuple[int, str]:
+    """A sample rate and channel layout ``encoder`` takes, as near a source's as it can:
+    Opus at 48 kHz; else the source's rate, or the next one up the encoder knows (AAC
+    has no 192 or 50 kHz), or its highest; the source's layout, or the usual one of its
+    channel count (AAC takes 2.1, Opus does not; PCM in AVI has "2 channels" in no
+    stated order), or stereo."""
+    rates = sorted(av.Codec(encoder, "w").audio_rates or ())
+    if "opus" in encoder:
+        rate = 48000
+    elif rates and rate not in rates:
+        rate = next((r for r in rates if r >= rate), rates[-1])
+    channels = getattr(layout, "nb_channels", 0) or 0
+    for name in (getattr(layout, "name", None), _USUAL_LAYOUTS.get(channels), "stereo"):
+        if name and _encoder_takes(encoder, rate, name):
+            return rate, name
+    return rate, "stereo"
+
+
 class LiveAudioEncoder:
     """Live sound into an open output container: chunks timed by when they were heard.
 
@@ -806,12 +848,13 @@ class LiveAudioEncoder:
         self.rate = rate
         self.layout = layout
         self._resync = round(resync * rate)
-        out_rate = 48000 if "opus" in encoder else rate  # Opus runs at 48 kHz only
+        # A rate the encoder takes (a 192 kHz interface into AAC: 96 kHz).
+        out_rate, out_layout = _encoder_rate_and_layout(encoder, rate, av.AudioLayout(layout))
         self.stream = container.add_stream(encoder, rate=out_rate)
-        self.stream.layout = layout
+        self.stream.layout = out_layout
         self._resampler = av.AudioResampler(
             format=self.stream.codec_context.codec.audio_formats[0].name,
-            layout=layout,
+            layout=out_layout,
             rate=out_rate,
         )
         self._next: int | None = None  # the sample the run is at
@@ -927,18 +970,16 @@ class _AudioSource:
             track.output = container.add_stream_from_template(source)
         else:
             track.encode = True
-            rate = 48000 if "opus" in encoder else (source.codec_context.sample_rate or 48000)
+            rate, layout = _encoder_rate_and_layout(
+                encoder, source.codec_context.sample_rate or 48000, source.codec_context.layout
+            )
             track.output = container.add_stream(encoder, rate=rate)
-            # The usual layout of the source's channel count: an encoder takes no layout
-            # of "2 channels" in no stated order (PCM and ADPCM in AVI or Matroska).
-            layout = source.codec_context.layout
-            channels = layout.nb_channels if layout is not None else 0
-            track.output.layout = _USUAL_LAYOUTS.get(channels, "stereo")
+            track.output.layout = layout
             # Decoded samples come in the source codec's own format (8-bit, 16-bit
             # integers...); the encoder takes one of its own, at its rate and layout.
             track.resampler = av.AudioResampler(
                 format=track.output.codec_context.codec.audio_formats[0].name,
-                layout=track.output.layout.name,
+                layout=layout,
                 rate=rate,
             )
             which = (

@@ -208,3 +208,19 @@ def test_a_udp_stream_carries_the_sound() -> None:
     # Sound and picture on one timeline: the first audio packet within 0.2 s of the
     # first frame (the muxer's start offset applies to both).
     assert abs(received["audio"][0] - received["video"][0]) < 0.2
+
+
+def test_a_192_khz_interface_is_recorded_at_a_rate_aac_takes(tmp_path: Path) -> None:
+    """It had failed the session at its first frame ('avcodec_open2 returned 22')."""
+    path = tmp_path / "hi.mp4"
+    with VideoWriter(path, width=W, height=H, fps=FPS, live_audio=(192000, "stereo")) as writer:
+        writer.write(np.zeros((H, W, 3), np.uint8))
+        t = np.arange(192000 // 2) / 192000
+        tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+        writer.write_audio(np.stack([tone, tone]), 0.0)
+    with av.open(str(path)) as container:
+        context = container.streams.audio[0].codec_context
+        assert (context.sample_rate, context.channels) == (96000, 2)
+    first, samples = _decoded_audio(path)
+    assert samples.size / 96000 == pytest.approx(0.5, abs=0.03)
+    assert _pitch(samples, 96000) == pytest.approx(440, abs=3)

@@ -210,12 +210,12 @@ def test_webm_encodes_vp9_and_reencodes_aac_to_opus(clip: Path, tmp_path: Path) 
     assert len(decoded_indices(out)) == 30
 
 
-def _clip_with_audio(path: Path, codec: str, layout: str) -> Path:
+def _clip_with_audio(path: Path, codec: str, layout: str, rate: int | None = None) -> Path:
     """1 s of 64x48 video at 30 fps and a 440 Hz tone in ``codec`` with ``layout``."""
     with av.open(str(path), "w") as out:
         video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
         video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
-        rate = 48000 if codec == "libopus" else SAMPLE_RATE
+        rate = rate or (48000 if codec == "libopus" else SAMPLE_RATE)
         sound = out.add_stream(codec, rate=rate)
         sound.layout = layout
         # An encoder takes its own sample format: resample the float tone into it.
@@ -280,6 +280,37 @@ def test_audio_the_container_cannot_hold_is_reencoded(
         assert container.streams.audio[0].codec_context.codec.canonical_name == out_codec
     assert _audio_seconds(out) == pytest.approx(_audio_seconds(source), abs=0.06)
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("codec", "layout", "rate", "out_ext", "out_rate", "out_layout"),
+    [
+        # Sample rates AAC has no table for: the next one up, or its highest.
+        ("pcm_s16le", "stereo", 192000, ".mp4", 96000, "stereo"),
+        ("pcm_s16le", "mono", 50000, ".mp4", 64000, "mono"),
+        # A layout Opus refuses (2.1): the usual one of its channel count.
+        ("flac", "2.1", 44100, ".webm", 48000, "3.0"),
+        # AAC takes 2.1 as it is.
+        ("flac", "2.1", 44100, ".mp4", 44100, "2.1"),
+    ],
+)
+def test_audio_is_reencoded_at_a_rate_and_layout_the_encoder_takes(
+    codec: str,
+    layout: str,
+    rate: int,
+    out_ext: str,
+    out_rate: int,
+    out_layout: str,
+    tmp_path: Path,
+) -> None:
+    """These had failed the whole job ('avcodec_open2 returned 22')."""
+    source = _clip_with_audio(tmp_path / "in.mkv", codec, layout, rate)
+    out = tmp_path / f"out{out_ext}"
+    assert transcode(source, out)["audio"] == "encode"
+    with av.open(str(out)) as container:
+        context = container.streams.audio[0].codec_context
+        assert (context.sample_rate, context.layout.name) == (out_rate, out_layout)
+    assert _audio_seconds(out) == pytest.approx(1.0, abs=0.06)
 
 
 @pytest.mark.parametrize("extension", [".mkv", ".mp4"])
