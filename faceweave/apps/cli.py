@@ -1146,6 +1146,7 @@ def _video_job(
             max_faces=args.max_faces,
             progress=advance,
             watermark=None if args.no_watermark else _new_job_id(),
+            keep_faceless=args.skip_no_face,
         )
     return _report_video(stats, target_path, output_path, args)
 
@@ -1153,7 +1154,8 @@ def _video_job(
 def _report_video(
     stats: VideoJobStats, target_path: Path, output_path: Path, args: argparse.Namespace
 ) -> int:
-    if not args.quiet:
+    written = stats.frames_swapped > 0 or args.skip_no_face
+    if not args.quiet and written:
         for line in stats.warnings:
             if "audio" in line or "crf" in line or "rotation" in line:  # the writer's notes
                 _note(line)
@@ -1162,13 +1164,18 @@ def _report_video(
             f"in {stats.frames_swapped} frames, {stats.fps:.1f} fps, audio {stats.audio}"
         )
     if stats.frames_swapped == 0:
-        what = "no face matching the reference" if args.reference_face or args.map else "no face"
-        message = f"{target_path}: {what} found in any frame; written unchanged"
+        matching = (
+            args.reference_face is not None
+            or bool(args.map)
+            or getattr(args, "reference_frame", None) is not None
+        )
+        what = "no face matching the reference" if matching else "no face"
         if not args.skip_no_face:
-            _error(message)
+            # As for an image: nothing written (the video job left no file).
+            _error(f"{target_path}: {what} found in any frame; nothing written")
             return EXIT_NO_FACE
         if not args.quiet:
-            _note(message)
+            _note(f"{target_path}: {what} found in any frame; written unchanged")
     return EXIT_OK
 
 

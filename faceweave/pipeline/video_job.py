@@ -340,6 +340,7 @@ def swap_video(
     progress: Callable[[int, int], None] | None = None,
     on_frame: Callable[[Packet], None] | None = None,
     watermark: str | None = None,
+    keep_faceless: bool = True,
 ) -> VideoJobStats:
     """Swap faces through a video file, keeping its audio, timing and rotation.
 
@@ -374,6 +375,8 @@ def swap_video(
             holds its :class:`SwapTarget` list); for benchmarks and previews.
         watermark: a job id: every frame carries the invisible provenance watermark
             with it and the container gets the synthetic-media labels. None: no mark.
+        keep_faceless: write the output even where no face was swapped in any frame
+            (the target unchanged); False leaves no file (and an older one in place).
 
     Returns:
         The :class:`VideoJobStats`.
@@ -530,7 +533,10 @@ def swap_video(
                 raise InputError(f"{target_path}: no frame from {span} (--trim-start/--trim-end)")
             detail = f" ({reader.warnings[0]})" if reader.warnings else ""
             raise InputError(f"{target_path}: no video frame could be decoded{detail}")
-        writer.close()
+        if counts["swapped_frames"] or keep_faceless:
+            writer.close()
+        else:
+            writer.abort()
     except BaseException:
         if writer is not None:
             writer.abort()

@@ -261,11 +261,11 @@ def _run_video(
             max_faces=options.max_faces,
             progress=lambda done, total: on_progress(0.1, 0.89, done, total),
             watermark=job.id if provenance_available() else None,
+            keep_faceless=options.skip_no_face,
         )
     finally:
         engine.analyser.detect_edges = edges
     if stats.frames_swapped == 0 and not options.skip_no_face:
-        result_path.unlink(missing_ok=True)
         raise NoFaceError("no (matching) face found in any frame of the target")
 
 

@@ -181,8 +181,12 @@ def test_video_without_faces_exits_3_unless_skipped(
 ) -> None:
     grey = make_clip(tmp_path / "grey.mp4", None, frames=6)
     argv = ["swap", "-s", str(files["hopper"]), "-t", str(grey), "--quiet"]
+    (tmp_path / "a.mp4").write_bytes(b"an older file")
     assert cli.main([*argv, "-o", str(tmp_path / "a.mp4")]) == EXIT_NO_FACE
-    assert "no face found in any frame" in capsys.readouterr().err
+    assert "no face found in any frame; nothing written" in capsys.readouterr().err
+    # As for an image: no output (it had been written unchanged), and an older file kept.
+    assert (tmp_path / "a.mp4").read_bytes() == b"an older file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "grey.mp4"]
     assert cli.main([*argv, "-o", str(tmp_path / "b.mp4"), "--skip-no-face"]) == EXIT_OK
     assert len(_frames(tmp_path / "b.mp4")) == 6
 
@@ -218,8 +222,8 @@ def test_a_folder_swaps_its_images_then_its_videos(
     lines = err.splitlines()
     assert len(lines) == 2, err
     assert lines[0].startswith(f"faceweave: error: {folder / 'c_broken.mp4'}: "), err
-    assert "d_grey.mkv: no face found in any frame" in lines[1], err
-    assert sorted(p.name for p in out.iterdir()) == ["a_photo.png", "b_clip.mp4", "d_grey.mkv"]
+    assert "d_grey.mkv: no face found in any frame; nothing written" in lines[1], err
+    assert sorted(p.name for p in out.iterdir()) == ["a_photo.png", "b_clip.mp4"]
     assert len(_frames(out / "b_clip.mp4")) == 15  # --trim-end 0.5 at 30 fps
     assert _audio(out / "b_clip.mp4")  # its sound kept
     assert (
