@@ -111,8 +111,9 @@ class AudioCapture:
 
     Args:
         spec: the device (see the module's docstring).
-        max_seconds: sound kept for :meth:`take`; older chunks are dropped (counted in
-            ``dropped_s``) when nobody takes them.
+        max_seconds: sound kept for :meth:`take` (an output takes it with each frame:
+            enough for a camera that stalls for seconds); older chunks are dropped
+            (counted in ``dropped_s``) when nobody takes them.
 
     Attributes:
         rate: samples per second.
@@ -126,7 +127,7 @@ class AudioCapture:
         InputError: the device cannot be opened or gives no sound.
     """
 
-    def __init__(self, spec: str, *, max_seconds: float = 5.0) -> None:
+    def __init__(self, spec: str, *, max_seconds: float = 30.0) -> None:
         self.spec = spec
         kind, name = parse_device(spec)
         if kind == "alsa" and "ALSA_CONFIG_PATH" not in os.environ:
@@ -136,7 +137,7 @@ class AudioCapture:
         try:
             self._container: Any = av.open(name, format=kind)
         except (av.error.FFmpegError, OSError, ValueError) as exc:
-            raise InputError(f"cannot open audio device {spec}: {_one_line(exc)}") from exc
+            raise InputError(f"cannot open audio device {spec}: {_reason(exc)}") from exc
         if not self._container.streams.audio:
             self._container.close()
             raise InputError(f"audio device {spec} gives no sound")
@@ -231,6 +232,15 @@ class AudioCapture:
                 old = self._chunks.popleft()
                 self._buffered_s -= old.seconds
                 self.dropped_s += old.seconds
+
+
+def _reason(exc: BaseException) -> str:
+    """FFmpeg's words for an error, without the error number PyAV puts first (a
+    filter's "[Errno 1279870712] Filter not found")."""
+    reason = getattr(exc, "strerror", None)
+    if isinstance(reason, str) and reason.strip():
+        return " ".join(reason.split())
+    return _one_line(exc)
 
 
 def _layout_name(channels: int) -> str:

@@ -118,10 +118,14 @@ class LiveStats:
     def summary(self) -> str:
         """One line for the terminal."""
         lat = self.latency_ms
+        latency = (
+            f"latency p50 {lat.p50:.0f} ms p95 {lat.p95:.0f} ms p99 {lat.p99:.0f} ms"
+            if self.frames_processed
+            else "no frame shown"
+        )
         return (
             f"{self.frames_processed} frames in {self.wall_s:.1f} s ({self.fps:.1f} fps), "
-            f"latency p50 {lat.p50:.0f} ms p95 {lat.p95:.0f} ms p99 {lat.p99:.0f} ms, "
-            f"{self.frames_captured} captured, {self.frames_dropped} dropped"
+            f"{latency}, {self.frames_captured} captured, {self.frames_dropped} dropped"
         )
 
 

@@ -343,3 +343,12 @@ def test_live_cli_file_to_file_with_stats(
         camera = next(container.decode(video=0)).to_ndarray(format="bgr24").astype(int)
     # --mirror: the output is the camera's picture flipped left to right.
     assert np.abs(first - camera[:, ::-1]).mean() < 0.5 * np.abs(first - camera).mean()
+
+
+def test_a_session_that_showed_no_frame_says_so_not_nan() -> None:
+    from faceweave.pipeline.live import LiveStats
+    from faceweave.pipeline.stages import Timing
+    from faceweave.pipeline.tracking import TrackerCounters
+
+    stats = LiveStats(3, 0, 3, {"capture": 3}, Timing.of([]), 0.0, 0.1, {}, TrackerCounters())
+    assert stats.summary() == "0 frames in 0.1 s (0.0 fps), no frame shown, 3 captured, 3 dropped"
