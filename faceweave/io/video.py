@@ -211,6 +211,21 @@ def upright(image: Frame, rotation: int) -> Frame:
     return image if turn is None else cv2.rotate(image, turn)
 
 
+def _tagged_end(stream: Any) -> float | None:
+    """The second a stream ends at, from its ``DURATION`` tag (``HH:MM:SS.fraction``, as
+    FFmpeg's Matroska muxer writes per track), or None."""
+    text = (stream.metadata or {}).get("DURATION")
+    if not isinstance(text, str):
+        return None
+    hours, _, rest = text.strip().partition(":")
+    minutes, _, secs = rest.partition(":")
+    try:
+        seconds = int(hours) * 3600 + int(minutes) * 60 + float(secs)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
 def list_videos(directory: PathLike) -> list[Path]:
     """The video files (:data:`VIDEO_EXTENSIONS`, any case) directly inside
     ``directory``, sorted by name; hidden files and sub-directories are skipped.
@@ -327,8 +342,11 @@ class VideoReader:
         stream = self._stream
         rate = self.average_rate
         fps = float(rate) if rate else 0.0
+        tagged = _tagged_end(stream)
         if stream.duration is not None:
             duration = float(stream.duration * self._time_base)
+        elif tagged is not None:  # the video's own length, not its longest track's
+            duration = tagged
         elif self._container.duration is not None:
             duration = self._container.duration / av.time_base
         else:
@@ -426,6 +444,12 @@ class VideoReader:
     def _expected_duration(self) -> float | None:
         if self._stream.duration:
             return float(self._stream.duration * self._time_base)
+        tagged = _tagged_end(self._stream)
+        if tagged is not None:
+            # Matroska's per-track DURATION tag: where the video ends (from time 0). The
+            # file's duration is its longest track's: audio running on past the picture
+            # had been read as a truncated video.
+            return tagged - float(self._origin_pts * self._time_base)
         if self._container.duration:
             # Matroska's duration runs from time 0, not from the first timestamp: a file
             # whose frames start at 5 s had read as 5 s longer than it is.

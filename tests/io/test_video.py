@@ -313,6 +313,32 @@ def test_audio_is_reencoded_at_a_rate_and_layout_the_encoder_takes(
     assert _audio_seconds(out) == pytest.approx(1.0, abs=0.06)
 
 
+def test_sound_running_on_past_the_picture_is_no_truncated_video(tmp_path: Path) -> None:
+    """Matroska's file duration is its longest track's: 2 s of sound under 1 s of
+    video had read as a video cut off at half its length."""
+    path = tmp_path / "long_sound.mkv"
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        sound = out.add_stream("aac", rate=SAMPLE_RATE, layout="mono")
+        for index in range(FPS):
+            frame = av.VideoFrame.from_ndarray(_image(index, WIDTH, HEIGHT), format="bgr24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        for begin in range(0, 2 * SAMPLE_RATE, 1024):
+            chunk = av.AudioFrame.from_ndarray(
+                np.zeros((1, 1024), np.float32), format="fltp", layout="mono"
+            )
+            chunk.sample_rate, chunk.pts = SAMPLE_RATE, begin
+            out.mux(sound.encode(chunk))
+        out.mux(sound.encode(None))
+    assert probe_video(path).duration == pytest.approx(1.0, abs=0.05)
+    with VideoReader(path) as reader:
+        assert len(list(reader)) == FPS
+        assert reader.warnings == []
+
+
 @pytest.mark.parametrize("extension", [".mkv", ".mp4"])
 def test_a_whole_file_starting_late_is_not_called_truncated(extension: str, tmp_path: Path) -> None:
     """Frames from 5 s on: Matroska's duration runs from 0, MP4's from the first frame."""
