@@ -113,6 +113,13 @@ _USUAL_LAYOUTS = {
 }
 # Errors FFmpeg raises on damaged data, as opposed to a missing file or a bug.
 _DATA_ERRORS = (av.error.InvalidDataError, av.error.EOFError, av.error.FFmpegError, OSError)
+# Samples an encoder puts before the sound (FFmpeg's AAC: 1024), which MP4 and
+# Matroska skip by their timestamps and AVI plays.
+_ENCODER_PRIMING = {"aac": 1024}
+# Audio frames this far from the end of the last one follow it (rounded timestamps).
+_AUDIO_JITTER_S = 0.01
+# An AVI track starting this much after the picture is re-encoded, led by silence.
+_AVI_TIMING_TOLERANCE_S = 0.02
 # How far ahead of the video audio packets are muxed; the muxer interleaves the rest.
 _AUDIO_LEAD_S = 0.5
 # A video stream ending this much (or 3 frames) before its announced length is truncated.
@@ -661,7 +668,9 @@ class VideoWriter:
                     self._container, copyable, audio_encoder, self.warnings
                 )
             if live_audio is not None:
-                self._live_audio = LiveAudioEncoder(self._container, audio_encoder, *live_audio)
+                self._live_audio = LiveAudioEncoder(
+                    self._container, audio_encoder, *live_audio, untimed=format_name == "avi"
+                )
                 self.audio_mode = "encode"
         except BaseException as exc:
             self.abort()
@@ -816,6 +825,34 @@ class VideoWriter:
             self.abort()
 
 
+def _cut_front(frame: Any, samples: int) -> Any:
+    """An audio frame without its first ``samples`` samples."""
+    data = frame.to_ndarray()
+    # Planar formats have a row per channel; packed ones one row of interleaved samples.
+    step = 1 if frame.format.is_planar else len(frame.layout.channels)
+    cut = av.AudioFrame.from_ndarray(
+        np.ascontiguousarray(data[:, samples * step :]),
+        format=frame.format.name,
+        layout=frame.layout,
+    )
+    cut.sample_rate = frame.sample_rate
+    return cut
+
+
+def _silence(template: Any, samples: int) -> Any:
+    """``samples`` of silence in ``template``'s format, layout and rate."""
+    data = template.to_ndarray()
+    step = 1 if template.format.is_planar else len(template.layout.channels)
+    zero = 128 if template.format.name.startswith("u8") else 0  # unsigned 8-bit: midpoint
+    frame = av.AudioFrame.from_ndarray(
+        np.full((data.shape[0], samples * step), zero, data.dtype),
+        format=template.format.name,
+        layout=template.layout,
+    )
+    frame.sample_rate = template.sample_rate
+    return frame
+
+
 def _encoder_takes(encoder: str, rate: int, layout: str) -> bool:
     """Whether ``encoder`` opens at this rate and channel layout."""
     formats = av.Codec(encoder, "w").audio_formats or []
@@ -856,7 +893,8 @@ class LiveAudioEncoder:
     the first video frame's). They are laid end to end, as an encoder expects; where a
     chunk's own time and that run part by more than ``resync`` seconds (the device
     stalled, or its clock drifted), the run follows the chunk's time: a gap is left
-    as it is, an overlap is cut from the chunk. Sound from before 0 is cut off.
+    as it is (or filled with silence, ``untimed``), an overlap is cut from the chunk.
+    Sound from before 0 is cut off.
 
     Args:
         container: a PyAV output container, before its first packet.
@@ -864,16 +902,28 @@ class LiveAudioEncoder:
         rate: samples per second of the chunks.
         layout: their channel layout (``mono`` or ``stereo``).
         resync: seconds the run may part from the chunks' times.
+        untimed: the container plays its sound end to end whatever its timestamps
+            (AVI): gaps are filled with silence, and the encoder's priming is made up
+            for by leaving out as much sound at the start.
     """
 
     def __init__(
-        self, container: Any, encoder: str, rate: int, layout: str, *, resync: float = 0.2
+        self,
+        container: Any,
+        encoder: str,
+        rate: int,
+        layout: str,
+        *,
+        resync: float = 0.2,
+        untimed: bool = False,
     ) -> None:
         self.rate = rate
         self.layout = layout
         self._resync = round(resync * rate)
+        self._untimed = untimed
         # A rate the encoder takes (a 192 kHz interface into AAC: 96 kHz).
         out_rate, out_layout = _encoder_rate_and_layout(encoder, rate, av.AudioLayout(layout))
+        self._lead = round(_ENCODER_PRIMING.get(encoder, 0) * rate / out_rate) if untimed else 0
         self.stream = container.add_stream(encoder, rate=out_rate)
         self.stream.layout = out_layout
         self._resampler = av.AudioResampler(
@@ -887,7 +937,7 @@ class LiveAudioEncoder:
     def encode(self, samples: NDArray[np.float32], start: float) -> list[Any]:
         """Packets for ``samples`` (float32, planar: one row per channel) heard from
         ``start`` seconds of the output on."""
-        at = round(start * self.rate)
+        at = round(start * self.rate) - self._lead
         if self._next is not None and abs(at - self._next) <= self._resync:
             at = self._next  # end to end with the last chunk
         cut = max(0, -at, (self._next or 0) - at)
@@ -895,6 +945,14 @@ class LiveAudioEncoder:
             return []
         samples = np.ascontiguousarray(samples[:, cut:], np.float32)
         at += cut
+        packets = []
+        while self._untimed and (self._next or 0) < at:  # silence, a second at a time
+            gap = min(at - (self._next or 0), self.rate)
+            silence = np.zeros((samples.shape[0], gap), np.float32)
+            packets += self._encode(silence, self._next or 0)
+        return packets + self._encode(samples, at)
+
+    def _encode(self, samples: NDArray[np.float32], at: int) -> list[Any]:
         frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout=self.layout)
         frame.sample_rate = self.rate
         frame.pts = at
@@ -927,6 +985,10 @@ class _AudioTrack:
         self.encode = False
         self.resampler: av.AudioResampler | None = None
         self.offset: int | None = None  # source ticks that become 0 in the output
+        self.next_sample: int | None = None  # re-encoded: the output sample it is at
+        # Seconds of the encoder's priming AVI cannot skip: that much of the sound is
+        # left out at the start, so the rest is heard on time.
+        self.lead_s = 0.0
         self.done = False
 
     @property
@@ -990,15 +1052,24 @@ class _AudioSource:
         source = track.input
         # The codec's own name (mp3), not its decoder's (mp3float).
         name = source.codec_context.codec.canonical_name
-        if name in supported:
+        # AVI keeps no audio timestamps: a copied track plays from 0 packet after packet,
+        # so one that starts late, or a trim's first packet, lands early or late.
+        # There a track is re-encoded, cut to the sample and led by silence.
+        late = self._starts_after_origin(track)
+        timed = self._non_negative and (self._trimmed or late > _AVI_TIMING_TOLERANCE_S)
+        if name in supported and not timed:
             track.output = container.add_stream_from_template(source)
         else:
+            if name in supported and name.startswith("pcm_"):
+                encoder = "pcm_s16le"  # PCM stays lossless
             track.encode = True
             rate, layout = _encoder_rate_and_layout(
                 encoder, source.codec_context.sample_rate or 48000, source.codec_context.layout
             )
             track.output = container.add_stream(encoder, rate=rate)
             track.output.layout = layout
+            if self._non_negative:
+                track.lead_s = _ENCODER_PRIMING.get(encoder, 0) / rate
             # Decoded samples come in the source codec's own format (8-bit, 16-bit
             # integers...); the encoder takes one of its own, at its rate and layout.
             track.resampler = av.AudioResampler(
@@ -1009,15 +1080,24 @@ class _AudioSource:
             which = (
                 f"audio track {track.number}: " if len(self._container.streams.audio) > 1 else ""
             )
-            writer_warnings.append(
-                f"{self.path}: {which}audio codec {name} cannot go into this container; "
-                f"re-encoded to {encoder}"
+            why = (
+                "AVI keeps no audio timestamps; re-encoded to keep its timing"
+                if name in supported
+                else "cannot go into this container; re-encoded"
             )
+            writer_warnings.append(f"{self.path}: {which}audio codec {name} {why} to {encoder}")
         for key in ("language", "title"):
             if source.metadata.get(key):
                 track.output.metadata[key] = source.metadata[key]
         with contextlib.suppress(AttributeError, TypeError, ValueError):
             track.output.disposition = source.disposition
+
+    def _starts_after_origin(self, track: _AudioTrack) -> float:
+        """Seconds a track's first sound comes after the output's 0 (0 if not later)."""
+        start = track.input.start_time
+        if start is None:
+            return 0.0
+        return max(0.0, float(start * track.time_base) - self._start)
 
     def pump(self, container: Any, until: float) -> None:
         """Mux source audio up to ``until`` output seconds."""
@@ -1081,16 +1161,41 @@ class _AudioSource:
             frames: list[Any] = packet.decode()  # AudioFrame (PyAV types it by stream)
         except _DATA_ERRORS:
             return
-        assert track.resampler is not None
         for frame in frames:
             if frame.time is None:
                 continue
-            frame.pts = round((frame.time - self._start) * frame.sample_rate)
-            frame.time_base = Fraction(1, frame.sample_rate)
-            if frame.pts < 0:
+            rate = frame.sample_rate
+            at = round((frame.time - self._start - track.lead_s) * rate)  # output sample
+            if track.next_sample is not None and abs(at - track.next_sample) <= round(
+                _AUDIO_JITTER_S * rate
+            ):
+                # Frames run end to end: their timestamps are rounded (to the millisecond
+                # in Matroska), and taken at their word they clip a few samples off.
+                at = track.next_sample
+            # Cut to the sample where it overlaps the output's 0 or what went before.
+            cut = max(0, -at, (track.next_sample or 0) - at)
+            if cut >= frame.samples:
                 continue
-            for ready in track.resampler.resample(frame):
-                container.mux(track.output.encode(ready))
+            if cut:
+                frame = _cut_front(frame, cut)
+                at += cut
+            if self._non_negative:
+                # AVI plays its sound end to end: a late start or a gap is silence (a
+                # second at a time: a track may start an hour in).
+                while (track.next_sample or 0) < at:
+                    gap = min(at - (track.next_sample or 0), rate)
+                    self._encode_frame(
+                        container, track, _silence(frame, gap), track.next_sample or 0
+                    )
+            self._encode_frame(container, track, frame, at)
+
+    def _encode_frame(self, container: Any, track: _AudioTrack, frame: Any, at: int) -> None:
+        assert track.resampler is not None
+        frame.pts = at
+        frame.time_base = Fraction(1, frame.sample_rate)
+        track.next_sample = at + frame.samples
+        for ready in track.resampler.resample(frame):
+            container.mux(track.output.encode(ready))
 
     def flush(self, container: Any) -> None:
         for track in self._tracks:

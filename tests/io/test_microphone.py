@@ -224,3 +224,23 @@ def test_a_192_khz_interface_is_recorded_at_a_rate_aac_takes(tmp_path: Path) -> 
     first, samples = _decoded_audio(path)
     assert samples.size / 96000 == pytest.approx(0.5, abs=0.03)
     assert _pitch(samples, 96000) == pytest.approx(440, abs=3)
+
+
+def test_an_avi_recording_keeps_a_stalled_devices_gap_as_silence(tmp_path: Path) -> None:
+    """AVI plays its sound end to end: the gap had collapsed, the rest coming early."""
+    path = tmp_path / "gap.avi"
+    with VideoWriter(path, width=W, height=H, fps=FPS, live_audio=(48000, "mono")) as writer:
+        for _ in range(2 * FPS):
+            writer.write(np.zeros((H, W, 3), np.uint8))
+        writer.write_audio(_tone(0.25, 0.0).samples, 0.0)
+        writer.write_audio(_tone(0.25, 0.0).samples, 1.0)  # nothing heard for 0.75 s
+    _, samples = _decoded_audio(path)
+    loud = np.abs(samples) > 0.1
+    assert samples.size / 48000 == pytest.approx(1.25, abs=0.03)
+    assert not loud[round(0.3 * 48000) : round(0.95 * 48000)].any()
+    # The sound after the gap at 1.0 s, the encoder's priming made up for.
+    assert np.flatnonzero(loud[round(0.5 * 48000) :])[0] / 48000 + 0.5 == pytest.approx(
+        1.0, abs=0.005
+    )
+    # The first 1024 samples (AAC's priming, which AVI plays) are left out, not delayed.
+    assert np.flatnonzero(loud)[0] / 48000 == pytest.approx(1024 / 48000, abs=0.002)

@@ -313,6 +313,65 @@ def test_audio_is_reencoded_at_a_rate_and_layout_the_encoder_takes(
     assert _audio_seconds(out) == pytest.approx(1.0, abs=0.06)
 
 
+def _late_tone_clip(path: Path, codec: str, start: float) -> Path:
+    """1 s of video; a 440 Hz tone in ``codec`` from ``start`` s to 1 s (nothing before)."""
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        sound = out.add_stream(codec, rate=SAMPLE_RATE, layout="mono")
+        resampler = av.AudioResampler(
+            format=sound.codec_context.codec.audio_formats[0].name, layout="mono"
+        )
+        for index in range(FPS):
+            frame = av.VideoFrame.from_ndarray(_image(index, WIDTH, HEIGHT), format="bgr24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        first = round(start * SAMPLE_RATE)
+        for begin in range(first, SAMPLE_RATE, 1024):
+            t = np.arange(begin, begin + 1024) / SAMPLE_RATE
+            tone = (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None]
+            chunk = av.AudioFrame.from_ndarray(tone, format="fltp", layout="mono")
+            chunk.sample_rate, chunk.pts = SAMPLE_RATE, begin
+            for ready in resampler.resample(chunk):
+                out.mux(sound.encode(ready))
+        out.mux(sound.encode(None))
+    return path
+
+
+def _first_sound(path: Path) -> float:
+    """Seconds from the first video frame to the first loud sample, as a player plays
+    it (AVI: end to end from 0)."""
+    with av.open(str(path)) as container:
+        frames = list(container.decode(audio=0))
+    with av.open(str(path)) as container:
+        video_start = float(next(container.decode(video=0)).time or 0.0)
+    samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames]).astype(np.float64)
+    rate = frames[0].sample_rate
+    if path.suffix == ".avi":  # no audio timestamps: sound plays from 0
+        start = 0.0
+    else:
+        start = float(frames[0].time or 0.0)
+    loud = np.flatnonzero(np.abs(samples) > 0.2 * np.abs(samples).max())
+    return start + loud[0] / rate - video_start
+
+
+@pytest.mark.parametrize("codec", ["flac", "pcm_s16le"])
+def test_avi_keeps_a_late_track_and_a_trim_on_time(codec: str, tmp_path: Path) -> None:
+    """AVI has no audio timestamps: a track starting 0.5 s in had played from 0, and a
+    trim's first packet early or late. Such tracks are now re-encoded, cut to the
+    sample and led by silence (AAC's priming made up for)."""
+    source = _late_tone_clip(tmp_path / "late.mkv", codec, 0.5)
+    assert _first_sound(source) == pytest.approx(0.5, abs=0.005)
+    stats = transcode(source, tmp_path / "late.avi")
+    assert any("AVI keeps no audio timestamps" in line for line in stats["writer_warnings"])
+    assert _first_sound(tmp_path / "late.avi") == pytest.approx(0.5, abs=0.005)
+    transcode(source, tmp_path / "trim.avi", start=0.3)
+    assert _first_sound(tmp_path / "trim.avi") == pytest.approx(0.2, abs=0.005)
+    transcode(source, tmp_path / "trim.mp4", start=0.3)  # with timestamps, as before
+    assert _first_sound(tmp_path / "trim.mp4") == pytest.approx(0.2, abs=0.005)
+
+
 def test_sound_running_on_past_the_picture_is_no_truncated_video(tmp_path: Path) -> None:
     """Matroska's file duration is its longest track's: 2 s of sound under 1 s of
     video had read as a video cut off at half its length."""
