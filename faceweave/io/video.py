@@ -113,6 +113,29 @@ _USUAL_LAYOUTS = {
 }
 # Errors FFmpeg raises on damaged data, as opposed to a missing file or a bug.
 _DATA_ERRORS = (av.error.InvalidDataError, av.error.EOFError, av.error.FFmpegError, OSError)
+# ISO 639-2 languages FFmpeg's QuickTime writer knows by their other code (it takes
+# "ger" and "fra", not "deu" and "fre"); MP4 and Matroska take either.
+_MOV_LANGUAGES = {
+    "deu": "ger",
+    "fre": "fra",
+    "zho": "chi",
+    "cze": "ces",
+    "nld": "dut",
+    "ell": "gre",
+    "rum": "ron",
+    "slo": "slk",
+    "fas": "per",
+    "isl": "ice",
+    "sqi": "alb",
+    "hye": "arm",
+    "eus": "baq",
+    "mya": "bur",
+    "kat": "geo",
+    "mkd": "mac",
+    "msa": "may",
+    "bod": "tib",
+    "cym": "wel",
+}
 # Samples an encoder puts before the sound (FFmpeg's AAC: 1024), which MP4 and
 # Matroska skip by their timestamps and AVI plays.
 _ENCODER_PRIMING = {"aac": 1024}
@@ -1089,6 +1112,9 @@ class _AudioSource:
         for key in ("language", "title"):
             if source.metadata.get(key):
                 track.output.metadata[key] = source.metadata[key]
+        language = source.metadata.get("language")
+        if language and container.format.name == "mov":
+            track.output.metadata["language"] = _MOV_LANGUAGES.get(language, language)
         with contextlib.suppress(AttributeError, TypeError, ValueError):
             track.output.disposition = source.disposition
 

@@ -450,7 +450,7 @@ def test_h264_with_b_frames_in_avi_keeps_even_times(tmp_path: Path) -> None:
 def _clip_with_tracks(path: Path, tracks: int = 2) -> Path:
     """1 s of video with ``tracks`` mono AAC tracks: track n a sine at n x 440 Hz, its
     language and title set, the second one not the default."""
-    languages = ["eng", "fra", "deu"]
+    languages = ["eng", "fre", "deu"]  # (QuickTime knows French and German as fra, ger)
     with av.open(str(path), "w") as out:
         video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
         video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
@@ -509,7 +509,7 @@ def test_every_audio_track_is_kept_with_its_language_and_title(tmp_path: Path) -
     assert not [line for line in stats["writer_warnings"] if "audio" in line]
     with av.open(str(tmp_path / "out.mp4")) as container:
         audio = container.streams.audio
-        assert [stream.metadata.get("language") for stream in audio] == ["eng", "fra"]
+        assert [stream.metadata.get("language") for stream in audio] == ["eng", "fre"]
         # MP4 keeps a track's title in its user data, which FFmpeg reads back as "name".
         titles = [stream.metadata.get("title", stream.metadata.get("name")) for stream in audio]
         assert titles == ["track 1", "track 2"]
@@ -532,7 +532,11 @@ def test_every_audio_track_is_reencoded_where_the_container_needs_it(tmp_path: P
     with av.open(str(tmp_path / "out.webm")) as container:
         audio = container.streams.audio
         assert [stream.codec_context.name for stream in audio] == ["opus"] * 3
-        assert [stream.metadata.get("language") for stream in audio] == ["eng", "fra", "deu"]
+        assert [stream.metadata.get("language") for stream in audio] == ["eng", "fre", "deu"]
+    transcode(source, tmp_path / "out.mov")
+    with av.open(str(tmp_path / "out.mov")) as container:
+        languages = [stream.metadata.get("language") for stream in container.streams.audio]
+    assert languages == ["eng", "fra", "ger"]
     assert [_pitch(tmp_path / "out.webm", n) for n in (0, 1, 2)] == pytest.approx(
         [440, 880, 1320], abs=5
     )
