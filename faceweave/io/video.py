@@ -1013,6 +1013,7 @@ class _AudioTrack:
         # left out at the start, so the rest is heard on time.
         self.lead_s = 0.0
         self.done = False
+        self.heard = False  # any of its sound went into the output
 
     @property
     def time_base(self) -> Fraction:
@@ -1167,6 +1168,7 @@ class _AudioSource:
             if packet.dts is not None:
                 packet.dts -= track.offset
             packet.stream = track.output
+            track.heard = True
             container.mux(packet)
 
     def _next_packet(self) -> av.Packet | None:
@@ -1220,11 +1222,17 @@ class _AudioSource:
         frame.pts = at
         frame.time_base = Fraction(1, frame.sample_rate)
         track.next_sample = at + frame.samples
+        track.heard = True
         for ready in track.resampler.resample(frame):
             container.mux(track.output.encode(ready))
 
     def flush(self, container: Any) -> None:
         for track in self._tracks:
+            if not track.heard and track.output is not None:
+                # MP4 and MOV then leave the track out, Matroska keeps it empty: say so.
+                which = f"audio track {track.number}" if len(self._tracks) > 1 else "audio"
+                span = "the trimmed range" if self._trimmed or self._end is not None else "it"
+                self.warnings.append(f"{self.path}: {which} has no sound in {span}")
             if track.encode and track.output is not None:
                 if track.resampler is not None:
                     for ready in track.resampler.resample(None):

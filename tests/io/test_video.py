@@ -372,6 +372,16 @@ def test_avi_keeps_a_late_track_and_a_trim_on_time(codec: str, tmp_path: Path) -
     assert _first_sound(tmp_path / "trim.mp4") == pytest.approx(0.2, abs=0.005)
 
 
+def test_a_track_with_no_sound_in_the_trimmed_range_is_said(tmp_path: Path) -> None:
+    """MP4 leaves such a track out (the tracks after it renumbered), Matroska keeps it
+    empty; either had been silent about it."""
+    source = _late_tone_clip(tmp_path / "late.mkv", "flac", 0.5)
+    stats = transcode(source, tmp_path / "early.mp4", end=0.4)
+    assert f"{source}: audio has no sound in the trimmed range" in stats["writer_warnings"]
+    stats = transcode(source, tmp_path / "all.mp4")
+    assert not [line for line in stats["writer_warnings"] if "no sound" in line]
+
+
 def test_sound_running_on_past_the_picture_is_no_truncated_video(tmp_path: Path) -> None:
     """Matroska's file duration is its longest track's: 2 s of sound under 1 s of
     video had read as a video cut off at half its length."""
