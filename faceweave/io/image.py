@@ -19,7 +19,7 @@ import os
 import re
 import secrets
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -38,6 +38,7 @@ __all__ = [
     "check_input_file",
     "check_output_path",
     "image_extension",
+    "list_files",
     "list_images",
     "make_output_dir",
     "output_path_for",
@@ -216,15 +217,25 @@ def list_images(directory: PathLike) -> list[Path]:
     Raises:
         InputError: ``directory`` is missing or not a directory.
     """
+    return list_files(directory, IMAGE_EXTENSIONS)
+
+
+def list_files(directory: PathLike, extensions: Iterable[str]) -> list[Path]:
+    """The files directly inside ``directory`` whose extension (any case) is one of
+    ``extensions`` (lower case, with the dot), sorted by name; hidden files and
+    sub-directories are skipped.
+
+    Raises:
+        InputError: ``directory`` is missing or not a directory.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: no such directory")
+    wanted = frozenset(extensions)
     return sorted(
         entry
         for entry in directory.iterdir()
-        if entry.suffix.lower() in IMAGE_EXTENSIONS
-        and not entry.name.startswith(".")
-        and entry.is_file()
+        if entry.suffix.lower() in wanted and not entry.name.startswith(".") and entry.is_file()
     )
 
 

@@ -58,6 +58,7 @@ from faceweave.io.image import (
     _temp_file,
     _temp_name,
     check_input_file,
+    list_files,
 )
 from faceweave.types import Frame
 
@@ -263,16 +264,7 @@ def list_videos(directory: PathLike) -> list[Path]:
     Raises:
         InputError: ``directory`` is missing or not a directory.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise InputError(f"{directory}: no such directory")
-    return sorted(
-        entry
-        for entry in directory.iterdir()
-        if entry.suffix.lower() in _CONTAINERS
-        and not entry.name.startswith(".")
-        and entry.is_file()
-    )
+    return list_files(directory, _CONTAINERS)
 
 
 def probe_video(path: PathLike) -> VideoInfo:

@@ -243,6 +243,17 @@ def test_video_options_need_a_video_in_the_folder(
     assert not (tmp_path / "out").exists()
 
 
+def _group(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Two people side by side, the left one scaled to the right one's height."""
+    h = right.shape[0]
+    return np.ascontiguousarray(np.hstack([cv2.resize(left, (h, h)), right]))
+
+
+def _tinted(image: np.ndarray, gains: tuple[float, float, float]) -> np.ndarray:
+    """The image with its B, G, R channels scaled (a source told apart by its tint)."""
+    return np.clip(image.astype(np.float32) * gains, 0, 255).astype(np.uint8)
+
+
 def test_map_on_a_group_photo(
     files: dict[str, Path],
     tmp_path: Path,
@@ -251,12 +262,11 @@ def test_map_on_a_group_photo(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Two sources told apart by tint (no colour transfer): each lands on its own person."""
+    group = _group(astronaut, grace_hopper)
     h = grace_hopper.shape[0]
-    group = np.ascontiguousarray(np.hstack([cv2.resize(astronaut, (h, h)), grace_hopper]))
     write_image(tmp_path / "group.png", group)
-    hopper = grace_hopper.astype(np.float32)
-    write_image(tmp_path / "red.png", np.clip(hopper * (0.5, 0.6, 1.6), 0, 255).astype(np.uint8))
-    write_image(tmp_path / "blue.png", np.clip(hopper * (1.6, 0.6, 0.5), 0, 255).astype(np.uint8))
+    write_image(tmp_path / "red.png", _tinted(grace_hopper, (0.5, 0.6, 1.6)))
+    write_image(tmp_path / "blue.png", _tinted(grace_hopper, (1.6, 0.6, 0.5)))
     argv = [
         "swap",
         "--map",
@@ -287,11 +297,9 @@ def test_the_reference_face_is_taken_from_a_frame_of_the_target(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """FaceFusion's reference frame and position: no still of the person needed."""
-    h = grace_hopper.shape[0]
-    group = np.ascontiguousarray(np.hstack([cv2.resize(astronaut, (h, h)), grace_hopper]))
+    group = _group(astronaut, grace_hopper)
     clip = make_clip(tmp_path / "group.mp4", group, frames=10, size=(640, 320), audio=False)
-    hopper = grace_hopper.astype(np.float32)
-    write_image(tmp_path / "red.png", np.clip(hopper * (0.5, 0.6, 1.6), 0, 255).astype(np.uint8))
+    write_image(tmp_path / "red.png", _tinted(grace_hopper, (0.5, 0.6, 1.6)))
     argv = ["swap", "-s", str(tmp_path / "red.png"), "-t", str(clip), "--no-watermark"]
     argv += ["-o", str(tmp_path / "out.mp4"), "--color", "none", "--quiet"]
     argv += ["--reference-frame", "0.1", "--reference-position", str(position)]
