@@ -467,7 +467,8 @@ def _add_live_parser(commands: Any) -> None:
         "--audio",
         metavar="DEVICE",
         help="record or stream sound with the picture (a FILE, udp:// or rtmp:// output): "
-        "default (the usual microphone), or FORMAT:NAME as FFmpeg names input devices, "
+        "default (the usual microphone), input (the --input video's own sound, kept in "
+        "step with its frames), or FORMAT:NAME as FFmpeg names input devices, "
         "e.g. alsa:default, pulse:default, alsa:hw:1,0, avfoundation::0, "
         "'dshow:audio=NAME', lavfi:sine=frequency=440 (a test tone)",
     )
@@ -1223,6 +1224,9 @@ def _library_warnings(write: Callable[..., None] | None = None) -> Iterator[None
 # --- live ------------------------------------------------------------------------------------
 
 
+AUDIO_OF_INPUT = "input"  # live --audio input: the --input video's own sound
+
+
 def _run_live(args: argparse.Namespace) -> int:
     import faceweave as fw
     from faceweave.io.camera import Camera, FilePacer, LiveSource, Mirrored
@@ -1239,7 +1243,11 @@ def _run_live(args: argparse.Namespace) -> int:
     if args.audio is not None:
         if kind not in ("file", "stream"):
             raise UsageError(AUDIO_OUTPUTS)
-        parse_device(args.audio)
+        if args.audio == AUDIO_OF_INPUT:
+            if args.input is None:
+                raise UsageError("--audio input is the --input video's own sound: give --input")
+        else:
+            parse_device(args.audio)
     if args.stats is not None:
         check_output_path(args.stats, image=False)
     selector = _resolve_selector(args.face_selector, args.reference_face)
@@ -1258,9 +1266,10 @@ def _run_live(args: argparse.Namespace) -> int:
         read_image(path, max_pixels=args.max_pixels)
     options = SwapOptions.from_settings(args)  # live has no mask options: defaults
 
+    pacer = FilePacer(args.input, loop=args.loop) if args.input is not None else None
     capture: LiveSource = (
-        FilePacer(args.input, loop=args.loop)
-        if args.input is not None
+        pacer
+        if pacer is not None
         else Camera(
             args.camera if args.camera is not None else 0,
             width=args.width,
@@ -1274,7 +1283,13 @@ def _run_live(args: argparse.Namespace) -> int:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
         # Opened before the models load, so a missing device is said at once; it starts
         # listening when the output opens.
-        microphone = AudioCapture(args.audio) if args.audio is not None else None
+        microphone = (
+            None
+            if args.audio is None
+            else AudioCapture.of_file(args.input, pacer)
+            if args.audio == AUDIO_OF_INPUT and pacer is not None
+            else AudioCapture(args.audio)
+        )
         if microphone is not None:
             cleanup.callback(microphone.close)  # the output closes it too
         analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)

@@ -167,8 +167,17 @@ class FilePacer(LiveSource):
         )
         self.fps = info.fps or 30.0
         self._closed = False
+        # perf_counter of media time 0 of each pass (the file's own sound follows it)
+        self.loop_origins: list[float] = []
+        self.finished = False
 
     def __iter__(self) -> Iterator[Packet]:
+        try:
+            yield from self._play()
+        finally:
+            self.finished = True
+
+    def _play(self) -> Iterator[Packet]:
         period = 1.0 / self.fps
         start: float | None = None
         offset = 0.0  # media time of the current loop's start
@@ -182,6 +191,8 @@ class FilePacer(LiveSource):
                 last = frame.time
                 if start is None:
                     start = time.perf_counter() - due_media
+                if played == 1:
+                    self.loop_origins.append(start + offset)
                 due = start + due_media
                 now = time.perf_counter()
                 if self.realtime:
@@ -205,6 +216,7 @@ class FilePacer(LiveSource):
 
     def close(self) -> None:
         """Release the file. Safe to call twice."""
+        self.finished = True
         if not self._closed:
             self._closed = True
             self._reader.close()

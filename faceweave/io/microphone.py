@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import av
 import av.error
@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from faceweave.errors import InputError, UsageError
 from faceweave.io.image import _one_line
+from faceweave.io.video import _main_video
 
 __all__ = ["RESYNC_S", "AudioCapture", "AudioChunk", "input_formats", "parse_device"]
 
@@ -127,21 +128,34 @@ class AudioCapture:
         InputError: the device cannot be opened or gives no sound.
     """
 
-    def __init__(self, spec: str, *, max_seconds: float = 30.0) -> None:
+    def __init__(
+        self, spec: str, *, max_seconds: float = 30.0, paced_by: PacedFile | None = None
+    ) -> None:
         self.spec = spec
-        kind, name = parse_device(spec)
-        if kind == "alsa" and "ALSA_CONFIG_PATH" not in os.environ:
-            if os.path.exists(_SYSTEM_ALSA_CONFIG):
-                os.environ["ALSA_CONFIG_PATH"] = _SYSTEM_ALSA_CONFIG
-        self._virtual = kind in _VIRTUAL_FORMATS
+        self._pacer = paced_by
+        self._virtual = False
+        if paced_by is not None:
+            kind, name, what = None, spec, f"{spec}: no sound to play"
+        else:
+            kind, name = parse_device(spec)
+            what = f"audio device {spec} gives no sound"
+            if kind == "alsa" and "ALSA_CONFIG_PATH" not in os.environ:
+                if os.path.exists(_SYSTEM_ALSA_CONFIG):
+                    os.environ["ALSA_CONFIG_PATH"] = _SYSTEM_ALSA_CONFIG
+            self._virtual = kind in _VIRTUAL_FORMATS
         try:
             self._container: Any = av.open(name, format=kind)
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             raise InputError(f"cannot open audio device {spec}: {_reason(exc)}") from exc
         if not self._container.streams.audio:
             self._container.close()
-            raise InputError(f"audio device {spec} gives no sound")
+            raise InputError(what)
         self._stream = self._container.streams.audio[0]
+        # A file's sound is timed from its picture's first frame, as the pacer plays it.
+        video = _main_video(self._container.streams.video)
+        first = video.start_time if video is not None else None
+        base = video.time_base if video is not None else None
+        self._media_origin = float(first * base) if first and base else 0.0
         context = self._stream.codec_context
         self.rate = int(context.sample_rate or 48000)
         # More than two channels are mixed down to stereo.
@@ -196,7 +210,21 @@ class AudioCapture:
     ) -> None:
         self.close()
 
+    @classmethod
+    def of_file(cls, path: str | os.PathLike[str], pacer: PacedFile) -> AudioCapture:
+        """A video file's own sound (its first audio track), played as ``pacer`` plays
+        the file's picture: each chunk is heard when the frames of its time are shown,
+        loop after loop.
+
+        Raises:
+            InputError: the file has no sound or cannot be read.
+        """
+        return cls(str(path), paced_by=pacer)
+
     def _run(self) -> None:
+        if self._pacer is not None:
+            self._run_with(self._pacer)
+            return
         origin: float | None = None  # perf_counter of the first sample (sample clock)
         count = 0  # samples since then
         began = time.perf_counter()
@@ -224,6 +252,47 @@ class AudioCapture:
         finally:
             self._container.close()
 
+    def _run_with(self, pacer: PacedFile) -> None:
+        """A file's sound, each chunk heard when the pacer shows its time's frame."""
+        loop = 0
+        try:
+            while not self._stop.is_set():
+                origin = self._loop_origin(pacer, loop)
+                if origin is None:
+                    return
+                for frame in self._container.decode(self._stream):
+                    for ready in self._resampler.resample(frame):
+                        if ready.time is None:
+                            continue
+                        samples = np.ascontiguousarray(ready.to_ndarray(), np.float32)
+                        heard = origin + ready.time - self._media_origin
+                        due = heard + samples.shape[1] / self.rate
+                        pause = due - time.perf_counter()
+                        if pause > 0 and self._stop.wait(pause):
+                            return
+                        if self._stop.is_set():
+                            return
+                        self._push(AudioChunk(samples, self.rate, heard))
+                if not pacer.loop:
+                    return
+                loop += 1
+                self._container.seek(0)
+                self._resampler = av.AudioResampler(
+                    format="fltp", layout=self.layout, rate=self.rate
+                )
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
+            if not self._stop.is_set():
+                self.error = f"{self.spec}: sound stopped: {_one_line(exc)}"
+        finally:
+            self._container.close()
+
+    def _loop_origin(self, pacer: PacedFile, loop: int) -> float | None:
+        """When the pacer shows media time 0 of its ``loop``-th pass (None: it ended)."""
+        while len(pacer.loop_origins) <= loop:
+            if pacer.finished or self._stop.wait(0.005):
+                return None
+        return pacer.loop_origins[loop]
+
     def _push(self, chunk: AudioChunk) -> None:
         with self._lock:
             self._chunks.append(chunk)
@@ -232,6 +301,17 @@ class AudioCapture:
                 old = self._chunks.popleft()
                 self._buffered_s -= old.seconds
                 self.dropped_s += old.seconds
+
+
+class PacedFile(Protocol):
+    """What :meth:`AudioCapture.of_file` needs of a file played at real time
+    (:class:`~faceweave.io.camera.FilePacer`)."""
+
+    loop: bool
+    # perf_counter of media time 0 of each pass over the file, as it starts
+    loop_origins: list[float]
+    # no further pass will start
+    finished: bool
 
 
 def _reason(exc: BaseException) -> str:

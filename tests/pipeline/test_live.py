@@ -125,6 +125,70 @@ def test_run_live_records_a_file_with_stats(
     json.dumps(stats.as_dict())
 
 
+def _flash_clip(path: Path) -> Path:
+    """1 s at 30 fps, black but for a white flash at 0.5 s, with a 1 kHz beep at
+    0.5 s and silence elsewhere: its picture and sound mark the same moment."""
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=30, options={"preset": "ultrafast"})
+        video.width, video.height, video.pix_fmt = 160, 120, "yuv420p"
+        sound = out.add_stream("aac", rate=48000, layout="mono")
+        for index in range(30):
+            image = np.full((120, 160, 3), 255 if 15 <= index < 18 else 0, np.uint8)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        for begin in range(0, 48000, 1024):
+            t = np.arange(begin, begin + 1024) / 48000
+            beep = np.where((t >= 0.5) & (t < 0.6), 0.5 * np.sin(2 * np.pi * 1000 * t), 0.0)
+            chunk = av.AudioFrame.from_ndarray(
+                beep.astype(np.float32)[None], format="fltp", layout="mono"
+            )
+            chunk.sample_rate, chunk.pts = 48000, begin
+            out.mux(sound.encode(chunk))
+        out.mux(sound.encode(None))
+    return path
+
+
+def _flashes_and_beeps(path: Path) -> tuple[list[float], list[float]]:
+    """Seconds where the white flashes and the beeps begin in a recording."""
+    with av.open(str(path)) as container:
+        bright = [
+            (f.time, f.to_ndarray(format="gray").mean() > 128) for f in container.decode(video=0)
+        ]
+    flashes = [
+        t for (t, on), (_, before) in zip(bright[1:], bright, strict=False) if on and not before
+    ]
+    with av.open(str(path)) as container:
+        frames = list(container.decode(audio=0))
+    rate, start = frames[0].sample_rate, float(frames[0].time)
+    samples = np.concatenate([f.to_ndarray()[0] for f in frames])
+    window = rate // 200  # 5 ms
+    loud = np.abs(samples[: samples.size // window * window]).reshape(-1, window).max(1) > 0.2
+    edges = np.flatnonzero(loud[1:] & ~loud[:-1]) + 1
+    return flashes, [start + edge * window / rate for edge in edges]
+
+
+def test_the_input_videos_own_sound_stays_with_its_frames(
+    tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    """live --audio input: the file's sound played as its frames are, loop after loop."""
+    from faceweave.io.microphone import AudioCapture
+
+    clip = _flash_clip(tmp_path / "flash.mp4")
+    capture = FilePacer(clip, loop=True)
+    sound = AudioCapture.of_file(clip, capture)
+    output = FileOutput(tmp_path / "rec.mp4", 160, 120, capture.fps, audio=sound)
+    run_live(
+        capture, output, [grace_hopper_face], analyser=analyser, duration=2.3, handle_sigint=False
+    )
+    flashes, beeps = _flashes_and_beeps(tmp_path / "rec.mp4")
+    # Each pass's flash and beep where the file has them (the flash a frame or two
+    # later where a loaded machine dropped its first frames).
+    assert beeps == pytest.approx([0.5, 1.5], abs=0.02), (flashes, beeps)
+    assert flashes == pytest.approx([0.5, 1.5], abs=0.07), (flashes, beeps)
+
+
 def test_run_live_stops_after_duration(
     live_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
 ) -> None:
@@ -352,3 +416,24 @@ def test_a_session_that_showed_no_frame_says_so_not_nan() -> None:
 
     stats = LiveStats(3, 0, 3, {"capture": 3}, Timing.of([]), 0.0, 0.1, {}, TrackerCounters())
     assert stats.summary() == "0 frames in 0.1 s (0.0 fps), no frame shown, 3 captured, 3 dropped"
+
+
+def test_audio_input_needs_an_input_video_with_sound(
+    tmp_path: Path,
+    astronaut: np.ndarray,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_models(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the models were loaded")
+
+    monkeypatch.setattr("faceweave.FaceAnalyser", no_models)
+    source = tmp_path / "src.png"
+    write_image(source, np.zeros((64, 64, 3), np.uint8))
+    argv = ["live", "-s", str(source), "--output", str(tmp_path / "o.mp4"), "--audio", "input"]
+    assert cli.main([*argv, "--camera", "0"]) == EXIT_USAGE
+    assert "--audio input is the --input video's own sound" in capsys.readouterr().err
+    silent = make_clip(tmp_path / "silent.mp4", astronaut, frames=5, size=(64, 48), audio=False)
+    assert cli.main([*argv, "--input", str(silent)]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err == f"faceweave: error: {silent}: no sound to play\n", err
