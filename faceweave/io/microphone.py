@@ -12,6 +12,9 @@ Chunks of samples are read in a thread and stamped on the camera's clock
 (``time.perf_counter()``) with the moment their first sample was heard: the device's
 own sample count since the first chunk, set again when that and this clock part by
 more than :data:`RESYNC_S` (a device that stalled, or one whose clock runs fast).
+:meth:`AudioCapture.of_file` plays a video file's own sound instead (``--audio
+input``), each chunk stamped when the :class:`~faceweave.io.camera.FilePacer`
+playing the file's picture shows the frame of its time.
 
 Example:
     >>> with AudioCapture("alsa:default") as microphone:  # doctest: +SKIP
