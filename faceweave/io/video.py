@@ -1096,12 +1096,13 @@ class _AudioSource:
             which = (
                 f"audio track {track.number}: " if len(self._container.streams.audio) > 1 else ""
             )
-            why = (
-                "AVI keeps no audio timestamps; re-encoded to keep its timing"
+            writer_warnings.append(
+                f"{self.path}: {which}audio {name} re-encoded to {encoder} to keep its timing "
+                "(AVI keeps no audio timestamps)"
                 if name in supported
-                else "cannot go into this container; re-encoded"
+                else f"{self.path}: {which}audio codec {name} cannot go into this container; "
+                f"re-encoded to {encoder}"
             )
-            writer_warnings.append(f"{self.path}: {which}audio codec {name} {why} to {encoder}")
         for key in ("language", "title"):
             if source.metadata.get(key):
                 track.output.metadata[key] = source.metadata[key]
