@@ -8,7 +8,16 @@ from faceweave.errors import InputError, UsageError
 from faceweave.types import Face
 
 SELECTORS = ("one", "many", "reference")
-ORDERS = ("large-small", "small-large", "left-right", "right-left", "top-bottom", "best-worst")
+ORDERS = (
+    "large-small",
+    "small-large",
+    "left-right",
+    "right-left",
+    "top-bottom",
+    "bottom-top",
+    "best-worst",
+    "worst-best",
+)
 
 
 def order_faces(faces: list[Face], order: str = "large-small") -> list[Face]:
@@ -19,7 +28,9 @@ def order_faces(faces: list[Face], order: str = "large-small") -> list[Face]:
         "left-right": lambda f: f.bbox[0],
         "right-left": lambda f: -f.bbox[2],
         "top-bottom": lambda f: f.bbox[1],
+        "bottom-top": lambda f: -f.bbox[3],
         "best-worst": lambda f: -f.score,
+        "worst-best": lambda f: f.score,
     }
     if order not in keys:
         raise UsageError(f"unknown face order {order!r}; choose from {', '.join(ORDERS)}")

@@ -1390,6 +1390,10 @@ def _resolve_selector(selector: str | None, reference_face: Path | None) -> str:
     return selector
 
 
+# How far before --reference-frame's second the frame on screen then is looked for.
+_REFERENCE_LOOKBACK_S = 1.0
+
+
 def _face_in_video(
     analyser: fw.FaceAnalyser, path: Path, second: float, position: int, order: str
 ) -> Face:
@@ -1398,8 +1402,14 @@ def _face_in_video(
     from faceweave.analysis.selection import order_faces
     from faceweave.io.video import VideoReader, upright
 
-    with VideoReader(path, start=second) as reader:
-        frame = next(iter(reader), None)
+    # The frame on screen at that second: the last one shown by then (a second inside
+    # the last frame's time, or before a keyframe's, is shown by an earlier frame).
+    frame = None
+    with VideoReader(path, start=max(0.0, second - _REFERENCE_LOOKBACK_S)) as reader:
+        for candidate in reader:
+            if frame is not None and candidate.time > second + 1e-6:
+                break
+            frame = candidate
         rotation = reader.rotation
     if frame is None:
         raise InputError(f"{path}: no frame at {second:g} s for --reference-frame")

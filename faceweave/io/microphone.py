@@ -264,18 +264,37 @@ class AudioCapture:
                 if origin is None:
                     return
                 for frame in self._container.decode(self._stream):
+                    ended = False
                     for ready in self._resampler.resample(frame):
                         if ready.time is None:
                             continue
                         samples = np.ascontiguousarray(ready.to_ndarray(), np.float32)
                         heard = origin + ready.time - self._media_origin
+                        # Sound from before the picture's first frame belongs to no pass.
+                        early = round((origin - heard) * self.rate)
+                        if early >= samples.shape[1]:
+                            continue
+                        if early > 0:
+                            samples, heard = samples[:, early:], heard + early / self.rate
                         due = heard + samples.shape[1] / self.rate
                         pause = due - time.perf_counter()
                         if pause > 0 and self._stop.wait(pause):
                             return
                         if self._stop.is_set():
                             return
-                        self._push(AudioChunk(samples, self.rate, heard))
+                        # A pass's sound ends where the next pass's picture starts: sound
+                        # running on past the last frame (AAC's padding is enough) had
+                        # pushed each pass later than the last.
+                        end = self._next_origin(pacer, loop)
+                        if end is not None and heard + samples.shape[1] / self.rate > end:
+                            samples = samples[:, : max(0, round((end - heard) * self.rate))]
+                            ended = True
+                        if samples.shape[1]:
+                            self._push(AudioChunk(samples, self.rate, heard))
+                        if ended:
+                            break
+                    if ended:
+                        break
                 if not pacer.loop:
                     return
                 loop += 1
@@ -288,6 +307,12 @@ class AudioCapture:
                 self.error = f"{self.spec}: sound stopped: {_one_line(exc)}"
         finally:
             self._container.close()
+
+    @staticmethod
+    def _next_origin(pacer: PacedFile, loop: int) -> float | None:
+        """When the pass after ``loop`` starts, once the pacer knows it."""
+        origins = pacer.loop_origins
+        return origins[loop + 1] if len(origins) > loop + 1 else None
 
     def _loop_origin(self, pacer: PacedFile, loop: int) -> float | None:
         """When the pacer shows media time 0 of its ``loop``-th pass (None: it ended)."""

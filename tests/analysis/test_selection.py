@@ -26,6 +26,7 @@ def left_right(pair_faces: list[Face]) -> tuple[Face, Face]:
         ("left-right", "left"),
         ("right-left", "right"),
         ("top-bottom", "left"),
+        ("bottom-top", "right"),
     ],
 )
 def test_order_faces(left_right: tuple[Face, Face], order: str, first: str) -> None:
@@ -38,6 +39,7 @@ def test_order_faces(left_right: tuple[Face, Face], order: str, first: str) -> N
 def test_order_best_worst(left_right: tuple[Face, Face]) -> None:
     ordered = order_faces(list(left_right), "best-worst")
     assert ordered[0].score >= ordered[1].score
+    assert order_faces(list(left_right), "worst-best") == ordered[::-1]
 
 
 def test_orders_listed() -> None:

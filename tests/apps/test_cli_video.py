@@ -330,6 +330,13 @@ def test_the_reference_face_is_taken_from_a_frame_of_the_target(
             EXIT_NO_FACE,
             "at 0.00 s: no face at --reference-position 3 (1 found, counted from 0",
         ),
+        # Inside the last frame's time (it is on screen until 1.0 s): that frame. It had
+        # been "no frame at 0.99 s" (the first frame at or after it was looked for).
+        (
+            ["--reference-frame", "0.99", "--reference-position", "3"],
+            EXIT_NO_FACE,
+            "at 0.97 s: no face at --reference-position 3 (1 found",
+        ),
     ],
 )
 def test_reference_frame_errors(
