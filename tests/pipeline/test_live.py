@@ -318,6 +318,19 @@ def test_live_window_without_display_is_one_line(
     assert err == "faceweave: error: no display: use --output FILE|udp://|rtmp://|virtualcam\n"
 
 
+def _blank_source_no_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A source photo (blank: never analysed), and models that fail if loaded: the
+    checks under test come before them."""
+
+    def no_models(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the models were loaded")
+
+    monkeypatch.setattr("faceweave.FaceAnalyser", no_models)
+    source = tmp_path / "src.png"
+    write_image(source, np.zeros((64, 64, 3), np.uint8))
+    return source
+
+
 @pytest.mark.parametrize(
     ("output", "audio", "code", "message"),
     [
@@ -336,12 +349,7 @@ def test_live_audio_errors_are_one_line_before_the_models_load(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def no_models(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the models were loaded")
-
-    monkeypatch.setattr("faceweave.FaceAnalyser", no_models)
-    source = tmp_path / "src.png"
-    write_image(source, np.zeros((64, 64, 3), np.uint8))
+    source = _blank_source_no_models(tmp_path, monkeypatch)
     argv = ["live", "-s", str(source), "--input", str(live_clip), "--audio", audio]
     target = output if output == "virtualcam" else str(tmp_path / output)
     assert cli.main([*argv, "--output", target]) == code
@@ -427,12 +435,7 @@ def test_audio_input_needs_an_input_video_with_sound(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def no_models(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the models were loaded")
-
-    monkeypatch.setattr("faceweave.FaceAnalyser", no_models)
-    source = tmp_path / "src.png"
-    write_image(source, np.zeros((64, 64, 3), np.uint8))
+    source = _blank_source_no_models(tmp_path, monkeypatch)
     argv = ["live", "-s", str(source), "--output", str(tmp_path / "o.mp4"), "--audio", "input"]
     assert cli.main([*argv, "--camera", "0"]) == EXIT_USAGE
     assert "--audio input is the --input video's own sound" in capsys.readouterr().err
