@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 
 from faceweave.errors import InputError, UsageError
 from faceweave.io.image import _one_line
-from faceweave.io.video import _main_video
+from faceweave.io.video import _video_start
 
 __all__ = ["RESYNC_S", "AudioCapture", "AudioChunk", "input_formats", "parse_device"]
 
@@ -155,10 +155,7 @@ class AudioCapture:
             raise InputError(what)
         self._stream = self._container.streams.audio[0]
         # A file's sound is timed from its picture's first frame, as the pacer plays it.
-        video = _main_video(self._container.streams.video)
-        first = video.start_time if video is not None else None
-        base = video.time_base if video is not None else None
-        self._media_origin = float(first * base) if first and base else 0.0
+        self._media_origin = _video_start(self._container)
         context = self._stream.codec_context
         self.rate = int(context.sample_rate or 48000)
         # More than two channels are mixed down to stereo.

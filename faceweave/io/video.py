@@ -64,8 +64,8 @@ from faceweave.types import Frame
 
 __all__ = [
     "DEFAULT_CRF",
-    "LiveAudioEncoder",
     "DEFAULT_PRESET",
+    "LiveAudioEncoder",
     "VIDEO_EXTENSIONS",
     "VideoFrame",
     "VideoInfo",
@@ -901,6 +901,79 @@ def _encoder_rate_and_layout(encoder: str, rate: int, layout: Any) -> tuple[int,
     return rate, "stereo"
 
 
+class _AudioRun:
+    """Audio frames laid end to end into an encoder (an output stream of its own).
+
+    Each frame comes with the output sample it starts at. Within ``tolerance``
+    seconds of where the run is, it follows on (rounded timestamps, a device's
+    jitter); further off, the run follows the frame: a gap is kept as it is (or
+    filled with silence, ``fill_gaps``: a container that plays its sound end to end
+    whatever its timestamps, AVI), an overlap is cut from the frame. Sound before 0
+    is cut off.
+    """
+
+    def __init__(
+        self,
+        container: Any,
+        encoder: str,
+        rate: int,
+        layout: Any,
+        *,
+        tolerance: float,
+        fill_gaps: bool,
+    ) -> None:
+        # A rate and layout the encoder takes (a 192 kHz interface into AAC: 96 kHz).
+        self.rate, layout_name = _encoder_rate_and_layout(encoder, rate, layout)
+        self.stream = container.add_stream(encoder, rate=self.rate)
+        self.stream.layout = layout_name
+        # Frames come in their source's own format (8-bit, 16-bit integers...); the
+        # encoder takes one of its own, at its rate and layout.
+        self._resampler = av.AudioResampler(
+            format=self.stream.codec_context.codec.audio_formats[0].name,
+            layout=layout_name,
+            rate=self.rate,
+        )
+        self._tolerance = tolerance
+        self._fill_gaps = fill_gaps
+        self.next: int | None = None  # the sample the run is at (None: nothing yet)
+
+    def add(self, frame: Any, at: int) -> list[Any]:
+        """Packets for ``frame`` (its own rate), starting at output sample ``at``."""
+        rate = frame.sample_rate
+        if self.next is not None and abs(at - self.next) <= round(self._tolerance * rate):
+            at = self.next  # end to end with what went before
+        cut = max(0, -at, (self.next or 0) - at)
+        if cut >= frame.samples:
+            return []
+        if cut:
+            frame = _cut_front(frame, cut)
+            at += cut
+        packets = []
+        while self._fill_gaps and (self.next or 0) < at:  # silence, a second at a time
+            gap = min(at - (self.next or 0), rate)
+            packets += self._encode(_silence(frame, gap), self.next or 0)
+        return packets + self._encode(frame, at)
+
+    def _encode(self, frame: Any, at: int) -> list[Any]:
+        frame.pts = at
+        frame.time_base = Fraction(1, frame.sample_rate)
+        self.next = at + frame.samples
+        return [
+            packet
+            for ready in self._resampler.resample(frame)
+            for packet in self.stream.encode(ready)
+        ]
+
+    def flush(self) -> list[Any]:
+        """The packets the resampler and the encoder still hold."""
+        packets = [
+            packet
+            for ready in self._resampler.resample(None)
+            for packet in self.stream.encode(ready)
+        ]
+        return packets + list(self.stream.encode(None))
+
+
 class LiveAudioEncoder:
     """Live sound into an open output container: chunks timed by when they were heard.
 
@@ -934,60 +1007,24 @@ class LiveAudioEncoder:
     ) -> None:
         self.rate = rate
         self.layout = layout
-        self._resync = round(resync * rate)
-        self._untimed = untimed
-        # A rate the encoder takes (a 192 kHz interface into AAC: 96 kHz).
-        out_rate, out_layout = _encoder_rate_and_layout(encoder, rate, av.AudioLayout(layout))
-        self._lead = round(_ENCODER_PRIMING.get(encoder, 0) * rate / out_rate) if untimed else 0
-        self.stream = container.add_stream(encoder, rate=out_rate)
-        self.stream.layout = out_layout
-        self._resampler = av.AudioResampler(
-            format=self.stream.codec_context.codec.audio_formats[0].name,
-            layout=out_layout,
-            rate=out_rate,
+        self._run = _AudioRun(
+            container, encoder, rate, av.AudioLayout(layout), tolerance=resync, fill_gaps=untimed
         )
-        self._next: int | None = None  # the sample the run is at
-        self.seconds_written = 0.0
+        priming = _ENCODER_PRIMING.get(encoder, 0) if untimed else 0
+        self._lead = round(priming * rate / self._run.rate)
 
     def encode(self, samples: NDArray[np.float32], start: float) -> list[Any]:
         """Packets for ``samples`` (float32, planar: one row per channel) heard from
         ``start`` seconds of the output on."""
-        at = round(start * self.rate) - self._lead
-        if self._next is not None and abs(at - self._next) <= self._resync:
-            at = self._next  # end to end with the last chunk
-        cut = max(0, -at, (self._next or 0) - at)
-        if cut >= samples.shape[1]:
-            return []
-        samples = np.ascontiguousarray(samples[:, cut:], np.float32)
-        at += cut
-        packets = []
-        while self._untimed and (self._next or 0) < at:  # silence, a second at a time
-            gap = min(at - (self._next or 0), self.rate)
-            silence = np.zeros((samples.shape[0], gap), np.float32)
-            packets += self._encode(silence, self._next or 0)
-        return packets + self._encode(samples, at)
-
-    def _encode(self, samples: NDArray[np.float32], at: int) -> list[Any]:
-        frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout=self.layout)
+        frame = av.AudioFrame.from_ndarray(
+            np.ascontiguousarray(samples, np.float32), format="fltp", layout=self.layout
+        )
         frame.sample_rate = self.rate
-        frame.pts = at
-        frame.time_base = Fraction(1, self.rate)
-        self._next = at + samples.shape[1]
-        self.seconds_written += samples.shape[1] / self.rate
-        return [
-            packet
-            for ready in self._resampler.resample(frame)
-            for packet in self.stream.encode(ready)
-        ]
+        return self._run.add(frame, round(start * self.rate) - self._lead)
 
     def flush(self) -> list[Any]:
         """The packets the resampler and the encoder still hold."""
-        packets = [
-            packet
-            for ready in self._resampler.resample(None)
-            for packet in self.stream.encode(ready)
-        ]
-        return packets + list(self.stream.encode(None))
+        return self._run.flush()
 
 
 class _AudioTrack:
@@ -997,15 +1034,18 @@ class _AudioTrack:
         self.input = stream
         self.number = number  # 1-based, as a player lists tracks
         self.output: Any = None
-        self.encode = False
-        self.resampler: av.AudioResampler | None = None
-        self.offset: int | None = None  # source ticks that become 0 in the output
-        self.next_sample: int | None = None  # re-encoded: the output sample it is at
+        self.run: _AudioRun | None = None  # re-encoded: its encoder's run
+        self.offset: int | None = None  # copied: source ticks that become 0 in the output
         # Seconds of the encoder's priming AVI cannot skip: that much of the sound is
         # left out at the start, so the rest is heard on time.
         self.lead_s = 0.0
         self.done = False
-        self.heard = False  # any of its sound went into the output
+        self.copied = False  # any of its packets went into the output
+
+    @property
+    def heard(self) -> bool:
+        """Whether any of its sound went into the output."""
+        return self.copied or (self.run is not None and self.run.next is not None)
 
     @property
     def time_base(self) -> Fraction:
@@ -1033,9 +1073,7 @@ class _AudioSource:
                 self.warnings.append(f"{path}: audio track {number}: unknown codec; left out")
             else:
                 self._tracks.append(_AudioTrack(stream, number))
-        video = _main_video(self._container.streams.video)
-        video_start = video.start_time if video is not None else None
-        origin = float(video_start * video.time_base) if video_start else 0.0
+        origin = _video_start(self._container)
         self._start = origin + trim_start  # source seconds that become 0 in the output
         self._end = origin + trim_end if trim_end is not None else None
         self._trimmed = trim_start > 0
@@ -1055,7 +1093,7 @@ class _AudioSource:
             self._attach_track(track, container, supported, encoder, writer_warnings)
             self._by_index[track.input.index] = track
         self._packets = self._container.demux([track.input for track in self._tracks])
-        return "encode" if any(track.encode for track in self._tracks) else "copy"
+        return "encode" if any(track.run is not None for track in self._tracks) else "copy"
 
     def _attach_track(
         self,
@@ -1078,21 +1116,18 @@ class _AudioSource:
         else:
             if name in supported and name.startswith("pcm_"):
                 encoder = "pcm_s16le"  # PCM stays lossless
-            track.encode = True
-            rate, layout = _encoder_rate_and_layout(
-                encoder, source.codec_context.sample_rate or 48000, source.codec_context.layout
+            # AVI plays its sound end to end: a late start or a gap is silence there.
+            track.run = _AudioRun(
+                container,
+                encoder,
+                source.codec_context.sample_rate or 48000,
+                source.codec_context.layout,
+                tolerance=_AUDIO_JITTER_S,
+                fill_gaps=self._non_negative,
             )
-            track.output = container.add_stream(encoder, rate=rate)
-            track.output.layout = layout
+            track.output = track.run.stream
             if self._non_negative:
-                track.lead_s = _ENCODER_PRIMING.get(encoder, 0) / rate
-            # Decoded samples come in the source codec's own format (8-bit, 16-bit
-            # integers...); the encoder takes one of its own, at its rate and layout.
-            track.resampler = av.AudioResampler(
-                format=track.output.codec_context.codec.audio_formats[0].name,
-                layout=layout,
-                rate=rate,
-            )
+                track.lead_s = _ENCODER_PRIMING.get(encoder, 0) / track.run.rate
             which = (
                 f"audio track {track.number}: " if len(self._container.streams.audio) > 1 else ""
             )
@@ -1148,8 +1183,8 @@ class _AudioSource:
             if start - self._start > until:
                 self._pending = packet
                 return
-            if track.encode:
-                self._encode_packet(container, track, packet)
+            if track.run is not None:
+                self._encode_packet(container, track.run, track.lead_s, packet)
                 continue
             if track.offset is None:
                 track.offset = round(self._start / time_base)
@@ -1161,7 +1196,7 @@ class _AudioSource:
             if packet.dts is not None:
                 packet.dts -= track.offset
             packet.stream = track.output
-            track.heard = True
+            track.copied = True
             container.mux(packet)
 
     def _next_packet(self) -> av.Packet | None:
@@ -1177,7 +1212,9 @@ class _AudioSource:
             if packet.size:
                 return packet
 
-    def _encode_packet(self, container: Any, track: _AudioTrack, packet: av.Packet) -> None:
+    def _encode_packet(
+        self, container: Any, run: _AudioRun, lead_s: float, packet: av.Packet
+    ) -> None:
         try:
             frames: list[Any] = packet.decode()  # AudioFrame (PyAV types it by stream)
         except _DATA_ERRORS:
@@ -1185,39 +1222,11 @@ class _AudioSource:
         for frame in frames:
             if frame.time is None:
                 continue
-            rate = frame.sample_rate
-            at = round((frame.time - self._start - track.lead_s) * rate)  # output sample
-            if track.next_sample is not None and abs(at - track.next_sample) <= round(
-                _AUDIO_JITTER_S * rate
-            ):
-                # Frames run end to end: their timestamps are rounded (to the millisecond
-                # in Matroska), and taken at their word they clip a few samples off.
-                at = track.next_sample
-            # Cut to the sample where it overlaps the output's 0 or what went before.
-            cut = max(0, -at, (track.next_sample or 0) - at)
-            if cut >= frame.samples:
-                continue
-            if cut:
-                frame = _cut_front(frame, cut)
-                at += cut
-            if self._non_negative:
-                # AVI plays its sound end to end: a late start or a gap is silence (a
-                # second at a time: a track may start an hour in).
-                while (track.next_sample or 0) < at:
-                    gap = min(at - (track.next_sample or 0), rate)
-                    self._encode_frame(
-                        container, track, _silence(frame, gap), track.next_sample or 0
-                    )
-            self._encode_frame(container, track, frame, at)
-
-    def _encode_frame(self, container: Any, track: _AudioTrack, frame: Any, at: int) -> None:
-        assert track.resampler is not None
-        frame.pts = at
-        frame.time_base = Fraction(1, frame.sample_rate)
-        track.next_sample = at + frame.samples
-        track.heard = True
-        for ready in track.resampler.resample(frame):
-            container.mux(track.output.encode(ready))
+            # The output sample it starts at (its timestamp is rounded, to the
+            # millisecond in Matroska: the run lays frames end to end through that).
+            at = round((frame.time - self._start - lead_s) * frame.sample_rate)
+            for packet_out in run.add(frame, at):
+                container.mux(packet_out)
 
     def flush(self, container: Any) -> None:
         for track in self._tracks:
@@ -1226,11 +1235,8 @@ class _AudioSource:
                 which = f"audio track {track.number}" if len(self._tracks) > 1 else "audio"
                 span = "the trimmed range" if self._trimmed or self._end is not None else "it"
                 self.warnings.append(f"{self.path}: {which} has no sound in {span}")
-            if track.encode and track.output is not None:
-                if track.resampler is not None:
-                    for ready in track.resampler.resample(None):
-                        container.mux(track.output.encode(ready))
-                container.mux(track.output.encode(None))
+            if track.run is not None:
+                container.mux(track.run.flush())
 
     def close(self) -> None:
         self._container.close()
@@ -1356,6 +1362,14 @@ def _main_video(streams: Any) -> Any:
         return int(context.width or 0) * int(context.height or 0) if context is not None else 0
 
     return max(candidates, key=area)  # the first of the largest
+
+
+def _video_start(container: Any) -> float:
+    """The second a file's picture starts at (its main video stream's first
+    timestamp), from which its sound is timed; 0 without one."""
+    video = _main_video(container.streams.video)
+    first = video.start_time if video is not None else None
+    return float(first * video.time_base) if first and video.time_base else 0.0
 
 
 def _video_stream(container: Any, path: PathLike) -> Any:
