@@ -21,7 +21,11 @@ Stages (each timed separately, after warm-up runs, ``--reps`` times):
 
 At 720p it also times ``swap`` per blend mode and per colour mode, and with the
 light match or the fine-detail step off (what each costs), and it reports the
-source preparation (``Swapper(...)``) once.
+source preparation (``Swapper(...)``) once. Then the neural engine
+(``NeuralSwapper``) at pixel boost 1 and 2: with ``--swapper-model`` and
+``--embedder-model``, your models; by default a pass-through model with
+inswapper's signature, built here, so that those rows are the engine's own cost
+around a model (alignment, mask, colour match, paste-back and blend).
 
 Example:
     python benchmarks/speed.py
@@ -123,7 +127,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--save-frames", action="store_true", help="also write the test frames and swaps as PNG"
     )
+    parser.add_argument(
+        "--swapper-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="time the neural engine with this inswapper-style model (with --embedder-model); "
+        "default: a pass-through model with its signature, built here, so that the rows "
+        "give the engine's own cost around a model",
+    )
+    parser.add_argument("--embedder-model", type=Path, metavar="FILE.onnx")
     return parser.parse_args(argv)
+
+
+def neural_models(args: argparse.Namespace, folder: Path) -> tuple[Path, Path, str] | None:
+    """(swap model, embedder, what they are): the user's files, or tiny pass-through models
+    with their signatures (tests/neural_models.py) written to ``folder``; None without
+    the onnx package."""
+    if (args.swapper_model is None) != (args.embedder_model is None):
+        raise SystemExit("--swapper-model and --embedder-model go together")
+    if args.swapper_model is not None:
+        return args.swapper_model, args.embedder_model, "your models"
+    try:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from neural_models import tiny_embedder, tiny_swapper
+    except ImportError:
+        return None
+    swap_model, _, _ = tiny_swapper(folder / "pass_through_inswapper.onnx")
+    return swap_model, tiny_embedder(folder / "tiny_arcface.onnx"), "pass-through model"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,6 +235,24 @@ def main(argv: list[str] | None = None) -> int:
             s = swapper.with_options(**change)
             variants[name] = bench(lambda s=s: s.swap(frame, found[:1]), args.warmup, args.reps)
             print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
+
+        # The neural engine around a model: align, mask, colour, paste back (and the
+        # model itself when it is the user's).
+        models = neural_models(args, out_dir)
+        if models is not None:
+            swap_model, embedder, kind = models
+            for boost in (1, 2):
+                neural = fw.NeuralSwapper(
+                    src_faces[0],
+                    swapper_model=swap_model,
+                    embedder_model=embedder,
+                    pixel_boost=boost,
+                )
+                name = f"neural, {kind}, pixel_boost={boost}"
+                variants[name] = bench(
+                    lambda s=neural: s.swap(frame, found[:1]), args.warmup, args.reps
+                )
+                print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
 
     rss = peak_rss_mib()
     defaults = fw.SwapOptions()

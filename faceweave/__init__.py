@@ -23,6 +23,7 @@ from faceweave.errors import (
     UsageError,
 )
 from faceweave.processors.debug import draw_debug
+from faceweave.processors.neural import NeuralSwapper
 from faceweave.processors.swap import (
     BLEND_MODES,
     COLOR_MODES,
@@ -48,6 +49,7 @@ __all__ = [
     "Frame",
     "ImageTooLargeError",
     "InputError",
+    "NeuralSwapper",
     "NoFaceError",
     "OutputError",
     "Pose",

@@ -14,14 +14,25 @@ from collections.abc import Sequence
 from typing import cast
 
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
 from faceweave.errors import FaceweaveError, NoFaceError, UsageError
+from faceweave.processors.neural import (
+    AnySwapper,
+    NeuralSwapper,
+    checked_pixel_boost,
+    load_models,
+)
 from faceweave.processors.swap import SwapOptions, Swapper
 from faceweave.types import Face, Frame
 
 SourceLike = str | os.PathLike | Frame | Face
 
-ENGINES = ("mesh",)
-EXECUTION_PROVIDERS = ("cpu",)
+# Engine name -> its execution providers. ``mesh`` is the embedded engine (no model
+# files, CPU); ``inswapper`` runs ONNX models the user brings (NeuralSwapper).
+ENGINES = {"mesh": ("cpu",), "inswapper": tuple(ONNX_PROVIDERS)}
+EXECUTION_PROVIDERS = ENGINES["mesh"]
+# FacePredictor keywords that set up the neural engine rather than a swap option.
+NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,11 +53,16 @@ def get_many_faces(frame: Frame) -> list[Face]:
 
 
 class FacePredictor:
-    """Swap faces with the embedded engine.
+    """Swap faces with the embedded engine, or with ONNX models you bring.
 
     Args:
-        model: engine name; ``mesh`` is the embedded geometric/photometric engine.
-        execution_provider: ``cpu`` (the embedded engine runs on the CPU).
+        model: engine name: ``mesh``, the embedded geometric/photometric engine (no
+            model files); ``inswapper``, InsightFace's inswapper_128 or a model with its
+            signature (see :class:`~faceweave.NeuralSwapper`), which needs
+            ``swapper_model=`` and ``embedder_model=`` (the ``.onnx`` files) and takes
+            ``pixel_boost=``.
+        execution_provider: ``cpu`` (the embedded engine runs on the CPU); for
+            ``inswapper`` any onnxruntime provider this machine has (``cuda``...).
         **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
     """
 
@@ -55,15 +71,36 @@ class FacePredictor:
     ) -> None:
         if model not in ENGINES:
             raise UsageError(f"unknown model {model!r}; available: {', '.join(ENGINES)}")
-        if execution_provider not in EXECUTION_PROVIDERS:
+        if execution_provider not in ENGINES[model]:
             raise UsageError(
                 f"execution provider {execution_provider!r} is not available for the "
-                f"{model!r} engine; available: {', '.join(EXECUTION_PROVIDERS)}"
+                f"{model!r} engine; available: {', '.join(ENGINES[model])}"
             )
+        setup = {name: options.pop(name) for name in NEURAL_SETUP if name in options}
+        self.neural: dict[str, object] | None = None
+        if model == "inswapper":
+            missing = [n for n in ("swapper_model", "embedder_model") if n not in setup]
+            if missing:
+                raise UsageError(
+                    f"the inswapper engine needs {' and '.join(missing)}= (.onnx files)"
+                )
+            swap_model, embedder = load_models(
+                setup["swapper_model"],  # type: ignore[arg-type]
+                setup["embedder_model"],  # type: ignore[arg-type]
+                execution_provider=execution_provider,
+            )
+            self.neural = {
+                "swapper_model": swap_model,
+                "embedder_model": embedder,
+                "pixel_boost": checked_pixel_boost(setup.get("pixel_boost", 1)),
+            }
+            NeuralSwapper._checked(SwapOptions.from_kwargs(options))
+        elif setup:
+            raise UsageError(f"{', '.join(setup)} is for model='inswapper'")
         SwapOptions.from_kwargs(options)  # a wrong option fails here, not at the first swap
         self.analyser = default_analyser()
         self.options = options
-        self._cached: tuple[object, object, Swapper] | None = None
+        self._cached: tuple[object, object, AnySwapper] | None = None
 
     def source_face(self, source: SourceLike) -> Face:
         """Resolve a source given as a path, a frame or a Face to a Face."""
@@ -82,7 +119,7 @@ class FacePredictor:
             raise NoFaceError(f"{name}: no face found in the source")
         return faces[0]
 
-    def swapper(self, source: SourceLike | Sequence[SourceLike]) -> Swapper:
+    def swapper(self, source: SourceLike | Sequence[SourceLike]) -> AnySwapper:
         """The swapper for ``source``, reused while the same source is asked for.
 
         A list or tuple is several photos of the same person, merged (see
@@ -106,7 +143,11 @@ class FacePredictor:
                 if len(photos) == 1 or isinstance(photo, (str, os.PathLike)):
                     raise  # the message names the file already
                 raise type(err)(f"source photo {number}: {err}") from err
-        swapper = Swapper(faces, **self.options)
+        swapper: AnySwapper = (
+            Swapper(faces, **self.options)
+            if self.neural is None
+            else NeuralSwapper(faces, **self.neural, **self.options)  # type: ignore[arg-type]
+        )
         self._cached = (key, source, swapper)
         return swapper
 

@@ -58,7 +58,8 @@ class OnnxModel:
     Args:
         path: the ``.onnx`` file.
         inputs: required input names.
-        outputs: required output names with the size of their last axis (None: any).
+        outputs: required output names with the size of their last axis (None: any
+            size); None takes every output the model has, in its order.
         execution_provider: ``cpu``, ``cuda``, ... (see :data:`EXECUTION_PROVIDERS`).
         threads: intra-op threads (0: onnxruntime's default).
 
@@ -72,7 +73,7 @@ class OnnxModel:
         path: str | Path,
         *,
         inputs: tuple[str, ...],
-        outputs: dict[str, int | None],
+        outputs: dict[str, int | None] | None,
         execution_provider: str = "cpu",
         threads: int = 0,
     ) -> None:
@@ -107,6 +108,12 @@ class OnnxModel:
             raise InputError(f"{self.path}: not a loadable ONNX model ({first})") from exc
         have_in = {i.name for i in self.session.get_inputs()}
         have_out = {o.name: o.shape for o in self.session.get_outputs()}
+        if outputs is None:
+            outputs = dict.fromkeys(have_out)
+        # Each input's shape as the file declares it (a dimension left open is a str or None).
+        self.input_shapes: dict[str, list[Any]] = {
+            i.name: list(i.shape) for i in self.session.get_inputs()
+        }
         missing = [n for n in inputs if n not in have_in]
         missing += [n for n in outputs if n not in have_out]
         if missing:

@@ -51,7 +51,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +94,14 @@ from faceweave.io import (
     write_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
+from faceweave.processors.neural import (
+    NEURAL_COLOR_MODES,
+    PIXEL_BOOSTS,
+    AnySwapper,
+    NeuralSwapper,
+    load_models,
+)
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions, Swapper
 from faceweave.runtime import STOP_SIGNALS, handling_signals
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -165,6 +172,7 @@ DEFAULT_LIVE_OUTPUT = "window"
 LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
 DETECTOR_CHOICES = detector_names()
 EXECUTION_PROVIDER_CHOICES = tuple(EXECUTION_PROVIDERS)
+ENGINE_CHOICES = ("mesh", "inswapper")
 DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
@@ -373,6 +381,7 @@ def _add_swap_parser(commands: Any) -> None:
         help="write a target without a face unchanged instead of failing",
     )
     _add_common_options(swap)
+    _add_engine_options(swap)
     _add_watermark_option(swap)
     swap.add_argument(
         "--debug",
@@ -492,6 +501,7 @@ def _add_live_parser(commands: Any) -> None:
     live.add_argument("--stats", type=Path, metavar="FILE.json", help="write the session's stats")
     live.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     _add_common_options(live)
+    _add_engine_options(live)
 
 
 def _add_analyse_parser(commands: Any) -> None:
@@ -629,6 +639,95 @@ def _add_look_and_selection_options(
     )
 
 
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    engine = parser.add_argument_group(
+        "neural engine",
+        "ONNX models you bring (faceweave ships no weights); --execution-provider runs them",
+    )
+    engine.add_argument(
+        "--engine",
+        choices=ENGINE_CHOICES,
+        default="mesh",
+        help="mesh: the embedded engine (no model files; default); inswapper: "
+        "InsightFace's inswapper_128 or a model with its signature, given by "
+        "--swapper-model and --embedder-model",
+    )
+    engine.add_argument(
+        "--swapper-model", type=Path, metavar="FILE.onnx", help="the swap model (inswapper_128)"
+    )
+    engine.add_argument(
+        "--embedder-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="the ArcFace recogniser the swap model was trained with (w600k_r50)",
+    )
+    engine.add_argument(
+        "--pixel-boost",
+        type=int,
+        choices=PIXEL_BOOSTS,
+        default=None,
+        metavar="N",
+        help="align the face at N times the model's size and run the model on its N*N "
+        "interleaved crops: more detail on a large face, N*N model runs (1-4; default 1)",
+    )
+
+
+def _engine(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The neural engine's setup (model paths, provider, pixel boost), or None for the
+    embedded engine; checks the flags before any model loads."""
+    flags = (
+        ("--swapper-model", args.swapper_model),
+        ("--embedder-model", args.embedder_model),
+        ("--pixel-boost", args.pixel_boost),
+    )
+    if args.engine == "mesh":
+        given = [flag for flag, value in flags if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} is for the neural engine: add --engine inswapper")
+        return None
+    missing = [flag for flag, value in flags[:2] if value is None]
+    if missing:
+        raise UsageError(f"--engine {args.engine} needs {' and '.join(missing)} FILE.onnx")
+    for _, path in flags[:2]:
+        if not path.is_file():
+            raise InputError(f"{path}: model file not found")
+    if args.color not in NEURAL_COLOR_MODES:
+        raise UsageError(
+            f"--color {args.color} is the mesh engine's; --engine {args.engine} takes "
+            f"{', '.join(NEURAL_COLOR_MODES)}"
+        )
+    return {
+        "swapper_model": args.swapper_model,
+        "embedder_model": args.embedder_model,
+        "execution_provider": args.execution_provider,
+        "pixel_boost": args.pixel_boost or 1,
+    }
+
+
+def _make_swappers(
+    sources: Sequence[list[Face]], options: SwapOptions, engine: dict[str, Any] | None
+) -> list[AnySwapper]:
+    """One swapper per source (its photos), of the chosen engine; the neural engine's
+    models load once, for all of them."""
+    if engine is None:
+        return [Swapper(photos, **options.__dict__) for photos in sources]
+    swap_model, embedder = load_models(
+        engine["swapper_model"],
+        engine["embedder_model"],
+        execution_provider=engine["execution_provider"],
+    )
+    return [
+        NeuralSwapper(
+            photos,
+            swapper_model=swap_model,
+            embedder_model=embedder,
+            pixel_boost=engine["pixel_boost"],
+            **options.__dict__,
+        )
+        for photos in sources
+    ]
+
+
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--detector",
@@ -678,7 +777,7 @@ class _SwapJob:
     """
 
     analyser: fw.FaceAnalyser
-    swappers: list[fw.Swapper]
+    swappers: list[AnySwapper]
     selector: str
     reference_face: Face | None
     reference_distance: float
@@ -819,6 +918,7 @@ def _run_swap(args: argparse.Namespace) -> int:
 
     wanted = _resolve_sources(args)
     options = SwapOptions.from_settings(args)  # before any model loads
+    engine = _engine(args)
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
@@ -888,7 +988,7 @@ def _run_swap(args: argparse.Namespace) -> int:
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     with _library_warnings():  # advice on a poor source photo, before any output
-        swappers = [fw.Swapper(photos, **options.__dict__) for photos in source_faces]
+        swappers = _make_swappers(source_faces, options, engine)
     job = _SwapJob(
         analyser=analyser,
         swappers=swappers,
@@ -1082,8 +1182,10 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
                 args.face_order,
             )
         ]
+    engine = _engine(args)
+    sources = source_faces if engine is None else _make_swappers(source_faces, options, engine)
     return _video_job(
-        args, source_faces, reference_faces, wanted.selector, target_path, output_path, options
+        args, sources, reference_faces, wanted.selector, target_path, output_path, options
     )
 
 
@@ -1265,6 +1367,7 @@ def _run_live(args: argparse.Namespace) -> int:
     for _, path in reads:
         read_image(path, max_pixels=args.max_pixels)
     options = SwapOptions.from_settings(args)  # live has no mask options: defaults
+    engine = _engine(args)
 
     pacer = FilePacer(args.input, loop=args.loop) if args.input is not None else None
     capture: LiveSource = (
@@ -1294,6 +1397,12 @@ def _run_live(args: argparse.Namespace) -> int:
             cleanup.callback(microphone.close)  # the output closes it too
         analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)
         source_faces = _load_source_photos(analyser, args.source, args.max_pixels)
+        # Swappers at fusion 1; run_live makes the other fusions from them (the keys).
+        sources: Sequence[Any] = (
+            source_faces
+            if engine is None
+            else _make_swappers(source_faces, replace(options, fusion=1.0), engine)
+        )
         references = (
             _load_faces(analyser, [args.reference_face], "reference", args.max_pixels)
             if selector == "reference"
@@ -1317,7 +1426,7 @@ def _run_live(args: argparse.Namespace) -> int:
         stats = run_live(
             capture,
             output,
-            source_faces,
+            sources,
             analyser=analyser,
             options=options,
             selector=selector,

@@ -39,7 +39,8 @@ from faceweave.errors import UsageError
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
 from faceweave.pipeline.video_job import FaceRouter, build_swappers, swap_targets
-from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
+from faceweave.processors.neural import AnySwapper
+from faceweave.processors.swap import SourcePhotos, SwapOptions
 from faceweave.runtime import STOP_SIGNALS, handling_signals
 from faceweave.types import Face
 
@@ -132,7 +133,7 @@ class LiveStats:
 def run_live(
     capture: LiveSource,
     output: FrameOutput,
-    sources: Sequence[SourcePhotos | Swapper],
+    sources: Sequence[SourcePhotos | AnySwapper],
     *,
     analyser: FaceAnalyser | None = None,
     options: SwapOptions | None = None,
@@ -191,7 +192,7 @@ def run_live(
         )
     controls = controls or LiveControls(fusion=options.fusion if options else 1.0)
     base = build_swappers(sources, replace(options or SwapOptions(), fusion=1.0))
-    variants: dict[tuple[int, float], Swapper] = {}
+    variants: dict[tuple[int, float], AnySwapper] = {}
     if selector == "reference":
         if len(references) != 1:
             raise UsageError("live face selector 'reference' needs exactly one reference face")

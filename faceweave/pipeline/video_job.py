@@ -50,6 +50,7 @@ from faceweave.io.video import (
 )
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace, TrackerCounters
+from faceweave.processors.neural import AnySwapper, NeuralSwapper
 from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
@@ -208,16 +209,22 @@ class FaceRouter:
 
 
 def build_swappers(
-    sources: Sequence[SourcePhotos | Swapper], options: SwapOptions | None = None
-) -> list[Swapper]:
-    """One :class:`Swapper` per source (sources already given as swappers are kept)."""
+    sources: Sequence[SourcePhotos | AnySwapper], options: SwapOptions | None = None
+) -> list[AnySwapper]:
+    """One :class:`Swapper` per source (sources already given as swappers, of either
+    engine, are kept)."""
     if not sources:
         raise UsageError("give at least one source face")
     opts = (options or SwapOptions()).validated()
-    return [s if isinstance(s, Swapper) else Swapper(s, **asdict(opts)) for s in sources]
+    return [
+        s if isinstance(s, (Swapper, NeuralSwapper)) else Swapper(s, **asdict(opts))
+        for s in sources
+    ]
 
 
-def swap_targets(image: Frame, targets: Sequence[SwapTarget], swappers: Sequence[Swapper]) -> Frame:
+def swap_targets(
+    image: Frame, targets: Sequence[SwapTarget], swappers: Sequence[AnySwapper]
+) -> Frame:
     """Swap every target with its source; the image itself when there is nothing to swap."""
     out = image
     for index in sorted({t.source_index for t in targets}):
@@ -315,7 +322,7 @@ class _Resampler:
 
 
 def swap_video(
-    sources: Sequence[SourcePhotos | Swapper],
+    sources: Sequence[SourcePhotos | AnySwapper],
     target_path: PathLike,
     output_path: PathLike,
     *,

@@ -1,0 +1,544 @@
+"""Neural face swap with ONNX models a user brings (faceweave ships no weights).
+
+The embedded engine (:class:`~faceweave.Swapper`) needs no model file. A user who has
+the files of InsightFace's ``inswapper_128`` (or a model with its signature) and of an
+ArcFace recogniser (``w600k_r50``, the one it was trained with) can swap with them::
+
+    swapper = NeuralSwapper(source_face, swapper_model="inswapper_128.onnx",
+                            embedder_model="w600k_r50.onnx", fusion=0.7)
+    out = swapper.swap(frame, faces)
+    faceweave swap -s me.jpg -t poster.jpg -o out.png --engine inswapper \\
+        --swapper-model inswapper_128.onnx --embedder-model w600k_r50.onnx
+
+The models' contracts, checked when they load (another signature is one clear line):
+
+* embedder: one input, float32 ``[1, 3, 112, 112]`` (a square side other than 112 is
+  taken too), RGB scaled to ``(v - 127.5) / 127.5``, the face aligned by its five
+  points to ArcFace's template; one output ``[1, E]``, the identity embedding.
+* swapper: inputs ``target`` float32 (or float16) ``[1, 3, S, S]``, RGB in 0..1, the
+  face aligned to the same template scaled to S (S = 128: 8 px to the right), and
+  ``source`` ``[1, D]``; one output ``[1, 3, S, S]``, the swapped face, RGB in 0..1.
+  ``source`` is the embedding mapped by the model's embedding map, the last (E, D)
+  matrix among the file's initializers (not used by the graph itself), and scaled
+  to unit length.
+
+Around the model, faceweave's own steps: the face mask from the 478-point mesh (face
+oval, ``mask_padding``, the mouth's opening kept with ``mask_mouth``), feathered in
+the aligned crop and kept off the parts of the crop outside the frame; the colour
+match (``color``: none, rct, lct) on that mask; the blend (``blend``: alpha,
+multiband, poisson). ``pixel_boost`` n > 1 aligns the face at n*S px and runs the
+model on the n*n interleaved S-px crops of it (every n-th pixel from each offset),
+reassembled: more of a large face's detail survives, for n*n model runs.
+
+Fusion: the model is asked for the identity ``(1 - f) * target + f * source`` (unit
+embeddings, the sum scaled back to unit length), a blend of the two people in the
+model's own identity space; below ``FUSION_FADE_IN`` the model's face also fades in
+over the target's pixels, so that fusion 0 is the target exactly and small values
+change it little.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from faceweave.analysis.onnx_backend import OnnxModel
+from faceweave.core import blend as blend_ops
+from faceweave.core import color as color_ops
+from faceweave.core.facemodel import FaceModel, load_face_model
+from faceweave.core.geometry import umeyama
+from faceweave.errors import InputError, NoFaceError, UsageError
+from faceweave.processors.swap import COLOR_GAIN_RANGE, COLOR_RIDGE, SwapOptions, Swapper
+from faceweave.types import Face, Frame, check_frame
+
+__all__ = [
+    "ARCFACE_TEMPLATE",
+    "AnySwapper",
+    "ArcFaceEmbedder",
+    "FUSION_FADE_IN",
+    "NEURAL_COLOR_MODES",
+    "PIXEL_BOOSTS",
+    "NeuralSwapper",
+    "SwapModel",
+    "alignment",
+    "checked_pixel_boost",
+    "load_models",
+]
+
+logger = logging.getLogger(__name__)
+
+# ArcFace's five-point template at 112 px (eyes, nose tip, mouth corners, image-left
+# first): the alignment the recogniser, and inswapper after it, were trained on.
+ARCFACE_TEMPLATE = np.array(
+    [
+        [38.2946, 51.6963],
+        [73.5318, 51.5014],
+        [56.0252, 71.7366],
+        [41.5493, 92.3655],
+        [70.7299, 92.2041],
+    ],
+    np.float64,
+)
+
+NEURAL_COLOR_MODES = ("none", "rct", "lct")
+# Below this fusion the model's face fades in over the target's pixels (see the module).
+FUSION_FADE_IN = 0.2
+PIXEL_BOOSTS = (1, 2, 3, 4)
+# Frame pixels around the box of what the swap changes, pasted back too.
+PASTE_MARGIN = 2
+
+
+def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
+    """(2, 3) similarity that takes a face's five points (eyes, nose tip, mouth corners,
+    image-left first, frame pixels) to ArcFace's template at ``size`` px: scaled by
+    size/112 for multiples of 112, else by size/128 and moved 8*size/128 px right
+    (the 128-px crops inswapper was trained on)."""
+    if size % 112 == 0:
+        template = ARCFACE_TEMPLATE * (size / 112)
+    else:
+        template = ARCFACE_TEMPLATE * (size / 128) + np.array([8 * size / 128, 0.0])
+    rotation, scale, translation = umeyama(np.asarray(points5, np.float64)[:, :2], template)
+    return np.hstack([scale * rotation, translation[:, None]])
+
+
+def _crop(frame: Frame, matrix: NDArray[np.float64], size: int) -> Frame:
+    crop = cv2.warpAffine(
+        frame, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+    )
+    return np.asarray(crop, np.uint8)
+
+
+def _square_side(shape: list[Any], default: int, name: str, path: Path) -> int:
+    """The side S of an input declared ``[1, 3, S, S]`` (``default`` where it is left open)."""
+    dims = [d if isinstance(d, int) and d > 0 else None for d in shape]
+    if len(dims) != 4 or dims[1] not in (3, None):
+        raise InputError(f"{path}: input {name} is {shape}, expected [1, 3, size, size]")
+    height, width = dims[2], dims[3]
+    if height is not None and width is not None and height != width:
+        raise InputError(f"{path}: input {name} is {shape}, expected a square [1, 3, size, size]")
+    side = height or width or default
+    if side < 16:
+        raise InputError(f"{path}: input {name} is {shape}, too small for a face")
+    return side
+
+
+def _vector_size(shape: list[Any], name: str, path: Path) -> int:
+    if len(shape) != 2 or not isinstance(shape[-1], int) or shape[-1] <= 0:
+        raise InputError(f"{path}: {name} is {shape}, expected [1, size]")
+    return int(shape[-1])
+
+
+def checked_pixel_boost(value: object) -> int:
+    """``value`` as a pixel boost (one of PIXEL_BOOSTS), or a UsageError."""
+    if isinstance(value, bool) or value not in PIXEL_BOOSTS:
+        raise UsageError(
+            f"pixel_boost must be one of {', '.join(map(str, PIXEL_BOOSTS))}, got {value!r}"
+        )
+    return int(value)  # type: ignore[call-overload]
+
+
+def _unit(vector: NDArray[np.floating]) -> NDArray[np.float32]:
+    norm = float(np.linalg.norm(vector))
+    if not np.isfinite(norm) or norm <= 1e-12:
+        raise InputError("the identity embedding is zero or not finite")
+    return (np.asarray(vector, np.float64) / norm).astype(np.float32)
+
+
+class ArcFaceEmbedder:
+    """Unit identity embeddings from an ArcFace-style ONNX recogniser (see the module).
+
+    Args:
+        model_path: the ``.onnx`` file (InsightFace's ``w600k_r50`` or one with its
+            signature).
+        execution_provider: onnxruntime provider (``cpu``, ``cuda``...).
+    """
+
+    def __init__(self, model_path: str | Path, *, execution_provider: str = "cpu") -> None:
+        self.model = OnnxModel(
+            model_path, inputs=(), outputs=None, execution_provider=execution_provider
+        )
+        path = self.model.path
+        if len(self.model.input_shapes) != 1 or len(self.model.output_names) != 1:
+            raise InputError(
+                f"{path}: not an embedding model: it has {len(self.model.input_shapes)} "
+                f"inputs and {len(self.model.output_names)} outputs, expected one of each"
+            )
+        ((self.input_name, shape),) = self.model.input_shapes.items()
+        self.size = _square_side(shape, 112, self.input_name, path)
+        out_shape = self.model.session.get_outputs()[0].shape
+        self.dim = _vector_size(list(out_shape), "its output", path)
+
+    def preprocess(self, frame: Frame, points5: NDArray[np.floating]) -> NDArray[np.float32]:
+        """(1, 3, size, size) float32: the aligned face, RGB, (v - 127.5) / 127.5."""
+        crop = _crop(frame, alignment(points5, self.size), self.size)
+        rgb = crop[:, :, ::-1].astype(np.float32)
+        return np.ascontiguousarray(((rgb - 127.5) / 127.5).transpose(2, 0, 1)[None])
+
+    def embed(self, frame: Frame, points5: NDArray[np.floating]) -> NDArray[np.float32]:
+        """The face's unit embedding, (E,) float32."""
+        (value,) = self.model.run({self.input_name: self.preprocess(frame, points5)}).values()
+        return _unit(value.reshape(-1))
+
+    def embed_face(self, face: Face) -> NDArray[np.float32]:
+        """The embedding of a face that carries its frame (as FaceAnalyser gives it)."""
+        if face.frame is None:
+            raise InputError("the face carries no frame to take its embedding from")
+        return self.embed(face.frame, face.landmarks_5)
+
+
+def _embedding_map(path: Path, rows: int, cols: int) -> NDArray[np.float32]:
+    """The last (rows, cols) float matrix among the file's initializers."""
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError as exc:  # pragma: no cover - install problem
+        raise InputError(f"reading {path.name}'s embedding map needs the onnx package") from exc
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:  # onnx raises protobuf's and its own errors
+        raise InputError(f"{path}: not a readable ONNX model ({exc})") from exc
+    for init in reversed(graph.initializer):
+        if tuple(init.dims) == (rows, cols):
+            value = numpy_helper.to_array(init)
+            if np.issubdtype(value.dtype, np.floating) and np.isfinite(value).all():
+                return np.asarray(value, np.float32)
+    raise InputError(
+        f"{path}: no {rows}x{cols} embedding map among its initializers: not an "
+        "inswapper-style model, or not for this embedder"
+    )
+
+
+class SwapModel:
+    """An inswapper-style ONNX model (see the module): aligned face plus identity in,
+    swapped face out.
+
+    Args:
+        model_path: the ``.onnx`` file (``inswapper_128.onnx`` or one with its signature).
+        embedding_size: the embedder's output size E (the embedding map's rows).
+        execution_provider: onnxruntime provider.
+    """
+
+    def __init__(
+        self, model_path: str | Path, *, embedding_size: int, execution_provider: str = "cpu"
+    ) -> None:
+        self.model = OnnxModel(
+            model_path,
+            inputs=("target", "source"),
+            outputs=None,
+            execution_provider=execution_provider,
+        )
+        path = self.model.path
+        if len(self.model.output_names) != 1:
+            raise InputError(
+                f"{path}: {len(self.model.output_names)} outputs, expected one (the face)"
+            )
+        self.size = _square_side(self.model.input_shapes["target"], 128, "target", path)
+        self.latent_size = _vector_size(self.model.input_shapes["source"], "input source", path)
+        types = {i.name: i.type for i in self.model.session.get_inputs()}
+        self._half = types["target"] == "tensor(float16)"
+        self._half_source = types["source"] == "tensor(float16)"
+        self.emap = _embedding_map(path, embedding_size, self.latent_size)
+
+    def latent(self, embedding: NDArray[np.floating]) -> NDArray[np.float32]:
+        """The model's ``source`` input for a unit embedding: mapped, unit length."""
+        return _unit(np.asarray(embedding, np.float64) @ self.emap).reshape(1, -1)
+
+    def run(self, crop: Frame, latent: NDArray[np.float32]) -> NDArray[np.float32]:
+        """The swapped face for one aligned ``size`` px BGR crop, BGR float32 0..255."""
+        blob = (crop[:, :, ::-1].astype(np.float32) / 255.0).transpose(2, 0, 1)[None]
+        feeds = {
+            "target": np.ascontiguousarray(blob.astype(np.float16) if self._half else blob),
+            "source": latent.astype(np.float16) if self._half_source else latent,
+        }
+        (face,) = self.model.run(feeds).values()
+        if face.shape != (1, 3, self.size, self.size):
+            raise InputError(
+                f"{self.model.path}: output {list(face.shape)}, expected "
+                f"[1, 3, {self.size}, {self.size}]"
+            )
+        bgr = face[0].transpose(1, 2, 0)[:, :, ::-1]
+        return np.ascontiguousarray(np.clip(bgr * 255.0, 0.0, 255.0), dtype=np.float32)
+
+    def run_boosted(
+        self, crop: Frame, latent: NDArray[np.float32], boost: int
+    ) -> NDArray[np.float32]:
+        """The swapped face of an ``boost * size`` px crop: each of its boost^2 interleaved
+        ``size`` px crops (every boost-th pixel from one offset) swapped, reassembled."""
+        if boost == 1:
+            return self.run(crop, latent)
+        out = np.empty((*crop.shape[:2], 3), np.float32)
+        for dy in range(boost):
+            for dx in range(boost):
+                part = np.ascontiguousarray(crop[dy::boost, dx::boost])
+                out[dy::boost, dx::boost] = self.run(part, latent)
+        return out
+
+
+def load_models(
+    swapper_model: str | Path | SwapModel,
+    embedder_model: str | Path | ArcFaceEmbedder,
+    *,
+    execution_provider: str = "cpu",
+) -> tuple[SwapModel, ArcFaceEmbedder]:
+    """The swap model and the embedder, each loaded from its file unless given loaded,
+    checked to belong together (the model's embedding map takes the embedder's size)."""
+    embedder = (
+        embedder_model
+        if isinstance(embedder_model, ArcFaceEmbedder)
+        else ArcFaceEmbedder(embedder_model, execution_provider=execution_provider)
+    )
+    if isinstance(swapper_model, SwapModel):
+        if swapper_model.emap.shape[0] != embedder.dim:
+            raise InputError(
+                f"{swapper_model.model.path.name} takes {swapper_model.emap.shape[0]}-value "
+                f"embeddings, {embedder.model.path.name} gives {embedder.dim}"
+            )
+        return swapper_model, embedder
+    model = SwapModel(
+        swapper_model, embedding_size=embedder.dim, execution_provider=execution_provider
+    )
+    return model, embedder
+
+
+class NeuralSwapper:
+    """Swaps (or fuses) one source identity onto target faces with ONNX models.
+
+    Same use as :class:`~faceweave.Swapper` (``swap(frame, faces)``,
+    ``with_options``), for the video and live pipelines too.
+
+    Args:
+        source_face: the source face (from :class:`~faceweave.FaceAnalyser`, carrying
+            its frame), or several photos of the same person (their embeddings are
+            averaged).
+        swapper_model: the swap model's ``.onnx`` file (see the module), or the model
+            loaded already (:func:`load_models`: several sources share one).
+        embedder_model: the recogniser's ``.onnx`` file, or the one loaded already.
+        execution_provider: onnxruntime provider for both.
+        pixel_boost: 1 (the model's own size) to 4 (see the module).
+        **options: swap options (:class:`~faceweave.SwapOptions`). This engine uses
+            ``fusion``, ``color`` (none, rct, lct), ``blend``, ``feather``,
+            ``mask_mouth`` and ``mask_padding``; the others belong to the embedded
+            engine and are not used.
+    """
+
+    def __init__(
+        self,
+        source_face: Face | Sequence[Face],
+        *,
+        swapper_model: str | Path | SwapModel,
+        embedder_model: str | Path | ArcFaceEmbedder,
+        execution_provider: str = "cpu",
+        pixel_boost: int = 1,
+        **options: object,
+    ) -> None:
+        self.options = self._checked(SwapOptions.from_kwargs(options))
+        self.pixel_boost = checked_pixel_boost(pixel_boost)
+        given: list[object] = (
+            list(source_face) if isinstance(source_face, (list, tuple)) else [source_face]
+        )
+        if not given or any(p is None for p in given):
+            raise NoFaceError("no source face given")
+        photos: list[Face] = []
+        for photo in given:
+            if not isinstance(photo, Face):
+                raise InputError(
+                    "the neural engine takes source faces from FaceAnalyser.get_faces "
+                    f"(or fw.get_one_face), got {type(photo).__name__}"
+                )
+            photos.append(photo)
+        self.model, self.embedder = load_models(
+            swapper_model, embedder_model, execution_provider=execution_provider
+        )
+        self.face_model: FaceModel = load_face_model()
+        self.source_embedding = _unit(
+            np.mean([self.embedder.embed_face(p) for p in photos], axis=0)
+        )
+        self.source_faces = tuple(photos)
+        self._source_latent = self.model.latent(self.source_embedding)
+
+    @staticmethod
+    def _checked(options: SwapOptions) -> SwapOptions:
+        if options.color not in NEURAL_COLOR_MODES:
+            raise UsageError(
+                f"colour mode {options.color!r} is the embedded engine's; the neural engine "
+                f"takes {', '.join(NEURAL_COLOR_MODES)}"
+            )
+        # No crease tracking in video: this engine does not use it.
+        return replace(options, creases=0.0)
+
+    def with_options(self, **changes: object) -> NeuralSwapper:
+        """A swapper with some options changed, sharing the loaded models and source."""
+        other = object.__new__(NeuralSwapper)
+        other.__dict__.update(self.__dict__)
+        if "pixel_boost" in changes:
+            other.pixel_boost = checked_pixel_boost(changes.pop("pixel_boost"))
+        other.options = self._checked(SwapOptions.from_kwargs({**self.options.__dict__, **changes}))
+        return other
+
+    def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
+        """Swap every given target face in ``frame``; returns a new frame."""
+        check_frame(frame)
+        targets = [faces] if isinstance(faces, Face) else list(faces)
+        for face in targets:
+            if not isinstance(face, Face):
+                raise InputError(f"a target is a Face, got {type(face).__name__}")
+            if tuple(face.frame_shape) != frame.shape[:2]:
+                raise InputError(
+                    "the face was found in another frame size: analyse the frame it is swapped in"
+                )
+        out = frame.copy()
+        if self.options.fusion <= 0.0:
+            return out
+        for face in targets:
+            self._swap_into(out, face)
+        return out
+
+    def latent_for(self, frame: Frame, target_face: Face) -> NDArray[np.float32]:
+        """The model's identity input for this target: the source's, or at fusion below 1
+        the unit blend of the target's own embedding and the source's."""
+        fusion = self.options.fusion
+        if fusion >= 1.0:
+            return self._source_latent
+        own = self.embedder.embed(frame, target_face.landmarks_5)
+        return self.model.latent(_unit((1.0 - fusion) * own + fusion * self.source_embedding))
+
+    def face_mask(
+        self, target_face: Face, matrix: NDArray[np.float64], size: int
+    ) -> NDArray[np.float32]:
+        """(size, size) float32 mask in the aligned crop: the mesh's face oval less
+        ``mask_padding`` and (``mask_mouth``) the mouth's opening, feathered inside
+        the oval, and none where the crop lies outside the frame."""
+        opts = self.options
+        points = (
+            target_face.landmarks_478[:, :2].astype(np.float64) @ matrix[:, :2].T + matrix[:, 2]
+        )
+        shift = 4  # sub-pixel polygon corners: 1/16 px
+        hard = np.zeros((size, size), np.uint8)
+        oval = self.face_model.face_oval_polygon(points)
+        cv2.fillPoly(
+            hard, [np.round(oval * (1 << shift)).astype(np.int32)], 255, cv2.LINE_AA, shift
+        )
+        x0, y0 = oval.min(axis=0)
+        x1, y1 = oval.max(axis=0)
+        top, right, bottom, left = opts.mask_padding
+        if any(opts.mask_padding):
+            keep = np.zeros_like(hard)
+            keep[
+                max(0, int(round(y0 + top * (y1 - y0)))) : max(
+                    0, int(round(y1 - bottom * (y1 - y0)))
+                ),
+                max(0, int(round(x0 + left * (x1 - x0)))) : max(
+                    0, int(round(x1 - right * (x1 - x0)))
+                ),
+            ] = 255
+            hard = np.minimum(hard, keep)
+        # The frame's own area in the crop (none of the crop's border beyond it).
+        frame_h, frame_w = target_face.frame_shape
+        corners = np.array([[0, 0], [frame_w, 0], [frame_w, frame_h], [0, frame_h]], np.float64)
+        placed = (corners - 0.5) @ matrix[:, :2].T + matrix[:, 2]
+        inside = np.zeros_like(hard)
+        cv2.fillConvexPoly(
+            inside, np.round(placed * (1 << shift)).astype(np.int32), 255, cv2.LINE_AA, shift
+        )
+        hard = np.minimum(hard, inside)
+        # Feather inward: eroded by two sigmas, so the weight is ~0 at the oval.
+        sigma = max(1.0, opts.feather * size)
+        radius = int(np.ceil(2 * sigma))
+        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
+        eroded = cv2.erode(hard, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=0)
+        soft = cv2.GaussianBlur(eroded.astype(np.float32) / 255.0, (0, 0), sigma)
+        if opts.mask_mouth:
+            # The target's mouth opening (teeth, tongue), cut with an edge of about a
+            # pixel: the lips around it are the model's.
+            opening = np.zeros_like(hard)
+            mouth = points[self.face_model.loops[2]] * (1 << shift)
+            cv2.fillPoly(opening, [np.round(mouth).astype(np.int32)], 255, cv2.LINE_AA, shift)
+            cut = cv2.GaussianBlur(opening.astype(np.float32) / 255.0, (0, 0), 0.5)
+            soft *= 1.0 - cut
+        return np.clip(soft, 0.0, 1.0).astype(np.float32)
+
+    def _swap_into(self, out: Frame, target_face: Face) -> None:
+        opts = self.options
+        size = self.model.size * self.pixel_boost
+        matrix = alignment(target_face.landmarks_5, size)
+        crop = _crop(out, matrix, size)
+        face = self.model.run_boosted(crop, self.latent_for(out, target_face), self.pixel_boost)
+        # The mask at the model's own size (a boosted crop's is that one scaled up).
+        mask = self.face_mask(
+            target_face, alignment(target_face.landmarks_5, self.model.size), self.model.size
+        )
+        if self.pixel_boost > 1:
+            mask = cv2.resize(mask, (size, size), interpolation=cv2.INTER_LINEAR)
+        mask *= min(1.0, opts.fusion / FUSION_FADE_IN)
+        if not mask.any():
+            return
+        if opts.color != "none":
+            on_face = mask >= 0.5
+            if on_face.sum() >= 16:
+                face = color_ops.color_transfer(
+                    face,
+                    crop,
+                    source_mask=on_face.astype(np.float32),
+                    target_mask=on_face.astype(np.float32),
+                    mode=opts.color,
+                    gain_range=COLOR_GAIN_RANGE,
+                    ridge=COLOR_RIDGE if opts.color == "lct" else 0.0,
+                )
+        # The blend runs in the crop, where the model's face is at its own resolution;
+        # what it changes beyond an alpha blend there (multiband: the seam's low
+        # frequencies over a wide band; poisson: the whole face's gradient fit) goes
+        # back into the frame as a correction to a full-resolution alpha blend, so the
+        # frame's pixels keep their detail wherever the face does not cover them.
+        correction = None
+        if opts.blend != "alpha":
+            # The crop's border beyond the frame is black, as the model saw it; the blend
+            # sees it continued from the frame's edge, so no black reaches the face.
+            backdrop = np.asarray(
+                cv2.warpAffine(out, matrix, (size, size), borderMode=cv2.BORDER_REPLICATE),
+                np.uint8,
+            )
+            blended = blend_ops.blend(face, backdrop, mask, mode=opts.blend).astype(np.float32)
+            weight = mask[:, :, None]
+            correction = blended - (face * weight + backdrop * (1.0 - weight))
+        # Back into the frame, warped by the inverse: only the box (in the frame) of
+        # what changes, with a margin.
+        inverse = cv2.invertAffineTransform(matrix)
+        reach = mask > 0
+        if correction is not None:
+            reach |= np.abs(correction).max(axis=2) >= 0.5
+        bx, by, bw, bh = cv2.boundingRect(reach.astype(np.uint8))
+        corners = np.array([[bx, by], [bx + bw, by], [bx, by + bh], [bx + bw, by + bh]], np.float64)
+        placed = corners @ inverse[:, :2].T + inverse[:, 2]
+        h, w = out.shape[:2]
+        x0, y0 = np.floor(placed.min(axis=0)).astype(int) - PASTE_MARGIN
+        x1, y1 = np.ceil(placed.max(axis=0)).astype(int) + PASTE_MARGIN
+        x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+        if x1 - x0 < 2 or y1 - y0 < 2:
+            return
+        inverse[:, 2] -= (x0, y0)
+        region = (x1 - x0, y1 - y0)
+
+        def back(image: NDArray[np.float32]) -> NDArray[np.float32]:
+            warped = cv2.warpAffine(
+                image, inverse, region, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+            )
+            return np.asarray(warped, np.float32)
+
+        roi = out[y0:y1, x0:x1]
+        weight_roi = back(mask)[:, :, None]
+        result = roi.astype(np.float32)
+        result += weight_roi * (back(face) - result)
+        if correction is not None:
+            result += back(correction)
+        out[y0:y1, x0:x1] = np.clip(result + 0.5, 0, 255).astype(np.uint8)
+
+
+# A swapper of either engine: the pipelines and front ends take both.
+AnySwapper = Swapper | NeuralSwapper

@@ -1,0 +1,91 @@
+"""Tiny ONNX models with the signatures of an ArcFace recogniser and of inswapper, built
+by the tests (no weights are downloaded or shipped). Importable as ``neural_models``:
+tests/ is on sys.path under pytest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _save(nodes: list, name: str, inputs: list, outputs: list, inits: list, path: Path) -> Path:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def tiny_embedder(path: Path, *, size: int = 112, dim: int = 512, seed: int = 0) -> Path:
+    """ArcFace's signature: input ``input.1`` [1, 3, size, size] -> output [1, dim]: the
+    image's 8 x 8 grid of mean colours, projected by a fixed random matrix."""
+    cell = size // 8
+    weights = np.random.default_rng(seed).standard_normal((3 * 64, dim)).astype(np.float32)
+    nodes = [
+        helper.make_node(
+            "AveragePool", ["input.1"], ["pooled"], kernel_shape=[cell, cell], strides=[cell, cell]
+        ),
+        helper.make_node("Flatten", ["pooled"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w"], ["embedding"]),
+    ]
+    return _save(
+        nodes,
+        "tiny_arcface",
+        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, [1, dim])],
+        [numpy_helper.from_array(weights, "w")],
+        path,
+    )
+
+
+def tiny_swapper(
+    path: Path,
+    *,
+    size: int = 128,
+    dim: int = 512,
+    seed: int = 1,
+    tint: float = 0.0,
+    with_emap: bool = True,
+) -> tuple[Path, np.ndarray | None, np.ndarray]:
+    """inswapper's signature: inputs ``target`` [1, 3, size, size] and ``source`` [1, dim]
+    -> ``output`` [1, 3, size, size] = target * (1 - tint) + tint * colour(source), where
+    colour(source) = sigmoid(2 * source @ P) per channel (P fixed, random). The last
+    initializer is a random (dim, dim) embedding map, not used by the graph, as
+    inswapper's. Returns the path, that map (None without one) and P."""
+    rng = np.random.default_rng(seed)
+    project = rng.standard_normal((dim, 3)).astype(np.float32)
+    emap = rng.standard_normal((dim, dim)).astype(np.float32) / np.sqrt(dim)
+    inits = [
+        numpy_helper.from_array(project, "p"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "gain"),
+        numpy_helper.from_array(np.array(1.0 - tint, np.float32), "keep"),
+        numpy_helper.from_array(np.array(tint, np.float32), "tint"),
+        numpy_helper.from_array(np.array([1, 3, 1, 1], np.int64), "shape"),
+    ]
+    if with_emap:
+        inits.append(numpy_helper.from_array(emap, "emap"))
+    nodes = [
+        helper.make_node("MatMul", ["source", "p"], ["proj"]),
+        helper.make_node("Mul", ["proj", "gain"], ["scaled"]),
+        helper.make_node("Sigmoid", ["scaled"], ["colour"]),
+        helper.make_node("Reshape", ["colour", "shape"], ["colour4"]),
+        helper.make_node("Mul", ["colour4", "tint"], ["painted"]),
+        helper.make_node("Mul", ["target", "keep"], ["kept"]),
+        helper.make_node("Add", ["kept", "painted"], ["output"]),
+    ]
+    _save(
+        nodes,
+        "tiny_inswapper",
+        [
+            helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, size, size]),
+            helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, dim]),
+        ],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
+        inits,
+        path,
+    )
+    return path, emap if with_emap else None, project

@@ -1,0 +1,417 @@
+"""The neural engine (NeuralSwapper): its alignment, model contracts, mask, fusion and
+pixel boost, on tiny ONNX models with inswapper's and ArcFace's signatures built here
+(tests/neural_models.py), and its place in the Python API, the video pipeline and
+the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from neural_models import tiny_embedder, tiny_swapper  # noqa: E402  (tests/ is on sys.path)
+
+import faceweave as fw  # noqa: E402
+from faceweave.core.facemodel import load_face_model  # noqa: E402
+from faceweave.errors import (  # noqa: E402
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    BackendError,
+    InputError,
+    NoFaceError,
+    UsageError,
+)
+from faceweave.io.image import read_image, write_image  # noqa: E402
+from faceweave.processors.neural import (  # noqa: E402
+    ARCFACE_TEMPLATE,
+    NeuralSwapper,
+    alignment,
+)
+from faceweave.types import Face  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("neural")
+    same, _, _ = tiny_swapper(root / "same.onnx", tint=0.0)
+    tinted, emap, project = tiny_swapper(root / "tint.onnx", tint=0.9)
+    no_emap, _, _ = tiny_swapper(root / "no_emap.onnx", with_emap=False)
+    return {
+        "embedder": tiny_embedder(root / "arcface.onnx"),
+        "small_embedder": tiny_embedder(root / "arcface256.onnx", dim=256),
+        "same": same,
+        "tint": tinted,
+        "emap": emap,
+        "project": project,
+        "no_emap": no_emap,
+        "root": root,
+    }
+
+
+def _swapper(models: dict, source: Face | list[Face], kind: str = "tint", **options: object):
+    return NeuralSwapper(
+        source, swapper_model=models[kind], embedder_model=models["embedder"], **options
+    )
+
+
+def _face_region(face: Face, shape: tuple[int, ...], shrink: float = 0.5) -> np.ndarray:
+    """The mesh's face oval, eroded to its inner ``shrink`` (clear of the feathered edge)."""
+    points = face.landmarks_478[:, :2]
+    centre = points.mean(axis=0)
+    oval = load_face_model().face_oval_polygon(centre + shrink * (points - centre))
+    region = np.zeros(shape[:2], np.uint8)
+    cv2.fillPoly(region, [np.round(oval).astype(np.int32)], 1)
+    return region.astype(bool)
+
+
+# --- alignment -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [112, 128, 224, 256])
+def test_alignment_takes_the_five_points_to_the_template(size: int) -> None:
+    # A face's five points, turned 20 degrees, scaled and moved.
+    angle = np.deg2rad(20)
+    turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    points = (ARCFACE_TEMPLATE - 56) @ turn.T * 2.7 + [400, 300]
+    matrix = alignment(points, size)
+    placed = points @ matrix[:, :2].T + matrix[:, 2]
+    if size % 112 == 0:
+        expected = ARCFACE_TEMPLATE * size / 112
+    else:  # inswapper's 128 px crop: the 112 px template scaled, 8/128 of it to the right
+        expected = ARCFACE_TEMPLATE * size / 128 + [8 * size / 128, 0]
+    np.testing.assert_allclose(placed, expected, atol=1e-6)
+
+
+# --- the swap --------------------------------------------------------------------------------
+
+
+def test_a_model_that_returns_its_input_gives_the_target_back(
+    models: dict, astronaut: np.ndarray, analyser: fw.FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    """Crop, model and paste-back line up: a model returning its crop changes a smooth
+    frame by resampling only (a crop one pixel off would change it by far more)."""
+    smooth = cv2.GaussianBlur(astronaut, (0, 0), 3)
+    face = analyser.get_faces(smooth)[0]
+    swapper = _swapper(models, grace_hopper_face, "same", color="none", blend="alpha")
+    out = swapper.swap(smooth, face)
+    inside = _face_region(face, smooth.shape, shrink=0.9)
+    error = np.abs(out.astype(float) - smooth)[inside].mean()
+    assert error < 0.6
+    # The same frame one pixel off, as a misplaced crop would give back.
+    shifted = np.roll(smooth, 1, axis=1)
+    assert np.abs(shifted.astype(float) - smooth)[inside].mean() > 3 * error
+    far = np.ones(smooth.shape[:2], bool)
+    x0, y0, x1, y1 = (int(v) for v in face.bbox)
+    far[max(0, y0 - 60) : y1 + 60, max(0, x0 - 60) : x1 + 60] = False
+    assert np.array_equal(out[far], smooth[far])
+
+
+def test_the_source_identity_reaches_the_model(
+    models: dict, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    """The model is given the source's unit embedding mapped by the file's embedding map,
+    at unit length: the tint model paints the colour that latent gives."""
+    swapper = _swapper(models, grace_hopper_face, color="none", blend="alpha")
+    np.testing.assert_array_equal(swapper.model.emap, models["emap"])
+    assert np.linalg.norm(swapper.source_embedding) == pytest.approx(1.0, abs=1e-5)
+    latent = swapper.source_embedding @ models["emap"]
+    latent /= np.linalg.norm(latent)
+    rgb = 1 / (1 + np.exp(-2 * (latent @ models["project"])))
+    out = swapper.swap(astronaut, astronaut_face)
+    inside = _face_region(astronaut_face, astronaut.shape, shrink=0.6)
+    inside &= _face_region(astronaut_face, astronaut.shape, shrink=1.0)  # no mouth: same oval
+    painted = (out.astype(float) - 0.1 * astronaut)[inside].mean(axis=0)  # BGR
+    np.testing.assert_allclose(painted, 0.9 * 255 * rgb[::-1], atol=4.0)
+    # Another source, another identity, another colour.
+    other = _swapper(models, astronaut_face, color="none", blend="alpha")
+    assert np.abs(other.swap(astronaut, astronaut_face).astype(float) - out)[inside].mean() > 5
+
+
+def test_several_photos_average_their_embeddings(
+    models: dict, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    one = _swapper(models, astronaut_face).source_embedding
+    two = _swapper(models, grace_hopper_face).source_embedding
+    both = _swapper(models, [astronaut_face, grace_hopper_face]).source_embedding
+    np.testing.assert_allclose(both, (one + two) / np.linalg.norm(one + two), atol=1e-5)
+
+
+def test_fusion_moves_from_the_target_to_the_source(
+    models: dict, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    swapper = _swapper(models, grace_hopper_face, color="none")
+    assert np.array_equal(
+        swapper.with_options(fusion=0.0).swap(astronaut, astronaut_face), astronaut
+    )
+    inside = _face_region(astronaut_face, astronaut.shape)
+    full = swapper.swap(astronaut, astronaut_face).astype(float)
+    changes = []
+    for fusion in (0.05, 0.25, 0.5, 0.75):
+        out = swapper.with_options(fusion=fusion).swap(astronaut, astronaut_face).astype(float)
+        changes.append(np.abs(out - full)[inside].mean())
+    assert all(a > b for a, b in zip(changes, changes[1:], strict=False)), changes
+    # Between, the model is asked for the blend of both identities (unit embeddings).
+    half = swapper.with_options(fusion=0.5)
+    own = swapper.embedder.embed(astronaut, astronaut_face.landmarks_5)
+    mixed = 0.5 * own + 0.5 * swapper.source_embedding
+    expected = (mixed / np.linalg.norm(mixed)) @ models["emap"]
+    np.testing.assert_allclose(
+        half.latent_for(astronaut, astronaut_face)[0],
+        expected / np.linalg.norm(expected),
+        atol=1e-5,
+    )
+
+
+def test_the_target_mouth_opening_and_padding_stay_the_targets(
+    models: dict, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    """The astronaut smiles with her teeth showing: they stay hers; mask_padding gives
+    the lower part of the face back."""
+    swapper = _swapper(models, grace_hopper_face, color="none", blend="alpha")
+    out = swapper.swap(astronaut, astronaut_face).astype(float)
+    mouth = np.zeros(astronaut.shape[:2], np.uint8)
+    ring = astronaut_face.landmarks_478[load_face_model().loops[2], :2]
+    cv2.fillPoly(mouth, [np.round(ring).astype(np.int32)], 1)
+    mouth = cv2.erode(mouth, np.ones((3, 3), np.uint8)).astype(bool)
+    assert mouth.sum() > 50
+    assert np.abs(out - astronaut)[mouth].mean() < 3
+    assert np.abs(out - astronaut)[_face_region(astronaut_face, astronaut.shape)].mean() > 30
+    cheeks_up = swapper.with_options(mask_padding=(0.0, 0.0, 0.6, 0.0))
+    padded = cheeks_up.swap(astronaut, astronaut_face).astype(float)
+    # The chin, a third of the way from the lower lip (mesh point 17) to its bottom (152;
+    # the model's crop, aligned by the eyes and mouth corners, ends about there).
+    lip, bottom = astronaut_face.landmarks_478[[17, 152], :2]
+    x, y = (lip + (bottom - lip) / 3).astype(int)
+    below = np.zeros(astronaut.shape[:2], bool)
+    below[y - 5 : y + 5, x - 8 : x + 8] = True
+    assert np.abs(out - astronaut).max(axis=-1)[below].mean() > 15
+    assert np.abs(padded - astronaut)[below].max() == 0
+
+
+def test_pixel_boost_keeps_more_of_a_large_face(
+    models: dict, astronaut: np.ndarray, analyser: fw.FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    """At twice the size the astronaut's face is larger than the model's 128 px: through
+    a model that returns its input, the boosted crops (2 x 2 interleaved runs) lose
+    less of it than one run at 128 px."""
+    large = cv2.resize(astronaut, None, fx=2, fy=2, interpolation=cv2.INTER_CUBIC)
+    face = analyser.get_faces(large)[0]
+    inside = _face_region(face, large.shape, shrink=0.9)
+    errors = []
+    for boost in (1, 2, 4):
+        swapper = _swapper(models, grace_hopper_face, "same", color="none", pixel_boost=boost)
+        errors.append(np.abs(swapper.swap(large, face).astype(float) - large)[inside].mean())
+    assert errors[0] > 1.5 * errors[1] > 1.5 * errors[2], errors
+
+
+def test_colour_match_takes_the_targets_skin_colour(
+    models: dict, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    inside = _face_region(astronaut_face, astronaut.shape, shrink=0.7)
+    target_mean = astronaut[inside].mean(axis=0)
+    gaps = {}
+    for color in ("none", "rct", "lct"):
+        out = _swapper(models, grace_hopper_face, color=color).swap(astronaut, astronaut_face)
+        gaps[color] = np.abs(out[inside].mean(axis=0) - target_mean).max()
+    assert gaps["none"] > 20
+    assert gaps["rct"] < 8 and gaps["lct"] < 8, gaps
+
+
+# --- what it refuses -------------------------------------------------------------------------
+
+
+def test_model_files_with_other_signatures_are_one_line_errors(
+    models: dict, grace_hopper_face: Face, tmp_path: Path
+) -> None:
+    cases = [
+        ({"swapper_model": models["embedder"]}, "missing source, target"),
+        ({"embedder_model": models["tint"]}, "not an embedding model"),
+        ({"swapper_model": models["no_emap"]}, "no 512x512 embedding map"),
+        ({"embedder_model": models["small_embedder"]}, "no 256x512 embedding map"),
+        ({"swapper_model": tmp_path / "none.onnx"}, "model file not found"),
+    ]
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    cases.append(({"embedder_model": garbage}, "not a loadable ONNX model"))
+    for change, message in cases:
+        files = {"swapper_model": models["tint"], "embedder_model": models["embedder"], **change}
+        with pytest.raises(InputError, match=message) as caught:
+            NeuralSwapper(grace_hopper_face, **files)
+        assert "\n" not in str(caught.value)
+
+
+def test_bad_options_and_sources(models: dict, grace_hopper_face: Face) -> None:
+    with pytest.raises(UsageError, match="colour mode 'sh'"):
+        _swapper(models, grace_hopper_face, color="sh")
+    with pytest.raises(UsageError, match="pixel_boost"):
+        _swapper(models, grace_hopper_face, pixel_boost=5)
+    with pytest.raises(UsageError, match="pixel_boost"):
+        _swapper(models, grace_hopper_face).with_options(pixel_boost=True)
+    with pytest.raises(UsageError, match="fusion"):
+        _swapper(models, grace_hopper_face, fusion=2.0)
+    with pytest.raises(NoFaceError):
+        _swapper(models, [])
+    with pytest.raises(InputError, match="carries no frame"):
+        _swapper(models, Face(**{**grace_hopper_face.__dict__, "frame": None, "_cache": {}}))
+    with pytest.raises(InputError, match="takes source faces"):
+        _swapper(models, "grace.png")  # type: ignore[arg-type]
+
+
+# --- the Python API, the video pipeline, the command line ------------------------------------
+
+
+def test_face_predictor_runs_the_neural_engine(
+    models: dict, astronaut: np.ndarray, grace_hopper: np.ndarray
+) -> None:
+    predictor = fw.FacePredictor(
+        model="inswapper",
+        swapper_model=models["tint"],
+        embedder_model=models["embedder"],
+        color="none",
+    )
+    out = predictor.swap(astronaut, grace_hopper)
+    assert isinstance(predictor.swapper(grace_hopper), NeuralSwapper)
+    x0, y0, x1, y1 = (int(v) for v in fw.get_one_face(astronaut).bbox)
+    assert np.abs(out.astype(float) - astronaut)[y0:y1, x0:x1].mean() > 10
+    with pytest.raises(UsageError, match="needs swapper_model and embedder_model"):
+        fw.FacePredictor(model="inswapper")
+    with pytest.raises(UsageError, match="is for model='inswapper'"):
+        fw.FacePredictor(swapper_model=models["tint"])
+    with pytest.raises(UsageError, match="not available for the 'mesh' engine"):
+        fw.FacePredictor(execution_provider="cuda")
+    with pytest.raises(BackendError, match="not available in this onnxruntime build"):
+        fw.FacePredictor(
+            model="inswapper",
+            execution_provider="tensorrt",
+            swapper_model=models["tint"],
+            embedder_model=models["embedder"],
+        )
+
+
+def test_a_video_is_swapped_by_the_neural_engine(
+    models: dict, astronaut: np.ndarray, grace_hopper_face: Face, tmp_path: Path
+) -> None:
+    from clips import make_clip  # tests/clips.py
+
+    from faceweave.io.video import VideoReader
+    from faceweave.pipeline.video_job import swap_video
+
+    clip = make_clip(tmp_path / "in.mp4", astronaut, frames=8, size=(320, 240))
+    out = tmp_path / "out.mp4"
+    swapper = _swapper(models, grace_hopper_face, color="none")
+    stats = swap_video([swapper], clip, out)
+    assert stats.frames_swapped == 8
+
+    def frames(path: Path) -> list[np.ndarray]:
+        with VideoReader(path) as reader:
+            return [packet.image for packet in reader]
+
+    before, after = frames(clip), frames(out)
+    assert len(after) == 8
+    assert all(np.abs(a.astype(float) - b).mean() > 1 for a, b in zip(after, before, strict=True))
+
+
+def test_live_swaps_with_the_neural_engine_at_the_fusion_the_keys_set(
+    models: dict, astronaut: np.ndarray, grace_hopper_face: Face, tmp_path: Path
+) -> None:
+    from clips import make_clip  # tests/clips.py
+
+    from faceweave.io.camera import FilePacer
+    from faceweave.io.outputs import FileOutput
+    from faceweave.pipeline.live import LiveControls, run_live
+
+    clip = make_clip(tmp_path / "cam.mp4", astronaut, frames=10, size=(320, 240), audio=False)
+    capture = FilePacer(clip, realtime=False)
+    output = FileOutput(tmp_path / "rec.mp4", capture.width, capture.height, capture.fps)
+    swapper = _swapper(models, grace_hopper_face, color="none")
+    stats = run_live(
+        capture, output, [swapper], controls=LiveControls(fusion=0.5), handle_sigint=False
+    )
+    assert stats.stopped_by == "end" and stats.frames_processed > 0
+    assert swapper.options.fusion == 1.0  # the half fusion was a variant of it
+    with av.open(str(clip)) as camera, av.open(str(tmp_path / "rec.mp4")) as recording:
+        before = next(camera.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+        after = next(recording.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+    assert (np.abs(after - before).max(axis=2) > 40).sum() > 200  # the face, not codec noise
+
+
+def _cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "faceweave", *map(str, args)],
+        cwd=cwd,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _error_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = [
+        line
+        for line in result.stderr.splitlines()
+        if line.startswith("faceweave:") or "Traceback" in line
+    ]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_command_line_swaps_with_the_neural_engine(
+    models: dict, astronaut: np.ndarray, grace_hopper: np.ndarray, tmp_path: Path
+) -> None:
+    source, target = tmp_path / "grace.png", tmp_path / "astronaut.png"
+    write_image(source, grace_hopper)
+    write_image(target, astronaut)
+    engine = [
+        "--engine",
+        "inswapper",
+        "--swapper-model",
+        models["tint"],
+        "--embedder-model",
+        models["embedder"],
+    ]
+    common = ["swap", "-s", source, "-t", target, "--no-watermark"]
+    done = _cli(*common, "-o", "out.png", *engine, "--pixel-boost", "2", cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    out = read_image(tmp_path / "out.png")
+    changed = np.abs(out.astype(int) - astronaut).max(axis=2) > 0
+    ys, xs = np.nonzero(changed)
+    assert changed.sum() > 2000
+    assert 100 < xs.min() and xs.max() < 380 and ys.max() < 300  # around her face only
+
+    usage = _cli(*common, "-o", "a.png", "--swapper-model", models["tint"], cwd=tmp_path)
+    assert usage.returncode == EXIT_USAGE
+    assert "add --engine inswapper" in _error_line(usage)
+    usage = _cli(*common, "-o", "b.png", "--engine", "inswapper", cwd=tmp_path)
+    assert usage.returncode == EXIT_USAGE
+    assert "needs --swapper-model and --embedder-model" in _error_line(usage)
+    usage = _cli(*common, "-o", "c.png", *engine, "--color", "sh", cwd=tmp_path)
+    assert usage.returncode == EXIT_USAGE
+    wrong = [*engine[:3], models["embedder"], *engine[4:]]
+    failed = _cli(*common, "-o", "d.png", *wrong, cwd=tmp_path)
+    assert failed.returncode == EXIT_ERROR
+    assert "missing source, target" in _error_line(failed)
+    assert not any((tmp_path / name).exists() for name in ("a.png", "b.png", "c.png", "d.png"))
+
+    from clips import make_clip  # tests/clips.py
+
+    clip = make_clip(tmp_path / "cam.mp4", astronaut, frames=15, size=(320, 240), audio=False)
+    live = _cli("live", "-s", source, "-i", clip, "-o", "live.mp4", *engine, "-q", cwd=tmp_path)
+    assert live.returncode == EXIT_OK, live.stderr
+    with av.open(str(tmp_path / "live.mp4")) as container:
+        assert container.streams.video[0].frames > 0
+    video = _cli(*common[:4], clip, "-o", "swapped.mp4", *engine, "-q", cwd=tmp_path)
+    assert video.returncode == EXIT_OK, video.stderr
+    with av.open(str(tmp_path / "swapped.mp4")) as container:
+        assert container.streams.video[0].frames == 15
