@@ -171,9 +171,20 @@ def _to_float(image: NDArray[np.generic]) -> NDArray[np.float32]:
     return np.ascontiguousarray(image, dtype=np.float32)
 
 
-def _sqrt_and_inv_sqrt(cov: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Symmetric square root and inverse square root of a ridge-regularised covariance."""
-    ridge = _COV_RIDGE_ABS + _COV_RIDGE_REL * float(np.trace(cov)) / cov.shape[0]
+def _sqrt_and_inv_sqrt(
+    cov: NDArray[np.float64], *, squared: bool = False
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Symmetric square root and inverse square root of a ridge-regularised covariance.
+
+    ``squared``: ``cov`` is in squared covariance units (``S^1/2 C S^1/2``), and so is
+    the ridge (both of its parts squared): the same regularisation once its root is
+    taken. The covariance's ridge on that product had swamped its minor directions
+    (a skin's chroma), so that matching a face to itself scaled its colours by 5-12%
+    (by 2-7x without the caller's own ridge)."""
+    if squared:
+        ridge = _COV_RIDGE_ABS**2 + _COV_RIDGE_REL**2 * float(np.trace(cov)) / cov.shape[0]
+    else:
+        ridge = _COV_RIDGE_ABS + _COV_RIDGE_REL * float(np.trace(cov)) / cov.shape[0]
     eigenvalues, eigenvectors = np.linalg.eigh(cov + ridge * np.eye(cov.shape[0]))
     root = np.sqrt(np.maximum(eigenvalues, ridge))
     return (eigenvectors * root) @ eigenvectors.T, (eigenvectors / root) @ eigenvectors.T
@@ -252,7 +263,7 @@ def _lct_affine(
         cov_t = cov_t + ridge * float(np.trace(cov_t)) / 3.0 * np.eye(3)
     # The Monge-Kantorovich map (the one that moves colours least).
     sqrt_s, inv_sqrt_s = _sqrt_and_inv_sqrt(cov_s)
-    middle, _ = _sqrt_and_inv_sqrt(sqrt_s @ cov_t @ sqrt_s)
+    middle, _ = _sqrt_and_inv_sqrt(sqrt_s @ cov_t @ sqrt_s, squared=True)
     transform = inv_sqrt_s @ middle @ inv_sqrt_s
     offset = mean_t - transform @ mean_s
     # A change of exposure that takes the source's mean to the target's, per channel.

@@ -163,6 +163,23 @@ def test_uint8_inputs_and_identity_transfer() -> None:
         np.testing.assert_allclose(out, image, atol=0.6)
 
 
+@pytest.mark.parametrize("ridge", [0.0, 0.1])
+def test_lct_of_a_skin_like_image_onto_itself_changes_nothing(ridge: float) -> None:
+    """Skin varies mostly in lightness and little in colour (its covariance's minor
+    directions are a hundredth of the major one): the map of a face onto itself must
+    still be the identity there, not scale those minor directions."""
+    rng = np.random.default_rng(3)
+    light = cv2.GaussianBlur(rng.normal(size=(60, 60)).astype(np.float32), (0, 0), 2)
+    tint = cv2.GaussianBlur(rng.normal(size=(60, 60, 2)).astype(np.float32), (0, 0), 2)
+    light *= 40 / light.std()
+    tint *= 3 / tint.std(axis=(0, 1))
+    image = np.dstack([140 + light + tint[..., 0], 150 + light, 170 + light + tint[..., 1]])
+    image = np.clip(image, 0, 255).astype(np.float32)
+    mask = _disc((60, 60), 25)
+    out = color_transfer(image, image, source_mask=mask, target_mask=mask, mode="lct", ridge=ridge)
+    np.testing.assert_allclose(out, image, atol=1.0)
+
+
 def test_grey_source_does_not_explode() -> None:
     grey = np.full((40, 40, 3), 128, np.float32)
     grey += np.random.default_rng(11).normal(0, 0.01, (40, 40, 1)).astype(np.float32)
