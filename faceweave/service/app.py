@@ -422,6 +422,10 @@ async def _receive_and_check(state: ServiceState, request: Request, directory: P
         )
     if kind == "video" and options.output_format not in ("auto",):
         raise ServiceError(422, "bad_option", "output_format applies to image targets only")
+    if kind == "image" and options.video_only:
+        names = options.video_only
+        verb = "applies" if len(names) == 1 else "apply"
+        raise ServiceError(422, "bad_option", f"{' and '.join(names)} {verb} to video targets only")
     inputs = await run_in_threadpool(_check_files, config, upload, media)
     return _Checked(options=options, kind=kind, inputs=inputs)
 

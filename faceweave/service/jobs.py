@@ -96,6 +96,9 @@ class JobOptions:
         output_format: ``auto`` (JPEG for JPEG targets, PNG otherwise; the
             target's container for videos), ``png``, ``jpg`` or ``webp``.
         quality: JPEG/WebP quality 1..100.
+        keep_audio: a video's sound is kept (all its tracks); false leaves it out.
+        trim_start: a video is swapped from this second (0: its start).
+        trim_end: a video is swapped up to this second (0: its end).
     """
 
     fusion: float = _ENGINE.fusion
@@ -118,6 +121,9 @@ class JobOptions:
     skip_no_face: bool = False
     output_format: str = "auto"
     quality: int = 95
+    keep_audio: bool = True
+    trim_start: float = 0.0
+    trim_end: float = 0.0
 
     def __post_init__(self) -> None:
         # Stored jobs come back from JSON with a list.
@@ -148,8 +154,26 @@ class JobOptions:
             raise UsageError("reference_distance must be between 0 and 10")
         if not 1 <= self.quality <= 100:
             raise UsageError(f"quality must be between 1 and 100, got {self.quality}")
+        if not 0.0 <= self.trim_start < 1e9:
+            raise UsageError(f"trim_start must be 0 or more seconds, got {self.trim_start}")
+        if not 0.0 <= self.trim_end < 1e9:
+            raise UsageError(f"trim_end must be 0 (the end) or more seconds, got {self.trim_end}")
+        if self.trim_end and self.trim_end <= self.trim_start:
+            raise UsageError(
+                f"trim_end ({self.trim_end:g} s) must come after trim_start ({self.trim_start:g} s)"
+            )
         SwapOptions.from_settings(self)  # the look, as the engine checks it (mask_padding, feather)
         return self
+
+    @property
+    def video_only(self) -> list[str]:
+        """The video options set to other than their defaults (an image job has none)."""
+        defaults = type(self)()
+        return [
+            name
+            for name in ("keep_audio", "trim_start", "trim_end")
+            if getattr(self, name) != getattr(defaults, name)
+        ]
 
     @classmethod
     def from_form(cls, fields: dict[str, str]) -> JobOptions:

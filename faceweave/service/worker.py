@@ -262,6 +262,9 @@ def _run_video(
             progress=lambda done, total: on_progress(0.1, 0.89, done, total),
             watermark=job.id if provenance_available() else None,
             keep_faceless=options.skip_no_face,
+            keep_audio=options.keep_audio,
+            trim_start=options.trim_start or None,
+            trim_end=options.trim_end or None,
         )
     finally:
         engine.analyser.detect_edges = edges

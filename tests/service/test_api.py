@@ -284,6 +284,50 @@ def test_video_job_end_to_end(
     ]
 
 
+def test_a_video_job_trims_and_leaves_the_sound_out_when_asked(
+    service: tuple[TestClient, Path],
+    source_png: bytes,
+    target_jpeg: bytes,
+    astronaut_rgb: np.ndarray,
+    tmp_path: Path,
+) -> None:
+    """keep_audio, trim_start and trim_end, as the command line's --no-audio,
+    --trim-start and --trim-end; for an image target they are a bad option."""
+    import av
+    import cv2
+    from clips import make_clip  # tests/clips.py: 1 s at 30 fps with an AAC tone
+
+    client, data_dir = service
+    key = make_key(data_dir, "trim")
+    scene = np.ascontiguousarray(cv2.cvtColor(astronaut_rgb, cv2.COLOR_RGB2BGR))
+    clip = make_clip(tmp_path / "clip.mp4", scene, frames=30, size=(256, 256)).read_bytes()
+    names = ("me.png", "clip.mp4")
+    response = submit(
+        client, key, source_png, clip, names=names, trim_start=0.2, trim_end=0.6, keep_audio=False
+    )
+    assert response.status_code == 202, response.text
+    done = wait_for(client, response.json()["id"], key, timeout=120)
+    assert done["state"] == "done", done
+    result = tmp_path / "result.mp4"
+    result.write_bytes(client.get(done["result"]["url"], headers=auth(key)).content)
+    with av.open(str(result)) as container:
+        assert not container.streams.audio
+        frames = sum(1 for _ in container.decode(video=0))
+    assert 11 <= frames <= 13  # 0.4 s at 30 fps
+    for options, message in (
+        ({"trim_start": 0.5, "trim_end": 0.5}, "must come after trim_start"),
+        ({"trim_start": -1}, "trim_start must be 0 or more"),
+    ):
+        refused = submit(client, key, source_png, clip, names=names, **options)
+        assert refused.status_code == 422 and message in refused.json()["error"]["message"]
+    refused = submit(client, key, source_png, target_jpeg, trim_end=2, keep_audio=False)
+    assert refused.status_code == 422
+    assert refused.json()["error"] == {
+        "code": "bad_option",
+        "message": "keep_audio and trim_end apply to video targets only",
+    }
+
+
 def test_an_image_job_swaps_a_face_cut_by_the_frame(
     service: tuple[TestClient, Path], astronaut_rgb: np.ndarray, target_jpeg: bytes
 ) -> None:
