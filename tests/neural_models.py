@@ -11,12 +11,30 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def _save(nodes: list, name: str, inputs: list, outputs: list, inits: list, path: Path) -> Path:
+def _save(
+    nodes: list,
+    name: str,
+    inputs: list,
+    outputs: list,
+    inits: list,
+    path: Path,
+    *,
+    external: bool = False,
+) -> Path:
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+    if external:
+        onnx.save(
+            model,
+            str(path),
+            save_as_external_data=True,
+            location=path.name + ".data",
+            size_threshold=1024,  # the weights; not the small shape tensor
+        )
+    else:
+        onnx.save(model, str(path))
     return path
 
 
@@ -50,12 +68,16 @@ def tiny_swapper(
     seed: int = 1,
     tint: float = 0.0,
     with_emap: bool = True,
+    output_size: int | None = None,
+    external: bool = False,
 ) -> tuple[Path, np.ndarray | None, np.ndarray]:
     """inswapper's signature: inputs ``target`` [1, 3, size, size] and ``source`` [1, dim]
     -> ``output`` [1, 3, size, size] = target * (1 - tint) + tint * colour(source), where
     colour(source) = sigmoid(2 * source @ P) per channel (P fixed, random). The last
     initializer is a random (dim, dim) embedding map, not used by the graph, as
-    inswapper's. Returns the path, that map (None without one) and P."""
+    inswapper's. ``output_size``: declare the output that size (a wrong signature);
+    ``external``: keep the weights in a side file beside the model (ONNX external data).
+    Returns the path, that map (None without one) and P."""
     rng = np.random.default_rng(seed)
     project = rng.standard_normal((dim, 3)).astype(np.float32)
     emap = rng.standard_normal((dim, dim)).astype(np.float32) / np.sqrt(dim)
@@ -75,8 +97,18 @@ def tiny_swapper(
         helper.make_node("Reshape", ["colour", "shape"], ["colour4"]),
         helper.make_node("Mul", ["colour4", "tint"], ["painted"]),
         helper.make_node("Mul", ["target", "keep"], ["kept"]),
-        helper.make_node("Add", ["kept", "painted"], ["output"]),
+        helper.make_node("Add", ["kept", "painted"], ["face"]),
     ]
+    if output_size and output_size != size:  # a model of another size: pooled down
+        step = size // output_size
+        nodes.append(
+            helper.make_node(
+                "AveragePool", ["face"], ["output"], kernel_shape=[step, step], strides=[step, step]
+            )
+        )
+    else:
+        nodes.append(helper.make_node("Identity", ["face"], ["output"]))
+    side = output_size or size
     _save(
         nodes,
         "tiny_inswapper",
@@ -84,8 +116,9 @@ def tiny_swapper(
             helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, size, size]),
             helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, dim]),
         ],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, side, side])],
         inits,
         path,
+        external=external,
     )
     return path, emap if with_emap else None, project

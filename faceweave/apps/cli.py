@@ -53,7 +53,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from faceweave.analysis.analyser import DETECTOR_ANGLES
 from faceweave.analysis.base import detector_names
@@ -100,6 +100,7 @@ from faceweave.processors.neural import (
     AnySwapper,
     NeuralSwapper,
     load_models,
+    mesh_only_options,
 )
 from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions, Swapper
 from faceweave.runtime import STOP_SIGNALS, handling_signals
@@ -254,9 +255,17 @@ def _os_error_line(err: OSError) -> str:
     return f"{err.filename}: {reason}" if err.filename else reason
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a usage error on one line (the command's name, what is wrong, and
+    where the options are listed) rather than its usage block first."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``faceweave`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Swap faces in images and videos or live, or list the faces in an image.",
         epilog=f"Set {DEBUG_ENV}=1 to print tracebacks with errors.",
@@ -695,6 +704,15 @@ def _engine(args: argparse.Namespace) -> dict[str, Any] | None:
         raise UsageError(
             f"--color {args.color} is the mesh engine's; --engine {args.engine} takes "
             f"{', '.join(NEURAL_COLOR_MODES)}"
+        )
+    mesh_only = [
+        "--no-mask-glasses" if name == "mask_glasses" else "--" + name.replace("_", "-")
+        for name in mesh_only_options(SwapOptions.from_settings(args))
+    ]
+    if mesh_only:
+        kind = "option" if len(mesh_only) == 1 else "options"
+        raise UsageError(
+            f"{' '.join(mesh_only)}: the mesh engine's {kind}, not used by --engine {args.engine}"
         )
     return {
         "swapper_model": args.swapper_model,

@@ -39,7 +39,7 @@ from faceweave.errors import UsageError
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
 from faceweave.pipeline.video_job import FaceRouter, build_swappers, swap_targets
-from faceweave.processors.neural import AnySwapper
+from faceweave.processors.neural import AnySwapper, uses_creases
 from faceweave.processors.swap import SourcePhotos, SwapOptions
 from faceweave.runtime import STOP_SIGNALS, handling_signals
 from faceweave.types import Face
@@ -207,7 +207,7 @@ def run_live(
         frame_skip=frame_skip,
         static_threshold=static_threshold,
         max_faces=max_faces,
-        rest_detail=any(s.options.creases > 0 for s in base),
+        rest_detail=uses_creases(base),
     )
     router = FaceRouter(
         selector,

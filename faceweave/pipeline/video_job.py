@@ -50,7 +50,7 @@ from faceweave.io.video import (
 )
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace, TrackerCounters
-from faceweave.processors.neural import AnySwapper, NeuralSwapper
+from faceweave.processors.neural import AnySwapper, NeuralSwapper, uses_creases
 from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
@@ -421,7 +421,7 @@ def swap_video(
         # motion, and the face's expression has its own, lighter filter.
         min_cutoff=FILE_SMOOTHING_MIN_CUTOFF,
         beta=FILE_SMOOTHING_BETA,
-        rest_detail=any(s.options.creases > 0 for s in swappers),
+        rest_detail=uses_creases(swappers),
     )
     reader = VideoReader(target_path, start=trim_start, end=trim_end)
     writer: VideoWriter | None = None

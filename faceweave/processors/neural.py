@@ -39,9 +39,7 @@ change it little.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +52,7 @@ from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core.facemodel import FaceModel, load_face_model
 from faceweave.core.geometry import umeyama
-from faceweave.errors import InputError, NoFaceError, UsageError
+from faceweave.errors import BackendError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import COLOR_GAIN_RANGE, COLOR_RIDGE, SwapOptions, Swapper
 from faceweave.types import Face, Frame, check_frame
 
@@ -69,10 +67,11 @@ __all__ = [
     "SwapModel",
     "alignment",
     "checked_pixel_boost",
+    "five_points",
     "load_models",
+    "mesh_only_options",
+    "uses_creases",
 ]
-
-logger = logging.getLogger(__name__)
 
 # ArcFace's five-point template at 112 px (eyes, nose tip, mouth corners, image-left
 # first): the alignment the recogniser, and inswapper after it, were trained on.
@@ -87,12 +86,44 @@ ARCFACE_TEMPLATE = np.array(
     np.float64,
 )
 
+# Mesh vertices of the five points: right iris, left iris, nose tip, right and left
+# mouth corners (the face's own sides).
+_FIVE_POINTS = [468, 473, 1, 61, 291]
 NEURAL_COLOR_MODES = ("none", "rct", "lct")
+# The embedded engine's options, which this engine does not use: setting one is an error.
+MESH_ONLY_OPTIONS = (
+    "shape",
+    "gaze",
+    "mask_eyes",
+    "mask_glasses",
+    "detail",
+    "light",
+    "creases",
+    "uv_size",
+    "work_size",
+    "process_size",
+)
+# The feather's ramp, from 0 at the mask's edge to 1 inside, is this many times
+# ``feather`` times the crop's side (about where the old erode-and-blur reached 1), at
+# most EDGE_RAMP_MAX of the way to the mask's middle: a wide feather keeps a core.
+FEATHER_RAMP = 4.0
+EDGE_RAMP_MAX = 0.8
+# What the blend changes beyond an alpha blend fades out over this share of the crop's
+# side towards the crop's border, where the crop (and the blend's context) ends.
+CROP_TAPER = 0.06
 # Below this fusion the model's face fades in over the target's pixels (see the module).
 FUSION_FADE_IN = 0.2
 PIXEL_BOOSTS = (1, 2, 3, 4)
 # Frame pixels around the box of what the swap changes, pasted back too.
 PASTE_MARGIN = 2
+
+
+def five_points(face: Face) -> NDArray[np.float32]:
+    """The face's (5, 2) eyes (iris centres), nose tip and mouth corners from its mesh,
+    in the face's own order: its right eye and mouth corner first, the image-left ones
+    of an upright face, as ArcFace's template has them. (``Face.landmarks_5`` is
+    ordered by image x, which mirrors the order on a face turned past 90 degrees.)"""
+    return np.asarray(face.landmarks_478[_FIVE_POINTS, :2], np.float32)
 
 
 def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
@@ -109,10 +140,22 @@ def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
 
 
 def _crop(frame: Frame, matrix: NDArray[np.float64], size: int) -> Frame:
+    """The aligned crop; beyond the frame's edges the frame is continued (no black
+    border for the model to take for part of the face, or for the paste-back and the
+    blend to bring in)."""
     crop = cv2.warpAffine(
-        frame, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        frame, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
     )
     return np.asarray(crop, np.uint8)
+
+
+def _border_taper(size: int, width: float) -> NDArray[np.float32]:
+    """(size, size) float32: 0 on the square's border, rising smoothly to 1 at
+    ``width`` pixels inside it."""
+    edge = np.minimum(np.arange(size), np.arange(size)[::-1]).astype(np.float32)
+    t = np.minimum(edge / np.float32(max(width, 1.0)), 1.0)
+    ramp = t * t * (3.0 - 2.0 * t)
+    return np.minimum(ramp[:, None], ramp[None, :])
 
 
 def _square_side(shape: list[Any], default: int, name: str, path: Path) -> int:
@@ -190,7 +233,7 @@ class ArcFaceEmbedder:
         """The embedding of a face that carries its frame (as FaceAnalyser gives it)."""
         if face.frame is None:
             raise InputError("the face carries no frame to take its embedding from")
-        return self.embed(face.frame, face.landmarks_5)
+        return self.embed(face.frame, five_points(face))
 
 
 def _embedding_map(path: Path, rows: int, cols: int) -> NDArray[np.float32]:
@@ -206,7 +249,10 @@ def _embedding_map(path: Path, rows: int, cols: int) -> NDArray[np.float32]:
         raise InputError(f"{path}: not a readable ONNX model ({exc})") from exc
     for init in reversed(graph.initializer):
         if tuple(init.dims) == (rows, cols):
-            value = numpy_helper.to_array(init)
+            try:  # weights kept in a side file (external data) are read beside the model
+                value = numpy_helper.to_array(init, base_dir=str(path.parent))
+            except Exception as exc:  # a side file that is missing or short
+                raise InputError(f"{path}: its embedding map cannot be read ({exc})") from exc
             if np.issubdtype(value.dtype, np.floating) and np.isfinite(value).all():
                 return np.asarray(value, np.float32)
     raise InputError(
@@ -241,6 +287,13 @@ class SwapModel:
             )
         self.size = _square_side(self.model.input_shapes["target"], 128, "target", path)
         self.latent_size = _vector_size(self.model.input_shapes["source"], "input source", path)
+        declared = list(self.model.session.get_outputs()[0].shape)
+        known = [d if isinstance(d, int) and d > 0 else None for d in declared]
+        expected = [1, 3, self.size, self.size]
+        if len(known) != 4 or any(k not in (None, e) for k, e in zip(known, expected, strict=True)):
+            raise InputError(
+                f"{path}: output {declared}, expected [1, 3, {self.size}, {self.size}] (the face)"
+            )
         types = {i.name: i.type for i in self.model.session.get_inputs()}
         self._half = types["target"] == "tensor(float16)"
         self._half_source = types["source"] == "tensor(float16)"
@@ -263,6 +316,8 @@ class SwapModel:
                 f"{self.model.path}: output {list(face.shape)}, expected "
                 f"[1, 3, {self.size}, {self.size}]"
             )
+        if not np.isfinite(face).all():
+            raise BackendError(f"{self.model.path.name}: the model's output is not finite (NaN)")
         bgr = face[0].transpose(1, 2, 0)[:, :, ::-1]
         return np.ascontiguousarray(np.clip(bgr * 255.0, 0.0, 255.0), dtype=np.float32)
 
@@ -281,6 +336,12 @@ class SwapModel:
         return out
 
 
+def mesh_only_options(options: SwapOptions) -> list[str]:
+    """The embedded engine's options that ``options`` sets to other than their defaults."""
+    defaults = SwapOptions()
+    return [n for n in MESH_ONLY_OPTIONS if getattr(options, n) != getattr(defaults, n)]
+
+
 def load_models(
     swapper_model: str | Path | SwapModel,
     embedder_model: str | Path | ArcFaceEmbedder,
@@ -289,6 +350,9 @@ def load_models(
 ) -> tuple[SwapModel, ArcFaceEmbedder]:
     """The swap model and the embedder, each loaded from its file unless given loaded,
     checked to belong together (the model's embedding map takes the embedder's size)."""
+    for name, given in (("swapper_model", swapper_model), ("embedder_model", embedder_model)):
+        if not isinstance(given, (str, Path, SwapModel, ArcFaceEmbedder)):
+            raise InputError(f"{name} is a .onnx file's path, got {type(given).__name__}")
     embedder = (
         embedder_model
         if isinstance(embedder_model, ArcFaceEmbedder)
@@ -370,8 +434,12 @@ class NeuralSwapper:
                 f"colour mode {options.color!r} is the embedded engine's; the neural engine "
                 f"takes {', '.join(NEURAL_COLOR_MODES)}"
             )
-        # No crease tracking in video: this engine does not use it.
-        return replace(options, creases=0.0)
+        mesh_only = mesh_only_options(options)
+        if mesh_only:
+            raise UsageError(
+                f"{', '.join(mesh_only)}: the embedded engine's, not used by the neural engine"
+            )
+        return options
 
     def with_options(self, **changes: object) -> NeuralSwapper:
         """A swapper with some options changed, sharing the loaded models and source."""
@@ -385,6 +453,8 @@ class NeuralSwapper:
     def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
         """Swap every given target face in ``frame``; returns a new frame."""
         check_frame(frame)
+        if not isinstance(faces, (Face, list, tuple)):
+            raise InputError(f"faces is a Face or a list of them, got {type(faces).__name__}")
         targets = [faces] if isinstance(faces, Face) else list(faces)
         for face in targets:
             if not isinstance(face, Face):
@@ -406,7 +476,7 @@ class NeuralSwapper:
         fusion = self.options.fusion
         if fusion >= 1.0:
             return self._source_latent
-        own = self.embedder.embed(frame, target_face.landmarks_5)
+        own = self.embedder.embed(frame, five_points(target_face))
         return self.model.latent(_unit((1.0 - fusion) * own + fusion * self.source_embedding))
 
     def face_mask(
@@ -414,7 +484,7 @@ class NeuralSwapper:
     ) -> NDArray[np.float32]:
         """(size, size) float32 mask in the aligned crop: the mesh's face oval less
         ``mask_padding`` and (``mask_mouth``) the mouth's opening, feathered inside
-        the oval, and none where the crop lies outside the frame."""
+        the oval."""
         opts = self.options
         points = (
             target_face.landmarks_478[:, :2].astype(np.float64) @ matrix[:, :2].T + matrix[:, 2]
@@ -439,21 +509,15 @@ class NeuralSwapper:
                 ),
             ] = 255
             hard = np.minimum(hard, keep)
-        # The frame's own area in the crop (none of the crop's border beyond it).
-        frame_h, frame_w = target_face.frame_shape
-        corners = np.array([[0, 0], [frame_w, 0], [frame_w, frame_h], [0, frame_h]], np.float64)
-        placed = (corners - 0.5) @ matrix[:, :2].T + matrix[:, 2]
-        inside = np.zeros_like(hard)
-        cv2.fillConvexPoly(
-            inside, np.round(placed * (1 << shift)).astype(np.int32), 255, cv2.LINE_AA, shift
-        )
-        hard = np.minimum(hard, inside)
-        # Feather inward: eroded by two sigmas, so the weight is ~0 at the oval.
-        sigma = max(1.0, opts.feather * size)
-        radius = int(np.ceil(2 * sigma))
-        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1, 2 * radius + 1))
-        eroded = cv2.erode(hard, kernel, borderType=cv2.BORDER_CONSTANT, borderValue=0)
-        soft = cv2.GaussianBlur(eroded.astype(np.float32) / 255.0, (0, 0), sigma)
+        # Feathered inward from the oval's (and the padding's) edge: 0 there, 1 from
+        # a ramp's width inside, eased.
+        distance = cv2.distanceTransform((hard >= 128).astype(np.uint8), cv2.DIST_L2, 5)
+        ramp = min(FEATHER_RAMP * opts.feather * size, EDGE_RAMP_MAX * float(distance.max()))
+        ramp = max(ramp, 1.0)
+        t = np.minimum(distance / np.float32(ramp), 1.0)
+        # The frame's edge is no edge of the face: the crop continues the frame beyond
+        # it, and the mask goes on there (a face cut by the frame is swapped to its edge).
+        soft = t * t * (3.0 - 2.0 * t)
         if opts.mask_mouth:
             # The target's mouth opening (teeth, tongue), cut with an edge of about a
             # pixel: the lips around it are the model's.
@@ -467,13 +531,12 @@ class NeuralSwapper:
     def _swap_into(self, out: Frame, target_face: Face) -> None:
         opts = self.options
         size = self.model.size * self.pixel_boost
-        matrix = alignment(target_face.landmarks_5, size)
+        points = five_points(target_face)
+        matrix = alignment(points, size)
         crop = _crop(out, matrix, size)
         face = self.model.run_boosted(crop, self.latent_for(out, target_face), self.pixel_boost)
         # The mask at the model's own size (a boosted crop's is that one scaled up).
-        mask = self.face_mask(
-            target_face, alignment(target_face.landmarks_5, self.model.size), self.model.size
-        )
+        mask = self.face_mask(target_face, alignment(points, self.model.size), self.model.size)
         if self.pixel_boost > 1:
             mask = cv2.resize(mask, (size, size), interpolation=cv2.INTER_LINEAR)
         mask *= min(1.0, opts.fusion / FUSION_FADE_IN)
@@ -496,17 +559,15 @@ class NeuralSwapper:
         # frequencies over a wide band; poisson: the whole face's gradient fit) goes
         # back into the frame as a correction to a full-resolution alpha blend, so the
         # frame's pixels keep their detail wherever the face does not cover them.
+        backdrop = crop.astype(np.float32)
         correction = None
         if opts.blend != "alpha":
-            # The crop's border beyond the frame is black, as the model saw it; the blend
-            # sees it continued from the frame's edge, so no black reaches the face.
-            backdrop = np.asarray(
-                cv2.warpAffine(out, matrix, (size, size), borderMode=cv2.BORDER_REPLICATE),
-                np.uint8,
-            )
-            blended = blend_ops.blend(face, backdrop, mask, mode=opts.blend).astype(np.float32)
+            blended = blend_ops.blend(face, crop, mask, mode=opts.blend)
             weight = mask[:, :, None]
-            correction = blended - (face * weight + backdrop * (1.0 - weight))
+            correction = blended.astype(np.float32) - (face * weight + backdrop * (1.0 - weight))
+            # Faded out towards the crop's border, where the blend's context ends (else
+            # a multiband's wide band of low frequencies stops at a straight line).
+            correction *= _border_taper(size, CROP_TAPER * size)[:, :, None]
         # Back into the frame, warped by the inverse: only the box (in the frame) of
         # what changes, with a margin.
         inverse = cv2.invertAffineTransform(matrix)
@@ -542,3 +603,9 @@ class NeuralSwapper:
 
 # A swapper of either engine: the pipelines and front ends take both.
 AnySwapper = Swapper | NeuralSwapper
+
+
+def uses_creases(swappers: Sequence[AnySwapper]) -> bool:
+    """Whether a video's tracker must keep each face's skin at rest: some swapper lays
+    the target's creases (the embedded engine's ``creases``; the neural engine has none)."""
+    return any(isinstance(s, Swapper) and s.options.creases > 0 for s in swappers)

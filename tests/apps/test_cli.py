@@ -176,15 +176,20 @@ def test_bad_option_values_are_usage_errors(
 ) -> None:
     argv = ["swap", "-s", "a.png", "-t", "b.png", "-o", str(tmp_path / "out.png"), *extra]
     assert cli.main(argv) == EXIT_USAGE
-    assert extra[0] in capsys.readouterr().err
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines  # one line, not argparse's usage block
+    assert lines[0].startswith("faceweave: error: argument " + extra[0]), lines[0]
+    assert lines[0].endswith("(see faceweave swap --help)"), lines[0]
     assert list(tmp_path.iterdir()) == []
 
 
-def test_missing_required_and_no_command_are_usage_errors() -> None:
-    assert cli.main([]) == EXIT_USAGE
-    assert cli.main(["swap", "--source", "a.png"]) == EXIT_USAGE
-    assert cli.main(["analyse"]) == EXIT_USAGE
-    assert cli.main(["dance"]) == EXIT_USAGE
+def test_missing_required_and_no_command_are_usage_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for argv in ([], ["swap", "--source", "a.png"], ["analyse"], ["dance"]):
+        assert cli.main(argv) == EXIT_USAGE
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("faceweave: error: "), (argv, lines)
 
 
 @pytest.mark.parametrize(

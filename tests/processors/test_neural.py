@@ -33,6 +33,7 @@ from faceweave.processors.neural import (  # noqa: E402
     ARCFACE_TEMPLATE,
     NeuralSwapper,
     alignment,
+    five_points,
 )
 from faceweave.types import Face  # noqa: E402
 
@@ -226,7 +227,134 @@ def test_colour_match_takes_the_targets_skin_colour(
     assert gaps["rct"] < 8 and gaps["lct"] < 8, gaps
 
 
+@pytest.mark.parametrize("turns", [1, 2, 3])
+def test_a_face_turned_by_quarter_turns_is_aligned_upright(
+    models: dict,
+    astronaut: np.ndarray,
+    analyser: fw.FaceAnalyser,
+    grace_hopper_face: Face,
+    turns: int,
+) -> None:
+    """The five points come in the face's own order (its right eye first), not by
+    image x, which mirrors them past a quarter turn and collapses the alignment: on
+    her side and upside down the astronaut is aligned at her upright scale, a model
+    returning its input gives her back, and a source photo gives its upright identity."""
+    upright = analyser.get_faces(astronaut)[0]
+    face = analyser.get_faces(np.ascontiguousarray(np.rot90(astronaut, turns)))[0]
+    # Swapped on a smooth copy, which a model returning its input gives back closely.
+    turned = np.ascontiguousarray(np.rot90(cv2.GaussianBlur(astronaut, (0, 0), 3), turns))
+    scale = np.linalg.norm(alignment(five_points(face), 128)[:, 0])
+    assert scale == pytest.approx(
+        np.linalg.norm(alignment(five_points(upright), 128)[:, 0]), rel=0.1
+    )
+    same = _swapper(models, grace_hopper_face, "same", color="none", blend="alpha")
+    inside = _face_region(face, turned.shape, shrink=0.9)
+    assert np.abs(same.swap(turned, face).astype(float) - turned)[inside].mean() < 0.6
+    tinted = _swapper(models, grace_hopper_face, color="none").swap(turned, face)
+    assert np.abs(tinted.astype(float) - turned)[inside].mean() > 20
+    as_source = _swapper(models, face).source_embedding
+    assert float(as_source @ _swapper(models, upright).source_embedding) > 0.99
+
+
+@pytest.mark.parametrize("feather", [0.2, 0.5])
+def test_a_wide_feather_still_swaps_the_face(
+    models: dict,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+    feather: float,
+) -> None:
+    narrow = _swapper(models, grace_hopper_face, color="none", blend="alpha")
+    wide = narrow.with_options(feather=feather)
+    centre = _face_region(astronaut_face, astronaut.shape, shrink=0.3)
+    for swapper in (narrow, wide):
+        changed = np.abs(swapper.swap(astronaut, astronaut_face).astype(float) - astronaut)
+        assert changed[centre].mean() > 30
+    # Wider, the feather reaches further in: less of the oval's rim is swapped.
+    rim = _face_region(astronaut_face, astronaut.shape, 0.95) & ~_face_region(
+        astronaut_face, astronaut.shape, 0.75
+    )
+    changes = [
+        np.abs(s.swap(astronaut, astronaut_face).astype(float) - astronaut)[rim].mean()
+        for s in (narrow, wide)
+    ]
+    assert changes[1] < changes[0]
+
+
+def test_a_face_filling_the_frame_comes_back_through_a_pass_through_model(
+    models: dict, astronaut: np.ndarray, analyser: fw.FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    """The crop reaches beyond the frame on every side: the frame is continued there,
+    so no black border reaches the face's edge through any blend."""
+    close = cv2.resize(cv2.GaussianBlur(astronaut, (0, 0), 2)[85:185, 172:278], None, fx=3, fy=3)
+    face = analyser.get_faces(close)[0]
+    assert face.bbox[1] < 0  # the forehead is cut by the frame's top
+    for blend in ("alpha", "multiband", "poisson"):
+        swapper = _swapper(models, grace_hopper_face, "same", color="none", blend=blend)
+        change = swapper.swap(close, face).astype(float) - close
+        border = np.concatenate([change[:2].ravel(), change[:, :2].ravel(), change[:, -2:].ravel()])
+        assert np.abs(border).mean() < 1.0, blend
+        assert np.abs(change).mean() < 1.0, blend
+
+
+def test_the_blend_fades_out_before_the_crop_ends(
+    models: dict, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    """A multiband blend's wide band of low frequencies would stop at the aligned
+    crop's square edge, a straight line across the neck; it fades out before it."""
+    out = _swapper(models, grace_hopper_face, color="none").swap(astronaut, astronaut_face)
+    inverse = cv2.invertAffineTransform(alignment(five_points(astronaut_face), 128))
+    edge = np.concatenate(
+        [[(t, 1.0) for t in range(1, 127)], [(t, 126.0) for t in range(1, 127)]]
+        + [[(1.0, t) for t in range(1, 127)], [(126.0, t) for t in range(1, 127)]]
+    )
+    x, y = np.round(edge @ inverse[:, :2].T + inverse[:, 2]).astype(int).T
+    seen = (x >= 0) & (x < astronaut.shape[1]) & (y >= 0) & (y < astronaut.shape[0])
+    assert seen.sum() > 300
+    change = np.abs(out.astype(int) - astronaut)[y[seen], x[seen]]
+    assert change.max() <= 2
+
+
 # --- what it refuses -------------------------------------------------------------------------
+
+
+def test_a_model_whose_output_is_not_finite_is_an_error(
+    models: dict, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    broken, _, _ = tiny_swapper(models["root"] / "nan.onnx", tint=float("nan"))
+    swapper = NeuralSwapper(
+        grace_hopper_face, swapper_model=broken, embedder_model=models["embedder"]
+    )
+    with pytest.raises(BackendError, match="output is not finite"):
+        swapper.swap(astronaut, astronaut_face)
+
+
+def test_a_model_with_its_weights_in_a_side_file_loads_from_any_folder(
+    models: dict, grace_hopper_face: Face, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    model, emap, _ = tiny_swapper(folder / "external.onnx", tint=0.5, external=True)
+    assert (folder / "external.onnx.data").is_file()
+    monkeypatch.chdir(tmp_path)
+    swapper = _swapper({**models, "external": model}, grace_hopper_face, "external")
+    np.testing.assert_array_equal(swapper.model.emap, emap)
+
+
+def test_the_embedded_engines_options_are_refused(models: dict, grace_hopper_face: Face) -> None:
+    for option, value in (
+        ("light", 1.0),
+        ("shape", 0.0),
+        ("detail", 0.0),
+        ("creases", 0.0),
+        ("gaze", "source"),
+        ("mask_eyes", True),
+        ("mask_glasses", False),
+    ):
+        with pytest.raises(UsageError, match=f"{option}: the embedded engine's"):
+            _swapper(models, grace_hopper_face, **{option: value})
+    with pytest.raises(UsageError, match="light"):
+        _swapper(models, grace_hopper_face).with_options(light=0.0)
 
 
 def test_model_files_with_other_signatures_are_one_line_errors(
@@ -238,6 +366,10 @@ def test_model_files_with_other_signatures_are_one_line_errors(
         ({"swapper_model": models["no_emap"]}, "no 512x512 embedding map"),
         ({"embedder_model": models["small_embedder"]}, "no 256x512 embedding map"),
         ({"swapper_model": tmp_path / "none.onnx"}, "model file not found"),
+        (
+            {"swapper_model": tiny_swapper(tmp_path / "out64.onnx", output_size=64)[0]},
+            r"output \[1, 3, 64, 64\], expected \[1, 3, 128, 128\]",
+        ),
     ]
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"not a model")
@@ -264,6 +396,10 @@ def test_bad_options_and_sources(models: dict, grace_hopper_face: Face) -> None:
         _swapper(models, Face(**{**grace_hopper_face.__dict__, "frame": None, "_cache": {}}))
     with pytest.raises(InputError, match="takes source faces"):
         _swapper(models, "grace.png")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="faces is a Face or a list"):
+        _swapper(models, grace_hopper_face).swap(grace_hopper_face.frame, None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="swapper_model is a .onnx file's path"):
+        NeuralSwapper(grace_hopper_face, swapper_model=None, embedder_model=models["embedder"])  # type: ignore[arg-type]
 
 
 # --- the Python API, the video pipeline, the command line ------------------------------------
@@ -402,7 +538,15 @@ def test_command_line_swaps_with_the_neural_engine(
     failed = _cli(*common, "-o", "d.png", *wrong, cwd=tmp_path)
     assert failed.returncode == EXIT_ERROR
     assert "missing source, target" in _error_line(failed)
-    assert not any((tmp_path / name).exists() for name in ("a.png", "b.png", "c.png", "d.png"))
+    usage = _cli(*common, "-o", "e.png", *engine, "--light", "1", "--mask-eyes", cwd=tmp_path)
+    assert usage.returncode == EXIT_USAGE
+    assert "--mask-eyes --light: the mesh engine's options" in _error_line(usage)
+    broken, _, _ = tiny_swapper(tmp_path / "nan.onnx", tint=float("nan"))
+    failed = _cli(*common, "-o", "f.png", *engine[:3], broken, *engine[4:], cwd=tmp_path)
+    assert failed.returncode == EXIT_ERROR
+    assert "output is not finite" in _error_line(failed)
+    names = ("a.png", "b.png", "c.png", "d.png", "e.png", "f.png")
+    assert not any((tmp_path / name).exists() for name in names)
 
     from clips import make_clip  # tests/clips.py
 
