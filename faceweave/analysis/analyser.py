@@ -52,6 +52,10 @@ MIN_FACE_PX = 12.0
 # does (a whole upside-down photo's faces lie in the frame; ``detector_angles`` asks
 # for turns regardless).
 TURNED_MAX_OUT = 0.05
+# A face found only in a turned frame needs this score: clothing and backgrounds read
+# as an upside-down or lying face at 0.51-0.52 (the astronaut's suit in a frame cut
+# below her eyes), where the development photos' faces score 0.61-0.98 in every turn.
+TURNED_MIN_SCORE = 0.56
 
 # The frame rotation that brings a face turned by the angle upright, and the map from
 # the rotated frame's pixels back to the frame's (x, y) -> (x', y'), for width w and
@@ -378,7 +382,8 @@ class FaceAnalyser:
                 for d in detect_turned(self.detector, frame, angle)
                 if quarter_turns(d.roll) == 0  # its keypoints say upright after all
                 or (
-                    _out_of_frame(d.bbox, w, h) <= TURNED_MAX_OUT
+                    d.score >= TURNED_MIN_SCORE
+                    and _out_of_frame(d.bbox, w, h) <= TURNED_MAX_OUT
                     and not any(_same_box(d.bbox, box) for box in cut)
                 )
             ]
