@@ -23,7 +23,7 @@ from faceweave.errors import (
     UsageError,
 )
 from faceweave.processors.debug import draw_debug
-from faceweave.processors.neural import NeuralSwapper
+from faceweave.processors.neural import EnhancedSwapper, FaceEnhancer, NeuralSwapper
 from faceweave.processors.swap import (
     BLEND_MODES,
     COLOR_MODES,
@@ -42,8 +42,10 @@ __version__ = "0.1.0"
 __all__ = [
     "BLEND_MODES",
     "COLOR_MODES",
+    "EnhancedSwapper",
     "Face",
     "FaceAnalyser",
+    "FaceEnhancer",
     "FacePredictor",
     "FaceweaveError",
     "Frame",

@@ -17,7 +17,10 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
 from faceweave.errors import FaceweaveError, NoFaceError, UsageError
 from faceweave.processors.neural import (
+    ENHANCER_BLEND,
     AnySwapper,
+    EnhancedSwapper,
+    FaceEnhancer,
     NeuralSwapper,
     checked_pixel_boost,
     load_models,
@@ -33,6 +36,8 @@ ENGINES = {"mesh": ("cpu",), "inswapper": tuple(ONNX_PROVIDERS)}
 EXECUTION_PROVIDERS = ENGINES["mesh"]
 # FacePredictor keywords that set up the neural engine rather than a swap option.
 NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
+# ... and the face enhancer, for either engine.
+ENHANCER_SETUP = ("enhancer_model", "enhancer_blend")
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,7 +65,9 @@ class FacePredictor:
             model files); ``inswapper``, InsightFace's inswapper_128 or a model with its
             signature (see :class:`~faceweave.NeuralSwapper`), which needs
             ``swapper_model=`` and ``embedder_model=`` (the ``.onnx`` files) and takes
-            ``pixel_boost=``.
+            ``pixel_boost=``. Either engine takes ``enhancer_model=`` (a face
+            restoration model's ``.onnx`` file, see :class:`~faceweave.FaceEnhancer`)
+            and ``enhancer_blend=`` (0..1, default 0.8).
         execution_provider: ``cpu`` (the embedded engine runs on the CPU); for
             ``inswapper`` any onnxruntime provider this machine has (``cuda``...).
         **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
@@ -77,6 +84,16 @@ class FacePredictor:
                 f"{model!r} engine; available: {', '.join(ENGINES[model])}"
             )
         setup = {name: options.pop(name) for name in NEURAL_SETUP if name in options}
+        restore = {name: options.pop(name) for name in ENHANCER_SETUP if name in options}
+        self.enhancer: FaceEnhancer | None = None
+        if restore:
+            if "enhancer_model" not in restore:
+                raise UsageError("enhancer_blend= is for enhancer_model= (an .onnx file)")
+            self.enhancer = FaceEnhancer(
+                restore["enhancer_model"],  # type: ignore[arg-type]
+                execution_provider=execution_provider,
+                blend=restore.get("enhancer_blend", ENHANCER_BLEND),  # type: ignore[arg-type]
+            )
         self.neural: dict[str, object] | None = None
         if model == "inswapper":
             missing = [n for n in ("swapper_model", "embedder_model") if n not in setup]
@@ -143,10 +160,13 @@ class FacePredictor:
                 if len(photos) == 1 or isinstance(photo, (str, os.PathLike)):
                     raise  # the message names the file already
                 raise type(err)(f"source photo {number}: {err}") from err
-        swapper: AnySwapper = (
+        engine: Swapper | NeuralSwapper = (
             Swapper(faces, **self.options)
             if self.neural is None
             else NeuralSwapper(faces, **self.neural, **self.options)  # type: ignore[arg-type]
+        )
+        swapper: AnySwapper = (
+            engine if self.enhancer is None else EnhancedSwapper(engine, self.enhancer)
         )
         self._cached = (key, source, swapper)
         return swapper

@@ -122,3 +122,48 @@ def tiny_swapper(
         external=external,
     )
     return path, emap if with_emap else None, project
+
+
+def tiny_enhancer(
+    path: Path,
+    *,
+    size: int = 512,
+    scale: float = 1.0,
+    shift: float = 0.0,
+    weight_input: bool = False,
+    image_inputs: int = 1,
+) -> Path:
+    """A face restoration model's signature (GFPGAN's; with ``weight_input``,
+    CodeFormer's extra ``weight`` [1] double): input ``input`` [1, 3, size, size] in
+    -1..1 -> ``output`` = input * scale + shift (times the weight when it has one).
+    ``image_inputs`` 2 gives it a second image input (a wrong signature)."""
+    inits = [
+        numpy_helper.from_array(np.array(scale, np.float32), "scale"),
+        numpy_helper.from_array(np.array(shift, np.float32), "shift"),
+    ]
+    nodes = [
+        helper.make_node("Mul", ["input", "scale"], ["scaled"]),
+        helper.make_node("Add", ["scaled", "shift"], ["restored"]),
+    ]
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])]
+    if weight_input:
+        inputs.append(helper.make_tensor_value_info("weight", TensorProto.DOUBLE, [1]))
+        nodes += [
+            helper.make_node("Cast", ["weight"], ["weight32"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["restored", "weight32"], ["output"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Identity", ["restored"], ["output"]))
+    if image_inputs == 2:
+        inputs.append(
+            helper.make_tensor_value_info("input2", TensorProto.FLOAT, [1, 3, size, size])
+        )
+        nodes.append(helper.make_node("Identity", ["input2"], ["unused"]))
+    return _save(
+        nodes,
+        "tiny_enhancer",
+        inputs,
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
+        inits,
+        path,
+    )

@@ -95,9 +95,12 @@ from faceweave.io import (
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.neural import (
+    ENHANCER_BLEND,
     NEURAL_COLOR_MODES,
     PIXEL_BOOSTS,
     AnySwapper,
+    EnhancedSwapper,
+    FaceEnhancer,
     NeuralSwapper,
     load_models,
     mesh_only_options,
@@ -679,6 +682,39 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         help="align the face at N times the model's size and run the model on its N*N "
         "interleaved crops: more detail on a large face, N*N model runs (1-4; default 1)",
     )
+    enhancer = parser.add_argument_group(
+        "face enhancer",
+        "an ONNX face restoration model you bring, on the swapped faces of either engine",
+    )
+    enhancer.add_argument(
+        "--enhancer-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="GFPGAN 1.4, GPEN-BFR-512, RestoreFormer or CodeFormer exported to ONNX",
+    )
+    enhancer.add_argument(
+        "--enhancer-blend",
+        type=unit_interval,
+        default=None,
+        metavar="0..1",
+        help=f"how much of the restored face is used (default {ENHANCER_BLEND})",
+    )
+
+
+def _enhancer(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The face enhancer's setup, or None; checks the flags before any model loads."""
+    if args.enhancer_model is None:
+        if args.enhancer_blend is not None:
+            raise UsageError("--enhancer-blend is for --enhancer-model FILE.onnx")
+        return None
+    if not args.enhancer_model.is_file():
+        raise InputError(f"{args.enhancer_model}: model file not found")
+    return {
+        "model_path": args.enhancer_model,
+        "execution_provider": args.execution_provider,
+        "blend": ENHANCER_BLEND if args.enhancer_blend is None else args.enhancer_blend,
+        "feather": args.feather if hasattr(args, "feather") else SwapOptions().feather,
+    }
 
 
 def _engine(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -723,10 +759,23 @@ def _engine(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _make_swappers(
-    sources: Sequence[list[Face]], options: SwapOptions, engine: dict[str, Any] | None
+    sources: Sequence[list[Face]],
+    options: SwapOptions,
+    engine: dict[str, Any] | None,
+    enhancer: dict[str, Any] | None = None,
 ) -> list[AnySwapper]:
-    """One swapper per source (its photos), of the chosen engine; the neural engine's
-    models load once, for all of them."""
+    """One swapper per source (its photos), of the chosen engine, its faces restored by
+    the enhancer when one is given; each model loads once, for all of them."""
+    swappers = _engine_swappers(sources, options, engine)
+    if enhancer is None:
+        return list(swappers)
+    restorer = FaceEnhancer(**enhancer)
+    return [EnhancedSwapper(swapper, restorer) for swapper in swappers]
+
+
+def _engine_swappers(
+    sources: Sequence[list[Face]], options: SwapOptions, engine: dict[str, Any] | None
+) -> list[Swapper | NeuralSwapper]:
     if engine is None:
         return [Swapper(photos, **options.__dict__) for photos in sources]
     swap_model, embedder = load_models(
@@ -937,6 +986,7 @@ def _run_swap(args: argparse.Namespace) -> int:
     wanted = _resolve_sources(args)
     options = SwapOptions.from_settings(args)  # before any model loads
     engine = _engine(args)
+    enhancer = _enhancer(args)
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
@@ -1006,7 +1056,7 @@ def _run_swap(args: argparse.Namespace) -> int:
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     with _library_warnings():  # advice on a poor source photo, before any output
-        swappers = _make_swappers(source_faces, options, engine)
+        swappers = _make_swappers(source_faces, options, engine, enhancer)
     job = _SwapJob(
         analyser=analyser,
         swappers=swappers,
@@ -1200,8 +1250,12 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
                 args.face_order,
             )
         ]
-    engine = _engine(args)
-    sources = source_faces if engine is None else _make_swappers(source_faces, options, engine)
+    engine, enhancer = _engine(args), _enhancer(args)
+    sources = (
+        source_faces
+        if engine is None and enhancer is None
+        else _make_swappers(source_faces, options, engine, enhancer)
+    )
     return _video_job(
         args, sources, reference_faces, wanted.selector, target_path, output_path, options
     )
@@ -1385,7 +1439,7 @@ def _run_live(args: argparse.Namespace) -> int:
     for _, path in reads:
         read_image(path, max_pixels=args.max_pixels)
     options = SwapOptions.from_settings(args)  # live has no mask options: defaults
-    engine = _engine(args)
+    engine, enhancer = _engine(args), _enhancer(args)
 
     pacer = FilePacer(args.input, loop=args.loop) if args.input is not None else None
     capture: LiveSource = (
@@ -1418,8 +1472,8 @@ def _run_live(args: argparse.Namespace) -> int:
         # Swappers at fusion 1; run_live makes the other fusions from them (the keys).
         sources: Sequence[Any] = (
             source_faces
-            if engine is None
-            else _make_swappers(source_faces, replace(options, fusion=1.0), engine)
+            if engine is None and enhancer is None
+            else _make_swappers(source_faces, replace(options, fusion=1.0), engine, enhancer)
         )
         references = (
             _load_faces(analyser, [args.reference_face], "reference", args.max_pixels)

@@ -50,7 +50,7 @@ from faceweave.io.video import (
 )
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace, TrackerCounters
-from faceweave.processors.neural import AnySwapper, NeuralSwapper, uses_creases
+from faceweave.processors.neural import AnySwapper, EnhancedSwapper, NeuralSwapper, uses_creases
 from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
@@ -217,7 +217,9 @@ def build_swappers(
         raise UsageError("give at least one source face")
     opts = (options or SwapOptions()).validated()
     return [
-        s if isinstance(s, (Swapper, NeuralSwapper)) else Swapper(s, **asdict(opts))
+        s
+        if isinstance(s, (Swapper, NeuralSwapper, EnhancedSwapper))
+        else Swapper(s, **asdict(opts))
         for s in sources
     ]
 

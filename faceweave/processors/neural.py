@@ -1,4 +1,5 @@
-"""Neural face swap with ONNX models a user brings (faceweave ships no weights).
+"""Neural models a user brings, run by onnxruntime: face swap and face enhancement
+(faceweave ships and downloads no weights).
 
 The embedded engine (:class:`~faceweave.Swapper`) needs no model file. A user who has
 the files of InsightFace's ``inswapper_128`` (or a model with its signature) and of an
@@ -24,7 +25,7 @@ The models' contracts, checked when they load (another signature is one clear li
 
 Around the model, faceweave's own steps: the face mask from the 478-point mesh (face
 oval, ``mask_padding``, the mouth's opening kept with ``mask_mouth``), feathered in
-the aligned crop and kept off the parts of the crop outside the frame; the colour
+the aligned crop (which continues the frame beyond its edges); the colour
 match (``color``: none, rct, lct) on that mask; the blend (``blend``: alpha,
 multiband, poisson). ``pixel_boost`` n > 1 aligns the face at n*S px and runs the
 model on the n*n interleaved S-px crops of it (every n-th pixel from each offset),
@@ -35,6 +36,18 @@ embeddings, the sum scaled back to unit length), a blend of the two people in th
 model's own identity space; below ``FUSION_FADE_IN`` the model's face also fades in
 over the target's pixels, so that fusion 0 is the target exactly and small values
 change it little.
+
+A face enhancer (:class:`FaceEnhancer`: GFPGAN, GPEN-BFR, RestoreFormer or
+CodeFormer exported to ONNX, as FaceFusion uses them) restores the swapped faces'
+detail on top of either engine (:class:`EnhancedSwapper`), with an intensity::
+
+    faceweave swap ... --enhancer-model gfpgan_1.4.onnx --enhancer-blend 0.8
+
+* enhancer: one image input float32 ``[1, 3, S, S]`` (S = 512 usually), RGB scaled to
+  -1..1, the face aligned by its five points to the FFHQ template at S px; an
+  optional input ``weight`` (CodeFormer's fidelity, 0..1); one output
+  ``[1, 3, S, S]``, the restored face, -1..1. It is pasted back through the mesh's
+  face oval, feathered, at ``blend`` of its strength.
 """
 
 from __future__ import annotations
@@ -50,7 +63,7 @@ from numpy.typing import NDArray
 from faceweave.analysis.onnx_backend import OnnxModel
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
-from faceweave.core.facemodel import FaceModel, load_face_model
+from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import umeyama
 from faceweave.errors import BackendError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import COLOR_GAIN_RANGE, COLOR_RIDGE, SwapOptions, Swapper
@@ -60,16 +73,21 @@ __all__ = [
     "ARCFACE_TEMPLATE",
     "AnySwapper",
     "ArcFaceEmbedder",
+    "EnhancedSwapper",
+    "FaceEnhancer",
     "FUSION_FADE_IN",
     "NEURAL_COLOR_MODES",
     "PIXEL_BOOSTS",
     "NeuralSwapper",
     "SwapModel",
+    "aligned_crop",
     "alignment",
     "checked_pixel_boost",
     "five_points",
     "load_models",
     "mesh_only_options",
+    "oval_mask",
+    "paste_back",
     "uses_creases",
 ]
 
@@ -86,6 +104,20 @@ ARCFACE_TEMPLATE = np.array(
     np.float64,
 )
 
+# FFHQ's five-point template (as fractions of the crop's side): the alignment face
+# restoration models (GFPGAN, GPEN, CodeFormer) were trained on.
+FFHQ_TEMPLATE = np.array(
+    [
+        [0.37691676, 0.46864664],
+        [0.62285697, 0.46912813],
+        [0.50123859, 0.61331904],
+        [0.39308822, 0.72541100],
+        [0.61150205, 0.72490465],
+    ],
+    np.float64,
+)
+# How much of the restored face an enhancer uses by default (FaceFusion's 80%).
+ENHANCER_BLEND = 0.8
 # Mesh vertices of the five points: right iris, left iris, nose tip, right and left
 # mouth corners (the face's own sides).
 _FIVE_POINTS = [468, 473, 1, 61, 291]
@@ -139,7 +171,7 @@ def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
     return np.hstack([scale * rotation, translation[:, None]])
 
 
-def _crop(frame: Frame, matrix: NDArray[np.float64], size: int) -> Frame:
+def aligned_crop(frame: Frame, matrix: NDArray[np.float64], size: int) -> Frame:
     """The aligned crop; beyond the frame's edges the frame is continued (no black
     border for the model to take for part of the face, or for the paste-back and the
     blend to bring in)."""
@@ -194,6 +226,109 @@ def _unit(vector: NDArray[np.floating]) -> NDArray[np.float32]:
     return (np.asarray(vector, np.float64) / norm).astype(np.float32)
 
 
+def oval_mask(
+    face: Face,
+    matrix: NDArray[np.float64],
+    size: int,
+    *,
+    feather: float,
+    padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
+    mouth: bool = False,
+) -> NDArray[np.float32]:
+    """(size, size) float32 mask in an aligned crop (``matrix`` takes frame pixels to
+    it): the face's mesh oval less ``padding`` (top, right, bottom, left fractions of
+    the oval's height and width) and, with ``mouth``, the mouth's opening; feathered
+    inward from the oval's edge over ``FEATHER_RAMP * feather * size`` pixels, eased,
+    at most EDGE_RAMP_MAX of the way to its middle (a core always stays)."""
+    model = load_face_model()
+    points = face.landmarks_478[:, :2].astype(np.float64) @ matrix[:, :2].T + matrix[:, 2]
+    shift = 4  # sub-pixel polygon corners: 1/16 px
+    hard = np.zeros((size, size), np.uint8)
+    oval = model.face_oval_polygon(points)
+    cv2.fillPoly(hard, [np.round(oval * (1 << shift)).astype(np.int32)], 255, cv2.LINE_AA, shift)
+    x0, y0 = oval.min(axis=0)
+    x1, y1 = oval.max(axis=0)
+    top, right, bottom, left = padding
+    if any(padding):
+        keep = np.zeros_like(hard)
+        keep[
+            max(0, round(y0 + top * (y1 - y0))) : max(0, round(y1 - bottom * (y1 - y0))),
+            max(0, round(x0 + left * (x1 - x0))) : max(0, round(x1 - right * (x1 - x0))),
+        ] = 255
+        hard = np.minimum(hard, keep)
+    # Feathered inward from the oval's (and the padding's) edge: 0 there, 1 from a
+    # ramp's width inside, eased. The frame's edge is no edge of the face: the crop
+    # continues the frame beyond it, and the mask goes on there.
+    distance = cv2.distanceTransform((hard >= 128).astype(np.uint8), cv2.DIST_L2, 5)
+    ramp = min(FEATHER_RAMP * feather * size, EDGE_RAMP_MAX * float(distance.max()))
+    t = np.minimum(distance / np.float32(max(ramp, 1.0)), 1.0)
+    soft = t * t * (3.0 - 2.0 * t)
+    if mouth:
+        # The target's mouth opening (teeth, tongue), cut with an edge of about a
+        # pixel: the lips around it are the model's.
+        opening = np.zeros_like(hard)
+        ring = points[model.loops[2]] * (1 << shift)
+        cv2.fillPoly(opening, [np.round(ring).astype(np.int32)], 255, cv2.LINE_AA, shift)
+        soft *= 1.0 - cv2.GaussianBlur(opening.astype(np.float32) / 255.0, (0, 0), 0.5)
+    return np.clip(soft, 0.0, 1.0).astype(np.float32)
+
+
+def paste_back(
+    out: Frame,
+    face: NDArray[np.float32],
+    crop: Frame,
+    mask: NDArray[np.float32],
+    matrix: NDArray[np.float64],
+    blend: str,
+) -> None:
+    """Put a model's ``face`` (BGR float32, in the aligned ``crop`` that ``matrix``
+    took from ``out``) back into ``out``, in place, where ``mask`` says.
+
+    The blend runs in the crop, where the model's face is at its own resolution;
+    what it changes beyond an alpha blend there (multiband: the seam's low
+    frequencies over a wide band; poisson: the whole face's gradient fit) goes back
+    into the frame as a correction to a full-resolution alpha paste, faded out
+    towards the crop's border (else a multiband's wide band stops at a straight
+    line), so the frame keeps its own pixels wherever the face does not cover them."""
+    size = crop.shape[0]
+    correction = None
+    if blend != "alpha":
+        blended = blend_ops.blend(face, crop, mask, mode=blend)
+        weight = mask[:, :, None]
+        correction = blended.astype(np.float32) - (face * weight + crop * (1.0 - weight))
+        correction *= _border_taper(size, CROP_TAPER * size)[:, :, None]
+    # Warped back by the inverse: only the box (in the frame) of what changes.
+    inverse = cv2.invertAffineTransform(matrix)
+    reach = mask > 0
+    if correction is not None:
+        reach |= np.abs(correction).max(axis=2) >= 0.5
+    bx, by, bw, bh = cv2.boundingRect(reach.astype(np.uint8))
+    corners = np.array([[bx, by], [bx + bw, by], [bx, by + bh], [bx + bw, by + bh]], np.float64)
+    placed = corners @ inverse[:, :2].T + inverse[:, 2]
+    h, w = out.shape[:2]
+    x0, y0 = np.floor(placed.min(axis=0)).astype(int) - PASTE_MARGIN
+    x1, y1 = np.ceil(placed.max(axis=0)).astype(int) + PASTE_MARGIN
+    x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return
+    inverse[:, 2] -= (x0, y0)
+    region = (x1 - x0, y1 - y0)
+
+    def back(image: NDArray[np.float32]) -> NDArray[np.float32]:
+        warped = cv2.warpAffine(
+            image, inverse, region, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        )
+        return np.asarray(warped, np.float32)
+
+    roi = out[y0:y1, x0:x1]
+    weight_roi = back(mask)[:, :, None]
+    result = roi.astype(np.float32)
+    result += weight_roi * (back(face) - result)
+    if correction is not None:
+        result += back(correction)
+    out[y0:y1, x0:x1] = np.clip(result + 0.5, 0, 255).astype(np.uint8)
+
+
 class ArcFaceEmbedder:
     """Unit identity embeddings from an ArcFace-style ONNX recogniser (see the module).
 
@@ -220,7 +355,7 @@ class ArcFaceEmbedder:
 
     def preprocess(self, frame: Frame, points5: NDArray[np.floating]) -> NDArray[np.float32]:
         """(1, 3, size, size) float32: the aligned face, RGB, (v - 127.5) / 127.5."""
-        crop = _crop(frame, alignment(points5, self.size), self.size)
+        crop = aligned_crop(frame, alignment(points5, self.size), self.size)
         rgb = crop[:, :, ::-1].astype(np.float32)
         return np.ascontiguousarray(((rgb - 127.5) / 127.5).transpose(2, 0, 1)[None])
 
@@ -420,7 +555,6 @@ class NeuralSwapper:
         self.model, self.embedder = load_models(
             swapper_model, embedder_model, execution_provider=execution_provider
         )
-        self.face_model: FaceModel = load_face_model()
         self.source_embedding = _unit(
             np.mean([self.embedder.embed_face(p) for p in photos], axis=0)
         )
@@ -482,58 +616,24 @@ class NeuralSwapper:
     def face_mask(
         self, target_face: Face, matrix: NDArray[np.float64], size: int
     ) -> NDArray[np.float32]:
-        """(size, size) float32 mask in the aligned crop: the mesh's face oval less
-        ``mask_padding`` and (``mask_mouth``) the mouth's opening, feathered inside
-        the oval."""
+        """(size, size) float32 mask in the aligned crop (see :func:`oval_mask`), with
+        this swapper's feather, padding and mouth."""
         opts = self.options
-        points = (
-            target_face.landmarks_478[:, :2].astype(np.float64) @ matrix[:, :2].T + matrix[:, 2]
+        return oval_mask(
+            target_face,
+            matrix,
+            size,
+            feather=opts.feather,
+            padding=opts.mask_padding,
+            mouth=opts.mask_mouth,
         )
-        shift = 4  # sub-pixel polygon corners: 1/16 px
-        hard = np.zeros((size, size), np.uint8)
-        oval = self.face_model.face_oval_polygon(points)
-        cv2.fillPoly(
-            hard, [np.round(oval * (1 << shift)).astype(np.int32)], 255, cv2.LINE_AA, shift
-        )
-        x0, y0 = oval.min(axis=0)
-        x1, y1 = oval.max(axis=0)
-        top, right, bottom, left = opts.mask_padding
-        if any(opts.mask_padding):
-            keep = np.zeros_like(hard)
-            keep[
-                max(0, int(round(y0 + top * (y1 - y0)))) : max(
-                    0, int(round(y1 - bottom * (y1 - y0)))
-                ),
-                max(0, int(round(x0 + left * (x1 - x0)))) : max(
-                    0, int(round(x1 - right * (x1 - x0)))
-                ),
-            ] = 255
-            hard = np.minimum(hard, keep)
-        # Feathered inward from the oval's (and the padding's) edge: 0 there, 1 from
-        # a ramp's width inside, eased.
-        distance = cv2.distanceTransform((hard >= 128).astype(np.uint8), cv2.DIST_L2, 5)
-        ramp = min(FEATHER_RAMP * opts.feather * size, EDGE_RAMP_MAX * float(distance.max()))
-        ramp = max(ramp, 1.0)
-        t = np.minimum(distance / np.float32(ramp), 1.0)
-        # The frame's edge is no edge of the face: the crop continues the frame beyond
-        # it, and the mask goes on there (a face cut by the frame is swapped to its edge).
-        soft = t * t * (3.0 - 2.0 * t)
-        if opts.mask_mouth:
-            # The target's mouth opening (teeth, tongue), cut with an edge of about a
-            # pixel: the lips around it are the model's.
-            opening = np.zeros_like(hard)
-            mouth = points[self.face_model.loops[2]] * (1 << shift)
-            cv2.fillPoly(opening, [np.round(mouth).astype(np.int32)], 255, cv2.LINE_AA, shift)
-            cut = cv2.GaussianBlur(opening.astype(np.float32) / 255.0, (0, 0), 0.5)
-            soft *= 1.0 - cut
-        return np.clip(soft, 0.0, 1.0).astype(np.float32)
 
     def _swap_into(self, out: Frame, target_face: Face) -> None:
         opts = self.options
         size = self.model.size * self.pixel_boost
         points = five_points(target_face)
         matrix = alignment(points, size)
-        crop = _crop(out, matrix, size)
+        crop = aligned_crop(out, matrix, size)
         face = self.model.run_boosted(crop, self.latent_for(out, target_face), self.pixel_boost)
         # The mask at the model's own size (a boosted crop's is that one scaled up).
         mask = self.face_mask(target_face, alignment(points, self.model.size), self.model.size)
@@ -554,58 +654,133 @@ class NeuralSwapper:
                     gain_range=COLOR_GAIN_RANGE,
                     ridge=COLOR_RIDGE if opts.color == "lct" else 0.0,
                 )
-        # The blend runs in the crop, where the model's face is at its own resolution;
-        # what it changes beyond an alpha blend there (multiband: the seam's low
-        # frequencies over a wide band; poisson: the whole face's gradient fit) goes
-        # back into the frame as a correction to a full-resolution alpha blend, so the
-        # frame's pixels keep their detail wherever the face does not cover them.
-        backdrop = crop.astype(np.float32)
-        correction = None
-        if opts.blend != "alpha":
-            blended = blend_ops.blend(face, crop, mask, mode=opts.blend)
-            weight = mask[:, :, None]
-            correction = blended.astype(np.float32) - (face * weight + backdrop * (1.0 - weight))
-            # Faded out towards the crop's border, where the blend's context ends (else
-            # a multiband's wide band of low frequencies stops at a straight line).
-            correction *= _border_taper(size, CROP_TAPER * size)[:, :, None]
-        # Back into the frame, warped by the inverse: only the box (in the frame) of
-        # what changes, with a margin.
-        inverse = cv2.invertAffineTransform(matrix)
-        reach = mask > 0
-        if correction is not None:
-            reach |= np.abs(correction).max(axis=2) >= 0.5
-        bx, by, bw, bh = cv2.boundingRect(reach.astype(np.uint8))
-        corners = np.array([[bx, by], [bx + bw, by], [bx, by + bh], [bx + bw, by + bh]], np.float64)
-        placed = corners @ inverse[:, :2].T + inverse[:, 2]
-        h, w = out.shape[:2]
-        x0, y0 = np.floor(placed.min(axis=0)).astype(int) - PASTE_MARGIN
-        x1, y1 = np.ceil(placed.max(axis=0)).astype(int) + PASTE_MARGIN
-        x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)
-        if x1 - x0 < 2 or y1 - y0 < 2:
-            return
-        inverse[:, 2] -= (x0, y0)
-        region = (x1 - x0, y1 - y0)
+        paste_back(out, face, crop, mask, matrix, opts.blend)
 
-        def back(image: NDArray[np.float32]) -> NDArray[np.float32]:
-            warped = cv2.warpAffine(
-                image, inverse, region, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+
+class FaceEnhancer:
+    """Restores faces with an ONNX face restoration model a user brings (see the module).
+
+    Args:
+        model_path: the ``.onnx`` file (GFPGAN 1.4, GPEN-BFR-512, CodeFormer...).
+        execution_provider: onnxruntime provider.
+        blend: how much of the restored face is used, 0..1 (FaceFusion's default 0.8).
+        weight: CodeFormer's fidelity input, 0..1 (used when the model has one).
+        feather: the mask's soft edge (as :class:`~faceweave.SwapOptions`'s).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        execution_provider: str = "cpu",
+        blend: float = ENHANCER_BLEND,
+        weight: float = 1.0,
+        feather: float = 0.03,
+    ) -> None:
+        for name, value in (("blend", blend), ("weight", weight), ("feather", feather)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise UsageError(f"enhancer {name} must be a number, got {value!r}")
+            if not 0.0 <= value <= (0.5 if name == "feather" else 1.0):
+                raise UsageError(f"enhancer {name} out of range, got {value}")
+        if not isinstance(model_path, (str, Path)):
+            raise InputError(f"the enhancer model is a .onnx file's path, got {model_path!r}")
+        self.model = OnnxModel(
+            model_path, inputs=(), outputs=None, execution_provider=execution_provider
+        )
+        path = self.model.path
+        images = [n for n in self.model.input_shapes if n != "weight"]
+        if len(images) != 1 or len(self.model.output_names) != 1:
+            raise InputError(
+                f"{path}: not a face restoration model: expected one image input (and an "
+                f"optional 'weight') and one output, got inputs {list(self.model.input_shapes)}"
             )
-            return np.asarray(warped, np.float32)
+        self.input_name = images[0]
+        self.size = _square_side(self.model.input_shapes[self.input_name], 512, "input", path)
+        declared = list(self.model.session.get_outputs()[0].shape)
+        known = [d if isinstance(d, int) and d > 0 else None for d in declared]
+        expected = [1, 3, self.size, self.size]
+        if len(known) != 4 or any(k not in (None, e) for k, e in zip(known, expected, strict=True)):
+            raise InputError(f"{path}: output {declared}, expected {expected} (the face)")
+        types = {i.name: i.type for i in self.model.session.get_inputs()}
+        self._weight: dict[str, NDArray[Any]] = {}
+        if "weight" in types:
+            kind = np.float64 if types["weight"] == "tensor(double)" else np.float32
+            shape = self.model.input_shapes["weight"]
+            dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape] or []
+            self._weight = {"weight": np.full(dims, weight, kind)}
+        self._half = types[self.input_name] == "tensor(float16)"
+        self.blend = float(blend)
+        self.feather = float(feather)
 
-        roi = out[y0:y1, x0:x1]
-        weight_roi = back(mask)[:, :, None]
-        result = roi.astype(np.float32)
-        result += weight_roi * (back(face) - result)
-        if correction is not None:
-            result += back(correction)
-        out[y0:y1, x0:x1] = np.clip(result + 0.5, 0, 255).astype(np.uint8)
+    def matrix(self, face: Face) -> NDArray[np.float64]:
+        """The similarity taking the face to the FFHQ template at the model's size."""
+        rotation, scale, translation = umeyama(
+            np.asarray(five_points(face), np.float64), FFHQ_TEMPLATE * self.size
+        )
+        return np.hstack([scale * rotation, translation[:, None]])
+
+    def run(self, crop: Frame) -> NDArray[np.float32]:
+        """The restored face of one aligned crop, BGR float32 0..255."""
+        blob = (crop[:, :, ::-1].astype(np.float32) / 127.5 - 1.0).transpose(2, 0, 1)[None]
+        feeds = {
+            self.input_name: np.ascontiguousarray(blob.astype(np.float16) if self._half else blob)
+        }
+        (face,) = self.model.run({**feeds, **self._weight}).values()
+        if face.shape != (1, 3, self.size, self.size):
+            raise InputError(
+                f"{self.model.path}: output {list(face.shape)}, expected "
+                f"[1, 3, {self.size}, {self.size}]"
+            )
+        if not np.isfinite(face).all():
+            raise BackendError(f"{self.model.path.name}: the model's output is not finite (NaN)")
+        bgr = face[0].transpose(1, 2, 0)[:, :, ::-1]
+        return np.ascontiguousarray(np.clip((bgr + 1.0) * 127.5, 0.0, 255.0), dtype=np.float32)
+
+    def enhance(self, frame: Frame, faces: list[Face] | Face) -> Frame:
+        """The frame with every given face restored; a new frame."""
+        check_frame(frame)
+        targets = [faces] if isinstance(faces, Face) else list(faces)
+        out = frame.copy()
+        if self.blend <= 0.0:
+            return out
+        for face in targets:
+            matrix = self.matrix(face)
+            crop = aligned_crop(out, matrix, self.size)
+            restored = self.run(crop)
+            mask = oval_mask(face, matrix, self.size, feather=self.feather) * self.blend
+            paste_back(out, restored, crop, mask, matrix, "alpha")
+        return out
 
 
-# A swapper of either engine: the pipelines and front ends take both.
-AnySwapper = Swapper | NeuralSwapper
+class EnhancedSwapper:
+    """A swapper (either engine) whose swapped faces a :class:`FaceEnhancer` restores;
+    used as a swapper (``swap``, ``options``, ``with_options``) by every front end.
+    At fusion 0 nothing is swapped or restored: the target comes back untouched."""
+
+    def __init__(self, swapper: Swapper | NeuralSwapper, enhancer: FaceEnhancer) -> None:
+        self.swapper = swapper
+        self.enhancer = enhancer
+
+    @property
+    def options(self) -> SwapOptions:
+        return self.swapper.options
+
+    def with_options(self, **changes: object) -> EnhancedSwapper:
+        return EnhancedSwapper(self.swapper.with_options(**changes), self.enhancer)
+
+    def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
+        out = self.swapper.swap(frame, faces)
+        if self.options.fusion <= 0.0:
+            return out
+        return self.enhancer.enhance(out, faces)
+
+
+# A swapper of any engine, enhanced or not: the pipelines and front ends take them all.
+AnySwapper = Swapper | NeuralSwapper | EnhancedSwapper
 
 
 def uses_creases(swappers: Sequence[AnySwapper]) -> bool:
     """Whether a video's tracker must keep each face's skin at rest: some swapper lays
     the target's creases (the embedded engine's ``creases``; the neural engine has none)."""
-    return any(isinstance(s, Swapper) and s.options.creases > 0 for s in swappers)
+    plain = [s.swapper if isinstance(s, EnhancedSwapper) else s for s in swappers]
+    return any(isinstance(s, Swapper) and s.options.creases > 0 for s in plain)

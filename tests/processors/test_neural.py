@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from neural_models import tiny_embedder, tiny_swapper  # noqa: E402  (tests/ is on sys.path)
+from neural_models import (  # noqa: E402  (tests/ is on sys.path)
+    tiny_embedder,
+    tiny_enhancer,
+    tiny_swapper,
+)
 
 import faceweave as fw  # noqa: E402
 from faceweave.core.facemodel import load_face_model  # noqa: E402
@@ -31,6 +35,8 @@ from faceweave.errors import (  # noqa: E402
 from faceweave.io.image import read_image, write_image  # noqa: E402
 from faceweave.processors.neural import (  # noqa: E402
     ARCFACE_TEMPLATE,
+    EnhancedSwapper,
+    FaceEnhancer,
     NeuralSwapper,
     alignment,
     five_points,
@@ -402,6 +408,102 @@ def test_bad_options_and_sources(models: dict, grace_hopper_face: Face) -> None:
         NeuralSwapper(grace_hopper_face, swapper_model=None, embedder_model=models["embedder"])  # type: ignore[arg-type]
 
 
+# --- the face enhancer -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def enhancers(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("enhancers")
+    return {
+        "same": tiny_enhancer(root / "same.onnx"),
+        "darker": tiny_enhancer(root / "darker.onnx", scale=0.5, shift=-0.5),
+        "codeformer": tiny_enhancer(root / "codeformer.onnx", weight_input=True),
+        "nan": tiny_enhancer(root / "nan.onnx", scale=float("nan")),
+        "two_images": tiny_enhancer(root / "two.onnx", image_inputs=2),
+    }
+
+
+def test_an_enhancer_that_returns_its_input_gives_the_frame_back(
+    enhancers: dict, astronaut: np.ndarray, analyser: fw.FaceAnalyser
+) -> None:
+    """The face aligned to the FFHQ template at 512 px and pasted back lines up."""
+    smooth = cv2.GaussianBlur(astronaut, (0, 0), 3)
+    face = analyser.get_faces(smooth)[0]
+    out = FaceEnhancer(enhancers["same"], blend=1.0).enhance(smooth, face)
+    inside = _face_region(face, smooth.shape, shrink=0.9)
+    assert np.abs(out.astype(float) - smooth)[inside].mean() < 0.6
+    shifted = np.roll(smooth, 1, axis=1)
+    assert np.abs(shifted.astype(float) - smooth)[inside].mean() > 1.5
+
+
+def test_the_enhancers_blend_is_its_strength_and_only_the_face_changes(
+    enhancers: dict, astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    inside = _face_region(astronaut_face, astronaut.shape, shrink=0.6)
+    changes = {}
+    for blend in (0.0, 0.5, 1.0):
+        out = FaceEnhancer(enhancers["darker"], blend=blend).enhance(astronaut, astronaut_face)
+        changes[blend] = (astronaut.astype(float) - out)[inside].mean()
+        x0, y0, x1, y1 = (int(v) for v in astronaut_face.bbox)
+        far = np.ones(astronaut.shape[:2], bool)
+        far[max(0, y0 - 40) : y1 + 40, max(0, x0 - 40) : x1 + 40] = False
+        assert np.array_equal(out[far], astronaut[far])
+    # The model maps x to (x - 1) / 2 in -1..1: a pixel of v (0..255) to v / 2.
+    expected = (astronaut.astype(float) / 2)[inside].mean()
+    assert changes[0.0] == 0
+    assert changes[1.0] == pytest.approx(expected, rel=0.05)
+    assert changes[0.5] == pytest.approx(expected / 2, rel=0.05)
+
+
+def test_codeformers_weight_input_is_fed(
+    enhancers: dict, astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    inside = _face_region(astronaut_face, astronaut.shape, shrink=0.6)
+    full = FaceEnhancer(enhancers["codeformer"], blend=1.0, weight=1.0)
+    half = FaceEnhancer(enhancers["codeformer"], blend=1.0, weight=0.5)
+    same = full.enhance(astronaut, astronaut_face).astype(float)
+    assert np.abs(same - astronaut)[inside].mean() < 3
+    # output = input * 0.5: a face of v in -1..1 goes to v / 2, 127.5 + (v - 127.5) / 2.
+    halved = half.enhance(astronaut, astronaut_face).astype(float)
+    expected = (127.5 + (astronaut.astype(float) - 127.5) / 2)[inside].mean()
+    assert halved[inside].mean() == pytest.approx(expected, abs=3)
+
+
+def test_an_enhanced_swapper_restores_the_swapped_faces_of_either_engine(
+    models: dict,
+    enhancers: dict,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    enhancer = FaceEnhancer(enhancers["darker"])
+    inside = _face_region(astronaut_face, astronaut.shape, shrink=0.6)
+    for swapper in (fw.Swapper(grace_hopper_face), _swapper(models, grace_hopper_face)):
+        plain = swapper.swap(astronaut, astronaut_face)
+        enhanced = EnhancedSwapper(swapper, enhancer)
+        out = enhanced.swap(astronaut, astronaut_face)
+        np.testing.assert_array_equal(out, enhancer.enhance(plain, astronaut_face))
+        assert (plain.astype(float) - out)[inside].mean() > 20
+        assert enhanced.options == swapper.options
+        assert np.array_equal(
+            enhanced.with_options(fusion=0.0).swap(astronaut, astronaut_face), astronaut
+        )
+
+
+def test_enhancer_models_and_values_it_refuses(
+    enhancers: dict, astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    with pytest.raises(InputError, match="not a face restoration model"):
+        FaceEnhancer(enhancers["two_images"])
+    with pytest.raises(BackendError, match="not finite"):
+        FaceEnhancer(enhancers["nan"]).enhance(astronaut, astronaut_face)
+    for bad in ({"blend": 1.5}, {"blend": "a lot"}, {"weight": -1.0}):
+        with pytest.raises(UsageError, match="enhancer"):
+            FaceEnhancer(enhancers["same"], **bad)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="model file not found"):
+        FaceEnhancer(enhancers["same"].parent / "none.onnx")
+
+
 # --- the Python API, the video pipeline, the command line ------------------------------------
 
 
@@ -420,6 +522,8 @@ def test_face_predictor_runs_the_neural_engine(
     assert np.abs(out.astype(float) - astronaut)[y0:y1, x0:x1].mean() > 10
     with pytest.raises(UsageError, match="needs swapper_model and embedder_model"):
         fw.FacePredictor(model="inswapper")
+    with pytest.raises(UsageError, match="enhancer_blend= is for enhancer_model="):
+        fw.FacePredictor(enhancer_blend=0.5)
     with pytest.raises(UsageError, match="is for model='inswapper'"):
         fw.FacePredictor(swapper_model=models["tint"])
     with pytest.raises(UsageError, match="not available for the 'mesh' engine"):
@@ -547,6 +651,20 @@ def test_command_line_swaps_with_the_neural_engine(
     assert "output is not finite" in _error_line(failed)
     names = ("a.png", "b.png", "c.png", "d.png", "e.png", "f.png")
     assert not any((tmp_path / name).exists() for name in names)
+
+    # A face enhancer on the embedded engine's swap: darker than the plain swap.
+    darker = tiny_enhancer(tmp_path / "darker.onnx", scale=0.5, shift=-0.5)
+    plain = _cli(*common, "-o", "mesh.png", cwd=tmp_path)
+    restored = _cli(*common, "-o", "restored.png", "--enhancer-model", darker, cwd=tmp_path)
+    assert plain.returncode == EXIT_OK and restored.returncode == EXIT_OK, restored.stderr
+    lighter = read_image(tmp_path / "mesh.png").astype(float)
+    darkened = read_image(tmp_path / "restored.png").astype(float)
+    assert (lighter - darkened).max() > 40 and (darkened - lighter).max() <= 2
+    usage = _cli(*common, "-o", "g.png", "--enhancer-blend", "0.5", cwd=tmp_path)
+    assert usage.returncode == EXIT_USAGE
+    assert "--enhancer-blend is for --enhancer-model" in _error_line(usage)
+    missing = _cli(*common, "-o", "h.png", "--enhancer-model", "none.onnx", cwd=tmp_path)
+    assert missing.returncode == EXIT_ERROR and "model file not found" in _error_line(missing)
 
     from clips import make_clip  # tests/clips.py
 
