@@ -75,3 +75,39 @@ def test_upload_two_images_job_completes_result_is_marked(
     assert (options["light"], options["creases"], options["shape"]) == (0.8, 0.5, 0.6), options
     assert set(job["inputs"]) == {"source", "source_2", "target"}, job["inputs"]
     assert not errors, errors
+
+
+@pytest.mark.slow
+def test_a_video_job_takes_the_pages_sound_and_trim_settings(
+    service: tuple[str, str], launch: Callable[..., Any], tmp_path: Path, astronaut: np.ndarray
+) -> None:
+    """For a video target the page sends keep_audio and the trim seconds; an image job
+    gets none of them (the service refuses them there)."""
+    from clips import make_clip  # tests/clips.py: tests/ is on sys.path
+
+    url, key = service
+    source = tmp_path / "source.png"
+    cv2.imwrite(str(source), np.asarray(astronaut))
+    clip = make_clip(tmp_path / "clip.mp4", np.asarray(astronaut), frames=30, size=(256, 256))
+    page = launch()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url + "/")
+    page.get_by_label("Key (kept in this browser only)").fill(key)
+    page.get_by_role("button", name="Save").click()
+    page.get_by_label("Source face (image)").set_input_files(str(source))
+    page.get_by_label("Target (image or video)").set_input_files(str(clip))
+    page.get_by_label("Keep a video's sound").uncheck()
+    page.get_by_label("Video from second").fill("0.2")
+    page.get_by_label("Video to second").fill("0.6")
+    page.get_by_role("button", name="Submit job").click()
+    page.locator("#current-state").filter(has_text="queued").or_(
+        page.locator("#current-state").filter(has_text="running")
+    ).or_(page.locator("#current-state").filter(has_text="done")).wait_for(timeout=60_000)
+    request = urllib.request.Request(url + "/v1/jobs", headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        job = json.load(response)["jobs"][0]
+    assert job["kind"] == "video"
+    options = job["options"]
+    assert (options["keep_audio"], options["trim_start"], options["trim_end"]) == (False, 0.2, 0.6)
+    assert not errors, errors

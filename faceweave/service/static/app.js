@@ -56,6 +56,14 @@ function formData() {
   for (const name of ["mask_mouth", "mask_eyes", "mask_glasses"]) {
     data.append(name, form.elements[name].checked ? "true" : "false");
   }
+  // The video options go only where they apply: an image job refuses them when set.
+  const target = form.elements.target.files[0];
+  if (target && target.type.startsWith("video/")) {
+    data.append("keep_audio", form.elements.keep_audio.checked ? "true" : "false");
+    for (const name of ["trim_start", "trim_end"]) {
+      if (form.elements[name].value !== "") data.append(name, form.elements[name].value);
+    }
+  }
   return data;
 }
 
