@@ -159,8 +159,8 @@ def five_points(face: Face) -> NDArray[np.float32]:
 
 
 def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
-    """(2, 3) similarity that takes a face's five points (eyes, nose tip, mouth corners,
-    image-left first, frame pixels) to ArcFace's template at ``size`` px: scaled by
+    """(2, 3) similarity that takes a face's five points (:func:`five_points`, frame
+    pixels) to ArcFace's template at ``size`` px: scaled by
     size/112 for multiples of 112, else by size/128 and moved 8*size/128 px right
     (the 128-px crops inswapper was trained on)."""
     if size % 112 == 0:
@@ -208,6 +208,29 @@ def _vector_size(shape: list[Any], name: str, path: Path) -> int:
     if len(shape) != 2 or not isinstance(shape[-1], int) or shape[-1] <= 0:
         raise InputError(f"{path}: {name} is {shape}, expected [1, size]")
     return int(shape[-1])
+
+
+def _check_declared_face(model: OnnxModel, size: int) -> None:
+    """The model's one output must be declared [1, 3, size, size] where it says a size."""
+    declared = list(model.session.get_outputs()[0].shape)
+    known = [d if isinstance(d, int) and d > 0 else None for d in declared]
+    expected = [1, 3, size, size]
+    if len(known) != 4 or any(k not in (None, e) for k, e in zip(known, expected, strict=True)):
+        raise InputError(f"{model.path}: output {declared}, expected {expected} (the face)")
+
+
+def _face_bgr(
+    value: NDArray[np.float32], model: OnnxModel, size: int, *, low: float
+) -> NDArray[np.float32]:
+    """A model's (1, 3, size, size) RGB face in ``low``..1 as BGR float32 0..255."""
+    if value.shape != (1, 3, size, size):
+        raise InputError(
+            f"{model.path}: output {list(value.shape)}, expected [1, 3, {size}, {size}]"
+        )
+    if not np.isfinite(value).all():
+        raise BackendError(f"{model.path.name}: the model's output is not finite (NaN)")
+    rgb = (value[0].transpose(1, 2, 0) - low) * (255.0 / (1.0 - low))
+    return np.ascontiguousarray(np.clip(rgb[:, :, ::-1], 0.0, 255.0), dtype=np.float32)
 
 
 def checked_pixel_boost(value: object) -> int:
@@ -314,16 +337,16 @@ def paste_back(
     inverse[:, 2] -= (x0, y0)
     region = (x1 - x0, y1 - y0)
 
-    def back(image: NDArray[np.float32]) -> NDArray[np.float32]:
-        warped = cv2.warpAffine(
-            image, inverse, region, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
-        )
+    def back(image: NDArray[np.float32], border: int = cv2.BORDER_CONSTANT) -> NDArray[np.float32]:
+        warped = cv2.warpAffine(image, inverse, region, flags=cv2.INTER_LINEAR, borderMode=border)
         return np.asarray(warped, np.float32)
 
     roi = out[y0:y1, x0:x1]
     weight_roi = back(mask)[:, :, None]
     result = roi.astype(np.float32)
-    result += weight_roi * (back(face) - result)
+    # The face continued past the crop's edge: where the mask reaches that edge (a
+    # chin at the crop's bottom), no black is interpolated in with it.
+    result += weight_roi * (back(face, cv2.BORDER_REPLICATE) - result)
     if correction is not None:
         result += back(correction)
     out[y0:y1, x0:x1] = np.clip(result + 0.5, 0, 255).astype(np.uint8)
@@ -422,13 +445,7 @@ class SwapModel:
             )
         self.size = _square_side(self.model.input_shapes["target"], 128, "target", path)
         self.latent_size = _vector_size(self.model.input_shapes["source"], "input source", path)
-        declared = list(self.model.session.get_outputs()[0].shape)
-        known = [d if isinstance(d, int) and d > 0 else None for d in declared]
-        expected = [1, 3, self.size, self.size]
-        if len(known) != 4 or any(k not in (None, e) for k, e in zip(known, expected, strict=True)):
-            raise InputError(
-                f"{path}: output {declared}, expected [1, 3, {self.size}, {self.size}] (the face)"
-            )
+        _check_declared_face(self.model, self.size)
         types = {i.name: i.type for i in self.model.session.get_inputs()}
         self._half = types["target"] == "tensor(float16)"
         self._half_source = types["source"] == "tensor(float16)"
@@ -446,20 +463,12 @@ class SwapModel:
             "source": latent.astype(np.float16) if self._half_source else latent,
         }
         (face,) = self.model.run(feeds).values()
-        if face.shape != (1, 3, self.size, self.size):
-            raise InputError(
-                f"{self.model.path}: output {list(face.shape)}, expected "
-                f"[1, 3, {self.size}, {self.size}]"
-            )
-        if not np.isfinite(face).all():
-            raise BackendError(f"{self.model.path.name}: the model's output is not finite (NaN)")
-        bgr = face[0].transpose(1, 2, 0)[:, :, ::-1]
-        return np.ascontiguousarray(np.clip(bgr * 255.0, 0.0, 255.0), dtype=np.float32)
+        return _face_bgr(face, self.model, self.size, low=0.0)
 
     def run_boosted(
         self, crop: Frame, latent: NDArray[np.float32], boost: int
     ) -> NDArray[np.float32]:
-        """The swapped face of an ``boost * size`` px crop: each of its boost^2 interleaved
+        """The swapped face of a ``boost * size`` px crop: each of its boost^2 interleaved
         ``size`` px crops (every boost-th pixel from one offset) swapped, reassembled."""
         if boost == 1:
             return self.run(crop, latent)
@@ -524,7 +533,7 @@ class NeuralSwapper:
         **options: swap options (:class:`~faceweave.SwapOptions`). This engine uses
             ``fusion``, ``color`` (none, rct, lct), ``blend``, ``feather``,
             ``mask_mouth`` and ``mask_padding``; the others belong to the embedded
-            engine and are not used.
+            engine, and setting one is a UsageError.
     """
 
     def __init__(
@@ -696,11 +705,7 @@ class FaceEnhancer:
             )
         self.input_name = images[0]
         self.size = _square_side(self.model.input_shapes[self.input_name], 512, "input", path)
-        declared = list(self.model.session.get_outputs()[0].shape)
-        known = [d if isinstance(d, int) and d > 0 else None for d in declared]
-        expected = [1, 3, self.size, self.size]
-        if len(known) != 4 or any(k not in (None, e) for k, e in zip(known, expected, strict=True)):
-            raise InputError(f"{path}: output {declared}, expected {expected} (the face)")
+        _check_declared_face(self.model, self.size)
         types = {i.name: i.type for i in self.model.session.get_inputs()}
         self._weight: dict[str, NDArray[Any]] = {}
         if "weight" in types:
@@ -726,15 +731,7 @@ class FaceEnhancer:
             self.input_name: np.ascontiguousarray(blob.astype(np.float16) if self._half else blob)
         }
         (face,) = self.model.run({**feeds, **self._weight}).values()
-        if face.shape != (1, 3, self.size, self.size):
-            raise InputError(
-                f"{self.model.path}: output {list(face.shape)}, expected "
-                f"[1, 3, {self.size}, {self.size}]"
-            )
-        if not np.isfinite(face).all():
-            raise BackendError(f"{self.model.path.name}: the model's output is not finite (NaN)")
-        bgr = face[0].transpose(1, 2, 0)[:, :, ::-1]
-        return np.ascontiguousarray(np.clip((bgr + 1.0) * 127.5, 0.0, 255.0), dtype=np.float32)
+        return _face_bgr(face, self.model, self.size, low=-1.0)
 
     def enhance(self, frame: Frame, faces: list[Face] | Face) -> Frame:
         """The frame with every given face restored; a new frame."""
