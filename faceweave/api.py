@@ -37,7 +37,7 @@ EXECUTION_PROVIDERS = ENGINES["mesh"]
 # FacePredictor keywords that set up the neural engine rather than a swap option.
 NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
 # ... and the face enhancer, for either engine.
-ENHANCER_SETUP = ("enhancer_model", "enhancer_blend")
+ENHANCER_SETUP = ("enhancer_model", "enhancer_blend", "enhancer_weight")
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,7 +67,8 @@ class FacePredictor:
             ``swapper_model=`` and ``embedder_model=`` (the ``.onnx`` files) and takes
             ``pixel_boost=``. Either engine takes ``enhancer_model=`` (a face
             restoration model's ``.onnx`` file, see :class:`~faceweave.FaceEnhancer`)
-            and ``enhancer_blend=`` (0..1, default 0.8).
+            and ``enhancer_blend=`` (0..1, default 0.8) and ``enhancer_weight=``
+            (CodeFormer's fidelity, 0..1, default 1).
         execution_provider: ``cpu`` (the embedded engine runs on the CPU); for
             ``inswapper`` any onnxruntime provider this machine has (``cuda``...).
         **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
@@ -88,11 +89,14 @@ class FacePredictor:
         self.enhancer: FaceEnhancer | None = None
         if restore:
             if "enhancer_model" not in restore:
-                raise UsageError("enhancer_blend= is for enhancer_model= (an .onnx file)")
+                given = ", ".join(f"{name}=" for name in restore)
+                raise UsageError(f"{given} is for enhancer_model= (an .onnx file)")
             self.enhancer = FaceEnhancer(
                 restore["enhancer_model"],  # type: ignore[arg-type]
                 execution_provider=execution_provider,
                 blend=restore.get("enhancer_blend", ENHANCER_BLEND),  # type: ignore[arg-type]
+                weight=restore.get("enhancer_weight", 1.0),  # type: ignore[arg-type]
+                feather=options.get("feather", SwapOptions().feather),  # type: ignore[arg-type]
             )
         self.neural: dict[str, object] | None = None
         if model == "inswapper":

@@ -131,11 +131,13 @@ def tiny_enhancer(
     scale: float = 1.0,
     shift: float = 0.0,
     weight_input: bool = False,
+    weight_type: int = TensorProto.DOUBLE,
     image_inputs: int = 1,
 ) -> Path:
     """A face restoration model's signature (GFPGAN's; with ``weight_input``,
-    CodeFormer's extra ``weight`` [1] double): input ``input`` [1, 3, size, size] in
-    -1..1 -> ``output`` = input * scale + shift (times the weight when it has one).
+    CodeFormer's extra ``weight`` [1], double unless ``weight_type`` says): input
+    ``input`` [1, 3, size, size] in -1..1 -> ``output`` = input * scale + shift (times
+    the weight when it has one).
     ``image_inputs`` 2 gives it a second image input (a wrong signature)."""
     inits = [
         numpy_helper.from_array(np.array(scale, np.float32), "scale"),
@@ -147,7 +149,7 @@ def tiny_enhancer(
     ]
     inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])]
     if weight_input:
-        inputs.append(helper.make_tensor_value_info("weight", TensorProto.DOUBLE, [1]))
+        inputs.append(helper.make_tensor_value_info("weight", weight_type, [1]))
         nodes += [
             helper.make_node("Cast", ["weight"], ["weight32"], to=TensorProto.FLOAT),
             helper.make_node("Mul", ["restored", "weight32"], ["output"]),

@@ -82,6 +82,8 @@ class OnnxModel:
         except ImportError as exc:  # pragma: no cover - install problem
             raise BackendError(f"onnxruntime is not installed: {exc}") from exc
         self.path = Path(path)
+        if self.path.is_dir():
+            raise InputError(f"{self.path}: a folder, not a model file")
         if not self.path.is_file():
             raise InputError(f"{self.path}: model file not found")
         provider = EXECUTION_PROVIDERS.get(execution_provider)

@@ -699,20 +699,39 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         metavar="0..1",
         help=f"how much of the restored face is used (default {ENHANCER_BLEND})",
     )
+    enhancer.add_argument(
+        "--enhancer-weight",
+        type=unit_interval,
+        default=None,
+        metavar="0..1",
+        help="CodeFormer's fidelity (its 'weight' input; default 1); other models have none",
+    )
+
+
+def _check_model_file(path: Path) -> None:
+    """A model file the user named exists (before any model loads)."""
+    if path.is_dir():
+        raise InputError(f"{path}: a folder, not a model file")
+    if not path.is_file():
+        raise InputError(f"{path}: model file not found")
 
 
 def _enhancer(args: argparse.Namespace) -> dict[str, Any] | None:
     """The face enhancer's setup, or None; checks the flags before any model loads."""
     if args.enhancer_model is None:
-        if args.enhancer_blend is not None:
-            raise UsageError("--enhancer-blend is for --enhancer-model FILE.onnx")
+        for flag, value in (
+            ("--enhancer-blend", args.enhancer_blend),
+            ("--enhancer-weight", args.enhancer_weight),
+        ):
+            if value is not None:
+                raise UsageError(f"{flag} is for --enhancer-model FILE.onnx")
         return None
-    if not args.enhancer_model.is_file():
-        raise InputError(f"{args.enhancer_model}: model file not found")
+    _check_model_file(args.enhancer_model)
     return {
         "model_path": args.enhancer_model,
         "execution_provider": args.execution_provider,
         "blend": ENHANCER_BLEND if args.enhancer_blend is None else args.enhancer_blend,
+        "weight": 1.0 if args.enhancer_weight is None else args.enhancer_weight,
         "feather": args.feather if hasattr(args, "feather") else SwapOptions().feather,
     }
 
@@ -734,8 +753,7 @@ def _engine(args: argparse.Namespace) -> dict[str, Any] | None:
     if missing:
         raise UsageError(f"--engine {args.engine} needs {' and '.join(missing)} FILE.onnx")
     for _, path in flags[:2]:
-        if not path.is_file():
-            raise InputError(f"{path}: model file not found")
+        _check_model_file(path)
     if args.color not in NEURAL_COLOR_MODES:
         raise UsageError(
             f"--color {args.color} is the mesh engine's; --engine {args.engine} takes "
@@ -970,8 +988,7 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
         return angles
     if args.detector_model is None:
         raise UsageError(f"--detector {args.detector} needs --detector-model FILE.onnx")
-    if not args.detector_model.is_file():
-        raise InputError(f"{args.detector_model}: model file not found")
+    _check_model_file(args.detector_model)
     return {
         "detector": args.detector,
         "detector_model": args.detector_model,
@@ -1251,11 +1268,10 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
             )
         ]
     engine, enhancer = _engine(args), _enhancer(args)
-    sources = (
-        source_faces
-        if engine is None and enhancer is None
-        else _make_swappers(source_faces, options, engine, enhancer)
-    )
+    sources: Sequence[Any] = source_faces
+    if engine is not None or enhancer is not None:
+        with _library_warnings():  # advice on a poor source photo, as for images
+            sources = _make_swappers(source_faces, options, engine, enhancer)
     return _video_job(
         args, sources, reference_faces, wanted.selector, target_path, output_path, options
     )
@@ -1431,6 +1447,8 @@ def _run_live(args: argparse.Namespace) -> int:
     if args.reference_face is not None:
         reads.append(("the --reference-face image", args.reference_face))
     writes = [("--output", Path(args.output))] if kind == "file" else []
+    if kind == "file":  # a missing or read-only folder: before any model loads
+        check_output_path(Path(args.output), image=False)
     if args.stats is not None:
         writes.append(("--stats", args.stats))
     _refuse_overwriting(

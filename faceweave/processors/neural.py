@@ -233,6 +233,50 @@ def _face_bgr(
     return np.ascontiguousarray(np.clip(rgb[:, :, ::-1], 0.0, 255.0), dtype=np.float32)
 
 
+def _target_faces(frame: Frame, faces: object) -> list[Face]:
+    """``faces`` (a Face or a list of them) checked to be found in ``frame``."""
+    check_frame(frame)
+    if not isinstance(faces, (Face, list, tuple)):
+        raise InputError(f"faces is a Face or a list of them, got {type(faces).__name__}")
+    targets = [faces] if isinstance(faces, Face) else list(faces)
+    for face in targets:
+        if not isinstance(face, Face):
+            raise InputError(f"a target is a Face, got {type(face).__name__}")
+        if tuple(face.frame_shape) != frame.shape[:2]:
+            raise InputError(
+                "the face was found in another frame size: analyse the frame it is swapped in"
+            )
+    return targets
+
+
+# onnxruntime's names of the element types the models' inputs and outputs may have.
+_FLOAT_TYPES = ("tensor(float)", "tensor(float16)")
+
+
+def _check_types(model: OnnxModel, allowed: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """Each named input (and ``output``, the first output) of one of its allowed element
+    types; their types, by name."""
+    types = {i.name: i.type for i in model.session.get_inputs()}
+    types["output"] = model.session.get_outputs()[0].type
+    for name, kinds in allowed.items():
+        if name in types and types[name] not in kinds:
+            raise InputError(
+                f"{model.path}: {name} is {types[name]}, expected {' or '.join(kinds)}"
+            )
+    return types
+
+
+def _number(name: str, value: object, high: float) -> float:
+    """``value`` as a float in 0..high (numpy numbers too), or a UsageError."""
+    if isinstance(value, bool | np.bool_) or not isinstance(
+        value, int | float | np.integer | np.floating
+    ):
+        raise UsageError(f"enhancer {name} must be a number, got {value!r}")
+    if not 0.0 <= float(value) <= high:
+        raise UsageError(f"enhancer {name} must be within [0, {high:g}], got {value}")
+    return float(value)
+
+
 def checked_pixel_boost(value: object) -> int:
     """``value`` as a pixel boost (one of PIXEL_BOOSTS), or a UsageError."""
     if isinstance(value, bool) or value not in PIXEL_BOOSTS:
@@ -372,6 +416,7 @@ class ArcFaceEmbedder:
                 f"inputs and {len(self.model.output_names)} outputs, expected one of each"
             )
         ((self.input_name, shape),) = self.model.input_shapes.items()
+        _check_types(self.model, {self.input_name: ("tensor(float)",), "output": _FLOAT_TYPES})
         self.size = _square_side(shape, 112, self.input_name, path)
         out_shape = self.model.session.get_outputs()[0].shape
         self.dim = _vector_size(list(out_shape), "its output", path)
@@ -446,7 +491,9 @@ class SwapModel:
         self.size = _square_side(self.model.input_shapes["target"], 128, "target", path)
         self.latent_size = _vector_size(self.model.input_shapes["source"], "input source", path)
         _check_declared_face(self.model, self.size)
-        types = {i.name: i.type for i in self.model.session.get_inputs()}
+        types = _check_types(
+            self.model, {"target": _FLOAT_TYPES, "source": _FLOAT_TYPES, "output": _FLOAT_TYPES}
+        )
         self._half = types["target"] == "tensor(float16)"
         self._half_source = types["source"] == "tensor(float16)"
         self.emap = _embedding_map(path, embedding_size, self.latent_size)
@@ -595,17 +642,7 @@ class NeuralSwapper:
 
     def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
         """Swap every given target face in ``frame``; returns a new frame."""
-        check_frame(frame)
-        if not isinstance(faces, (Face, list, tuple)):
-            raise InputError(f"faces is a Face or a list of them, got {type(faces).__name__}")
-        targets = [faces] if isinstance(faces, Face) else list(faces)
-        for face in targets:
-            if not isinstance(face, Face):
-                raise InputError(f"a target is a Face, got {type(face).__name__}")
-            if tuple(face.frame_shape) != frame.shape[:2]:
-                raise InputError(
-                    "the face was found in another frame size: analyse the frame it is swapped in"
-                )
+        targets = _target_faces(frame, faces)
         out = frame.copy()
         if self.options.fusion <= 0.0:
             return out
@@ -686,11 +723,9 @@ class FaceEnhancer:
         weight: float = 1.0,
         feather: float = 0.03,
     ) -> None:
-        for name, value in (("blend", blend), ("weight", weight), ("feather", feather)):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise UsageError(f"enhancer {name} must be a number, got {value!r}")
-            if not 0.0 <= value <= (0.5 if name == "feather" else 1.0):
-                raise UsageError(f"enhancer {name} out of range, got {value}")
+        self.blend = _number("blend", blend, 1.0)
+        self.feather = _number("feather", feather, 0.5)
+        fidelity = _number("weight", weight, 1.0)
         if not isinstance(model_path, (str, Path)):
             raise InputError(f"the enhancer model is a .onnx file's path, got {model_path!r}")
         self.model = OnnxModel(
@@ -701,21 +736,29 @@ class FaceEnhancer:
         if len(images) != 1 or len(self.model.output_names) != 1:
             raise InputError(
                 f"{path}: not a face restoration model: expected one image input (and an "
-                f"optional 'weight') and one output, got inputs {list(self.model.input_shapes)}"
+                f"optional 'weight') and one output, got inputs {list(self.model.input_shapes)} "
+                f"and outputs {self.model.output_names}"
             )
         self.input_name = images[0]
         self.size = _square_side(self.model.input_shapes[self.input_name], 512, "input", path)
         _check_declared_face(self.model, self.size)
-        types = {i.name: i.type for i in self.model.session.get_inputs()}
+        types = _check_types(
+            self.model,
+            {
+                self.input_name: _FLOAT_TYPES,
+                "weight": (*_FLOAT_TYPES, "tensor(double)"),
+                "output": _FLOAT_TYPES,
+            },
+        )
         self._weight: dict[str, NDArray[Any]] = {}
-        if "weight" in types:
-            kind = np.float64 if types["weight"] == "tensor(double)" else np.float32
+        if "weight" in self.model.input_shapes:
+            kind = {"tensor(double)": np.float64, "tensor(float16)": np.float16}.get(
+                types["weight"], np.float32
+            )
             shape = self.model.input_shapes["weight"]
-            dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape] or []
-            self._weight = {"weight": np.full(dims, weight, kind)}
+            dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape]
+            self._weight = {"weight": np.full(dims, fidelity, kind)}
         self._half = types[self.input_name] == "tensor(float16)"
-        self.blend = float(blend)
-        self.feather = float(feather)
 
     def matrix(self, face: Face) -> NDArray[np.float64]:
         """The similarity taking the face to the FFHQ template at the model's size."""
@@ -733,18 +776,19 @@ class FaceEnhancer:
         (face,) = self.model.run({**feeds, **self._weight}).values()
         return _face_bgr(face, self.model, self.size, low=-1.0)
 
-    def enhance(self, frame: Frame, faces: list[Face] | Face) -> Frame:
-        """The frame with every given face restored; a new frame."""
-        check_frame(frame)
-        targets = [faces] if isinstance(faces, Face) else list(faces)
+    def enhance(self, frame: Frame, faces: list[Face] | Face, *, strength: float = 1.0) -> Frame:
+        """The frame with every given face restored, at ``blend`` times ``strength``; a
+        new frame."""
+        targets = _target_faces(frame, faces)
         out = frame.copy()
-        if self.blend <= 0.0:
+        amount = self.blend * min(max(float(strength), 0.0), 1.0)
+        if amount <= 0.0:
             return out
         for face in targets:
             matrix = self.matrix(face)
             crop = aligned_crop(out, matrix, self.size)
             restored = self.run(crop)
-            mask = oval_mask(face, matrix, self.size, feather=self.feather) * self.blend
+            mask = oval_mask(face, matrix, self.size, feather=self.feather) * amount
             paste_back(out, restored, crop, mask, matrix, "alpha")
         return out
 
@@ -752,9 +796,15 @@ class FaceEnhancer:
 class EnhancedSwapper:
     """A swapper (either engine) whose swapped faces a :class:`FaceEnhancer` restores;
     used as a swapper (``swap``, ``options``, ``with_options``) by every front end.
-    At fusion 0 nothing is swapped or restored: the target comes back untouched."""
+    The restoration fades in with the swap: at fusion 0 nothing is swapped or restored
+    (the target comes back untouched), and below ``FUSION_FADE_IN`` it takes that
+    share of its blend."""
 
     def __init__(self, swapper: Swapper | NeuralSwapper, enhancer: FaceEnhancer) -> None:
+        if not isinstance(swapper, (Swapper, NeuralSwapper)):
+            raise InputError(f"swapper is a Swapper or a NeuralSwapper, got {swapper!r}")
+        if not isinstance(enhancer, FaceEnhancer):
+            raise InputError(f"enhancer is a FaceEnhancer, got {enhancer!r}")
         self.swapper = swapper
         self.enhancer = enhancer
 
@@ -767,9 +817,10 @@ class EnhancedSwapper:
 
     def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
         out = self.swapper.swap(frame, faces)
-        if self.options.fusion <= 0.0:
+        strength = min(1.0, self.options.fusion / FUSION_FADE_IN)
+        if strength <= 0.0:
             return out
-        return self.enhancer.enhance(out, faces)
+        return self.enhancer.enhance(out, faces, strength=strength)
 
 
 # A swapper of any engine, enhanced or not: the pipelines and front ends take them all.

@@ -426,12 +426,12 @@ async def _receive_and_check(state: ServiceState, request: Request, directory: P
         names = options.video_only
         verb = "applies" if len(names) == 1 else "apply"
         raise ServiceError(422, "bad_option", f"{' and '.join(names)} {verb} to video targets only")
-    inputs = await run_in_threadpool(_check_files, config, upload, media)
+    inputs = await run_in_threadpool(_check_files, config, upload, media, options)
     return _Checked(options=options, kind=kind, inputs=inputs)
 
 
 def _check_files(
-    config: ServiceConfig, upload: Upload, media: dict[str, MediaType]
+    config: ServiceConfig, upload: Upload, media: dict[str, MediaType], options: JobOptions
 ) -> dict[str, InputFile]:
     inputs: dict[str, InputFile] = {}
     for role, received in upload.files.items():
@@ -439,12 +439,17 @@ def _check_files(
         if media[role].kind == "image":
             check_image(path, max_pixels=config.max_pixels, role=role)
         else:
-            check_video(
+            duration = check_video(
                 path,
                 max_seconds=config.max_video_seconds,
                 max_pixels=config.max_pixels,
                 role=role,
             )
+            if options.trim_start >= duration:
+                raise UsageError(
+                    f"trim_start {options.trim_start:g} s is past the end of the {role} "
+                    f"({duration:.2f} s long)"
+                )
         inputs[role] = InputFile(
             role=role,
             ext=media[role].ext,

@@ -407,6 +407,7 @@ def test_analyse_debug_never_replaces_the_image(
         (["--input", "clip.mp4", "--output", "o.mp4", "--stats", "tg"], EXIT_ERROR, "directory"),
         (["--input", "clip.mp4", "--output", "o.mp4", "--duration", "1e10"], EXIT_USAGE, "at most"),
         (["--camera", "0", "--output", "o.mp4", "--fps", "1e10"], EXIT_USAGE, "at most 1000"),
+        (["--input", "clip.mp4", "--output", "no/o.mp4"], EXIT_ERROR, "directory no does not"),
     ],
 )
 def test_live_refuses_overwrites_and_huge_values(

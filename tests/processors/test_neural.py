@@ -20,6 +20,7 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     tiny_enhancer,
     tiny_swapper,
 )
+from onnx import TensorProto  # noqa: E402
 
 import faceweave as fw  # noqa: E402
 from faceweave.core.facemodel import load_face_model  # noqa: E402
@@ -420,6 +421,12 @@ def enhancers(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "codeformer": tiny_enhancer(root / "codeformer.onnx", weight_input=True),
         "nan": tiny_enhancer(root / "nan.onnx", scale=float("nan")),
         "two_images": tiny_enhancer(root / "two.onnx", image_inputs=2),
+        "half_weight": tiny_enhancer(
+            root / "half.onnx", weight_input=True, weight_type=TensorProto.FLOAT16
+        ),
+        "int_weight": tiny_enhancer(
+            root / "int.onnx", weight_input=True, weight_type=TensorProto.INT64
+        ),
     }
 
 
@@ -455,12 +462,15 @@ def test_the_enhancers_blend_is_its_strength_and_only_the_face_changes(
     assert changes[0.5] == pytest.approx(expected / 2, rel=0.05)
 
 
+@pytest.mark.parametrize("model", ["codeformer", "half_weight"])
 def test_codeformers_weight_input_is_fed(
-    enhancers: dict, astronaut: np.ndarray, astronaut_face: Face
+    enhancers: dict, astronaut: np.ndarray, astronaut_face: Face, model: str
 ) -> None:
+    """In the type its model declares (double, or float16 in a half-precision export);
+    numpy numbers are numbers."""
     inside = _face_region(astronaut_face, astronaut.shape, shrink=0.6)
-    full = FaceEnhancer(enhancers["codeformer"], blend=1.0, weight=1.0)
-    half = FaceEnhancer(enhancers["codeformer"], blend=1.0, weight=0.5)
+    full = FaceEnhancer(enhancers[model], blend=np.float32(1.0), weight=1)
+    half = FaceEnhancer(enhancers[model], blend=1.0, weight=np.float64(0.5))
     same = full.enhance(astronaut, astronaut_face).astype(float)
     assert np.abs(same - astronaut)[inside].mean() < 3
     # output = input * 0.5: a face of v in -1..1 goes to v / 2, 127.5 + (v - 127.5) / 2.
@@ -488,13 +498,34 @@ def test_an_enhanced_swapper_restores_the_swapped_faces_of_either_engine(
         assert np.array_equal(
             enhanced.with_options(fusion=0.0).swap(astronaut, astronaut_face), astronaut
         )
+        # Faded in with the swap below FUSION_FADE_IN: at 0.05, a quarter of its blend.
+        low = enhanced.with_options(fusion=0.05)
+        faint = low.swap(astronaut, astronaut_face).astype(float)
+        alone = low.swapper.swap(astronaut, astronaut_face).astype(float)
+        # The darkening model halves a pixel: at blend 0.8 and a quarter strength, a
+        # pixel v darkens by 0.25 * 0.8 * v / 2.
+        darkening = (alone - faint)[inside].mean()
+        assert darkening == pytest.approx(0.25 * 0.8 * alone[inside].mean() / 2, rel=0.1)
 
 
 def test_enhancer_models_and_values_it_refuses(
-    enhancers: dict, astronaut: np.ndarray, astronaut_face: Face
+    enhancers: dict, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
 ) -> None:
     with pytest.raises(InputError, match="not a face restoration model"):
         FaceEnhancer(enhancers["two_images"])
+    with pytest.raises(InputError, match="weight is tensor.int64., expected"):
+        FaceEnhancer(enhancers["int_weight"])
+    with pytest.raises(InputError, match="a folder, not a model file"):
+        FaceEnhancer(enhancers["same"].parent)
+    enhancer = FaceEnhancer(enhancers["same"])
+    with pytest.raises(InputError, match="faces is a Face or a list"):
+        enhancer.enhance(astronaut, None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="another frame size"):
+        enhancer.enhance(astronaut, grace_hopper_face)
+    with pytest.raises(InputError, match="swapper is a Swapper"):
+        EnhancedSwapper(None, enhancer)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="enhancer is a FaceEnhancer"):
+        EnhancedSwapper(fw.Swapper(grace_hopper_face), "gfpgan.onnx")  # type: ignore[arg-type]
     with pytest.raises(BackendError, match="not finite"):
         FaceEnhancer(enhancers["nan"]).enhance(astronaut, astronaut_face)
     for bad in ({"blend": 1.5}, {"blend": "a lot"}, {"weight": -1.0}):
@@ -663,6 +694,17 @@ def test_command_line_swaps_with_the_neural_engine(
     usage = _cli(*common, "-o", "g.png", "--enhancer-blend", "0.5", cwd=tmp_path)
     assert usage.returncode == EXIT_USAGE
     assert "--enhancer-blend is for --enhancer-model" in _error_line(usage)
+    usage = _cli(*common, "-o", "g.png", "--enhancer-weight", "0.5", cwd=tmp_path)
+    assert usage.returncode == EXIT_USAGE
+    assert "--enhancer-weight is for --enhancer-model" in _error_line(usage)
+    # A video with the enhancer: the source photo's advice keeps its prefix.
+    from clips import make_clip  # tests/clips.py
+
+    short = make_clip(tmp_path / "short.mp4", astronaut, frames=5, size=(320, 240), audio=False)
+    enhanced = _cli(*common[:4], short, "-o", "enh.mp4", "--enhancer-model", darker, cwd=tmp_path)
+    assert enhanced.returncode == EXIT_OK, enhanced.stderr
+    advice = [line for line in enhanced.stderr.splitlines() if "wears glasses" in line]
+    assert advice and all(line.startswith("faceweave: warning: ") for line in advice), advice
     missing = _cli(*common, "-o", "h.png", "--enhancer-model", "none.onnx", cwd=tmp_path)
     assert missing.returncode == EXIT_ERROR and "model file not found" in _error_line(missing)
 

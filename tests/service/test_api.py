@@ -317,6 +317,7 @@ def test_a_video_job_trims_and_leaves_the_sound_out_when_asked(
     for options, message in (
         ({"trim_start": 0.5, "trim_end": 0.5}, "must come after trim_start"),
         ({"trim_start": -1}, "trim_start must be 0 or more"),
+        ({"trim_start": 5}, "trim_start 5 s is past the end of the target (1.00 s long)"),
     ):
         refused = submit(client, key, source_png, clip, names=names, **options)
         assert refused.status_code == 422 and message in refused.json()["error"]["message"]
