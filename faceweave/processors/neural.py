@@ -66,8 +66,15 @@ from faceweave.core import color as color_ops
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import umeyama
 from faceweave.errors import BackendError, InputError, NoFaceError, UsageError
-from faceweave.processors.swap import COLOR_GAIN_RANGE, COLOR_RIDGE, SwapOptions, Swapper
-from faceweave.types import Face, Frame, check_frame
+from faceweave.processors.swap import (
+    COLOR_GAIN_RANGE,
+    COLOR_RIDGE,
+    FaceSwapping,
+    SwapOptions,
+    Swapper,
+    target_faces,
+)
+from faceweave.types import Face, Frame
 
 __all__ = [
     "ARCFACE_TEMPLATE",
@@ -231,22 +238,6 @@ def _face_bgr(
         raise BackendError(f"{model.path.name}: the model's output is not finite (NaN)")
     rgb = (value[0].transpose(1, 2, 0) - low) * (255.0 / (1.0 - low))
     return np.ascontiguousarray(np.clip(rgb[:, :, ::-1], 0.0, 255.0), dtype=np.float32)
-
-
-def _target_faces(frame: Frame, faces: object) -> list[Face]:
-    """``faces`` (a Face or a list of them) checked to be found in ``frame``."""
-    check_frame(frame)
-    if not isinstance(faces, (Face, list, tuple)):
-        raise InputError(f"faces is a Face or a list of them, got {type(faces).__name__}")
-    targets = [faces] if isinstance(faces, Face) else list(faces)
-    for face in targets:
-        if not isinstance(face, Face):
-            raise InputError(f"a target is a Face, got {type(face).__name__}")
-        if tuple(face.frame_shape) != frame.shape[:2]:
-            raise InputError(
-                "the face was found in another frame size: analyse the frame it is swapped in"
-            )
-    return targets
 
 
 # onnxruntime's names of the element types the models' inputs and outputs may have.
@@ -562,7 +553,7 @@ def load_models(
     return model, embedder
 
 
-class NeuralSwapper:
+class NeuralSwapper(FaceSwapping):
     """Swaps (or fuses) one source identity onto target faces with ONNX models.
 
     Same use as :class:`~faceweave.Swapper` (``swap(frame, faces)``,
@@ -639,16 +630,6 @@ class NeuralSwapper:
             other.pixel_boost = checked_pixel_boost(changes.pop("pixel_boost"))
         other.options = self._checked(SwapOptions.from_kwargs({**self.options.__dict__, **changes}))
         return other
-
-    def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
-        """Swap every given target face in ``frame``; returns a new frame."""
-        targets = _target_faces(frame, faces)
-        out = frame.copy()
-        if self.options.fusion <= 0.0:
-            return out
-        for face in targets:
-            self._swap_into(out, face)
-        return out
 
     def latent_for(self, frame: Frame, target_face: Face) -> NDArray[np.float32]:
         """The model's identity input for this target: the source's, or at fusion below 1
@@ -779,7 +760,7 @@ class FaceEnhancer:
     def enhance(self, frame: Frame, faces: list[Face] | Face, *, strength: float = 1.0) -> Frame:
         """The frame with every given face restored, at ``blend`` times ``strength``; a
         new frame."""
-        targets = _target_faces(frame, faces)
+        targets = target_faces(frame, faces)
         out = frame.copy()
         amount = self.blend * min(max(float(strength), 0.0), 1.0)
         if amount <= 0.0:

@@ -572,6 +572,26 @@ def _face_list(faces: object) -> list[Face]:
     raise InputError(f"expected a Face or a list of Face, got {type(faces).__name__}")
 
 
+def target_faces(frame: Frame, faces: object) -> list[Face]:
+    """``faces`` (a Face or a list of them) checked to be found in ``frame``, which is
+    checked to be a frame.
+
+    Raises:
+        InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, ``faces`` is not a
+            Face or a list of them, or one was found in a frame of another size.
+    """
+    check_frame(frame)
+    targets = [faces] if isinstance(faces, Face) else _face_list(faces)
+    for face in targets:
+        if tuple(face.frame_shape) != frame.shape[:2]:
+            height, width = face.frame_shape
+            raise InputError(
+                f"the face was found in a {width}x{height} frame, not in this "
+                f"{frame.shape[1]}x{frame.shape[0]} one: analyse the frame it is swapped in"
+            )
+    return targets
+
+
 def source_advice(face: Face) -> list[str]:
     """What about a source face will show in every swap made from it, one line each.
 
@@ -1914,7 +1934,33 @@ def _same_person_advice(faces: list[Face]) -> list[str]:
     return lines
 
 
-class Swapper:
+class FaceSwapping:
+    """What the engines share: :meth:`swap` over the given faces, each swapped into
+    the output by the engine's ``_swap_into``."""
+
+    options: SwapOptions
+
+    def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
+        """Swap every given target face in ``frame``; returns a new frame.
+
+        Raises:
+            InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, or ``faces`` is not
+                a Face or a list of them, or one was found in another frame.
+        """
+        targets = target_faces(frame, faces)
+        out = frame.copy()
+        if self.options.fusion <= 0.0:
+            return out
+        for face in targets:
+            self._swap_into(out, face)
+        return out
+
+    def _swap_into(self, out: Frame, target_face: Face) -> None:
+        """Swap one target face, writing into ``out`` (which holds the target frame)."""
+        raise NotImplementedError
+
+
+class Swapper(FaceSwapping):
     """Swaps (or fuses) one source identity onto target faces.
 
     Args:
@@ -2094,29 +2140,6 @@ class Swapper:
         """A swapper with some options changed, reusing the prepared source."""
         opts = SwapOptions.from_kwargs({**self.options.__dict__, **changes})
         return Swapper(self.source, **opts.__dict__)
-
-    def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
-        """Swap every given target face in ``frame``; returns a new frame.
-
-        Raises:
-            InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, or ``faces`` is not
-                a Face or a list of them.
-        """
-        check_frame(frame)
-        targets = [faces] if isinstance(faces, Face) else _face_list(faces)
-        for face in targets:
-            if tuple(face.frame_shape) != frame.shape[:2]:
-                height, width = face.frame_shape
-                raise InputError(
-                    f"the face was found in a {width}x{height} frame, not in this "
-                    f"{frame.shape[1]}x{frame.shape[0]} one: analyse the frame it is swapped in"
-                )
-        out = frame.copy()
-        if self.options.fusion <= 0.0:
-            return out
-        for face in targets:
-            self._swap_into(out, face)
-        return out
 
     def _shape_amount(self, target_face: Face) -> float:
         """How much of the identity offset the output mesh takes (see output_geometry)."""

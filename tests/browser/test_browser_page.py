@@ -14,6 +14,17 @@ import numpy as np
 import pytest
 
 
+def _open_page(launch: Callable[..., Any], url: str, key: str) -> tuple[Any, list[str]]:
+    """The job page with the key saved, and the list its script errors go to."""
+    page = launch()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url + "/")
+    page.get_by_label("Key (kept in this browser only)").fill(key)
+    page.get_by_role("button", name="Save").click()
+    return page, errors
+
+
 @pytest.mark.slow
 def test_upload_two_images_job_completes_result_is_marked(
     service: tuple[str, str],
@@ -30,12 +41,7 @@ def test_upload_two_images_job_completes_result_is_marked(
     cv2.imwrite(str(source), np.asarray(grace_hopper))
     cv2.imwrite(str(target), np.asarray(astronaut), [cv2.IMWRITE_JPEG_QUALITY, 92])
 
-    page = launch()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url + "/")
-    page.get_by_label("Key (kept in this browser only)").fill(key)
-    page.get_by_role("button", name="Save").click()
+    page, errors = _open_page(launch, url, key)
     # Two photos of the source person (here the same one twice): sent as source, source_2.
     page.get_by_label("Source face (image)").set_input_files([str(source), str(source)])
     page.get_by_label("Target (image or video)").set_input_files(str(target))
@@ -89,12 +95,7 @@ def test_a_video_job_takes_the_pages_sound_and_trim_settings(
     source = tmp_path / "source.png"
     cv2.imwrite(str(source), np.asarray(astronaut))
     clip = make_clip(tmp_path / "clip.mp4", np.asarray(astronaut), frames=30, size=(256, 256))
-    page = launch()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url + "/")
-    page.get_by_label("Key (kept in this browser only)").fill(key)
-    page.get_by_role("button", name="Save").click()
+    page, errors = _open_page(launch, url, key)
     page.get_by_label("Source face (image)").set_input_files(str(source))
     page.get_by_label("Target (image or video)").set_input_files(str(clip))
     page.get_by_label("Keep a video's sound").uncheck()

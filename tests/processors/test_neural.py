@@ -403,7 +403,7 @@ def test_bad_options_and_sources(models: dict, grace_hopper_face: Face) -> None:
         _swapper(models, Face(**{**grace_hopper_face.__dict__, "frame": None, "_cache": {}}))
     with pytest.raises(InputError, match="takes source faces"):
         _swapper(models, "grace.png")  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="faces is a Face or a list"):
+    with pytest.raises(InputError, match="expected a Face or a list of Face"):
         _swapper(models, grace_hopper_face).swap(grace_hopper_face.frame, None)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="swapper_model is a .onnx file's path"):
         NeuralSwapper(grace_hopper_face, swapper_model=None, embedder_model=models["embedder"])  # type: ignore[arg-type]
@@ -518,9 +518,9 @@ def test_enhancer_models_and_values_it_refuses(
     with pytest.raises(InputError, match="a folder, not a model file"):
         FaceEnhancer(enhancers["same"].parent)
     enhancer = FaceEnhancer(enhancers["same"])
-    with pytest.raises(InputError, match="faces is a Face or a list"):
+    with pytest.raises(InputError, match="expected a Face or a list of Face"):
         enhancer.enhance(astronaut, None)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="another frame size"):
+    with pytest.raises(InputError, match="found in a 512x600 frame, not in this 512x512 one"):
         enhancer.enhance(astronaut, grace_hopper_face)
     with pytest.raises(InputError, match="swapper is a Swapper"):
         EnhancedSwapper(None, enhancer)  # type: ignore[arg-type]
