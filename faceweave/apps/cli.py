@@ -1042,10 +1042,13 @@ def _run_swap(args: argparse.Namespace) -> int:
         for _, output in video_plan:
             _refuse_overwriting([("--output", output)], named)
         _check_trim_order(args)
+        # Folders this run makes are removed again if it ends with nothing in them.
+        made = [p for p in (output_path, args.debug) if p is not None and not p.exists()]
         make_output_dir(output_path)  # not writable: fail before any model loads
         if args.debug is not None:
             make_output_dir(args.debug)
     else:
+        made = []
         if not target_path.exists():
             raise InputError(f"{target_path}: no such file")
         if output_path.is_dir():
@@ -1061,43 +1064,48 @@ def _run_swap(args: argparse.Namespace) -> int:
             check_output_path(args.debug)
             writes.append(("--debug", args.debug))
         _refuse_overwriting(writes, [("the --target image", target_path), *named])
-    for path in wanted.paths:
-        read_image(path, max_pixels=args.max_pixels)  # unreadable inputs fail before models load
+    try:
+        for path in wanted.paths:  # unreadable inputs fail before models load
+            read_image(path, max_pixels=args.max_pixels)
 
-    analyser = fw.FaceAnalyser(
-        max_faces=args.max_faces,
-        detect_tiles=STILL_DETECT_TILES,
-        detect_edges=STILL_DETECT_EDGES,
-        **_detector(args),
-    )
-    source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
-    reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
-    with _library_warnings():  # advice on a poor source photo, before any output
-        swappers = _make_swappers(source_faces, options, engine, enhancer)
-    job = _SwapJob(
-        analyser=analyser,
-        swappers=swappers,
-        selector=wanted.selector,
-        reference_face=reference_faces[0] if wanted.selector == "reference" else None,
-        reference_distance=args.reference_distance,
-        face_order=args.face_order,
-        skip_no_face=args.skip_no_face,
-        max_pixels=args.max_pixels,
-        quality=args.quality,
-        quiet=args.quiet,
-        map_references=reference_faces if wanted.selector == "map" else None,
-        watermark=None if args.no_watermark else _new_job_id(),
-    )
-    if not batch:
-        note = job.run(target_path, output_path, args.debug)
-        if note is not None and not args.quiet:
-            _note(note)
-        return EXIT_OK
-    worst = _run_batch(job, plan) if plan else EXIT_OK
-    for video, output in video_plan:
-        code = _run_batch_video(args, job, video, output)
-        worst = _worse(worst, code)
-    return worst
+        analyser = fw.FaceAnalyser(
+            max_faces=args.max_faces,
+            detect_tiles=STILL_DETECT_TILES,
+            detect_edges=STILL_DETECT_EDGES,
+            **_detector(args),
+        )
+        source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
+        reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+        with _library_warnings():  # advice on a poor source photo, before any output
+            swappers = _make_swappers(source_faces, options, engine, enhancer)
+        job = _SwapJob(
+            analyser=analyser,
+            swappers=swappers,
+            selector=wanted.selector,
+            reference_face=reference_faces[0] if wanted.selector == "reference" else None,
+            reference_distance=args.reference_distance,
+            face_order=args.face_order,
+            skip_no_face=args.skip_no_face,
+            max_pixels=args.max_pixels,
+            quality=args.quality,
+            quiet=args.quiet,
+            map_references=reference_faces if wanted.selector == "map" else None,
+            watermark=None if args.no_watermark else _new_job_id(),
+        )
+        if not batch:
+            note = job.run(target_path, output_path, args.debug)
+            if note is not None and not args.quiet:
+                _note(note)
+            return EXIT_OK
+        worst = _run_batch(job, plan) if plan else EXIT_OK
+        for video, output in video_plan:
+            code = _run_batch_video(args, job, video, output)
+            worst = _worse(worst, code)
+        return worst
+    finally:
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
 
 
 def _worse(code: int, other: int) -> int:

@@ -242,6 +242,24 @@ def test_batch_of_empty_directory(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "no images" in capsys.readouterr().err
 
 
+def test_a_batch_that_fails_before_any_output_leaves_no_folder_it_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source without a face (exit 3): the output folder the run made goes again;
+    one that was there before stays."""
+    (tmp_path / "in").mkdir()
+    grey = np.full((64, 64, 3), 128, np.uint8)
+    write_image(tmp_path / "in" / "t.png", grey)
+    write_image(tmp_path / "grey.png", grey)
+    (tmp_path / "kept").mkdir()
+    for out in ("new/out", "kept"):
+        argv = ["swap", "-s", str(tmp_path / "grey.png"), "-t", str(tmp_path / "in")]
+        assert cli.main([*argv, "-o", str(tmp_path / out)]) == EXIT_NO_FACE
+        assert "no face found in the source" in capsys.readouterr().err
+    assert not (tmp_path / "new" / "out").exists()
+    assert (tmp_path / "kept").is_dir()
+
+
 def test_keyboard_interrupt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
