@@ -653,7 +653,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         tags=["jobs"],
     )
     async def preview(request: Request, key: Key) -> Response:
-        """Swap one frame now (an image target, or a video's first frame); returns a JPEG."""
+        """Swap one frame now (an image target, or a video's first frame from its
+        trim_start on); returns a JPEG."""
         state = _state(request)
         if state.previewer is None:
             raise ServiceError(404, "preview_disabled", "previews are turned off on this server")

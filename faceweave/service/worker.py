@@ -447,7 +447,8 @@ class Previewer:
         timeout_s: float = 30.0,
         extra_sources: Sequence[Path] = (),
     ) -> bytes:
-        """A swapped JPEG of the target (or a video's first frame), at most ``max_side`` wide.
+        """A swapped JPEG of the target (or a video's first frame, from its
+        ``trim_start`` on), at most ``max_side`` wide.
 
         Raises:
             ServiceError: 503 when the previewer stays busy for ``timeout_s``.
@@ -457,7 +458,9 @@ class Previewer:
             _fit(read_image(path, max_pixels=self.max_pixels), self.max_side)
             for path in (source_path, *extra_sources)
         ]
-        target = _fit(self._target_frame(target_path, target_kind), self.max_side)
+        target = _fit(
+            self._target_frame(target_path, target_kind, options.trim_start), self.max_side
+        )
         reference = (
             _fit(read_image(reference_path, max_pixels=self.max_pixels), self.max_side)
             if reference_path is not None
@@ -482,12 +485,13 @@ class Previewer:
             raise OutputError("cannot encode the preview")
         return bytes(buffer.tobytes())
 
-    def _target_frame(self, path: Path, kind: str) -> Frame:
+    def _target_frame(self, path: Path, kind: str, start: float = 0.0) -> Frame:
+        """The image, or the video's first frame from ``start`` (its trim_start) on."""
         if kind == "image":
             return read_image(path, max_pixels=self.max_pixels)
         from faceweave.io.video import VideoReader
 
-        with VideoReader(path) as reader:
+        with VideoReader(path, start=start or None) as reader:
             for frame in reader:
                 return frame.image
         raise ServiceError(422, "bad_video", "the target video has no decodable frame")

@@ -321,6 +321,20 @@ def test_a_video_job_trims_and_leaves_the_sound_out_when_asked(
     ):
         refused = submit(client, key, source_png, clip, names=names, **options)
         assert refused.status_code == 422 and message in refused.json()["error"]["message"]
+    # The preview shows the video's frame at trim_start: the scene slides 2 px a frame.
+    previews = [
+        client.post(
+            "/v1/preview",
+            headers=auth(key),
+            files={"source": ("me.png", source_png), "target": ("clip.mp4", clip)},
+            data={"trim_start": str(start)},
+        )
+        for start in (0, 0.5)
+    ]
+    assert all(p.status_code == 200 for p in previews), [p.text for p in previews]
+    first, later = (np.asarray(Image.open(io.BytesIO(p.content)), np.int16) for p in previews)
+    shift = np.abs(np.roll(first, 30, axis=1)[:, 40:-40] - later[:, 40:-40]).mean()
+    assert shift < 0.5 * np.abs(first - later)[:, 40:-40].mean()
     refused = submit(client, key, source_png, target_jpeg, trim_end=2, keep_audio=False)
     assert refused.status_code == 422
     assert refused.json()["error"] == {
