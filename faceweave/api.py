@@ -115,10 +115,11 @@ class FacePredictor:
                 "embedder_model": embedder,
                 "pixel_boost": checked_pixel_boost(setup.get("pixel_boost", 1)),
             }
-            NeuralSwapper._checked(SwapOptions.from_kwargs(options))
         elif setup:
             raise UsageError(f"{', '.join(setup)} is for model='inswapper'")
-        SwapOptions.from_kwargs(options)  # a wrong option fails here, not at the first swap
+        checked = SwapOptions.from_kwargs(options)  # a wrong option fails here, not at a swap
+        if self.neural is not None:
+            NeuralSwapper._checked(checked)
         self.analyser = default_analyser()
         self.options = options
         self._cached: tuple[object, object, AnySwapper] | None = None

@@ -83,7 +83,8 @@ class Face:
         bbox: (x0, y0, x1, y1) pixels.
         score: detection confidence in [0, 1].
         landmarks_478: (478, 3) mesh with irises, pixels.
-        landmarks_5: (5, 2) eyes, nose tip, mouth corners, pixels.
+        landmarks_5: (5, 2) eyes, nose tip, mouth corners, pixels, in the face's own
+            order: its right eye and mouth corner first (image-left when upright).
         pose: similarity pose against the canonical face.
         frame_shape: (H, W) of the frame it was found in.
         frame: the frame itself (a reference, not a copy), which a source face

@@ -19,11 +19,11 @@ from faceweave.core.resize import shrink_to_side
 from faceweave.errors import UsageError
 from faceweave.types import BBox, Face, Frame, check_frame
 
-# Mesh vertices of the 5-point layout: image-left eye, image-right eye, nose tip,
-# image-left mouth corner, image-right mouth corner.
-_IRIS_CENTRES = (468, 473)
+# Mesh vertices of the 5-point layout, in the face's own order: its right iris, left
+# iris, nose tip, right and left mouth corners (image-left first on an upright face,
+# the order of ArcFace's template and of detectors' keypoints).
+_FIVE_POINTS = [468, 473, 1, 61, 291]
 _NOSE_TIP = 1
-_MOUTH_CORNERS = (61, 291)
 
 
 ANALYSER_MODES = ("image", "video")
@@ -149,11 +149,11 @@ def detect_cut(detector: FaceDetector, frame: Frame) -> list[Detection]:
 
 
 def landmarks_5_from_mesh(points: NDArray[np.floating]) -> NDArray[np.float32]:
-    """(5, 2) eyes, nose tip, mouth corners from a (478, >=2) mesh, image-left first."""
-    p = np.asarray(points, np.float32)[:, :2]
-    eyes = sorted((p[i] for i in _IRIS_CENTRES), key=lambda q: float(q[0]))
-    mouth = sorted((p[i] for i in _MOUTH_CORNERS), key=lambda q: float(q[0]))
-    return np.stack([eyes[0], eyes[1], p[_NOSE_TIP], mouth[0], mouth[1]]).astype(np.float32)
+    """(5, 2) eyes (iris centres), nose tip, mouth corners from a (478, >=2) mesh, in
+    the face's own order: its right eye and mouth corner first, the image-left ones of
+    an upright face. (Ordered by image x, they had swapped places on a face turned
+    past a quarter turn, and an alignment to a five-point template collapsed.)"""
+    return np.asarray(points, np.float32)[_FIVE_POINTS, :2].copy()
 
 
 def _out_of_frame(box: BBox, w: int, h: int) -> float:

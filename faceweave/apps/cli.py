@@ -736,7 +736,7 @@ def _enhancer(args: argparse.Namespace) -> dict[str, Any] | None:
     }
 
 
-def _engine(args: argparse.Namespace) -> dict[str, Any] | None:
+def _engine(args: argparse.Namespace, options: SwapOptions) -> dict[str, Any] | None:
     """The neural engine's setup (model paths, provider, pixel boost), or None for the
     embedded engine; checks the flags before any model loads."""
     flags = (
@@ -761,7 +761,7 @@ def _engine(args: argparse.Namespace) -> dict[str, Any] | None:
         )
     mesh_only = [
         "--no-mask-glasses" if name == "mask_glasses" else "--" + name.replace("_", "-")
-        for name in mesh_only_options(SwapOptions.from_settings(args))
+        for name in mesh_only_options(options)
     ]
     if mesh_only:
         kind = "option" if len(mesh_only) == 1 else "options"
@@ -1002,12 +1002,12 @@ def _run_swap(args: argparse.Namespace) -> int:
 
     wanted = _resolve_sources(args)
     options = SwapOptions.from_settings(args)  # before any model loads
-    engine = _engine(args)
+    engine = _engine(args, options)
     enhancer = _enhancer(args)
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
-        return _run_swap_video(args, wanted, options)
+        return _run_swap_video(args, wanted, options, engine, enhancer)
     batch = target_path.is_dir()
     # A folder's videos are swapped after its images, each to a video of its name.
     videos = list_videos(target_path) if batch else []
@@ -1233,7 +1233,13 @@ _VIDEO_OPTIONS = (
 )
 
 
-def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOptions) -> int:
+def _run_swap_video(
+    args: argparse.Namespace,
+    wanted: _Sources,
+    options: SwapOptions,
+    engine: dict[str, Any] | None,
+    enhancer: dict[str, Any] | None,
+) -> int:
     import faceweave as fw
     from faceweave.io.video import probe_video, video_extension
 
@@ -1275,7 +1281,6 @@ def _run_swap_video(args: argparse.Namespace, wanted: _Sources, options: SwapOpt
                 args.face_order,
             )
         ]
-    engine, enhancer = _engine(args), _enhancer(args)
     sources: Sequence[Any] = source_faces
     if engine is not None or enhancer is not None:
         with _library_warnings():  # advice on a poor source photo, as for images
@@ -1465,7 +1470,7 @@ def _run_live(args: argparse.Namespace) -> int:
     for _, path in reads:
         read_image(path, max_pixels=args.max_pixels)
     options = SwapOptions.from_settings(args)  # live has no mask options: defaults
-    engine, enhancer = _engine(args), _enhancer(args)
+    engine, enhancer = _engine(args, options), _enhancer(args)
 
     pacer = FilePacer(args.input, loop=args.loop) if args.input is not None else None
     capture: LiveSource = (

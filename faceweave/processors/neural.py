@@ -90,7 +90,6 @@ __all__ = [
     "aligned_crop",
     "alignment",
     "checked_pixel_boost",
-    "five_points",
     "load_models",
     "mesh_only_options",
     "oval_mask",
@@ -125,9 +124,6 @@ FFHQ_TEMPLATE = np.array(
 )
 # How much of the restored face an enhancer uses by default (FaceFusion's 80%).
 ENHANCER_BLEND = 0.8
-# Mesh vertices of the five points: right iris, left iris, nose tip, right and left
-# mouth corners (the face's own sides).
-_FIVE_POINTS = [468, 473, 1, 61, 291]
 NEURAL_COLOR_MODES = ("none", "rct", "lct")
 # The embedded engine's options, which this engine does not use: setting one is an error.
 MESH_ONLY_OPTIONS = (
@@ -157,16 +153,8 @@ PIXEL_BOOSTS = (1, 2, 3, 4)
 PASTE_MARGIN = 2
 
 
-def five_points(face: Face) -> NDArray[np.float32]:
-    """The face's (5, 2) eyes (iris centres), nose tip and mouth corners from its mesh,
-    in the face's own order: its right eye and mouth corner first, the image-left ones
-    of an upright face, as ArcFace's template has them. (``Face.landmarks_5`` is
-    ordered by image x, which mirrors the order on a face turned past 90 degrees.)"""
-    return np.asarray(face.landmarks_478[_FIVE_POINTS, :2], np.float32)
-
-
 def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
-    """(2, 3) similarity that takes a face's five points (:func:`five_points`, frame
+    """(2, 3) similarity that takes a face's five points (``Face.landmarks_5``, frame
     pixels) to ArcFace's template at ``size`` px: scaled by
     size/112 for multiples of 112, else by size/128 and moved 8*size/128 px right
     (the 128-px crops inswapper was trained on)."""
@@ -427,7 +415,7 @@ class ArcFaceEmbedder:
         """The embedding of a face that carries its frame (as FaceAnalyser gives it)."""
         if face.frame is None:
             raise InputError("the face carries no frame to take its embedding from")
-        return self.embed(face.frame, five_points(face))
+        return self.embed(face.frame, face.landmarks_5)
 
 
 def _embedding_map(path: Path, rows: int, cols: int) -> NDArray[np.float32]:
@@ -637,7 +625,7 @@ class NeuralSwapper(FaceSwapping):
         fusion = self.options.fusion
         if fusion >= 1.0:
             return self._source_latent
-        own = self.embedder.embed(frame, five_points(target_face))
+        own = self.embedder.embed(frame, target_face.landmarks_5)
         return self.model.latent(_unit((1.0 - fusion) * own + fusion * self.source_embedding))
 
     def face_mask(
@@ -658,7 +646,7 @@ class NeuralSwapper(FaceSwapping):
     def _swap_into(self, out: Frame, target_face: Face) -> None:
         opts = self.options
         size = self.model.size * self.pixel_boost
-        points = five_points(target_face)
+        points = target_face.landmarks_5
         matrix = alignment(points, size)
         crop = aligned_crop(out, matrix, size)
         face = self.model.run_boosted(crop, self.latent_for(out, target_face), self.pixel_boost)
@@ -744,7 +732,7 @@ class FaceEnhancer:
     def matrix(self, face: Face) -> NDArray[np.float64]:
         """The similarity taking the face to the FFHQ template at the model's size."""
         rotation, scale, translation = umeyama(
-            np.asarray(five_points(face), np.float64), FFHQ_TEMPLATE * self.size
+            np.asarray(face.landmarks_5, np.float64), FFHQ_TEMPLATE * self.size
         )
         return np.hstack([scale * rotation, translation[:, None]])
 

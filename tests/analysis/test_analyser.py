@@ -157,6 +157,11 @@ class TestHelpers:
         lm5 = landmarks_5_from_mesh(astronaut_face.landmarks_478)
         np.testing.assert_array_equal(lm5, astronaut_face.landmarks_5)
         np.testing.assert_allclose(lm5[2], astronaut_face.landmarks_478[1, :2])
+        # The face's own order: its right eye and mouth corner first, image-left when
+        # upright, and still first upside down.
+        assert lm5[0, 0] < lm5[1, 0] and lm5[3, 0] < lm5[4, 0]
+        turned = landmarks_5_from_mesh(-astronaut_face.landmarks_478)
+        np.testing.assert_array_equal(turned, -lm5)
 
     def test_mesh_bbox(self) -> None:
         pts = np.array([[3.0, 4.0, 1.0], [10.0, -2.0, 0.0], [5.0, 9.0, 2.0]])

@@ -40,7 +40,6 @@ from faceweave.processors.neural import (  # noqa: E402
     FaceEnhancer,
     NeuralSwapper,
     alignment,
-    five_points,
 )
 from faceweave.types import Face  # noqa: E402
 
@@ -242,7 +241,7 @@ def test_a_face_turned_by_quarter_turns_is_aligned_upright(
     grace_hopper_face: Face,
     turns: int,
 ) -> None:
-    """The five points come in the face's own order (its right eye first), not by
+    """``Face.landmarks_5`` come in the face's own order (its right eye first), not by
     image x, which mirrors them past a quarter turn and collapses the alignment: on
     her side and upside down the astronaut is aligned at her upright scale, a model
     returning its input gives her back, and a source photo gives its upright identity."""
@@ -250,9 +249,9 @@ def test_a_face_turned_by_quarter_turns_is_aligned_upright(
     face = analyser.get_faces(np.ascontiguousarray(np.rot90(astronaut, turns)))[0]
     # Swapped on a smooth copy, which a model returning its input gives back closely.
     turned = np.ascontiguousarray(np.rot90(cv2.GaussianBlur(astronaut, (0, 0), 3), turns))
-    scale = np.linalg.norm(alignment(five_points(face), 128)[:, 0])
+    scale = np.linalg.norm(alignment(face.landmarks_5, 128)[:, 0])
     assert scale == pytest.approx(
-        np.linalg.norm(alignment(five_points(upright), 128)[:, 0]), rel=0.1
+        np.linalg.norm(alignment(upright.landmarks_5, 128)[:, 0]), rel=0.1
     )
     same = _swapper(models, grace_hopper_face, "same", color="none", blend="alpha")
     inside = _face_region(face, turned.shape, shrink=0.9)
@@ -310,7 +309,7 @@ def test_the_blend_fades_out_before_the_crop_ends(
     """A multiband blend's wide band of low frequencies would stop at the aligned
     crop's square edge, a straight line across the neck; it fades out before it."""
     out = _swapper(models, grace_hopper_face, color="none").swap(astronaut, astronaut_face)
-    inverse = cv2.invertAffineTransform(alignment(five_points(astronaut_face), 128))
+    inverse = cv2.invertAffineTransform(alignment(astronaut_face.landmarks_5, 128))
     edge = np.concatenate(
         [[(t, 1.0) for t in range(1, 127)], [(t, 126.0) for t in range(1, 127)]]
         + [[(1.0, t) for t in range(1, 127)], [(126.0, t) for t in range(1, 127)]]
