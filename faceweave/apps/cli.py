@@ -70,6 +70,7 @@ from faceweave.apps.argtypes import (
     unit_interval,
     whole_number,
 )
+from faceweave.apps.engine_args import add_engine_options, engine_settings
 from faceweave.errors import (
     EXIT_ERROR,
     EXIT_NO_FACE,
@@ -94,18 +95,9 @@ from faceweave.io import (
     write_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
-from faceweave.processors.neural import (
-    ENHANCER_BLEND,
-    NEURAL_COLOR_MODES,
-    PIXEL_BOOSTS,
-    AnySwapper,
-    EnhancedSwapper,
-    FaceEnhancer,
-    NeuralSwapper,
-    load_models,
-    mesh_only_options,
-)
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions, Swapper
+from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
+from faceweave.processors.neural import AnySwapper
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
 from faceweave.runtime import STOP_SIGNALS, handling_signals
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -176,7 +168,6 @@ DEFAULT_LIVE_OUTPUT = "window"
 LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
 DETECTOR_CHOICES = detector_names()
 EXECUTION_PROVIDER_CHOICES = tuple(EXECUTION_PROVIDERS)
-ENGINE_CHOICES = ("mesh", "inswapper")
 DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
@@ -393,7 +384,7 @@ def _add_swap_parser(commands: Any) -> None:
         help="write a target without a face unchanged instead of failing",
     )
     _add_common_options(swap)
-    _add_engine_options(swap)
+    add_engine_options(swap)
     _add_watermark_option(swap)
     swap.add_argument(
         "--debug",
@@ -513,7 +504,7 @@ def _add_live_parser(commands: Any) -> None:
     live.add_argument("--stats", type=Path, metavar="FILE.json", help="write the session's stats")
     live.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     _add_common_options(live)
-    _add_engine_options(live)
+    add_engine_options(live)
 
 
 def _add_analyse_parser(commands: Any) -> None:
@@ -651,166 +642,12 @@ def _add_look_and_selection_options(
     )
 
 
-def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    engine = parser.add_argument_group(
-        "neural engine",
-        "ONNX models you bring (faceweave ships no weights); --execution-provider runs them",
-    )
-    engine.add_argument(
-        "--engine",
-        choices=ENGINE_CHOICES,
-        default="mesh",
-        help="mesh: the embedded engine (no model files; default); inswapper: "
-        "InsightFace's inswapper_128 or a model with its signature, given by "
-        "--swapper-model and --embedder-model",
-    )
-    engine.add_argument(
-        "--swapper-model", type=Path, metavar="FILE.onnx", help="the swap model (inswapper_128)"
-    )
-    engine.add_argument(
-        "--embedder-model",
-        type=Path,
-        metavar="FILE.onnx",
-        help="the ArcFace recogniser the swap model was trained with (w600k_r50)",
-    )
-    engine.add_argument(
-        "--pixel-boost",
-        type=int,
-        choices=PIXEL_BOOSTS,
-        default=None,
-        metavar="N",
-        help="align the face at N times the model's size and run the model on its N*N "
-        "interleaved crops: more detail on a large face, N*N model runs (1-4; default 1)",
-    )
-    enhancer = parser.add_argument_group(
-        "face enhancer",
-        "an ONNX face restoration model you bring, on the swapped faces of either engine",
-    )
-    enhancer.add_argument(
-        "--enhancer-model",
-        type=Path,
-        metavar="FILE.onnx",
-        help="GFPGAN 1.4, GPEN-BFR-512, RestoreFormer or CodeFormer exported to ONNX",
-    )
-    enhancer.add_argument(
-        "--enhancer-blend",
-        type=unit_interval,
-        default=None,
-        metavar="0..1",
-        help=f"how much of the restored face is used (default {ENHANCER_BLEND})",
-    )
-    enhancer.add_argument(
-        "--enhancer-weight",
-        type=unit_interval,
-        default=None,
-        metavar="0..1",
-        help="CodeFormer's fidelity (its 'weight' input; default 1); other models have none",
-    )
-
-
-def _check_model_file(path: Path) -> None:
-    """A model file the user named exists (before any model loads)."""
-    if path.is_dir():
-        raise InputError(f"{path}: a folder, not a model file")
-    if not path.is_file():
-        raise InputError(f"{path}: model file not found")
-
-
-def _enhancer(args: argparse.Namespace) -> dict[str, Any] | None:
-    """The face enhancer's setup, or None; checks the flags before any model loads."""
-    if args.enhancer_model is None:
-        for flag, value in (
-            ("--enhancer-blend", args.enhancer_blend),
-            ("--enhancer-weight", args.enhancer_weight),
-        ):
-            if value is not None:
-                raise UsageError(f"{flag} is for --enhancer-model FILE.onnx")
-        return None
-    _check_model_file(args.enhancer_model)
-    return {
-        "model_path": args.enhancer_model,
-        "execution_provider": args.execution_provider,
-        "blend": ENHANCER_BLEND if args.enhancer_blend is None else args.enhancer_blend,
-        "weight": 1.0 if args.enhancer_weight is None else args.enhancer_weight,
-        "feather": args.feather if hasattr(args, "feather") else SwapOptions().feather,
-    }
-
-
-def _engine(args: argparse.Namespace, options: SwapOptions) -> dict[str, Any] | None:
-    """The neural engine's setup (model paths, provider, pixel boost), or None for the
-    embedded engine; checks the flags before any model loads."""
-    flags = (
-        ("--swapper-model", args.swapper_model),
-        ("--embedder-model", args.embedder_model),
-        ("--pixel-boost", args.pixel_boost),
-    )
-    if args.engine == "mesh":
-        given = [flag for flag, value in flags if value is not None]
-        if given:
-            raise UsageError(f"{given[0]} is for the neural engine: add --engine inswapper")
-        return None
-    missing = [flag for flag, value in flags[:2] if value is None]
-    if missing:
-        raise UsageError(f"--engine {args.engine} needs {' and '.join(missing)} FILE.onnx")
-    for _, path in flags[:2]:
-        _check_model_file(path)
-    if args.color not in NEURAL_COLOR_MODES:
-        raise UsageError(
-            f"--color {args.color} is the mesh engine's; --engine {args.engine} takes "
-            f"{', '.join(NEURAL_COLOR_MODES)}"
-        )
-    mesh_only = [
-        "--no-mask-glasses" if name == "mask_glasses" else "--" + name.replace("_", "-")
-        for name in mesh_only_options(options)
-    ]
-    if mesh_only:
-        kind = "option" if len(mesh_only) == 1 else "options"
-        raise UsageError(
-            f"{' '.join(mesh_only)}: the mesh engine's {kind}, not used by --engine {args.engine}"
-        )
-    return {
-        "swapper_model": args.swapper_model,
-        "embedder_model": args.embedder_model,
-        "execution_provider": args.execution_provider,
-        "pixel_boost": args.pixel_boost or 1,
-    }
-
-
 def _make_swappers(
-    sources: Sequence[list[Face]],
-    options: SwapOptions,
-    engine: dict[str, Any] | None,
-    enhancer: dict[str, Any] | None = None,
+    sources: Sequence[list[Face]], options: SwapOptions, settings: EngineSettings
 ) -> list[AnySwapper]:
     """One swapper per source (its photos), of the chosen engine, its faces restored by
     the enhancer when one is given; each model loads once, for all of them."""
-    swappers = _engine_swappers(sources, options, engine)
-    if enhancer is None:
-        return list(swappers)
-    restorer = FaceEnhancer(**enhancer)
-    return [EnhancedSwapper(swapper, restorer) for swapper in swappers]
-
-
-def _engine_swappers(
-    sources: Sequence[list[Face]], options: SwapOptions, engine: dict[str, Any] | None
-) -> list[Swapper | NeuralSwapper]:
-    if engine is None:
-        return [Swapper(photos, **options.__dict__) for photos in sources]
-    swap_model, embedder = load_models(
-        engine["swapper_model"],
-        engine["embedder_model"],
-        execution_provider=engine["execution_provider"],
-    )
-    return [
-        NeuralSwapper(
-            photos,
-            swapper_model=swap_model,
-            embedder_model=embedder,
-            pixel_boost=engine["pixel_boost"],
-            **options.__dict__,
-        )
-        for photos in sources
-    ]
+    return SwapEngine(settings).swappers(sources, options)
 
 
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -988,7 +825,7 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
         return angles
     if args.detector_model is None:
         raise UsageError(f"--detector {args.detector} needs --detector-model FILE.onnx")
-    _check_model_file(args.detector_model)
+    check_model_file(args.detector_model)
     return {
         "detector": args.detector,
         "detector_model": args.detector_model,
@@ -1002,12 +839,11 @@ def _run_swap(args: argparse.Namespace) -> int:
 
     wanted = _resolve_sources(args)
     options = SwapOptions.from_settings(args)  # before any model loads
-    engine = _engine(args, options)
-    enhancer = _enhancer(args)
+    engine = engine_settings(args, options)
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
-        return _run_swap_video(args, wanted, options, engine, enhancer)
+        return _run_swap_video(args, wanted, options, engine)
     batch = target_path.is_dir()
     # A folder's videos are swapped after its images, each to a video of its name.
     videos = list_videos(target_path) if batch else []
@@ -1077,7 +913,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
         reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
         with _library_warnings():  # advice on a poor source photo, before any output
-            swappers = _make_swappers(source_faces, options, engine, enhancer)
+            swappers = _make_swappers(source_faces, options, engine)
         job = _SwapJob(
             analyser=analyser,
             swappers=swappers,
@@ -1237,8 +1073,7 @@ def _run_swap_video(
     args: argparse.Namespace,
     wanted: _Sources,
     options: SwapOptions,
-    engine: dict[str, Any] | None,
-    enhancer: dict[str, Any] | None,
+    engine: EngineSettings,
 ) -> int:
     import faceweave as fw
     from faceweave.io.video import probe_video, video_extension
@@ -1282,9 +1117,9 @@ def _run_swap_video(
             )
         ]
     sources: Sequence[Any] = source_faces
-    if engine is not None or enhancer is not None:
+    if not engine.embedded_only:
         with _library_warnings():  # advice on a poor source photo, as for images
-            sources = _make_swappers(source_faces, options, engine, enhancer)
+            sources = _make_swappers(source_faces, options, engine)
     return _video_job(
         args, sources, reference_faces, wanted.selector, target_path, output_path, options
     )
@@ -1470,7 +1305,7 @@ def _run_live(args: argparse.Namespace) -> int:
     for _, path in reads:
         read_image(path, max_pixels=args.max_pixels)
     options = SwapOptions.from_settings(args)  # live has no mask options: defaults
-    engine, enhancer = _engine(args, options), _enhancer(args)
+    engine = engine_settings(args, options)
 
     pacer = FilePacer(args.input, loop=args.loop) if args.input is not None else None
     capture: LiveSource = (
@@ -1503,8 +1338,8 @@ def _run_live(args: argparse.Namespace) -> int:
         # Swappers at fusion 1; run_live makes the other fusions from them (the keys).
         sources: Sequence[Any] = (
             source_faces
-            if engine is None and enhancer is None
-            else _make_swappers(source_faces, replace(options, fusion=1.0), engine, enhancer)
+            if engine.embedded_only
+            else _make_swappers(source_faces, replace(options, fusion=1.0), engine)
         )
         references = (
             _load_faces(analyser, [args.reference_face], "reference", args.max_pixels)

@@ -729,6 +729,15 @@ class FaceEnhancer:
             self._weight = {"weight": np.full(dims, fidelity, kind)}
         self._half = types[self.input_name] == "tensor(float16)"
 
+    def with_feather(self, feather: float) -> FaceEnhancer:
+        """The same enhancer (sharing its loaded model) with another mask feather."""
+        if feather == self.feather:
+            return self
+        other = object.__new__(FaceEnhancer)
+        other.__dict__.update(self.__dict__)
+        other.feather = _number("feather", feather, 0.5)
+        return other
+
     def matrix(self, face: Face) -> NDArray[np.float64]:
         """The similarity taking the face to the FFHQ template at the model's size."""
         rotation, scale, translation = umeyama(

@@ -1,0 +1,121 @@
+"""The engine's command-line options, shared by ``swap``, ``live`` and ``serve``.
+
+:func:`add_engine_options` adds ``--engine``, the neural engine's model files and the
+face enhancer's; :func:`engine_settings` turns them into an
+:class:`~faceweave.processors.engines.EngineSettings`, checking the flags (and the
+files' presence) before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from faceweave.apps.argtypes import unit_interval
+from faceweave.errors import UsageError
+from faceweave.processors.engines import ENGINE_NAMES, EngineSettings
+from faceweave.processors.neural import ENHANCER_BLEND, PIXEL_BOOSTS
+from faceweave.processors.swap import SwapOptions
+
+__all__ = ["add_engine_options", "engine_settings", "option_flag"]
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """``--engine``, ``--swapper-model``, ``--embedder-model``, ``--pixel-boost`` and
+    the ``--enhancer-*`` options (``--execution-provider`` is the caller's)."""
+    engine = parser.add_argument_group(
+        "neural engine",
+        "ONNX models you bring (faceweave ships no weights); --execution-provider runs them",
+    )
+    engine.add_argument(
+        "--engine",
+        choices=ENGINE_NAMES,
+        default="mesh",
+        help="mesh: the embedded engine (no model files; default); inswapper: "
+        "InsightFace's inswapper_128 or a model with its signature, given by "
+        "--swapper-model and --embedder-model",
+    )
+    engine.add_argument(
+        "--swapper-model", type=Path, metavar="FILE.onnx", help="the swap model (inswapper_128)"
+    )
+    engine.add_argument(
+        "--embedder-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="the ArcFace recogniser the swap model was trained with (w600k_r50)",
+    )
+    engine.add_argument(
+        "--pixel-boost",
+        type=int,
+        choices=PIXEL_BOOSTS,
+        default=None,
+        metavar="N",
+        help="align the face at N times the model's size and run the model on its N*N "
+        "interleaved crops: more detail on a large face, N*N model runs (1-4; default 1)",
+    )
+    enhancer = parser.add_argument_group(
+        "face enhancer",
+        "an ONNX face restoration model you bring, on the swapped faces of either engine",
+    )
+    enhancer.add_argument(
+        "--enhancer-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="GFPGAN 1.4, GPEN-BFR-512, RestoreFormer or CodeFormer exported to ONNX",
+    )
+    enhancer.add_argument(
+        "--enhancer-blend",
+        type=unit_interval,
+        default=None,
+        metavar="0..1",
+        help=f"how much of the restored face is used (default {ENHANCER_BLEND})",
+    )
+    enhancer.add_argument(
+        "--enhancer-weight",
+        type=unit_interval,
+        default=None,
+        metavar="0..1",
+        help="CodeFormer's fidelity (its 'weight' input; default 1); other models have none",
+    )
+
+
+def option_flag(name: str) -> str:
+    """The command-line flag of a swap option (``mask_glasses`` is set off by one)."""
+    return "--no-mask-glasses" if name == "mask_glasses" else "--" + name.replace("_", "-")
+
+
+def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None) -> EngineSettings:
+    """The engine the flags ask for, checked (flags that go together, the model files
+    present, and ``options`` used by that engine) before any model loads."""
+    for flag, value in (
+        ("--enhancer-blend", args.enhancer_blend),
+        ("--enhancer-weight", args.enhancer_weight),
+    ):
+        if value is not None and args.enhancer_model is None:
+            raise UsageError(f"{flag} is for --enhancer-model FILE.onnx")
+    neural = (
+        ("--swapper-model", args.swapper_model),
+        ("--embedder-model", args.embedder_model),
+        ("--pixel-boost", args.pixel_boost),
+    )
+    if args.engine == "mesh":
+        given = [flag for flag, value in neural if value is not None]
+        if given:
+            raise UsageError(f"{given[0]} is for the neural engine: add --engine inswapper")
+    else:
+        missing = [flag for flag, value in neural[:2] if value is None]
+        if missing:
+            raise UsageError(f"--engine {args.engine} needs {' and '.join(missing)} FILE.onnx")
+    settings = EngineSettings(
+        engine=args.engine,
+        swapper_model=args.swapper_model,
+        embedder_model=args.embedder_model,
+        pixel_boost=args.pixel_boost or 1,
+        enhancer_model=args.enhancer_model,
+        enhancer_blend=ENHANCER_BLEND if args.enhancer_blend is None else args.enhancer_blend,
+        enhancer_weight=1.0 if args.enhancer_weight is None else args.enhancer_weight,
+        execution_provider=args.execution_provider,
+    ).validated()
+    if options is not None:
+        settings.check_options(options, name=option_flag, sep=" ", engine=f"--engine {args.engine}")
+    return settings

@@ -1,0 +1,217 @@
+"""Which swap engine a front end runs, with its models loaded once for every swapper.
+
+The command line (``swap``, ``live``), the Python API and the service
+(``faceweave serve``) take the same settings: the embedded ``mesh`` engine (no model
+files), or ``inswapper`` on ONNX models the user brings, either of them optionally
+followed by a face enhancer (see :mod:`faceweave.processors.neural`)::
+
+    engine = SwapEngine(EngineSettings(engine="inswapper",
+                                       swapper_model=Path("inswapper_128.onnx"),
+                                       embedder_model=Path("w600k_r50.onnx")))
+    swapper = engine.swapper(source_faces, SwapOptions(fusion=0.8))
+    out = swapper.swap(frame, faces)
+
+A :class:`SwapEngine` loads each model once; every swapper it builds shares them
+(onnxruntime sessions run one call at a time, see
+:class:`~faceweave.analysis.onnx_backend.OnnxModel`), so a service's worker threads
+hold one copy of the weights, not one each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
+from faceweave.errors import InputError, UsageError
+from faceweave.processors.neural import (
+    ENHANCER_BLEND,
+    NEURAL_COLOR_MODES,
+    AnySwapper,
+    EnhancedSwapper,
+    FaceEnhancer,
+    NeuralSwapper,
+    checked_pixel_boost,
+    load_models,
+    mesh_only_options,
+)
+from faceweave.processors.swap import SwapOptions, Swapper
+from faceweave.types import Face
+
+__all__ = [
+    "ENGINE_NAMES",
+    "EngineSettings",
+    "SwapEngine",
+    "check_model_file",
+    "swapper_advice",
+]
+
+# mesh: the embedded engine; inswapper: InsightFace's inswapper_128 or a model with its
+# signature, on files the user brings.
+ENGINE_NAMES = ("mesh", "inswapper")
+
+
+def check_model_file(path: Path) -> None:
+    """A model file the user named exists (checked before any model loads)."""
+    if path.is_dir():
+        raise InputError(f"{path}: a folder, not a model file")
+    if not path.is_file():
+        raise InputError(f"{path}: model file not found")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The swap engine and face enhancer a front end uses.
+
+    Attributes:
+        engine: ``mesh`` (embedded, no files) or ``inswapper``.
+        swapper_model, embedder_model: the inswapper engine's ``.onnx`` files.
+        pixel_boost: the inswapper engine's pixel boost, 1..4.
+        enhancer_model: a face restoration model's ``.onnx`` file, for either engine.
+        enhancer_blend: how much of the restored face is used, 0..1.
+        enhancer_weight: CodeFormer's fidelity input, 0..1.
+        execution_provider: onnxruntime provider of the models (``cpu``, ``cuda``...).
+    """
+
+    engine: str = "mesh"
+    swapper_model: Path | None = None
+    embedder_model: Path | None = None
+    pixel_boost: int = 1
+    enhancer_model: Path | None = None
+    enhancer_blend: float = ENHANCER_BLEND
+    enhancer_weight: float = 1.0
+    execution_provider: str = "cpu"
+
+    @property
+    def neural(self) -> bool:
+        """Whether the swap itself runs a model (not the embedded engine)."""
+        return self.engine != "mesh"
+
+    @property
+    def embedded_only(self) -> bool:
+        """The embedded engine with no enhancer: no model file at all."""
+        return not self.neural and self.enhancer_model is None
+
+    def validated(self) -> EngineSettings:
+        """``self`` when the settings are usable and the named files exist; else a
+        :class:`UsageError` (or :class:`InputError` for a missing file)."""
+        if self.engine not in ENGINE_NAMES:
+            raise UsageError(
+                f"unknown engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}"
+            )
+        if self.execution_provider not in EXECUTION_PROVIDERS:
+            raise UsageError(
+                f"unknown execution provider {self.execution_provider!r}; available: "
+                f"{', '.join(EXECUTION_PROVIDERS)}"
+            )
+        checked_pixel_boost(self.pixel_boost)
+        for name, value in (("blend", self.enhancer_blend), ("weight", self.enhancer_weight)):
+            if not 0.0 <= value <= 1.0:  # also refuses NaN
+                raise UsageError(f"enhancer {name} must be between 0 and 1, got {value}")
+        if self.neural:
+            for path in (self.swapper_model, self.embedder_model):
+                if path is None:
+                    raise UsageError(
+                        f"the {self.engine} engine needs a swapper model and an embedder model"
+                    )
+                check_model_file(path)
+        elif self.swapper_model or self.embedder_model or self.pixel_boost != 1:
+            raise UsageError(
+                "swapper model, embedder model and pixel boost are for the inswapper engine"
+            )
+        if self.enhancer_model is not None:
+            check_model_file(self.enhancer_model)
+        return self
+
+    def check_options(
+        self,
+        options: SwapOptions,
+        *,
+        name: Callable[[str], str] = str,
+        sep: str = ", ",
+        engine: str | None = None,
+    ) -> None:
+        """Raise :class:`UsageError` when ``options`` set something this engine does not
+        use: a colour mode or an option of the embedded engine, for a neural engine.
+
+        Args:
+            name: how an option is named to the user (a command-line flag...).
+            sep: between several names.
+            engine: how the engine is named to the user (default "the inswapper engine").
+        """
+        if not self.neural:
+            return
+        label = engine or f"the {self.engine} engine"
+        if options.color not in NEURAL_COLOR_MODES:
+            raise UsageError(
+                f"{name('color')} {options.color} is the mesh engine's; {label} takes "
+                f"{', '.join(NEURAL_COLOR_MODES)}"
+            )
+        unused = [name(option) for option in mesh_only_options(options)]
+        if unused:
+            kind = "option" if len(unused) == 1 else "options"
+            raise UsageError(f"{sep.join(unused)}: the mesh engine's {kind}, not used by {label}")
+
+
+class SwapEngine:
+    """The models of some :class:`EngineSettings`, loaded once (now), and the swappers
+    built on them.
+
+    Raises:
+        UsageError, InputError: unusable settings, a missing file.
+        InputError: a model file that is not a model with the expected signature.
+    """
+
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self.settings = (settings or EngineSettings()).validated()
+        s = self.settings
+        self._models = (
+            load_models(s.swapper_model, s.embedder_model, execution_provider=s.execution_provider)
+            if s.neural and s.swapper_model is not None and s.embedder_model is not None
+            else None
+        )
+        self.enhancer = (
+            FaceEnhancer(
+                s.enhancer_model,
+                execution_provider=s.execution_provider,
+                blend=s.enhancer_blend,
+                weight=s.enhancer_weight,
+            )
+            if s.enhancer_model is not None
+            else None
+        )
+
+    @property
+    def name(self) -> str:
+        return self.settings.engine
+
+    def swapper(self, source: Face | Sequence[Face], options: SwapOptions) -> AnySwapper:
+        """A swapper for one source face (or several photos of one person) with these
+        options, on the loaded models."""
+        base: Swapper | NeuralSwapper
+        if self._models is None:
+            base = Swapper(source, **options.__dict__)
+        else:
+            swap_model, embedder = self._models
+            base = NeuralSwapper(
+                source,
+                swapper_model=swap_model,
+                embedder_model=embedder,
+                pixel_boost=self.settings.pixel_boost,
+                **options.__dict__,
+            )
+        if self.enhancer is None:
+            return base
+        return EnhancedSwapper(base, self.enhancer.with_feather(options.feather))
+
+    def swappers(self, sources: Sequence[Sequence[Face]], options: SwapOptions) -> list[AnySwapper]:
+        """One swapper per source (each its photos of one person)."""
+        return [self.swapper(list(photos), options) for photos in sources]
+
+
+def swapper_advice(swapper: AnySwapper) -> tuple[str, ...]:
+    """What the source will show in the swaps (the embedded engine's notes on its photo:
+    glasses carried, a turned face...); none for a neural engine."""
+    plain = swapper.swapper if isinstance(swapper, EnhancedSwapper) else swapper
+    return tuple(plain.source.advice) if isinstance(plain, Swapper) else ()
