@@ -13,6 +13,8 @@ Wiring (in :mod:`faceweave.apps.cli`)::
 Example:
     $ faceweave keys create --name alice --data ./faceweave-data
     $ faceweave serve --host 127.0.0.1 --port 8000 --data ./faceweave-data
+    $ faceweave serve --engine inswapper --swapper-model inswapper_128.onnx \
+          --embedder-model w600k_r50.onnx --enhancer-model gfpgan_1.4.onnx
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.apps.argtypes import (
     non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
 )
+from faceweave.apps.engine_args import add_engine_options, engine_settings
 from faceweave.errors import (
     EXIT_OK,
     EXIT_USAGE,
@@ -128,6 +132,13 @@ def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="development only: start even if faceweave.provenance is missing",
     )
     serve.add_argument(
+        "--execution-provider",
+        choices=tuple(EXECUTION_PROVIDERS),
+        default="cpu",
+        help="onnxruntime provider of the --engine and --enhancer models (default cpu)",
+    )
+    add_engine_options(serve)
+    serve.add_argument(
         "--log-level",
         choices=("critical", "error", "warning", "info", "debug"),
         default="info",
@@ -186,9 +197,13 @@ def run_serve(args: argparse.Namespace) -> int:
         max_active_jobs_per_key=args.max_active_jobs,
         preview_enabled=not args.no_preview,
         require_provenance=not args.allow_unmarked,
+        engine=engine_settings(args),
     ).validated()
     _check_address(args.host, args.port)
-    app = create_app(config)
+    from faceweave.processors.engines import SwapEngine
+
+    # The engine's models load now: an unusable file is one line, not a failed start-up.
+    app = create_app(config, swap_engine=SwapEngine(config.engine))
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     except SystemExit as exc:  # uvicorn's own exit on a failed start (its code 3)

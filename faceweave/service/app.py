@@ -35,7 +35,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import faceweave
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.errors import FaceweaveError, UsageError
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES
+from faceweave.processors.engines import SwapEngine
+from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
 from faceweave.service import audit
 from faceweave.service.auth import ApiKey, RateLimiter, authenticate, load_pepper
 from faceweave.service.checks import (
@@ -61,7 +62,7 @@ from faceweave.service.jobs import (
     JobStore,
     source_roles,
 )
-from faceweave.service.live import create_live_router
+from faceweave.service.live import LiveSessions, create_live_router
 from faceweave.service.worker import (
     Engine,
     Previewer,
@@ -102,13 +103,15 @@ class ServiceState:
     pool: WorkerPool
     sweeper: Sweeper
     previewer: Previewer | None
+    swap_engine: SwapEngine
     limiter: RateLimiter
     video: bool
     started_at: float
 
     @classmethod
-    def start(cls, config: ServiceConfig) -> ServiceState:
-        """Open the database, recover interrupted jobs, load models, start workers."""
+    def start(cls, config: ServiceConfig, swap_engine: SwapEngine | None = None) -> ServiceState:
+        """Open the database, recover interrupted jobs, load models (``swap_engine``:
+        the config's engine loaded already), start workers."""
         config = config.validated()
         if config.require_provenance and not provenance_available():
             raise UsageError(
@@ -125,9 +128,18 @@ class ServiceState:
         (config.data_dir / "previews").mkdir(exist_ok=True)
         shutil.rmtree(config.data_dir / "previews", ignore_errors=True)
         (config.data_dir / "previews").mkdir(exist_ok=True)
-        engines = [Engine() for _ in range(config.workers)]
+        # The engine's ONNX models (if any) load once, shared by workers and previews.
+        if swap_engine is None:
+            swap_engine = SwapEngine(config.engine)
+        elif swap_engine.settings != config.engine:
+            raise UsageError("the loaded swap engine is not the one the config names")
+        engines = [Engine(swap_engine) for _ in range(config.workers)]
         previewer = (
-            Previewer(Engine(), max_side=config.preview_max_side, max_pixels=config.max_pixels)
+            Previewer(
+                Engine(swap_engine),
+                max_side=config.preview_max_side,
+                max_pixels=config.max_pixels,
+            )
             if config.preview_enabled
             else None
         )
@@ -148,6 +160,7 @@ class ServiceState:
             pool=pool,
             sweeper=sweeper,
             previewer=previewer,
+            swap_engine=swap_engine,
             limiter=RateLimiter(config.rate_per_s, config.rate_burst),
             video=config.video_enabled and video_supported(),
             started_at=time.time(),
@@ -221,6 +234,11 @@ class Health(BaseModel):
     running: int
     video: bool
     provenance: bool
+    engine: str = Field(
+        description="the swap engine: mesh (embedded) or inswapper (ONNX models); the "
+        "mesh engine's own options are refused by another"
+    )
+    enhancer: bool = Field(description="swapped faces are restored by a face enhancer")
 
 
 def _iso(seconds: float | None) -> str | None:
@@ -402,6 +420,10 @@ async def _receive_and_check(state: ServiceState, request: Request, directory: P
         request, directory, file_fields=FILE_FIELDS, max_file_bytes=config.max_upload_bytes
     )
     options = JobOptions.from_form(upload.fields)
+    engine = config.engine
+    engine.check_options(
+        SwapOptions.from_settings(options), engine=f"this server's engine ({engine.engine})"
+    )
     for role in ("source", "target"):
         if role not in upload.files:
             raise ServiceError(422, "missing_file", f"the {role} file is missing")
@@ -500,19 +522,25 @@ class HeadAsGet:
         await self.app({**scope, "method": "GET", self.SCOPE_KEY: True}, receive, headers_only)
 
 
-def create_app(config: ServiceConfig) -> FastAPI:
+def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) -> FastAPI:
     """Build the application; models load and workers start in its lifespan.
+
+    ``swap_engine``: the config's engine with its models loaded already (``faceweave
+    serve`` loads them first, so that an unusable model file is one line before the
+    server starts); None loads them in the lifespan.
 
     Example:
         >>> app = create_app(ServiceConfig(data_dir=Path("faceweave-data")))  # doctest: +SKIP
         >>> uvicorn.run(app, host="127.0.0.1", port=8000)  # doctest: +SKIP
     """
     config = config.validated()
+    live = LiveSessions(max_pixels=config.max_pixels)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state = await run_in_threadpool(ServiceState.start, config)
+        state = await run_in_threadpool(ServiceState.start, config, swap_engine)
         app.state.service = state
+        live.swap_engine = state.swap_engine  # live sessions swap with the jobs' engine
         try:
             yield
         finally:
@@ -533,7 +561,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     app.include_router(
         create_live_router(
             auth=require_key,
-            max_pixels=config.max_pixels,
+            sessions=live,
             max_source_bytes=config.max_upload_bytes,
         )
     )
@@ -554,6 +582,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
             running=state.store.count("running"),
             video=state.video,
             provenance=provenance_available(),
+            engine=state.swap_engine.name,
+            enhancer=state.swap_engine.enhancer is not None,
         )
 
     @app.post(

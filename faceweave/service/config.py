@@ -13,6 +13,7 @@ from pathlib import Path
 
 from faceweave.errors import UsageError
 from faceweave.io.image import DEFAULT_MAX_PIXELS
+from faceweave.processors.engines import EngineSettings
 
 __all__ = ["ServiceConfig", "default_workers"]
 
@@ -49,6 +50,9 @@ class ServiceConfig:
         preview_enabled: load a preview engine and serve ``POST /v1/preview``.
         require_provenance: refuse to start when :mod:`faceweave.provenance` is
             missing (outputs must be marked); off only for development.
+        engine: the swap engine every job, preview and live session uses: the
+            embedded one by default, or ONNX models the operator brings (the neural
+            engine, a face enhancer); they load once, shared by the workers.
     """
 
     data_dir: Path
@@ -66,6 +70,7 @@ class ServiceConfig:
     video_enabled: bool = True
     preview_enabled: bool = True
     require_provenance: bool = True
+    engine: EngineSettings = field(default_factory=EngineSettings)
 
     def validated(self) -> ServiceConfig:
         """Return ``self`` if every setting is usable; raise :class:`UsageError` otherwise."""
@@ -87,6 +92,7 @@ class ServiceConfig:
             raise UsageError("max active jobs per key must be at least 1")
         if self.preview_max_side < 64:
             raise UsageError("preview max side must be at least 64")
+        self.engine.validated()
         return self
 
     @property

@@ -70,6 +70,8 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import InputError, NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
+from faceweave.processors.engines import SwapEngine
+from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import GAZE_MODES, SwapOptions, Swapper
 from faceweave.service.checks import check_media, receive_upload
 from faceweave.service.errors import ServiceError
@@ -123,7 +125,7 @@ class FrameProcessor:
         self._tracker: FaceTracker | None = None
         # Replaced whole by the control handlers (one reference assignment, atomic);
         # the worker reads it once per frame. None: frames pass through unchanged.
-        self.swapper: Swapper | None = None
+        self.swapper: AnySwapper | None = None
 
     def warm_up(self) -> None:
         """Load the models now (called once in the worker thread at session start)."""
@@ -423,6 +425,20 @@ class LiveSessions:
         # pool: a session's own analyser stays busy with frames.
         self._source_analyser: FaceAnalyser | None = None
         self._source_lock = threading.Lock()
+        # The swap engine of the sources (the service sets its own, shared with the
+        # jobs'); None: the embedded engine.
+        self.swap_engine: SwapEngine | None = None
+
+    def check_gaze(self, gaze: str) -> None:
+        """Refuse a gaze other than the default when the engine does not use it."""
+        engine = self.swap_engine
+        if engine is not None and engine.settings.neural and gaze != SwapOptions.gaze:
+            raise ServiceError(
+                422,
+                "bad_option",
+                f"gaze is the mesh engine's option, not used by this server's engine "
+                f"({engine.name})",
+            )
 
     def get(self, session_id: str, owner: str | None) -> LiveSession:
         session = self.sessions.get(session_id)
@@ -446,7 +462,7 @@ class LiveSessions:
         for session in list(self.sessions.values()):
             await self.close(session)
 
-    def prepare_source(self, photos: bytes | Path | Sequence[bytes | Path]) -> Swapper:
+    def prepare_source(self, photos: bytes | Path | Sequence[bytes | Path]) -> AnySwapper:
         """Decode and check the source photos, find their faces and prepare them as one
         source (several photos of one person are merged, the first leading). Blocking:
         run it in the thread pool, not the loop.
@@ -474,7 +490,9 @@ class LiveSessions:
             if not found:
                 raise NoFaceError(f"no face found in {name}")
             faces.append(found[0])
-        return Swapper(faces, fusion=1.0)
+        if self.swap_engine is None:
+            return Swapper(faces, fusion=1.0)
+        return self.swap_engine.swapper(faces, SwapOptions(fusion=1.0))
 
 
 # --- request and response bodies -------------------------------------------------------------
@@ -590,6 +608,7 @@ def create_live_router(
                 " close one first",
                 headers={"Retry-After": str(BUSY_RETRY_S)},
             )
+        live.check_gaze(body.gaze)
         if len(live.sessions) >= live.max_sessions:
             raise ServiceError(
                 503,
@@ -741,6 +760,7 @@ def create_live_router(
         follow the camera face's eyes) or ``source`` (as in the source photo: one that
         looks into the lens keeps eye contact)."""
         session = live.get(session_id, _owner_of(key))
+        live.check_gaze(body.gaze)
         await run_in_threadpool(session.update, gaze=body.gaze)
         return _session_out(session)
 

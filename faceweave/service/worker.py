@@ -28,7 +28,9 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import read_image, write_image
-from faceweave.processors.swap import SwapOptions, Swapper
+from faceweave.processors.engines import SwapEngine, swapper_advice
+from faceweave.processors.neural import AnySwapper
+from faceweave.processors.swap import SwapOptions
 from faceweave.service.errors import ServiceError, http_status_of
 from faceweave.service.jobs import Job, JobOptions, JobStore, source_roles
 from faceweave.types import Face, Frame
@@ -104,9 +106,11 @@ def video_supported() -> bool:
 
 
 class Engine:
-    """The models one thread uses: a face analyser (detector, mesh, identity).
+    """The models one thread uses: a face analyser (detector, mesh, identity), and the
+    swap engine (shared by every thread: its ONNX models, if any, load once).
 
     Args:
+        swap_engine: the swap engine (default: the embedded one).
         preload_identity: also load the identity model (used by the ``reference``
             selector) now rather than on first use.
 
@@ -115,7 +119,10 @@ class Engine:
         >>> out = engine.swap_image(source, target, JobOptions())  # doctest: +SKIP
     """
 
-    def __init__(self, *, preload_identity: bool = True) -> None:
+    def __init__(
+        self, swap_engine: SwapEngine | None = None, *, preload_identity: bool = True
+    ) -> None:
+        self.swap_engine = swap_engine or SwapEngine()
         # Still images: faces cut by the frame's sides too (a group selfie's outer
         # ones); video jobs turn that off (_run_video).
         self.analyser = FaceAnalyser(max_faces=ANALYSER_MAX_FACES, detect_edges=True)
@@ -131,13 +138,13 @@ class Engine:
             raise NoFaceError(f"no face found in the {role} image")
         return faces[0]
 
-    def swapper(self, source_face: Face | list[Face], options: JobOptions) -> Swapper:
+    def swapper(self, source_face: Face | list[Face], options: JobOptions) -> AnySwapper:
         """A swapper for one source face, or several photos of the same person."""
-        return Swapper(source_face, **SwapOptions.from_settings(options).__dict__)
+        return self.swap_engine.swapper(source_face, SwapOptions.from_settings(options))
 
     def swap_image(
         self,
-        swapper: Swapper,
+        swapper: AnySwapper,
         target: Frame,
         options: JobOptions,
         reference_face: Face | None = None,
@@ -223,14 +230,14 @@ def run_job(
         output = engine.swap_image(swapper, target, options, reference_face)
         progress(0.8, force=True)
         write_result(result_path, output, job_id=job.id, quality=options.quality)
-    return ext, _sha256(result_path), swapper.source.advice
+    return ext, _sha256(result_path), swapper_advice(swapper)
 
 
 def _run_video(
     engine: Engine,
     store: JobStore,
     job: Job,
-    swapper: Swapper,
+    swapper: AnySwapper,
     reference_face: Face | None,
     result_path: Path,
     progress: Callable[..., None],

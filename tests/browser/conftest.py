@@ -80,13 +80,15 @@ class RunningServer:
         self.thread.join(timeout=30)
 
 
-def service_app(data_dir: Path) -> Any:
-    """The real service (1 worker, no previews) with the live router, and an API key."""
+def service_app(data_dir: Path, **settings: Any) -> Any:
+    """The real service (1 worker, no previews, or as ``settings`` say) with the live
+    router."""
     from faceweave.service import ServiceConfig, create_app
     from faceweave.service.app import require_key
     from faceweave.service.live import create_live_router
 
-    config = ServiceConfig(data_dir=data_dir, workers=1, preview_enabled=False, poll_interval_s=0.1)
+    settings = {"workers": 1, "preview_enabled": False, "poll_interval_s": 0.1, **settings}
+    config = ServiceConfig(data_dir=data_dir, **settings)
     app = create_app(config)
     if not any(getattr(route, "path", None) == "/v1/live/offer" for route in app.routes):
         app.include_router(create_live_router(auth=require_key, max_pixels=config.max_pixels))
@@ -113,6 +115,27 @@ def service(tmp_path: Path) -> Iterator[tuple[str, str]]:
     data_dir = tmp_path / "data"
     key = make_key(data_dir)
     with RunningServer(service_app(data_dir)) as server:
+        yield server.url, key
+
+
+@pytest.fixture
+def neural_service(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(base URL, API key) of a running service on the neural engine: tiny ONNX models
+    with inswapper's and ArcFace's signatures (tests/neural_models.py), the swap tinted."""
+    pytest.importorskip("onnx")
+    from neural_models import tiny_embedder, tiny_swapper  # tests/ is on sys.path
+
+    from faceweave.processors.engines import EngineSettings
+
+    swapper, _, _ = tiny_swapper(tmp_path / "swap.onnx", tint=0.9)
+    engine = EngineSettings(
+        engine="inswapper",
+        swapper_model=swapper,
+        embedder_model=tiny_embedder(tmp_path / "arcface.onnx"),
+    )
+    data_dir = tmp_path / "data"
+    key = make_key(data_dir)
+    with RunningServer(service_app(data_dir, engine=engine)) as server:
         yield server.url, key
 
 

@@ -112,3 +112,53 @@ def test_a_video_job_takes_the_pages_sound_and_trim_settings(
     options = job["options"]
     assert (options["keep_audio"], options["trim_start"], options["trim_end"]) == (False, 0.2, 0.6)
     assert not errors, errors
+
+
+@pytest.mark.slow
+def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
+    neural_service: tuple[str, str],
+    launch: Callable[..., Any],
+    tmp_path: Path,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+) -> None:
+    """The page asks the server's engine: on ``--engine inswapper`` the mesh engine's
+    controls are hidden and not sent (the server would refuse them), and the job runs;
+    the live page hides eye contact."""
+    url, key = neural_service
+    source, target = tmp_path / "source.png", tmp_path / "target.jpg"
+    cv2.imwrite(str(source), np.asarray(grace_hopper))
+    cv2.imwrite(str(target), np.asarray(astronaut), [cv2.IMWRITE_JPEG_QUALITY, 92])
+    page, errors = _open_page(launch, url, key)
+    note = page.locator("#engine-note")
+    note.wait_for(state="visible")
+    assert "inswapper engine" in note.inner_text()
+    for label in (
+        "Target's light",
+        "Face shape",
+        "Expression creases",
+        "Eyes look",
+        "Keep the target's eyes",
+        "Keep the target's glasses",
+    ):
+        assert not page.get_by_label(label).is_visible(), label
+    assert page.get_by_label("Fusion").is_visible()
+    assert page.get_by_label("Keep the target's open mouth").is_visible()
+    assert page.locator("#color option[value='sh']").is_hidden()
+    page.get_by_label("Source face (image)").set_input_files(str(source))
+    page.get_by_label("Target (image or video)").set_input_files(str(target))
+    page.get_by_label("Colour").select_option("rct")
+    page.get_by_role("button", name="Submit job").click()
+    page.get_by_role("img", name="The swapped result").wait_for(state="visible", timeout=60_000)
+    assert "done" in page.locator("#current-state").inner_text()
+    request = urllib.request.Request(url + "/v1/jobs", headers={"Authorization": f"Bearer {key}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        options = json.load(response)["jobs"][0]["options"]
+    assert options["color"] == "rct" and options["gaze"] == "target", options
+    assert not errors, errors
+
+    live = launch()
+    live.goto(url + "/live")
+    live.wait_for_function(
+        "() => document.getElementById('eye-contact').closest('[hidden]') !== null"
+    )

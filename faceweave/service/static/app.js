@@ -50,11 +50,13 @@ function formData() {
       data.append(name, input.files[0]);
     }
   }
+  // A server on another engine refuses the mesh engine's options: those are hidden, and not sent.
+  const shown = (name) => !form.elements[name].closest("[hidden]");
   for (const name of ["fusion", "light", "shape", "creases", "color", "blend", "gaze", "face_selector"]) {
-    data.append(name, form.elements[name].value);
+    if (shown(name)) data.append(name, form.elements[name].value);
   }
   for (const name of ["mask_mouth", "mask_eyes", "mask_glasses"]) {
-    data.append(name, form.elements[name].checked ? "true" : "false");
+    if (shown(name)) data.append(name, form.elements[name].checked ? "true" : "false");
   }
   // The video options go only where they apply: an image job refuses them when set.
   const target = form.elements.target.files[0];
@@ -214,7 +216,22 @@ function jobRow(job) {
   return row;
 }
 
+// The server's engine (no key needed): another than the embedded one takes fewer options.
+async function showEngine() {
+  const response = await fetch("/healthz");
+  if (!response.ok) return;
+  const health = await response.json();
+  if (!health.engine || health.engine === "mesh") return;
+  document.querySelectorAll("[data-mesh-only]").forEach((element) => { element.hidden = true; });
+  if ($("color").selectedOptions[0].hidden) $("color").value = "lct";
+  const note = $("engine-note");
+  note.textContent = `This server swaps with the ${health.engine} engine` +
+    (health.enhancer ? ", and a face enhancer restores the faces." : ".");
+  note.hidden = false;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  showEngine().catch(() => { /* the page works with every option shown */ });
   $("api-key").value = apiKey();
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();

@@ -305,7 +305,19 @@ async function stop() {
   }
 }
 
+// Eye contact is the embedded engine's: hidden when the server runs another.
+async function showEngine() {
+  const response = await fetch("/healthz");
+  if (!response.ok) return;
+  const health = await response.json();
+  if (health.engine && health.engine !== "mesh") {
+    document.querySelectorAll("[data-mesh-only]").forEach((element) => { element.hidden = true; });
+    $("eye-contact").checked = false;
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  showEngine().catch(() => { /* eye contact stays offered */ });
   $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
   $("live-form").addEventListener("submit", start);
   $("stop").addEventListener("click", stop);
