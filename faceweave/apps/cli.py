@@ -249,12 +249,30 @@ def _os_error_line(err: OSError) -> str:
     return f"{err.filename}: {reason}" if err.filename else reason
 
 
+COMMAND_DEST = "command_name"  # the sub-command's name, in the parsed arguments
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a usage error on one line (the command's name, what is wrong, and
     where the options are listed) rather than its usage block first."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Unknown arguments are left over by the sub-command's parser and reported by
+        the top one: name the sub-command's help, where its options are listed."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        command = getattr(parsed, COMMAND_DEST, None)
+        if extras and command and self.prog == PROG:
+            self.exit(
+                EXIT_USAGE,
+                f"{PROG}: error: unrecognized arguments: {' '.join(extras)} "
+                f"(see {PROG} {command} --help)\n",
+            )
+        return parsed, extras
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Swap faces in images and videos or live, or list the faces in an image.",
         epilog=f"Set {DEBUG_ENV}=1 to print tracebacks with errors.",
     )
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        title="commands", metavar="COMMAND", dest=COMMAND_DEST, required=True
+    )
     _add_swap_parser(commands)
     _add_live_parser(commands)
     _add_analyse_parser(commands)

@@ -193,6 +193,27 @@ def test_missing_required_and_no_command_are_usage_errors(
 
 
 @pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["swap", "-s", "a.png", "-t", "b.png", "-o", "c.png", "--colour", "lct"], "swap"),
+        (["analyse", "a.png", "--jsn"], "analyse"),
+        (["keys", "list", "--all"], "keys"),
+        (["serve", "--engines", "x"], "serve"),
+    ],
+)
+def test_an_unknown_option_names_its_commands_help(
+    argv: list[str], command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Argparse reports leftovers from the top parser: the line must still point to the
+    sub-command's help, where its options are (not to the list of commands)."""
+    assert cli.main(argv) == EXIT_USAGE
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("faceweave: error: unrecognized arguments: "), lines[0]
+    assert lines[0].endswith(f"(see faceweave {command} --help)"), lines[0]
+
+
+@pytest.mark.parametrize(
     "extra",
     [
         ["--face-selector", "reference"],
