@@ -655,7 +655,10 @@ class VideoWriter:
         self._temp_path = _temp_name(self.path)
         self._closed = False
         try:
-            self._fd, _ = self._stack.enter_context(_temp_file(self.path, self._temp_path))
+            try:
+                self._fd, _ = self._stack.enter_context(_temp_file(self.path, self._temp_path))
+            except OSError as exc:  # named by the output the user gave, not its temp file
+                raise OutputError(f"{self.path}: cannot write: {exc.strerror or exc}") from exc
             container_options = {"movflags": "+faststart"} if format_name in ("mp4", "mov") else {}
             self._container = av.open(
                 str(self._temp_path), "w", format=format_name, options=container_options

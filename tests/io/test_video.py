@@ -809,6 +809,17 @@ def test_writer_checks_frames_and_needs_one(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_writer_that_cannot_create_its_file_names_the_output() -> None:
+    """Where no file can be made (here /proc, even for root), the error names the
+    output the user gave, not the hidden temporary file beside it."""
+    out = Path("/proc/out.mp4")
+    with pytest.raises(OutputError) as error:
+        VideoWriter(out, width=WIDTH, height=HEIGHT, fps=FPS)
+    assert str(error.value).startswith("/proc/out.mp4: cannot write"), error.value
+    assert ".tmp" not in str(error.value)
+
+
 def test_writer_timestamps_from_seconds(tmp_path: Path) -> None:
     out = tmp_path / "times.mp4"
     times = [0.0, 0.05, 0.07, 0.2, 0.21]
