@@ -11,21 +11,17 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import cast
+
+import numpy as np
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
-from faceweave.errors import FaceweaveError, NoFaceError, UsageError
-from faceweave.processors.neural import (
-    ENHANCER_BLEND,
-    AnySwapper,
-    EnhancedSwapper,
-    FaceEnhancer,
-    NeuralSwapper,
-    checked_pixel_boost,
-    load_models,
-)
-from faceweave.processors.swap import SwapOptions, Swapper
+from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
+from faceweave.processors.engines import EngineSettings, SwapEngine
+from faceweave.processors.neural import ENHANCER_BLEND, AnySwapper, checked_pixel_boost
+from faceweave.processors.swap import SwapOptions
 from faceweave.types import Face, Frame
 
 SourceLike = str | os.PathLike | Frame | Face
@@ -57,6 +53,22 @@ def get_many_faces(frame: Frame) -> list[Face]:
     return default_analyser().get_faces(frame)
 
 
+def _model_path(name: str, value: object) -> Path | None:
+    """A model file's path as given (a str or path-like), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise InputError(f"{name} is a .onnx file's path, got {type(value).__name__}")
+    return Path(os.fspath(value))
+
+
+def _fraction(name: str, value: object) -> float:
+    """A number in 0..1 given as a keyword."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise UsageError(f"{name} must be a number between 0 and 1, got {value!r}")
+    return float(value)
+
+
 class FacePredictor:
     """Swap faces with the embedded engine, or with ONNX models you bring.
 
@@ -86,40 +98,33 @@ class FacePredictor:
             )
         setup = {name: options.pop(name) for name in NEURAL_SETUP if name in options}
         restore = {name: options.pop(name) for name in ENHANCER_SETUP if name in options}
-        self.enhancer: FaceEnhancer | None = None
-        if restore:
-            if "enhancer_model" not in restore:
-                given = ", ".join(f"{name}=" for name in restore)
-                raise UsageError(f"{given} is for enhancer_model= (an .onnx file)")
-            self.enhancer = FaceEnhancer(
-                restore["enhancer_model"],  # type: ignore[arg-type]
-                execution_provider=execution_provider,
-                blend=restore.get("enhancer_blend", ENHANCER_BLEND),  # type: ignore[arg-type]
-                weight=restore.get("enhancer_weight", 1.0),  # type: ignore[arg-type]
-                feather=options.get("feather", SwapOptions().feather),  # type: ignore[arg-type]
-            )
-        self.neural: dict[str, object] | None = None
+        if restore and "enhancer_model" not in restore:
+            given = ", ".join(f"{name}=" for name in restore)
+            raise UsageError(f"{given} is for enhancer_model= (an .onnx file)")
         if model == "inswapper":
             missing = [n for n in ("swapper_model", "embedder_model") if n not in setup]
             if missing:
                 raise UsageError(
                     f"the inswapper engine needs {' and '.join(missing)}= (.onnx files)"
                 )
-            swap_model, embedder = load_models(
-                setup["swapper_model"],  # type: ignore[arg-type]
-                setup["embedder_model"],  # type: ignore[arg-type]
-                execution_provider=execution_provider,
-            )
-            self.neural = {
-                "swapper_model": swap_model,
-                "embedder_model": embedder,
-                "pixel_boost": checked_pixel_boost(setup.get("pixel_boost", 1)),
-            }
         elif setup:
             raise UsageError(f"{', '.join(setup)} is for model='inswapper'")
         checked = SwapOptions.from_kwargs(options)  # a wrong option fails here, not at a swap
-        if self.neural is not None:
-            NeuralSwapper._checked(checked)
+        settings = EngineSettings(
+            engine=model,
+            swapper_model=_model_path("swapper_model", setup.get("swapper_model")),
+            embedder_model=_model_path("embedder_model", setup.get("embedder_model")),
+            pixel_boost=checked_pixel_boost(setup.get("pixel_boost", 1)),
+            enhancer_model=_model_path("enhancer_model", restore.get("enhancer_model")),
+            enhancer_blend=_fraction(
+                "enhancer_blend", restore.get("enhancer_blend", ENHANCER_BLEND)
+            ),
+            enhancer_weight=_fraction("enhancer_weight", restore.get("enhancer_weight", 1.0)),
+            execution_provider=execution_provider,
+        )
+        settings.check_options(checked, name=lambda n: f"{n}=")
+        self.engine = SwapEngine(settings)
+        self.swap_options = checked
         self.analyser = default_analyser()
         self.options = options
         self._cached: tuple[object, object, AnySwapper] | None = None
@@ -165,14 +170,7 @@ class FacePredictor:
                 if len(photos) == 1 or isinstance(photo, (str, os.PathLike)):
                     raise  # the message names the file already
                 raise type(err)(f"source photo {number}: {err}") from err
-        engine: Swapper | NeuralSwapper = (
-            Swapper(faces, **self.options)
-            if self.neural is None
-            else NeuralSwapper(faces, **self.neural, **self.options)  # type: ignore[arg-type]
-        )
-        swapper: AnySwapper = (
-            engine if self.enhancer is None else EnhancedSwapper(engine, self.enhancer)
-        )
+        swapper = self.engine.swapper(faces, self.swap_options)
         self._cached = (key, source, swapper)
         return swapper
 

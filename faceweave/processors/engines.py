@@ -144,9 +144,10 @@ class EngineSettings:
             return
         label = engine or f"the {self.engine} engine"
         if options.color not in NEURAL_COLOR_MODES:
+            given = name("color")  # a flag, an option's name, or a keyword ("color=")
+            given += repr(options.color) if given.endswith("=") else f" {options.color}"
             raise UsageError(
-                f"{name('color')} {options.color} is the mesh engine's; {label} takes "
-                f"{', '.join(NEURAL_COLOR_MODES)}"
+                f"{given} is the mesh engine's; {label} takes {', '.join(NEURAL_COLOR_MODES)}"
             )
         unused = [name(option) for option in mesh_only_options(options)]
         if unused:

@@ -558,6 +558,17 @@ def test_face_predictor_runs_the_neural_engine(
         fw.FacePredictor(swapper_model=models["tint"])
     with pytest.raises(UsageError, match="not available for the 'mesh' engine"):
         fw.FacePredictor(execution_provider="cuda")
+    neural = {"swapper_model": models["tint"], "embedder_model": models["embedder"]}
+    with pytest.raises(UsageError, match="light=: the mesh engine's option"):
+        fw.FacePredictor(model="inswapper", light=0.2, **neural)
+    with pytest.raises(UsageError, match="color='sh' is the mesh engine's"):
+        fw.FacePredictor(model="inswapper", color="sh", **neural)
+    with pytest.raises(InputError, match="swapper_model is a .onnx file's path, got int"):
+        fw.FacePredictor(model="inswapper", swapper_model=5, embedder_model=models["embedder"])
+    with pytest.raises(UsageError, match="enhancer blend must be between 0 and 1"):
+        fw.FacePredictor(enhancer_model=models["embedder"], enhancer_blend=1.5)
+    with pytest.raises(UsageError, match="enhancer_weight must be a number"):
+        fw.FacePredictor(enhancer_model=models["embedder"], enhancer_weight="high")
     with pytest.raises(BackendError, match="not available in this onnxruntime build"):
         fw.FacePredictor(
             model="inswapper",
