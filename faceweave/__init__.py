@@ -23,6 +23,7 @@ from faceweave.errors import (
     UsageError,
 )
 from faceweave.processors.debug import draw_debug
+from faceweave.processors.engines import EngineSettings, SwapEngine
 from faceweave.processors.neural import EnhancedSwapper, FaceEnhancer, NeuralSwapper
 from faceweave.processors.swap import (
     BLEND_MODES,
@@ -42,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BLEND_MODES",
     "COLOR_MODES",
+    "EngineSettings",
     "EnhancedSwapper",
     "Face",
     "FaceAnalyser",
@@ -56,6 +58,7 @@ __all__ = [
     "OutputError",
     "Pose",
     "SourceModel",
+    "SwapEngine",
     "SwapOptions",
     "Swapper",
     "UnsupportedFormatError",

@@ -33,6 +33,25 @@ def test_swap_source_frame(reference_swap: np.ndarray, grace_hopper: np.ndarray)
     assert np.abs(reference_swap.astype(np.int16) - grace_hopper).mean() > 0.5
 
 
+def test_swap_engine_builds_the_predictors_swapper(
+    reference_swap: np.ndarray,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    astronaut_face: Face,
+) -> None:
+    """The engine layer under FacePredictor, public for apps that build many swappers
+    on one set of models: its default is the embedded engine, as the predictor's."""
+    engine = fw.SwapEngine()
+    assert engine.name == "mesh" and engine.enhancer is None
+    swapper = engine.swapper(astronaut_face, fw.SwapOptions())
+    assert isinstance(swapper, fw.Swapper)
+    np.testing.assert_array_equal(swapper.swap(grace_hopper, grace_hopper_face), reference_swap)
+    with pytest.raises(UsageError, match="unknown engine 'simswap'"):
+        fw.SwapEngine(fw.EngineSettings(engine="simswap"))
+    with pytest.raises(UsageError, match="needs a swapper model and an embedder model"):
+        fw.SwapEngine(fw.EngineSettings(engine="inswapper"))
+
+
 @pytest.fixture
 def astronaut_path(tmp_path: Path, astronaut: np.ndarray) -> Path:
     """The astronaut written to a PNG file."""
