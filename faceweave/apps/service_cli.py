@@ -24,7 +24,7 @@ import datetime as dt
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.apps.argtypes import (
@@ -74,7 +74,8 @@ def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=non_negative_int,
         default=None,
         metavar="N",
-        help="job worker threads, each with its own models (default: half the CPU cores, 1..4)",
+        help="job worker threads, each with its own face analyser (the models of --engine "
+        "and --enhancer-model load once, shared; default: half the CPU cores, 1..4)",
     )
     serve.add_argument(
         "--max-upload-mb",
@@ -267,9 +268,7 @@ def serve_main(argv: list[str] | None = None) -> int:
     from faceweave.runtime import tune_allocator
 
     tune_allocator()
-    parser = argparse.ArgumentParser(prog="python -m faceweave.service")
-    subparsers = parser.add_subparsers()
-    serve = _add_serve_parser(subparsers)
+    serve = _add_serve_parser(_Standalone())
     try:
         args = serve.parse_args(argv)
     except SystemExit as exc:
@@ -279,6 +278,26 @@ def serve_main(argv: list[str] | None = None) -> int:
     except FaceweaveError as err:
         print(f"faceweave: error: {' '.join(str(err).split())}", file=sys.stderr)
         return err.exit_code
+
+
+MODULE_PROG = "python -m faceweave.service"
+
+
+class _ModuleParser(argparse.ArgumentParser):
+    """``python -m faceweave.service``'s parser: a usage error is one line, as
+    ``faceweave``'s are."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{MODULE_PROG}: error: {message} (see {MODULE_PROG} --help)\n")
+
+
+class _Standalone:
+    """Stands in for the ``faceweave`` command's sub-parsers: ``serve``'s options on a
+    parser of their own."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.pop("help", None)
+        return _ModuleParser(prog=MODULE_PROG, **kwargs)
 
 
 def _check_data_dir(path: Path) -> None:

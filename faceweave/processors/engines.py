@@ -19,6 +19,7 @@ hold one copy of the weights, not one each.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,13 @@ class EngineSettings:
     enhancer_weight: float = 1.0
     execution_provider: str = "cpu"
 
+    def __post_init__(self) -> None:
+        # Paths may be given as strings (or any path-like), as the models' own classes take them.
+        for name in ("swapper_model", "embedder_model", "enhancer_model"):
+            value = getattr(self, name)
+            if isinstance(value, (str, os.PathLike)) and not isinstance(value, Path):
+                object.__setattr__(self, name, Path(os.fspath(value)))
+
     @property
     def neural(self) -> bool:
         """Whether the swap itself runs a model (not the embedded engine)."""
@@ -107,8 +115,14 @@ class EngineSettings:
             )
         checked_pixel_boost(self.pixel_boost)
         for name, value in (("blend", self.enhancer_blend), ("weight", self.enhancer_weight)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise UsageError(f"enhancer {name} must be a number, got {value!r}")
             if not 0.0 <= value <= 1.0:  # also refuses NaN
                 raise UsageError(f"enhancer {name} must be between 0 and 1, got {value}")
+        for name in ("swapper_model", "embedder_model", "enhancer_model"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                raise InputError(f"{name} is a .onnx file's path, got {type(value).__name__}")
         if self.neural:
             for path in (self.swapper_model, self.embedder_model):
                 if path is None:

@@ -52,6 +52,7 @@ detail on top of either engine (:class:`EnhancedSwapper`), with an intensity::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,8 @@ __all__ = [
     "paste_back",
     "uses_creases",
 ]
+
+logger = logging.getLogger(__name__)
 
 # ArcFace's five-point template at 112 px (eyes, nose tip, mouth corners, image-left
 # first): the alignment the recogniser, and inswapper after it, were trained on.
@@ -218,9 +221,9 @@ def _face_bgr(
     value: NDArray[np.float32], model: OnnxModel, size: int, *, low: float
 ) -> NDArray[np.float32]:
     """A model's (1, 3, size, size) RGB face in ``low``..1 as BGR float32 0..255."""
-    if value.shape != (1, 3, size, size):
-        raise InputError(
-            f"{model.path}: output {list(value.shape)}, expected [1, 3, {size}, {size}]"
+    if value.shape != (1, 3, size, size):  # declared otherwise, or not at all
+        raise BackendError(
+            f"{model.path.name}: output {list(value.shape)}, expected [1, 3, {size}, {size}]"
         )
     if not np.isfinite(value).all():
         raise BackendError(f"{model.path.name}: the model's output is not finite (NaN)")
@@ -267,8 +270,8 @@ def checked_pixel_boost(value: object) -> int:
 
 def _unit(vector: NDArray[np.floating]) -> NDArray[np.float32]:
     norm = float(np.linalg.norm(vector))
-    if not np.isfinite(norm) or norm <= 1e-12:
-        raise InputError("the identity embedding is zero or not finite")
+    if not np.isfinite(norm) or norm <= 1e-12:  # an embedder that misbehaves
+        raise BackendError("the identity embedding is zero or not finite")
     return (np.asarray(vector, np.float64) / norm).astype(np.float32)
 
 
@@ -720,6 +723,12 @@ class FaceEnhancer:
             },
         )
         self._weight: dict[str, NDArray[Any]] = {}
+        if "weight" not in self.model.input_shapes and fidelity != 1.0:
+            logger.warning(
+                "%s has no 'weight' input (CodeFormer's fidelity): the weight %g is not used",
+                path.name,
+                fidelity,
+            )
         if "weight" in self.model.input_shapes:
             kind = {"tensor(double)": np.float64, "tensor(float16)": np.float16}.get(
                 types["weight"], np.float32

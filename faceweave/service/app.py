@@ -50,7 +50,7 @@ from faceweave.service.checks import (
 )
 from faceweave.service.config import ServiceConfig
 from faceweave.service.db import Database
-from faceweave.service.errors import ServiceError, http_status_of
+from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError, http_status_of
 from faceweave.service.jobs import (
     EXTRA_SOURCES,
     OUTPUT_FORMATS,
@@ -760,8 +760,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def faceweave_error(request: Request, exc: FaceweaveError) -> JSONResponse:
         status, code = http_status_of(exc)
         if status >= 500 and not isinstance(exc, ServiceError):
-            logger.error("internal error: %s", exc)
-            return _error_response(status, code, "internal error")
+            logger.error("%s on %s: %s", code, request.url.path, " ".join(str(exc).split()))
+            message = ENGINE_ERROR_MESSAGE if code == "engine_error" else "internal error"
+            return _error_response(status, code, message)
         # A ServiceError's message is written for the client, a 503 "busy" too.
         headers = exc.headers if isinstance(exc, ServiceError) else None
         message = exc.message if isinstance(exc, ServiceError) else " ".join(str(exc).split())

@@ -7,6 +7,7 @@ with a stable machine-readable ``code`` and a one-line human ``message``.
 from __future__ import annotations
 
 from faceweave.errors import (
+    BackendError,
     FaceweaveError,
     ImageTooLargeError,
     InputError,
@@ -15,7 +16,12 @@ from faceweave.errors import (
     UsageError,
 )
 
-__all__ = ["ServiceError", "http_status_of"]
+__all__ = ["ENGINE_ERROR_MESSAGE", "ServiceError", "http_status_of"]
+
+# What a client is told when the server's models fail (a model file that loads but
+# fails or gives garbage when run): the detail, with the server's paths and the
+# runtime's own words, goes to the server's log only.
+ENGINE_ERROR_MESSAGE = "the server's swap engine failed on this request (see the server log)"
 
 
 class ServiceError(FaceweaveError):
@@ -52,4 +58,6 @@ def http_status_of(error: FaceweaveError) -> tuple[int, str]:
         return 422, "bad_option"
     if isinstance(error, InputError):
         return 422, "bad_input"
+    if isinstance(error, BackendError):
+        return 500, "engine_error"
     return 500, "internal"

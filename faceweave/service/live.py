@@ -67,14 +67,14 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.analysis.analyser import FaceAnalyser
-from faceweave.errors import InputError, NoFaceError
+from faceweave.errors import BackendError, FaceweaveError, InputError, NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
 from faceweave.processors.engines import SwapEngine
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import GAZE_MODES, SwapOptions, Swapper
 from faceweave.service.checks import check_media, receive_upload
-from faceweave.service.errors import ServiceError
+from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError
 from faceweave.service.jobs import EXTRA_SOURCES
 from faceweave.types import Frame
 
@@ -126,6 +126,8 @@ class FrameProcessor:
         # Replaced whole by the control handlers (one reference assignment, atomic);
         # the worker reads it once per frame. None: frames pass through unchanged.
         self.swapper: AnySwapper | None = None
+        # Why the last frame's swap failed (it went out unswapped); None: it did not.
+        self.error: str | None = None
 
     def warm_up(self) -> None:
         """Load the models now (called once in the worker thread at session start)."""
@@ -143,7 +145,17 @@ class FrameProcessor:
         faces = [tracked.face for tracked in self._tracker.update(image, time.monotonic())]
         swapper = self.swapper
         if swapper is not None and faces:
-            image = swapper.swap(image, faces)
+            try:
+                image = swapper.swap(image, faces)
+                self.error = None
+            except Exception as exc:  # noqa: BLE001 - a failing model must not stop the stream
+                # The frame goes out as it came; the page is told (FrameTiming.error) and
+                # the log says why, once per new failure.
+                engine = not isinstance(exc, FaceweaveError) or isinstance(exc, BackendError)
+                message = ENGINE_ERROR_MESSAGE if engine else " ".join(str(exc).split())
+                if message != self.error:
+                    logger.error("live swap failed: %s", " ".join(str(exc).split()) or exc)
+                self.error = message
         out = VideoFrame.from_ndarray(image, format="bgr24")
         out.pts = frame.pts
         out.time_base = frame.time_base
@@ -208,6 +220,8 @@ class FrameTiming:
     # The RTP timestamp this frame leaves with (the sender's random origin + pts), when
     # known: the page matches each frame it shows to its report exactly with it.
     out_ts: int | None = None
+    # Why this frame went out unswapped (the swap failed: a model the server runs); None.
+    error: str | None = None
 
 
 class SwappedTrack(VideoStreamTrack):
@@ -300,6 +314,7 @@ class SwappedTrack(VideoStreamTrack):
                     faces=faces,
                     dropped=self.dropped,
                     out_ts=out_ts,
+                    error=self.processor.error,
                 )
             )
         self._sent_pts = int(out.pts or 0)

@@ -26,12 +26,12 @@ import numpy as np
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.selection import select_faces
-from faceweave.errors import FaceweaveError, NoFaceError, OutputError
+from faceweave.errors import BackendError, FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import read_image, write_image
 from faceweave.processors.engines import SwapEngine, swapper_advice
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import SwapOptions
-from faceweave.service.errors import ServiceError, http_status_of
+from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError, http_status_of
 from faceweave.service.jobs import Job, JobOptions, JobStore, source_roles
 from faceweave.types import Face, Frame
 
@@ -368,6 +368,10 @@ class WorkerPool:
         except JobCancelled:
             logger.info("job %s cancelled while running", job.id)
             self.store.remove_files(job.id)
+            return
+        except BackendError as exc:  # the server's models, not the job's inputs
+            logger.error("job %s: engine error: %s", job.id, " ".join(str(exc).split()))
+            self._finish_failed(job, "engine_error", ENGINE_ERROR_MESSAGE)
             return
         except FaceweaveError as exc:
             _, code = http_status_of(exc)

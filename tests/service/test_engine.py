@@ -9,6 +9,7 @@ import io
 import socket
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +21,12 @@ pytest.importorskip("onnx")
 from neural_models import tiny_embedder, tiny_enhancer, tiny_swapper  # noqa: E402
 
 from faceweave.analysis.analyser import FaceAnalyser  # noqa: E402
-from faceweave.errors import EXIT_ERROR, EXIT_USAGE  # noqa: E402
+from faceweave.errors import EXIT_ERROR, EXIT_USAGE, InputError, UsageError  # noqa: E402
 from faceweave.io.image import read_image  # noqa: E402
 from faceweave.processors.engines import EngineSettings, SwapEngine  # noqa: E402
 from faceweave.processors.neural import EnhancedSwapper, NeuralSwapper  # noqa: E402
 from faceweave.processors.swap import SwapOptions  # noqa: E402
-from faceweave.service.errors import ServiceError  # noqa: E402
+from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError  # noqa: E402
 from faceweave.service.jobs import JobOptions  # noqa: E402
 from faceweave.service.live import LiveSessions  # noqa: E402
 from faceweave.service.worker import ANALYSER_MAX_FACES  # noqa: E402
@@ -37,8 +38,10 @@ from .conftest import AppFactory, auth, make_key, submit, wait_for  # noqa: E402
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("service-models")
     tinted, _, _ = tiny_swapper(root / "tint.onnx", tint=0.9)
+    broken, _, _ = tiny_swapper(root / "nan.onnx", tint=float("nan"))
     return {
         "swapper": tinted,
+        "broken": broken,
         "embedder": tiny_embedder(root / "arcface.onnx"),
         "enhancer": tiny_enhancer(root / "darken.onnx", scale=0.6, shift=-0.3),
         "root": root,
@@ -209,6 +212,87 @@ def test_live_sources_take_the_servers_engine_and_it_refuses_a_source_gaze(
     LiveSessions().check_gaze("source")  # the embedded engine takes it
 
 
+def test_a_model_that_fails_when_run_is_the_servers_error_not_the_clients(
+    make_client: AppFactory,
+    models: dict[str, Path],
+    tmp_path: Path,
+    source_png: bytes,
+    target_jpeg: bytes,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A model that loads but gives NaN: jobs fail and previews answer with
+    engine_error (5xx), a message without the server's paths or the runtime's words;
+    the server's log has the detail."""
+    settings = EngineSettings(
+        engine="inswapper", swapper_model=models["broken"], embedder_model=models["embedder"]
+    )
+    client = make_client(data_dir=tmp_path / "svc", engine=settings, preview_enabled=True)
+    key = make_key(tmp_path / "svc", "broken")
+    created = submit(client, key, source_png, target_jpeg)
+    assert created.status_code == 202, created.text
+    job = wait_for(client, created.json()["id"], key)
+    assert job["state"] == "failed", job
+    assert job["error"] == {"code": "engine_error", "message": ENGINE_ERROR_MESSAGE}, job
+    preview = client.post(
+        "/v1/preview",
+        headers=auth(key),
+        files={"source": ("a.png", source_png), "target": ("b.jpg", target_jpeg)},
+    )
+    assert preview.status_code == 500, preview.text
+    assert preview.json()["error"] == {"code": "engine_error", "message": ENGINE_ERROR_MESSAGE}
+    logged = " ".join(record.getMessage() for record in caplog.records)
+    assert "nan.onnx" in logged and "not finite" in logged, logged
+
+
+def test_a_live_frame_whose_swap_fails_goes_out_unswapped_and_says_why(
+    models: dict[str, Path], astronaut: np.ndarray, grace_hopper: np.ndarray
+) -> None:
+    """The live stream must not stop on a model that fails: the frame goes out as it
+    came, its report says why, and the next good swap clears it."""
+    from av import VideoFrame
+
+    from faceweave.service.live import FrameProcessor, default_analyser
+
+    source = FaceAnalyser().get_faces(grace_hopper)[0]
+    processor = FrameProcessor(default_analyser)
+    broken = EngineSettings(
+        engine="inswapper", swapper_model=models["broken"], embedder_model=models["embedder"]
+    )
+    processor.swapper = SwapEngine(broken).swapper(source, SwapOptions())
+    frame = VideoFrame.from_ndarray(np.ascontiguousarray(astronaut), format="bgr24")
+    frame.pts, frame.time_base = 0, Fraction(1, 90000)
+    out, faces = processor.process(frame)
+    assert faces == 1
+    np.testing.assert_array_equal(out.to_ndarray(format="bgr24"), astronaut)
+    assert processor.error == ENGINE_ERROR_MESSAGE
+    processor.swapper = SwapEngine(_neural(models)).swapper(source, SwapOptions())
+    out, faces = processor.process(frame)
+    assert processor.error is None
+    rows, cols = _face_box(astronaut)
+    swapped = out.to_ndarray(format="bgr24").astype(float)
+    assert np.abs(swapped - astronaut)[rows, cols].mean() > 15.0
+
+
+def test_engine_settings_take_string_paths_and_refuse_other_types(
+    models: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = EngineSettings(
+        engine="inswapper",
+        swapper_model=str(models["swapper"]),  # type: ignore[arg-type]
+        embedder_model=str(models["embedder"]),  # type: ignore[arg-type]
+    )
+    assert settings.swapper_model == models["swapper"]
+    assert SwapEngine(settings).name == "inswapper"
+    with pytest.raises(InputError, match="enhancer_model is a .onnx file's path, got bytes"):
+        EngineSettings(enhancer_model=b"g.onnx").validated()  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="enhancer blend must be a number"):
+        EngineSettings(enhancer_blend="0.5").validated()  # type: ignore[arg-type]
+    # A fidelity weight for a model without that input: said, not silently dropped.
+    with caplog.at_level("WARNING"):
+        SwapEngine(EngineSettings(enhancer_model=models["enhancer"], enhancer_weight=0.5))
+    assert "has no 'weight' input" in caplog.text
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -262,3 +346,15 @@ def test_serve_checks_its_engine_before_it_starts(tmp_path: Path, models: dict[s
         assert run.returncode == code, (args, run.stderr)
         assert len(lines) == 1 and message in lines[0], (args, run.stderr)
         assert "Traceback" not in run.stderr
+    # The server without the rest of the command line: a usage error is one line too.
+    module = subprocess.run(
+        [sys.executable, "-m", "faceweave.service", "--pixel-boots", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert module.returncode == EXIT_USAGE
+    assert module.stderr.splitlines() == [
+        "python -m faceweave.service: error: unrecognized arguments: --pixel-boots 2 "
+        "(see python -m faceweave.service --help)"
+    ], module.stderr

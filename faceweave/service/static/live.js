@@ -33,6 +33,7 @@ const live = {
   offset: null, // the server's RTP origin
   firstSent: null, // RTP timestamp of the first frame sent (pts 0 on the server)
   framesShown: 0,
+  swapError: null, // why the server's last swap failed (the frame came back unswapped)
   dropped: 0,
   scriptTransform: typeof RTCRtpScriptTransform !== "undefined",
   insertable: typeof RTCRtpScriptTransform === "undefined"
@@ -163,6 +164,10 @@ function onStats(event) {
     push(live.pings, performance.now() - message.t);
   } else if (message.type === "frame") {
     push(live.serverMs, message.wait_ms + message.process_ms);
+    // A swap that failed on the server (its model): the frame came back unswapped.
+    if (message.error && message.error !== live.swapError) say(`Not swapped: ${message.error}`, true);
+    else if (!message.error && live.swapError) say("Swapping again.");
+    live.swapError = message.error || null;
     live.dropped = message.dropped;
     if (message.out_ts !== null && message.out_ts !== undefined) {
       live.outToIn.set(message.out_ts >>> 0, message.ts >>> 0);
