@@ -14,12 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
-import numpy as np
-
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
 from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
-from faceweave.processors.engines import EngineSettings, SwapEngine
+from faceweave.processors.engines import ENGINE_NAMES, EngineSettings, SwapEngine
 from faceweave.processors.neural import ENHANCER_BLEND, AnySwapper, checked_pixel_boost
 from faceweave.processors.swap import SwapOptions
 from faceweave.types import Face, Frame
@@ -28,7 +26,7 @@ SourceLike = str | os.PathLike | Frame | Face
 
 # Engine name -> its execution providers. ``mesh`` is the embedded engine (no model
 # files, CPU); ``inswapper`` runs ONNX models the user brings (NeuralSwapper).
-ENGINES = {"mesh": ("cpu",), "inswapper": tuple(ONNX_PROVIDERS)}
+ENGINES = {name: ("cpu",) if name == "mesh" else tuple(ONNX_PROVIDERS) for name in ENGINE_NAMES}
 EXECUTION_PROVIDERS = ENGINES["mesh"]
 # FacePredictor keywords that set up the neural engine rather than a swap option.
 NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
@@ -62,13 +60,6 @@ def _model_path(name: str, value: object) -> Path | None:
     return Path(os.fspath(value))
 
 
-def _fraction(name: str, value: object) -> float:
-    """A number in 0..1 given as a keyword."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-        raise UsageError(f"{name} must be a number between 0 and 1, got {value!r}")
-    return float(value)
-
-
 class FacePredictor:
     """Swap faces with the embedded engine, or with ONNX models you bring.
 
@@ -91,10 +82,12 @@ class FacePredictor:
     ) -> None:
         if model not in ENGINES:
             raise UsageError(f"unknown model {model!r}; available: {', '.join(ENGINES)}")
-        if execution_provider not in ENGINES[model]:
+        # The embedded engine runs on the CPU; an enhancer's model may run elsewhere.
+        providers = ENGINES["inswapper"] if "enhancer_model" in options else ENGINES[model]
+        if execution_provider not in providers:
             raise UsageError(
                 f"execution provider {execution_provider!r} is not available for the "
-                f"{model!r} engine; available: {', '.join(ENGINES[model])}"
+                f"{model!r} engine; available: {', '.join(providers)}"
             )
         setup = {name: options.pop(name) for name in NEURAL_SETUP if name in options}
         restore = {name: options.pop(name) for name in ENHANCER_SETUP if name in options}
@@ -116,17 +109,14 @@ class FacePredictor:
             embedder_model=_model_path("embedder_model", setup.get("embedder_model")),
             pixel_boost=checked_pixel_boost(setup.get("pixel_boost", 1)),
             enhancer_model=_model_path("enhancer_model", restore.get("enhancer_model")),
-            enhancer_blend=_fraction(
-                "enhancer_blend", restore.get("enhancer_blend", ENHANCER_BLEND)
-            ),
-            enhancer_weight=_fraction("enhancer_weight", restore.get("enhancer_weight", 1.0)),
+            enhancer_blend=restore.get("enhancer_blend", ENHANCER_BLEND),  # type: ignore[arg-type]
+            enhancer_weight=restore.get("enhancer_weight", 1.0),  # type: ignore[arg-type]
             execution_provider=execution_provider,
         )
         settings.check_options(checked, name=lambda n: f"{n}=")
         self.engine = SwapEngine(settings)
         self.swap_options = checked
         self.analyser = default_analyser()
-        self.options = options
         self._cached: tuple[object, object, AnySwapper] | None = None
 
     def source_face(self, source: SourceLike) -> Face:

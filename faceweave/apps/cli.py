@@ -249,7 +249,7 @@ def _os_error_line(err: OSError) -> str:
     return f"{err.filename}: {reason}" if err.filename else reason
 
 
-COMMAND_DEST = "command_name"  # the sub-command's name, in the parsed arguments
+LEAF_PROG = "parser_prog"  # the deepest sub-command's ``faceweave ...`` name, when parsed
 
 
 class _Parser(argparse.ArgumentParser):
@@ -262,17 +262,26 @@ class _Parser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # The deepest sub-command's parser runs first to the end: it names itself, and
+        # the parsers above it (whose namespaces take its values) leave that be.
+        if not getattr(parsed, LEAF_PROG, None):
+            setattr(parsed, LEAF_PROG, self.prog)
+        return parsed, extras
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
         """Unknown arguments are left over by the sub-command's parser and reported by
         the top one: name the sub-command's help, where its options are listed."""
-        parsed, extras = super().parse_known_args(args, namespace)
-        command = getattr(parsed, COMMAND_DEST, None)
-        if extras and command and self.prog == PROG:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            leaf = getattr(parsed, LEAF_PROG, None) or self.prog
             self.exit(
                 EXIT_USAGE,
-                f"{PROG}: error: unrecognized arguments: {' '.join(extras)} "
-                f"(see {PROG} {command} --help)\n",
+                f"{PROG}: error: unrecognized arguments: {' '.join(extras)} (see {leaf} --help)\n",
             )
-        return parsed, extras
+        return parsed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -282,9 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Swap faces in images and videos or live, or list the faces in an image.",
         epilog=f"Set {DEBUG_ENV}=1 to print tracebacks with errors.",
     )
-    commands = parser.add_subparsers(
-        title="commands", metavar="COMMAND", dest=COMMAND_DEST, required=True
-    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_swap_parser(commands)
     _add_live_parser(commands)
     _add_analyse_parser(commands)

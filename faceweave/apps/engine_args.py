@@ -19,6 +19,8 @@ from faceweave.processors.swap import SwapOptions
 
 __all__ = ["add_engine_options", "engine_settings", "option_flag"]
 
+_DEFAULT = EngineSettings()
+
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """``--engine``, ``--swapper-model``, ``--embedder-model``, ``--pixel-boost`` and
@@ -112,8 +114,12 @@ def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None
         embedder_model=args.embedder_model,
         pixel_boost=args.pixel_boost or 1,
         enhancer_model=args.enhancer_model,
-        enhancer_blend=ENHANCER_BLEND if args.enhancer_blend is None else args.enhancer_blend,
-        enhancer_weight=1.0 if args.enhancer_weight is None else args.enhancer_weight,
+        enhancer_blend=_DEFAULT.enhancer_blend
+        if args.enhancer_blend is None
+        else args.enhancer_blend,
+        enhancer_weight=(
+            _DEFAULT.enhancer_weight if args.enhancer_weight is None else args.enhancer_weight
+        ),
         execution_provider=args.execution_provider,
     ).validated()
     if options is not None:

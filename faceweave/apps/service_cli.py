@@ -185,6 +185,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from faceweave.service import ServiceConfig, create_app
     from faceweave.service.config import default_workers
 
+    engine = engine_settings(args)  # flags and model files, before anything is made
     _check_data_dir(args.data)
     config = ServiceConfig(
         data_dir=args.data,
@@ -198,7 +199,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_active_jobs_per_key=args.max_active_jobs,
         preview_enabled=not args.no_preview,
         require_provenance=not args.allow_unmarked,
-        engine=engine_settings(args),
+        engine=engine,
     ).validated()
     _check_address(args.host, args.port)
     from faceweave.processors.engines import SwapEngine

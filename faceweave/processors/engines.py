@@ -33,6 +33,7 @@ from faceweave.processors.neural import (
     EnhancedSwapper,
     FaceEnhancer,
     NeuralSwapper,
+    checked_enhancer_number,
     checked_pixel_boost,
     load_models,
     mesh_only_options,
@@ -108,17 +109,16 @@ class EngineSettings:
             raise UsageError(
                 f"unknown engine {self.engine!r}; available: {', '.join(ENGINE_NAMES)}"
             )
-        if self.execution_provider not in EXECUTION_PROVIDERS:
+        if not isinstance(self.execution_provider, str) or (
+            self.execution_provider not in EXECUTION_PROVIDERS
+        ):
             raise UsageError(
                 f"unknown execution provider {self.execution_provider!r}; available: "
                 f"{', '.join(EXECUTION_PROVIDERS)}"
             )
         checked_pixel_boost(self.pixel_boost)
-        for name, value in (("blend", self.enhancer_blend), ("weight", self.enhancer_weight)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UsageError(f"enhancer {name} must be a number, got {value!r}")
-            if not 0.0 <= value <= 1.0:  # also refuses NaN
-                raise UsageError(f"enhancer {name} must be between 0 and 1, got {value}")
+        checked_enhancer_number("blend", self.enhancer_blend, 1.0)  # numpy numbers too; refuses NaN
+        checked_enhancer_number("weight", self.enhancer_weight, 1.0)
         for name in ("swapper_model", "embedder_model", "enhancer_model"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):

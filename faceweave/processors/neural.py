@@ -90,6 +90,7 @@ __all__ = [
     "SwapModel",
     "aligned_crop",
     "alignment",
+    "checked_enhancer_number",
     "checked_pixel_boost",
     "load_models",
     "mesh_only_options",
@@ -248,7 +249,7 @@ def _check_types(model: OnnxModel, allowed: dict[str, tuple[str, ...]]) -> dict[
     return types
 
 
-def _number(name: str, value: object, high: float) -> float:
+def checked_enhancer_number(name: str, value: object, high: float) -> float:
     """``value`` as a float in 0..high (numpy numbers too), or a UsageError."""
     if isinstance(value, bool | np.bool_) or not isinstance(
         value, int | float | np.integer | np.floating
@@ -695,9 +696,9 @@ class FaceEnhancer:
         weight: float = 1.0,
         feather: float = 0.03,
     ) -> None:
-        self.blend = _number("blend", blend, 1.0)
-        self.feather = _number("feather", feather, 0.5)
-        fidelity = _number("weight", weight, 1.0)
+        self.blend = checked_enhancer_number("blend", blend, 1.0)
+        self.feather = checked_enhancer_number("feather", feather, 0.5)
+        fidelity = checked_enhancer_number("weight", weight, 1.0)
         if not isinstance(model_path, (str, Path)):
             raise InputError(f"the enhancer model is a .onnx file's path, got {model_path!r}")
         self.model = OnnxModel(
@@ -744,7 +745,7 @@ class FaceEnhancer:
             return self
         other = object.__new__(FaceEnhancer)
         other.__dict__.update(self.__dict__)
-        other.feather = _number("feather", feather, 0.5)
+        other.feather = checked_enhancer_number("feather", feather, 0.5)
         return other
 
     def matrix(self, face: Face) -> NDArray[np.float64]:
@@ -800,7 +801,11 @@ class EnhancedSwapper:
         return self.swapper.options
 
     def with_options(self, **changes: object) -> EnhancedSwapper:
-        return EnhancedSwapper(self.swapper.with_options(**changes), self.enhancer)
+        swapper = self.swapper.with_options(**changes)
+        enhancer = self.enhancer
+        if "feather" in changes:  # the restored face's mask follows the swap's
+            enhancer = enhancer.with_feather(swapper.options.feather)
+        return EnhancedSwapper(swapper, enhancer)
 
     def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
         out = self.swapper.swap(frame, faces)

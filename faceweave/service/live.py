@@ -153,9 +153,15 @@ class FrameProcessor:
                 # the log says why, once per new failure.
                 engine = not isinstance(exc, FaceweaveError) or isinstance(exc, BackendError)
                 message = ENGINE_ERROR_MESSAGE if engine else " ".join(str(exc).split())
-                if message != self.error:
-                    logger.error("live swap failed: %s", " ".join(str(exc).split()) or exc)
+                if message != self.error:  # a bug's traceback too; a model's fault in a line
+                    logger.error(
+                        "live swap failed: %s",
+                        " ".join(str(exc).split()) or type(exc).__name__,
+                        exc_info=not isinstance(exc, FaceweaveError),
+                    )
                 self.error = message
+        else:
+            self.error = None  # no swap tried: none failed
         out = VideoFrame.from_ndarray(image, format="bgr24")
         out.pts = frame.pts
         out.time_base = frame.time_base
@@ -404,6 +410,7 @@ class LiveSession:
                 if getattr(prepared.options, name) != value
             }
             self.processor.swapper = prepared.with_options(**look) if look else prepared
+            self.processor.error = None  # a new swapper: its own frames will say
 
 
 class LiveSessions:

@@ -197,7 +197,7 @@ def test_missing_required_and_no_command_are_usage_errors(
     [
         (["swap", "-s", "a.png", "-t", "b.png", "-o", "c.png", "--colour", "lct"], "swap"),
         (["analyse", "a.png", "--jsn"], "analyse"),
-        (["keys", "list", "--all"], "keys"),
+        (["keys", "list", "--all"], "keys list"),
         (["serve", "--engines", "x"], "serve"),
     ],
 )

@@ -148,6 +148,12 @@ def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
     page.get_by_label("Source face (image)").set_input_files(str(source))
     page.get_by_label("Target (image or video)").set_input_files(str(target))
     page.get_by_label("Colour").select_option("rct")
+    # Hidden controls hold their defaults, which the server would take: they must not be
+    # sent at all (the page's own formData, as Submit sends it).
+    sent = page.evaluate("() => Array.from(formData().keys())")
+    for name in ("light", "shape", "creases", "gaze", "mask_eyes", "mask_glasses"):
+        assert name not in sent, sent
+    assert {"fusion", "color", "blend", "mask_mouth", "face_selector"} <= set(sent), sent
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("img", name="The swapped result").wait_for(state="visible", timeout=60_000)
     assert "done" in page.locator("#current-state").inner_text()

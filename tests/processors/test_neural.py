@@ -505,6 +505,9 @@ def test_an_enhanced_swapper_restores_the_swapped_faces_of_either_engine(
         # pixel v darkens by 0.25 * 0.8 * v / 2.
         darkening = (alone - faint)[inside].mean()
         assert darkening == pytest.approx(0.25 * 0.8 * alone[inside].mean() / 2, rel=0.1)
+        # The restored face's mask follows a changed feather; other changes keep it.
+        assert enhanced.with_options(feather=0.1).enhancer.feather == 0.1
+        assert enhanced.with_options(fusion=0.5).enhancer is enhancer
 
 
 def test_enhancer_models_and_values_it_refuses(
@@ -558,6 +561,10 @@ def test_face_predictor_runs_the_neural_engine(
         fw.FacePredictor(swapper_model=models["tint"])
     with pytest.raises(UsageError, match="not available for the 'mesh' engine"):
         fw.FacePredictor(execution_provider="cuda")
+    # An enhancer's model may run on another provider (here none is built in: the
+    # runtime's refusal, not the embedded engine's).
+    with pytest.raises(BackendError, match="not available in this onnxruntime build"):
+        fw.FacePredictor(enhancer_model=models["embedder"], execution_provider="tensorrt")
     neural = {"swapper_model": models["tint"], "embedder_model": models["embedder"]}
     with pytest.raises(UsageError, match="light=: the mesh engine's option"):
         fw.FacePredictor(model="inswapper", light=0.2, **neural)
@@ -565,9 +572,9 @@ def test_face_predictor_runs_the_neural_engine(
         fw.FacePredictor(model="inswapper", color="sh", **neural)
     with pytest.raises(InputError, match="swapper_model is a .onnx file's path, got int"):
         fw.FacePredictor(model="inswapper", swapper_model=5, embedder_model=models["embedder"])
-    with pytest.raises(UsageError, match="enhancer blend must be between 0 and 1"):
+    with pytest.raises(UsageError, match=r"enhancer blend must be within \[0, 1\]"):
         fw.FacePredictor(enhancer_model=models["embedder"], enhancer_blend=1.5)
-    with pytest.raises(UsageError, match="enhancer_weight must be a number"):
+    with pytest.raises(UsageError, match="enhancer weight must be a number"):
         fw.FacePredictor(enhancer_model=models["embedder"], enhancer_weight="high")
     with pytest.raises(BackendError, match="not available in this onnxruntime build"):
         fw.FacePredictor(

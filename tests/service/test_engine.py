@@ -265,6 +265,12 @@ def test_a_live_frame_whose_swap_fails_goes_out_unswapped_and_says_why(
     assert faces == 1
     np.testing.assert_array_equal(out.to_ndarray(format="bgr24"), astronaut)
     assert processor.error == ENGINE_ERROR_MESSAGE
+    # A frame without a face tries no swap: no failure to report.
+    blank = VideoFrame.from_ndarray(np.zeros((240, 320, 3), np.uint8), format="bgr24")
+    blank.pts, blank.time_base = 1, Fraction(1, 90000)
+    assert processor.process(blank)[1] == 0 and processor.error is None
+    processor.process(frame)
+    assert processor.error == ENGINE_ERROR_MESSAGE
     processor.swapper = SwapEngine(_neural(models)).swapper(source, SwapOptions())
     out, faces = processor.process(frame)
     assert processor.error is None
@@ -287,6 +293,9 @@ def test_engine_settings_take_string_paths_and_refuse_other_types(
         EngineSettings(enhancer_model=b"g.onnx").validated()  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="enhancer blend must be a number"):
         EngineSettings(enhancer_blend="0.5").validated()  # type: ignore[arg-type]
+    assert EngineSettings(enhancer_blend=np.float32(0.5)).validated()  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="unknown execution provider"):
+        EngineSettings(execution_provider=["cuda"]).validated()  # type: ignore[arg-type]
     # A fidelity weight for a model without that input: said, not silently dropped.
     with caplog.at_level("WARNING"):
         SwapEngine(EngineSettings(enhancer_model=models["enhancer"], enhancer_weight=0.5))
@@ -346,6 +355,8 @@ def test_serve_checks_its_engine_before_it_starts(tmp_path: Path, models: dict[s
         assert run.returncode == code, (args, run.stderr)
         assert len(lines) == 1 and message in lines[0], (args, run.stderr)
         assert "Traceback" not in run.stderr
+        if "junk.onnx" not in message:  # the flags and files are checked before --data is made
+            assert not (tmp_path / "data").exists(), args
     # The server without the rest of the command line: a usage error is one line too.
     module = subprocess.run(
         [sys.executable, "-m", "faceweave.service", "--pixel-boots", "2"],
