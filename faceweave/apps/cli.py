@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     command: Callable[[argparse.Namespace], int] = args.command
     try:
-        with _native_logs_silenced(), _stopped_by_signals():
+        # Called without argv, this is the process's command line: native logs stay off
+        # until it exits (see _native_logs_silenced).
+        with _native_logs_silenced(restore=argv is not None), _stopped_by_signals():
             return command(args)
     except FaceweaveError as err:
         _print_traceback_if_debugging()
@@ -1659,8 +1661,14 @@ def _print_traceback_if_debugging() -> None:
 
 
 @contextlib.contextmanager
-def _native_logs_silenced() -> Iterator[None]:
+def _native_logs_silenced(*, restore: bool = True) -> Iterator[None]:
     """Send what native libraries write to file descriptor 2 to the null device.
+
+    With ``restore`` off (the process's own command line, which exits next), fd 2 stays
+    on the null device afterwards, and ``sys.stderr`` on the real one: a MediaPipe graph
+    opens its models in threads of its own and can still write its notes after the
+    command has returned (seen once in a few hundred runs, as a second line under a
+    one-line warning).
 
     MediaPipe, TFLite and absl print several INFO/WARNING lines straight to fd 2
     when a model loads, and no environment variable turns them off in MediaPipe
@@ -1694,6 +1702,7 @@ def _native_logs_silenced() -> Iterator[None]:
         yield
     finally:
         sys.stderr.flush()
-        os.dup2(saved_fd, 2)
-        sys.stderr.close()  # also closes saved_fd
-        sys.stderr = python_stderr
+        if restore:
+            os.dup2(saved_fd, 2)
+            sys.stderr.close()  # also closes saved_fd
+            sys.stderr = python_stderr

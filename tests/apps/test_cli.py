@@ -192,6 +192,25 @@ def test_missing_required_and_no_command_are_usage_errors(
         assert len(lines) == 1 and lines[0].startswith("faceweave: error: "), (argv, lines)
 
 
+def test_native_writes_after_the_command_stay_silenced(tmp_path: Path) -> None:
+    """A MediaPipe graph opens its models in threads of its own and may write to fd 2
+    after the command has returned: as the process's command line (no argv), faceweave
+    keeps fd 2 silenced until exit, so its one error line stays the only line."""
+    script = (
+        "import atexit, os, sys\n"
+        "from faceweave.apps import cli\n"
+        "atexit.register(lambda: os.write(2, b'late native note\\n'))\n"
+        f"sys.argv = ['faceweave', 'analyse', {str(tmp_path / 'missing.png')!r}]\n"
+        "raise SystemExit(cli.main())\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == EXIT_ERROR, run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("faceweave: error: "), run.stderr
+
+
 @pytest.mark.parametrize(
     ("argv", "command"),
     [
