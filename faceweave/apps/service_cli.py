@@ -75,7 +75,8 @@ def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="job worker threads, each with its own face analyser (the models of --engine "
-        "and --enhancer-model load once, shared; default: half the CPU cores, 1..4)",
+        "and --enhancer-model load once, shared; default: half the CPU cores, 1..4); 0: this "
+        "server only queues jobs, for another one on the same --data to run",
     )
     serve.add_argument(
         "--max-upload-mb",
