@@ -222,8 +222,12 @@ async function showEngine() {
   if (!response.ok) return;
   const health = await response.json();
   if (!health.engine || health.engine === "mesh") return;
-  document.querySelectorAll("[data-mesh-only]").forEach((element) => { element.hidden = true; });
-  if ($("color").selectedOptions[0].hidden) $("color").value = "lct";
+  // Options are removed (Safari shows a hidden <option>), the other controls hidden.
+  document.querySelectorAll("[data-mesh-only]").forEach((element) => {
+    if (element.tagName === "OPTION") element.remove();
+    else element.hidden = true;
+  });
+  if (!$("color").value) $("color").value = "lct";
   const note = $("engine-note");
   note.textContent = `This server swaps with the ${health.engine} engine` +
     (health.enhancer ? ", and a face enhancer restores the faces." : ".");
