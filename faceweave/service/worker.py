@@ -210,6 +210,12 @@ def run_job(
     """
     progress = _Progress(store, job.id)
     options = job.options
+    # Checked at the door too; a job queued before a restart on another engine is
+    # checked here against this one, in the same words.
+    settings = engine.swap_engine.settings
+    settings.check_options(
+        SwapOptions.from_settings(options), engine=f"this server's engine ({settings.engine})"
+    )
     source_faces = [
         engine.first_face(read_image(store.input_path(job, role), max_pixels=max_pixels), role)
         for role in source_roles(job.inputs)

@@ -160,6 +160,30 @@ def test_a_neural_server_refuses_the_mesh_engines_options_at_the_door(
     assert wait_for(client, accepted.json()["id"], key)["state"] == "done"
 
 
+def test_a_job_queued_before_a_restart_on_another_engine_is_checked_against_it(
+    make_client: AppFactory,
+    models: dict[str, Path],
+    tmp_path: Path,
+    source_png: bytes,
+    target_jpeg: bytes,
+) -> None:
+    """Queued on the embedded engine with one of its options, run after a restart on
+    the neural engine: it fails as a request to that server would have, at once."""
+    data = tmp_path / "svc"
+    queuing = make_client(data_dir=data, workers=0)  # only queues
+    key = make_key(data, "restart")
+    created = submit(queuing, key, source_png, target_jpeg, light=0.2)
+    assert created.status_code == 202, created.text
+    queuing.__exit__(None, None, None)
+    running = make_client(data_dir=data, engine=_neural(models))
+    job = wait_for(running, created.json()["id"], key)
+    assert job["state"] == "failed", job
+    assert job["error"]["code"] == "bad_option", job
+    assert job["error"]["message"] == (
+        "light: the mesh engine's option, not used by this server's engine (inswapper)"
+    ), job
+
+
 def test_an_enhancer_on_the_embedded_engine_restores_the_jobs_faces(
     make_client: AppFactory,
     models: dict[str, Path],
