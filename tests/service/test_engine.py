@@ -77,6 +77,15 @@ def _expected(settings: EngineSettings, source: bytes, target: bytes) -> np.ndar
     return swapper.swap(frame, analyser.get_faces(frame)[:1])
 
 
+def _finished_job(
+    client: TestClient, key: str, source: bytes, target: bytes, **options: object
+) -> dict:
+    """Submit a job (accepted: 202) and wait for its end; its last JSON."""
+    created = submit(client, key, source, target, **options)
+    assert created.status_code == 202, created.text
+    return wait_for(client, created.json()["id"], key)
+
+
 def _result(client: TestClient, key: str, job: dict) -> np.ndarray:
     response = client.get(job["result"]["url"], headers=auth(key))
     assert response.status_code == 200, response.text
@@ -103,9 +112,7 @@ def test_a_neural_server_swaps_jobs_and_previews_with_its_models(
     health = client.get("/healthz").json()
     assert health["engine"] == "inswapper" and health["enhancer"] is False, health
     key = make_key(tmp_path / "svc", "neural")
-    created = submit(client, key, source_png, target_jpeg)
-    assert created.status_code == 202, created.text
-    job = wait_for(client, created.json()["id"], key)
+    job = _finished_job(client, key, source_png, target_jpeg)
     assert job["state"] == "done", job
     result = _result(client, key, job)
     expected = _expected(settings, source_png, target_jpeg)
@@ -196,9 +203,7 @@ def test_an_enhancer_on_the_embedded_engine_restores_the_jobs_faces(
     health = client.get("/healthz").json()
     assert health["engine"] == "mesh" and health["enhancer"] is True, health
     key = make_key(tmp_path / "svc", "enhancer")
-    created = submit(client, key, source_png, target_jpeg, light=0.3)  # mesh options stay
-    assert created.status_code == 202, created.text
-    job = wait_for(client, created.json()["id"], key)
+    job = _finished_job(client, key, source_png, target_jpeg, light=0.3)  # mesh options stay
     assert job["state"] == "done", job
     result = _result(client, key, job)
     rows, cols = _face_box(decode_image(target_jpeg))
@@ -252,9 +257,7 @@ def test_a_model_that_fails_when_run_is_the_servers_error_not_the_clients(
     )
     client = make_client(data_dir=tmp_path / "svc", engine=settings, preview_enabled=True)
     key = make_key(tmp_path / "svc", "broken")
-    created = submit(client, key, source_png, target_jpeg)
-    assert created.status_code == 202, created.text
-    job = wait_for(client, created.json()["id"], key)
+    job = _finished_job(client, key, source_png, target_jpeg)
     assert job["state"] == "failed", job
     assert job["error"] == {"code": "engine_error", "message": ENGINE_ERROR_MESSAGE}, job
     preview = client.post(
