@@ -11,14 +11,13 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import cast
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
-from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
+from faceweave.errors import FaceweaveError, NoFaceError, UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings, SwapEngine
-from faceweave.processors.neural import ENHANCER_BLEND, AnySwapper, checked_pixel_boost
+from faceweave.processors.neural import ENHANCER_BLEND, AnySwapper
 from faceweave.processors.swap import SwapOptions
 from faceweave.types import Face, Frame
 
@@ -49,15 +48,6 @@ def get_one_face(frame: Frame) -> Face | None:
 def get_many_faces(frame: Frame) -> list[Face]:
     """All faces in ``frame``, largest first."""
     return default_analyser().get_faces(frame)
-
-
-def _model_path(name: str, value: object) -> Path | None:
-    """A model file's path as given (a str or path-like), or None."""
-    if value is None:
-        return None
-    if not isinstance(value, (str, os.PathLike)):
-        raise InputError(f"{name} is a .onnx file's path, got {type(value).__name__}")
-    return Path(os.fspath(value))
 
 
 class FacePredictor:
@@ -103,12 +93,14 @@ class FacePredictor:
         elif setup:
             raise UsageError(f"{', '.join(setup)} is for model='inswapper'")
         checked = SwapOptions.from_kwargs(options)  # a wrong option fails here, not at a swap
+        # The keywords as given: EngineSettings takes string paths and checks every
+        # value's type and range when SwapEngine loads it.
         settings = EngineSettings(
             engine=model,
-            swapper_model=_model_path("swapper_model", setup.get("swapper_model")),
-            embedder_model=_model_path("embedder_model", setup.get("embedder_model")),
-            pixel_boost=checked_pixel_boost(setup.get("pixel_boost", 1)),
-            enhancer_model=_model_path("enhancer_model", restore.get("enhancer_model")),
+            swapper_model=setup.get("swapper_model"),  # type: ignore[arg-type]
+            embedder_model=setup.get("embedder_model"),  # type: ignore[arg-type]
+            pixel_boost=setup.get("pixel_boost", 1),  # type: ignore[arg-type]
+            enhancer_model=restore.get("enhancer_model"),  # type: ignore[arg-type]
             enhancer_blend=restore.get("enhancer_blend", ENHANCER_BLEND),  # type: ignore[arg-type]
             enhancer_weight=restore.get("enhancer_weight", 1.0),  # type: ignore[arg-type]
             execution_provider=execution_provider,

@@ -72,7 +72,7 @@ from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
 from faceweave.processors.engines import SwapEngine
 from faceweave.processors.neural import AnySwapper
-from faceweave.processors.swap import GAZE_MODES, SwapOptions, Swapper
+from faceweave.processors.swap import GAZE_MODES, SwapOptions
 from faceweave.service.checks import check_media, receive_upload
 from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError
 from faceweave.service.jobs import EXTRA_SOURCES
@@ -447,14 +447,14 @@ class LiveSessions:
         # pool: a session's own analyser stays busy with frames.
         self._source_analyser: FaceAnalyser | None = None
         self._source_lock = threading.Lock()
-        # The swap engine of the sources (the service sets its own, shared with the
-        # jobs'); None: the embedded engine.
-        self.swap_engine: SwapEngine | None = None
+        # The swap engine of the sources: the embedded one, unless the service sets
+        # its own (shared with the jobs').
+        self.swap_engine = SwapEngine()
 
     def check_gaze(self, gaze: str) -> None:
         """Refuse a gaze other than the default when the engine does not use it."""
         engine = self.swap_engine
-        if engine is not None and engine.settings.neural and gaze != SwapOptions.gaze:
+        if engine.settings.neural and gaze != SwapOptions.gaze:
             raise ServiceError(
                 422,
                 "bad_option",
@@ -512,8 +512,6 @@ class LiveSessions:
             if not found:
                 raise NoFaceError(f"no face found in {name}")
             faces.append(found[0])
-        if self.swap_engine is None:
-            return Swapper(faces, fusion=1.0)
         return self.swap_engine.swapper(faces, SwapOptions(fusion=1.0))
 
 
