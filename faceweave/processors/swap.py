@@ -111,6 +111,9 @@ GLASSES_SOURCE_CONTRAST = 35.0
 GLASSES_REACH = 0.75
 GLASSES_SOURCE_REACH = 0.95
 GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
+# Frames left in a source's texture are not occluders (the target does not show through
+# them) on their texels, grown by this share of the texture's side.
+GLASSES_FRAMES_FEATHER = 0.008
 # The residue check's lines are measured on an 8-bit scale whose white is this many
 # times the texture's 99.5th percentile.
 GLASSES_SCALE_TOP = 1.5
@@ -756,16 +759,9 @@ def _paint_out_source_glasses(
     """
     if found is None or not _glasses_found(found):
         return albedo
-    _, line_kernel, crop, (x0, y0), scale = found
     size = albedo.shape[0]
     band = _uv_glasses_band_at(model, size, GLASSES_SOURCE_REACH) > 0.5
-    line = (_line_contrast(crop, line_kernel) > GLASSES_SOURCE_CONTRAST).astype(np.float32)
-    mx = np.ascontiguousarray((map_xy[..., 0] - x0) * scale, np.float32)
-    my = np.ascontiguousarray((map_xy[..., 1] - y0) * scale, np.float32)
-    frames = cv2.remap(line, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
-    frames += mirrored * (frames[:, ::-1] - frames)
-    hole = ((frames > 0.2) & band).astype(np.uint8)
-    hole = cv2.dilate(hole, np.ones((5, 5), np.uint8))
+    hole = _source_frame_texels(found, band, map_xy, mirrored)
     if not hole.any():
         return albedo
     fill, near = _skin_fill(albedo, _uv_skin(model, size) & (hole == 0))
@@ -792,6 +788,26 @@ def _paint_out_source_glasses(
     if before == 0 or strong_lines(from_near) > GLASSES_PAINTED_RESIDUE * before:
         return albedo
     return painted
+
+
+def _source_frame_texels(
+    found: tuple[float, NDArray[np.uint8], Frame, tuple[int, int], float],
+    band: NDArray[np.bool_],
+    map_xy: NDArray[np.float32],
+    mirrored: NDArray[np.float32],
+) -> NDArray[np.uint8]:
+    """(S, S) uint8 1 on the texels a source's glasses frames cover: the strong lines
+    _glasses_in_photo found in the photo, carried into face space by the texture's
+    lookup (``map_xy``; mirrored where the texture took the mirror texel), within the
+    glasses ``band``, grown by two texels."""
+    _, line_kernel, crop, (x0, y0), scale = found
+    line = (_line_contrast(crop, line_kernel) > GLASSES_SOURCE_CONTRAST).astype(np.float32)
+    mx = np.ascontiguousarray((map_xy[..., 0] - x0) * scale, np.float32)
+    my = np.ascontiguousarray((map_xy[..., 1] - y0) * scale, np.float32)
+    frames = cv2.remap(line, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT)
+    frames += mirrored * (frames[:, ::-1] - frames)
+    hole = ((frames > 0.2) & band).astype(np.uint8)
+    return np.asarray(cv2.dilate(hole, np.ones((5, 5), np.uint8)), np.uint8)
 
 
 def _skin_fill(
@@ -1077,6 +1093,14 @@ def prepare_source(
     if lenses is not None:
         valid = valid * (1.0 - lenses)
     occluder, edge = _source_outliers(model, uv_size, filled, covered)
+    if glasses_kept and glasses is not None:
+        # Frames left in the texture are no occluder to give way to the target: its skin
+        # through their thick dark rims made a pale ghost of them. They are drawn as
+        # the glasses they are.
+        band = _uv_glasses_band_at(model, uv_size, GLASSES_SOURCE_REACH) > 0.5
+        frames = _source_frame_texels(glasses, band, map_xy, mirrored).astype(np.float32)
+        frames = cv2.GaussianBlur(frames, (0, 0), GLASSES_FRAMES_FEATHER * uv_size)
+        occluder = occluder * (1.0 - np.clip(frames * 2.0, 0.0, 1.0))
     filled = _paint_out_edge(filled, edge, model)
     # After the outliers: hair at the temples stays an occluder (the target's).
     filled = _fill_grazing_band(filled, used_cos * (total > 1e-3), occluder, model)

@@ -438,6 +438,28 @@ class TestGlasses:
         # Without glasses of its own the target takes her face there, glasses and all.
         assert _kept(grace.swap(astronaut, astronaut_face), astronaut, ring > 0) < 0.2
 
+    def test_kept_source_glasses_are_drawn_solid(
+        self, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+    ) -> None:
+        """Grace Hopper's glasses stay in her texture, and their dark rims are no
+        occluder there (an occluder lets the target's skin through: they were a pale
+        ghost, occluder 0.44 on the band's dark texels). On a target without glasses
+        her rims come out dark: 489 pixels 60 grey levels under the target's (the
+        ghost: 312)."""
+        grace = Swapper(grace_hopper_face)
+        assert grace.source.glasses
+        model = load_face_model()
+        size = grace.options.uv_size
+        band = swap_module._uv_glasses_band_at(model, size, swap_module.GLASSES_SOURCE_REACH) > 0.5
+        luma = grace.source.albedo @ np.array([0.114, 0.587, 0.299], np.float32)
+        skin = swap_module._uv_skin(model, size) & ~band & model.uv_raster(size).covered
+        dark = band & (luma < 0.6 * np.median(luma[skin]))
+        assert dark.sum() > 2000
+        assert float(grace.source.occluder[dark].mean()) < 0.15
+        out = grace.swap(astronaut, astronaut_face)
+        grey = [cv2.cvtColor(im, cv2.COLOR_BGR2GRAY).astype(np.int16) for im in (out, astronaut)]
+        assert int((grey[1] - grey[0] > 60).sum()) > 420
+
     def test_drawn_glasses_are_found(self, astronaut: np.ndarray, astronaut_face: Face) -> None:
         """Frames drawn onto a face without glasses are kept; without them nothing is."""
         source = Swapper(astronaut_face).source
