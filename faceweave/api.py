@@ -13,6 +13,8 @@ import os
 from collections.abc import Sequence
 from typing import cast
 
+import numpy as np
+
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
 from faceweave.errors import FaceweaveError, NoFaceError, UsageError
@@ -31,6 +33,32 @@ EXECUTION_PROVIDERS = ENGINES["mesh"]
 NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
 # ... and the face enhancer, for either engine.
 ENHANCER_SETUP = ("enhancer_model", "enhancer_blend", "enhancer_weight")
+
+
+def _source_key(photo: object) -> object:
+    """What FacePredictor's cache compares a source photo by: a file's path,
+    modification time and size (None when it cannot be read: no caching, the read
+    says what is wrong); a frame's shape and type; a Face's identity."""
+    if isinstance(photo, (str, os.PathLike)):
+        try:
+            stat = os.stat(photo)
+        except (OSError, ValueError):
+            return None
+        return ("path", os.fspath(photo), stat.st_mtime_ns, stat.st_size)
+    if isinstance(photo, np.ndarray):
+        return ("frame", photo.shape, photo.dtype.str)
+    return ("object", id(photo))
+
+
+def _same_source(photo: object, kept: object) -> bool:
+    """Whether ``photo`` is the source cached as ``kept`` (beyond their keys): a
+    frame's pixels against the copy kept of them, any other object by identity (a
+    path's key says all)."""
+    if isinstance(photo, (str, os.PathLike)):
+        return True
+    if isinstance(photo, np.ndarray):
+        return isinstance(kept, np.ndarray) and np.array_equal(photo, kept)
+    return photo is kept
 
 
 @functools.lru_cache(maxsize=1)
@@ -109,7 +137,7 @@ class FacePredictor:
         self.engine = SwapEngine(settings)
         self.swap_options = checked
         self.analyser = default_analyser()
-        self._cached: tuple[object, object, AnySwapper] | None = None
+        self._cached: tuple[tuple[object, ...], list[object], AnySwapper] | None = None
 
     def source_face(self, source: SourceLike) -> Face:
         """Resolve a source given as a path, a frame or a Face to a Face."""
@@ -129,7 +157,10 @@ class FacePredictor:
         return faces[0]
 
     def swapper(self, source: SourceLike | Sequence[SourceLike]) -> AnySwapper:
-        """The swapper for ``source``, reused while the same source is asked for.
+        """The swapper for ``source``, reused while the same source is asked for: the
+        same file, unchanged since (its modification time and size), the same Face, or
+        a frame with the same pixels (a camera loop's reused buffer holding another
+        photo is another source).
 
         A list or tuple is several photos of the same person, merged (see
         :func:`~faceweave.merge_sources`).
@@ -137,11 +168,11 @@ class FacePredictor:
         photos: list[SourceLike] = (
             list(source) if isinstance(source, (list, tuple)) else [cast(SourceLike, source)]
         )
-        key = tuple(os.fspath(p) if isinstance(p, (str, os.PathLike)) else id(p) for p in photos)
-        by_path = all(isinstance(p, (str, os.PathLike)) for p in photos)
+        key = tuple(_source_key(p) for p in photos)
         cached = self._cached
-        if cached is not None and cached[0] == key and (by_path or cached[1] is source):
-            return cached[2]
+        if cached is not None and None not in key and cached[0] == key:
+            if all(_same_source(p, kept) for p, kept in zip(photos, cached[1], strict=True)):
+                return cached[2]
         if not photos:
             raise NoFaceError("no source given: an empty list")
         faces = []
@@ -153,7 +184,8 @@ class FacePredictor:
                     raise  # the message names the file already
                 raise type(err)(f"source photo {number}: {err}") from err
         swapper = self.engine.swapper(faces, self.swap_options)
-        self._cached = (key, source, swapper)
+        kept: list[object] = [p.copy() if isinstance(p, np.ndarray) else p for p in photos]
+        self._cached = (key, kept, swapper)
         return swapper
 
     def swap(

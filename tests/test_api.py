@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import cv2
@@ -254,3 +255,31 @@ def test_face_selection_refuses_what_is_not_faces(astronaut_face: Face) -> None:
         fw.select_faces([astronaut_face], "reference", reference=astronaut_face, max_distance="1")  # type: ignore[arg-type]
     with pytest.raises(InputError):
         fw.face_distance(astronaut_face, None)  # type: ignore[arg-type]
+
+
+def test_a_changed_source_is_another_source(
+    predictor: fw.FacePredictor,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    astronaut: np.ndarray,
+    reference_swap: np.ndarray,
+    tmp_path: Path,
+) -> None:
+    """The swapper is reused only for the same source: a file written anew under the
+    same name, or a frame buffer refilled with another photo (a camera loop's), is
+    another source (both had kept swapping the first person)."""
+    upload = tmp_path / "upload.png"
+    cv2.imwrite(str(upload), grace_hopper)
+    first = predictor.swap(grace_hopper, upload, grace_hopper_face)
+    cv2.imwrite(str(upload), astronaut)
+    os.utime(upload, ns=(1, 1))  # another modification time, whatever the clock's grain
+    np.testing.assert_array_equal(
+        predictor.swap(grace_hopper, upload, grace_hopper_face), reference_swap
+    )
+    assert np.abs(first.astype(np.int16) - reference_swap).max() > 20
+    buffer = grace_hopper.copy()
+    before = predictor.swapper(buffer)
+    assert predictor.swapper(buffer) is before  # unchanged: reused
+    buffer[:] = 0
+    buffer[:512, :512] = astronaut
+    assert predictor.swapper(buffer) is not before
