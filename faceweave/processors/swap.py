@@ -1972,7 +1972,7 @@ class FaceSwapping:
 
         Raises:
             InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, or ``faces`` is not
-                a Face or a list of them, or one was found in another frame.
+                a Face or a list of them, or one was found in a frame of another size.
         """
         targets = target_faces(frame, faces)
         out = frame.copy()
