@@ -133,7 +133,10 @@ class Face:
         """(128,) dlib identity descriptor, computed once on first access."""
         if "embedding" not in self._cache:
             if self._embedding_fn is None:
-                raise ValueError("this face has no embedding backend attached")
+                raise InputError(
+                    "this face has no identity embedding: its analyser was made with "
+                    "with_embedding=False"
+                )
             self._cache["embedding"] = self._embedding_fn()
         value: Embedding = self._cache["embedding"]
         return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import cv2
@@ -283,3 +284,82 @@ def test_a_changed_source_is_another_source(
     buffer[:] = 0
     buffer[:512, :512] = astronaut
     assert predictor.swapper(buffer) is not before
+
+
+def test_wrong_arguments_are_faceweave_errors(
+    astronaut: np.ndarray, astronaut_face: Face, tmp_path: Path
+) -> None:
+    """What app builders pass by mistake is one of faceweave's errors with a line that
+    says what is wrong, not an AttributeError, TypeError, cv2.error or LinAlgError from
+    deep inside."""
+    from faceweave.pipeline import FaceTracker, swap_video
+
+    tracker = FaceTracker(fw.FaceAnalyser(mode="video"))
+    grey = np.zeros((64, 64), np.uint8)
+    engine = fw.SwapEngine()
+    cases: list[tuple[Callable[[], object], type[Exception], str]] = [
+        (lambda: tracker.update(None, 0.0), InputError, "numpy image"),  # type: ignore[arg-type]
+        (lambda: tracker.update(grey, 0.0), InputError, "uint8 \\(H, W, 3\\)"),
+        (lambda: tracker.update(astronaut, float("nan")), InputError, "finite"),
+        (lambda: tracker.update(astronaut, "0"), InputError, "number of seconds"),  # type: ignore[arg-type]
+        (lambda: fw.SwapEngine("mesh"), UsageError, "EngineSettings"),  # type: ignore[arg-type]
+        (lambda: engine.swapper(astronaut_face, {"fusion": 2}), UsageError, "fusion"),
+        (lambda: engine.swapper(astronaut_face, {"fuzion": 1}), UsageError, "fuzion"),
+        (lambda: engine.swapper(astronaut_face, 0.5), UsageError, "SwapOptions or a mapping"),  # type: ignore[arg-type]
+        (lambda: fw.prepare_source(None), InputError, "source Face"),  # type: ignore[arg-type]
+        (lambda: fw.merge_sources([astronaut_face]), InputError, "prepare_source"),  # type: ignore[list-item]
+        (lambda: fw.order_faces(None, "large-small"), InputError, "list of Face"),  # type: ignore[arg-type]
+        (lambda: fw.order_faces([1, 2], "large-small"), InputError, "list of Face"),  # type: ignore[list-item]
+        (lambda: fw.FaceAnalyser(min_score="0.5"), UsageError, "min_score"),  # type: ignore[arg-type]
+        (lambda: fw.FaceAnalyser(detect_tiles="2"), UsageError, "detect_tiles"),  # type: ignore[arg-type]
+        (lambda: fw.FaceAnalyser(detect_tiles=0), UsageError, "detect_tiles"),
+        (lambda: fw.FaceAnalyser(max_faces=True), UsageError, "max_faces"),
+        (lambda: fw.FaceAnalyser(detector_angles=90), UsageError, "detector_angles"),  # type: ignore[arg-type]
+        (lambda: fw.FaceAnalyser(detector="foo"), UsageError, "unknown detector 'foo'"),
+        (lambda: fw.SwapOptions(uv_size=10**6).validated(), UsageError, "at most 2048"),
+        (
+            lambda: swap_video(astronaut_face, tmp_path / "in.mp4", tmp_path / "o.mp4", options=0),  # type: ignore[arg-type]
+            UsageError,
+            "SwapOptions or a mapping",
+        ),
+        (
+            lambda: swap_video("me.jpg", tmp_path / "in.mp4", tmp_path / "o.mp4"),  # type: ignore[arg-type]
+            InputError,
+            "source faces",
+        ),
+    ]
+    for call, kind, match in cases:
+        with pytest.raises(kind, match=match):
+            call()
+    no_embedding = fw.FaceAnalyser(with_embedding=False).get_faces(astronaut)[0]
+    with pytest.raises(InputError, match="with_embedding=False"):
+        fw.face_distance(no_embedding, astronaut_face)
+
+
+def test_swap_engine_and_swap_video_take_options_as_a_mapping_and_one_source(
+    astronaut_face: Face, tmp_path: Path
+) -> None:
+    """``SwapEngine.swapper`` and ``swap_video`` take options as SwapOptions, a mapping
+    of them (checked as Swapper's keywords) or None, and ``swap_video`` one source on
+    its own as well as a list."""
+    from faceweave.pipeline.video_job import build_swappers, source_list
+
+    engine = fw.SwapEngine()
+    assert engine.swapper(astronaut_face, {"fusion": 0.8}).options.fusion == 0.8
+    assert engine.swapper(astronaut_face).options == fw.SwapOptions()
+    assert build_swappers([astronaut_face], {"fusion": 0.5})[0].options.fusion == 0.5
+    assert source_list(astronaut_face) == [astronaut_face]
+
+
+def test_with_options_prepares_the_source_again_for_another_uv_size(
+    astronaut_face: Face,
+) -> None:
+    """A swapper made from a Face changes its uv_size by preparing the face again (it
+    had said "the prepared source was built for another uv_size", of a source the
+    user never prepared); a prepared source says at which size it was built."""
+    swapper = fw.Swapper(astronaut_face)
+    smaller = swapper.with_options(uv_size=256)
+    assert smaller.source.albedo.shape[0] == 256
+    prepared = fw.prepare_source(astronaut_face, uv_size=256)
+    with pytest.raises(UsageError, match="built at uv_size 256, not 384"):
+        fw.Swapper(prepared)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -11,7 +11,14 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.base import Detection, FaceDetector, create_detector, nms, quarter_turns
+from faceweave.analysis.base import (
+    Detection,
+    FaceDetector,
+    create_detector,
+    detector_names,
+    nms,
+    quarter_turns,
+)
 from faceweave.analysis.mediapipe_backend import MeshLandmarker, cut_by_side
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
@@ -233,6 +240,10 @@ def mesh_bbox(points: NDArray[np.floating]) -> BBox:
     return (float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max()))
 
 
+# detect_tiles' largest grid (8 x 8 tiles: 64 detector runs a frame).
+MAX_DETECT_TILES = 8
+
+
 class FaceAnalyser:
     """Finds every face in a frame and describes it.
 
@@ -285,11 +296,37 @@ class FaceAnalyser:
             raise UsageError(
                 f"unknown analyser mode {mode!r}; choose from {', '.join(ANALYSER_MODES)}"
             )
-        if not isinstance(max_faces, int | np.integer) or max_faces < 1:
+        if (
+            isinstance(max_faces, bool)
+            or not isinstance(max_faces, int | np.integer)
+            or max_faces < 1
+        ):
             raise UsageError(f"max_faces must be a whole number of 1 or more, got {max_faces!r}")
-        if not 0.0 <= min_score <= 1.0:  # also refuses NaN
-            raise UsageError(f"min_score must be between 0 and 1, got {min_score}")
+        if (
+            isinstance(min_score, bool)
+            or not isinstance(min_score, int | float | np.integer | np.floating)
+            or not 0.0 <= min_score <= 1.0  # also refuses NaN
+        ):
+            raise UsageError(f"min_score must be a number between 0 and 1, got {min_score!r}")
+        if (
+            isinstance(detect_tiles, bool)
+            or not isinstance(detect_tiles, int | np.integer)
+            or not 1 <= detect_tiles <= MAX_DETECT_TILES
+        ):
+            raise UsageError(
+                f"detect_tiles must be a whole number from 1 to {MAX_DETECT_TILES}, "
+                f"got {detect_tiles!r}"
+            )
+        if detector not in detector_names():
+            raise UsageError(
+                f"unknown detector {detector!r}; choose from {', '.join(detector_names())}"
+            )
         if detector_angles is not None:
+            if isinstance(detector_angles, str) or not isinstance(detector_angles, Sequence):
+                raise UsageError(
+                    f"detector_angles must be a list of quarter turns "
+                    f"({', '.join(map(str, DETECTOR_ANGLES))}), got {detector_angles!r}"
+                )
             bad = [a for a in detector_angles if a not in DETECTOR_ANGLES]
             if bad or not detector_angles:
                 raise UsageError(

@@ -21,7 +21,14 @@ ORDERS = (
 
 
 def order_faces(faces: list[Face], order: str = "large-small") -> list[Face]:
-    """Sort faces: by size, position or detection score."""
+    """Sort faces: by size, position or detection score.
+
+    Raises:
+        UsageError: an unknown order.
+        InputError: ``faces`` is not a list of Face.
+    """
+    if not isinstance(faces, list | tuple) or not all(isinstance(f, Face) for f in faces):
+        raise InputError(f"faces must be a list of Face, got {type(faces).__name__}")
     keys = {
         "large-small": lambda f: -f.size,
         "small-large": lambda f: f.size,

@@ -34,6 +34,7 @@ reads the creases of its expression (frown lines, crow's feet: see
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -47,9 +48,9 @@ from faceweave.core import creases
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, to_pose_space
 from faceweave.core.resize import shrink_to_side
-from faceweave.errors import UsageError
+from faceweave.errors import InputError, UsageError
 from faceweave.pipeline.smoothing import MeshSmoother
-from faceweave.types import BBox, Face, Frame
+from faceweave.types import BBox, Face, Frame, check_frame
 
 _FLOW_POINTS = np.arange(0, 468, 8)  # ~60 mesh vertices spread over the face, irises excluded
 _WORK_SIDE = 640  # longest side of the grey image used for change detection and optical flow
@@ -246,7 +247,16 @@ class FaceTracker:
         Args:
             frame: (H, W, 3) uint8 BGR.
             time: media time in seconds (drives the smoothing; may be irregular).
+
+        Raises:
+            InputError: ``frame`` is no uint8 (H, W, 3) image, or ``time`` no finite
+                number.
         """
+        check_frame(frame)
+        if isinstance(time, bool) or not isinstance(time, (int, float, np.number)):
+            raise InputError(f"time must be a number of seconds, got {time!r}")
+        if not math.isfinite(float(time)):
+            raise InputError(f"time must be a finite number of seconds, got {time!r}")
         self.counters.frames += 1
         if self._output and self._output[0].face.frame_shape != frame.shape[:2]:
             # A new frame size (a WebRTC stream adapting its resolution): the tracks'

@@ -28,7 +28,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -50,8 +50,9 @@ from faceweave.io.video import (
 )
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace, TrackerCounters
+from faceweave.processors.engines import swap_options
 from faceweave.processors.neural import AnySwapper, EnhancedSwapper, NeuralSwapper, uses_creases
-from faceweave.processors.swap import SourcePhotos, SwapOptions, Swapper
+from faceweave.processors.swap import SourceModel, SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
 
@@ -208,14 +209,30 @@ class FaceRouter:
         return result
 
 
+def source_list(
+    sources: SourcePhotos | AnySwapper | Sequence[SourcePhotos | AnySwapper],
+) -> list[SourcePhotos | AnySwapper]:
+    """Sources as a list: one source given on its own (a Face, a prepared source or a
+    swapper) is a list of one."""
+    if isinstance(sources, (Face, SourceModel, Swapper, NeuralSwapper, EnhancedSwapper)):
+        return [sources]
+    if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
+        raise InputError(
+            f"sources must be source faces (or prepared sources, or swappers), "
+            f"got {type(sources).__name__}"
+        )
+    return list(sources)
+
+
 def build_swappers(
-    sources: Sequence[SourcePhotos | AnySwapper], options: SwapOptions | None = None
+    sources: Sequence[SourcePhotos | AnySwapper],
+    options: SwapOptions | Mapping[str, object] | None = None,
 ) -> list[AnySwapper]:
     """One :class:`Swapper` per source (sources already given as swappers, of either
-    engine, are kept)."""
+    engine, are kept); ``options`` as SwapOptions or a mapping of them."""
     if not sources:
         raise UsageError("give at least one source face")
-    opts = (options or SwapOptions()).validated()
+    opts = swap_options(options).validated()
     return [
         s
         if isinstance(s, (Swapper, NeuralSwapper, EnhancedSwapper))
@@ -324,12 +341,12 @@ class _Resampler:
 
 
 def swap_video(
-    sources: Sequence[SourcePhotos | AnySwapper],
+    sources: SourcePhotos | AnySwapper | Sequence[SourcePhotos | AnySwapper],
     target_path: PathLike,
     output_path: PathLike,
     *,
     analyser: FaceAnalyser | None = None,
-    options: SwapOptions | None = None,
+    options: SwapOptions | Mapping[str, object] | None = None,
     selector: str = "one",
     references: Sequence[Face] = (),
     reference_distance: float = 0.6,
@@ -354,12 +371,13 @@ def swap_video(
     """Swap faces through a video file, keeping its audio, timing and rotation.
 
     Args:
-        sources: source faces (or prepared sources, or swappers); with ``map`` one per
-            reference, else only the first is used.
+        sources: source faces (or prepared sources, or swappers), or one of them; with
+            ``map`` one per reference, else only the first is used.
         target_path: the video to process.
         output_path: where to write it; its extension picks the container (atomic).
         analyser: the face analyser (a new one when None).
-        options: swap options for sources that are not swappers already.
+        options: swap options for sources that are not swappers already (SwapOptions
+            or a mapping of them).
         selector: ``one``, ``many``, ``reference`` or ``map`` (see :class:`FaceRouter`).
         references: reference faces for ``reference`` (one) and ``map`` (one per source).
         reference_distance: identity distance threshold.
@@ -401,6 +419,7 @@ def swap_video(
     video_extension(output_path)
     if fps is not None and fps <= 0:
         raise UsageError(f"fps must be positive, got {fps}")
+    sources = source_list(sources)
     mode = selector
     if mode == "map" and len(sources) != len(references):
         raise UsageError(f"map: {len(sources)} sources but {len(references)} reference faces")

@@ -20,7 +20,7 @@ hold one copy of the weights, not one each.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,6 +179,11 @@ class SwapEngine:
     """
 
     def __init__(self, settings: EngineSettings | None = None) -> None:
+        if settings is not None and not isinstance(settings, EngineSettings):
+            raise UsageError(
+                f"SwapEngine takes EngineSettings (e.g. EngineSettings(engine=...)), "
+                f"got {type(settings).__name__}"
+            )
         self.settings = (settings or EngineSettings()).validated()
         s = self.settings
         self._models = (
@@ -201,9 +206,15 @@ class SwapEngine:
     def name(self) -> str:
         return self.settings.engine
 
-    def swapper(self, source: Face | Sequence[Face], options: SwapOptions) -> AnySwapper:
+    def swapper(
+        self,
+        source: Face | Sequence[Face],
+        options: SwapOptions | Mapping[str, object] | None = None,
+    ) -> AnySwapper:
         """A swapper for one source face (or several photos of one person) with these
-        options, on the loaded models."""
+        options (a mapping of them is checked as Swapper's keywords; None: the
+        defaults), on the loaded models."""
+        options = swap_options(options)
         base: Swapper | NeuralSwapper
         if self._models is None:
             base = Swapper(source, **options.__dict__)
@@ -220,9 +231,30 @@ class SwapEngine:
             return base
         return EnhancedSwapper(base, self.enhancer.with_feather(options.feather))
 
-    def swappers(self, sources: Sequence[Sequence[Face]], options: SwapOptions) -> list[AnySwapper]:
+    def swappers(
+        self,
+        sources: Sequence[Sequence[Face]],
+        options: SwapOptions | Mapping[str, object] | None = None,
+    ) -> list[AnySwapper]:
         """One swapper per source (each its photos of one person)."""
+        options = swap_options(options)
         return [self.swapper(list(photos), options) for photos in sources]
+
+
+def swap_options(options: SwapOptions | Mapping[str, object] | None) -> SwapOptions:
+    """Swap options given as SwapOptions, a mapping of them (checked as Swapper's
+    keywords) or None (the defaults).
+
+    Raises:
+        UsageError: a mapping's unknown name or bad value, or options of another type.
+    """
+    if options is None:
+        return SwapOptions()
+    if isinstance(options, SwapOptions):
+        return options
+    if isinstance(options, Mapping):
+        return SwapOptions.from_kwargs(options)
+    raise UsageError(f"options must be SwapOptions or a mapping, got {type(options).__name__}")
 
 
 def swapper_advice(swapper: AnySwapper) -> tuple[str, ...]:

@@ -69,6 +69,9 @@ GAZE_MODES = ("target", "source")
 # The target re-warped to the output mesh takes over from the target itself as the
 # fusion's mix (fusion_mix) grows from 0 to this (see Swapper._swap_into).
 FUSION_REWARP = 0.25
+# The largest uv_size, work_size and process_size (a 2048 texture's float planes take
+# 16 MiB each; more would only cost memory and time).
+MAX_WORK_SIDE = 2048
 # Easing of the fusion slider (see fusion_mix); 0 is linear, at most 2 (still monotonic).
 FUSION_EASE = 0.8
 BLEND_MODES = ("alpha", "multiband", "poisson")
@@ -298,6 +301,8 @@ class SwapOptions:
             )
         if min(self.uv_size, self.work_size, self.process_size) < 32:
             raise UsageError("uv_size, work_size and process_size must be at least 32")
+        if max(self.uv_size, self.work_size, self.process_size) > MAX_WORK_SIDE:
+            raise UsageError(f"uv_size, work_size and process_size must be at most {MAX_WORK_SIDE}")
         return self
 
     def _check_kinds(self) -> None:
@@ -990,7 +995,13 @@ def prepare_source(
 
     Each line of :func:`source_advice` is logged as a warning on the ``faceweave``
     logger (the command line prints them) and kept in ``SourceModel.advice``.
+
+    Raises:
+        InputError: ``source_face`` is not a Face, or it carries no image and none is
+            given.
     """
+    if not isinstance(source_face, Face):
+        raise InputError(f"expected a source Face, got {type(source_face).__name__}")
     model = model or load_face_model()
     image = frame if frame is not None else source_face.frame
     if image is None:
@@ -1342,10 +1353,18 @@ def merge_sources(models: Sequence[SourceModel]) -> SourceModel:
 
     Raises:
         UsageError: no models, or models of different texture sizes.
+        InputError: something that is not a prepared source (a Face: prepare it first
+            with :func:`prepare_source`).
     """
     models = list(models)
     if not models:
         raise UsageError("give at least one source photo")
+    for m in models:
+        if not isinstance(m, SourceModel):
+            raise InputError(
+                f"merge_sources takes prepared sources (prepare_source(face)), "
+                f"got {type(m).__name__}"
+            )
     if len({m.albedo.shape for m in models}) != 1:
         raise UsageError("the prepared sources were built for different uv_sizes")
     if len(models) == 1:
@@ -2007,6 +2026,7 @@ class Swapper(FaceSwapping):
         self.model = load_face_model()
         self.options = SwapOptions.from_kwargs(options)
         photos = list(source_face) if isinstance(source_face, (list, tuple)) else [source_face]
+        self._photos = photos  # for with_options at another uv_size
         models = []
         for number, photo in enumerate(photos):
             if isinstance(photo, SourceModel):
@@ -2039,7 +2059,11 @@ class Swapper(FaceSwapping):
                 logger.warning("%s", line)
             self.source = replace(self.source, advice=(*self.source.advice, *mixed))
         if self.source.albedo.shape[0] != self.options.uv_size:
-            raise UsageError("the prepared source was built for another uv_size")
+            raise UsageError(
+                f"the prepared source was built at uv_size {self.source.albedo.shape[0]}, "
+                f"not {self.options.uv_size}: pass the Face, or prepare it with "
+                f"prepare_source(face, uv_size={self.options.uv_size})"
+            )
         self.masks = build_uv_masks(self.model, self.options)
         source_weight = self.masks.source_weight * (1.0 - self.source.occluder) * self.source.valid
         # Face-space lookups as 8-bit textures: remapping bytes costs a third of floats,
@@ -2164,8 +2188,12 @@ class Swapper(FaceSwapping):
             )
 
     def with_options(self, **changes: object) -> Swapper:
-        """A swapper with some options changed, reusing the prepared source."""
+        """A swapper with some options changed, reusing the prepared source (prepared
+        again from the source faces for another ``uv_size``)."""
         opts = SwapOptions.from_kwargs({**self.options.__dict__, **changes})
+        faces = [p for p in self._photos if isinstance(p, Face)]
+        if opts.uv_size != self.options.uv_size and len(faces) == len(self._photos):
+            return Swapper(faces, **opts.__dict__)
         return Swapper(self.source, **opts.__dict__)
 
     def _shape_amount(self, target_face: Face) -> float:
