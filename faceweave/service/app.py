@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import faceweave
@@ -46,6 +47,7 @@ from faceweave.service.checks import (
     check_image,
     check_media,
     check_video,
+    check_video_range,
     receive_upload,
 )
 from faceweave.service.config import ServiceConfig
@@ -55,7 +57,7 @@ from faceweave.service.jobs import (
     EXTRA_SOURCES,
     OUTPUT_FORMATS,
     ROLES,
-    STATES,
+    VISIBLE_STATES,
     InputFile,
     Job,
     JobOptions,
@@ -204,7 +206,7 @@ class ResultOut(BaseModel):
 
 class JobOut(BaseModel):
     id: str
-    state: str = Field(description="queued, running, done, failed or cancelled")
+    state: str = Field(description="queued, running, done or failed")
     kind: str = Field(description="image or video")
     progress: float = Field(ge=0.0, le=1.0)
     error: ErrorBody | None = None
@@ -472,6 +474,14 @@ def _check_files(
                     f"trim_start {options.trim_start:g} s is past the end of the {role} "
                     f"({duration:.2f} s long)"
                 )
+            if options.trim_start or options.trim_end:
+                check_video_range(
+                    path,
+                    start=options.trim_start,
+                    end=options.trim_end,
+                    duration=duration,
+                    role=role,
+                )
         inputs[role] = InputFile(
             role=role,
             ext=media[role].ext,
@@ -520,6 +530,27 @@ class HeadAsGet:
             await send(message)
 
         await self.app({**scope, "method": "GET", self.SCOPE_KEY: True}, receive, headers_only)
+
+
+class ResultFile(FileResponse):
+    """A result file whose ``Range`` errors are JSON like every other error (Starlette
+    answers them in plain text: a 416 with an empty body, a 400 with a sentence)."""
+
+    @classmethod
+    def _parse_range_header(cls, http_range: str, file_size: int) -> list[tuple[int, int]]:
+        try:
+            return super()._parse_range_header(http_range, file_size)
+        except RangeNotSatisfiable:
+            raise ServiceError(
+                416,
+                "range_not_satisfiable",
+                f"the range asked for is outside the result ({file_size} bytes)",
+                headers={"Content-Range": f"bytes */{file_size}"},
+            ) from None
+        except MalformedRangeHeader:
+            raise ServiceError(
+                400, "bad_range", "malformed Range header; send bytes=START-END, START- or -LENGTH"
+            ) from None
 
 
 def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) -> FastAPI:
@@ -628,8 +659,10 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
     ) -> JobList:
         """This key's jobs, newest first."""
-        if state is not None and state not in STATES:
-            raise ServiceError(422, "bad_option", f"state must be one of {', '.join(STATES)}")
+        if state is not None and state not in VISIBLE_STATES:
+            raise ServiceError(
+                422, "bad_option", f"state must be one of {', '.join(VISIBLE_STATES)}"
+            )
         jobs = _state(request).store.list(key.id, state=state, limit=limit)
         return JobList(jobs=[_job_out(job) for job in jobs])
 
@@ -643,6 +676,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
         responses={
             **_ERRORS,
             409: {"model": ErrorResponse, "description": "the job is not done"},
+            416: {"model": ErrorResponse, "description": "the Range is outside the result"},
             200: {"content": {"image/png": {}, "image/jpeg": {}, "video/mp4": {}}},
         },
         response_class=FileResponse,
@@ -659,7 +693,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
             raise ServiceError(404, "not_found", "the result is gone (deleted or expired)")
         if not request.scope.get(HeadAsGet.SCOPE_KEY):  # a HEAD downloads nothing
             state.store.record_download(job, key.id)
-        return FileResponse(
+        return ResultFile(
             path,
             media_type=_MEDIA_TYPES.get(job.result_ext, "application/octet-stream"),
             filename=f"faceweave-{job.id}{job.result_ext}",
@@ -667,7 +701,8 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
 
     @app.delete("/v1/jobs/{job_id}", status_code=204, responses=_ERRORS, tags=["jobs"])
     def delete_job(request: Request, job_id: str, key: Key) -> Response:
-        """Cancel the job if it is queued or running, and delete its files."""
+        """Cancel the job if it is queued or running, and delete it and its files (the
+        job is 404 from then on)."""
         if not _valid_id(job_id) or _state(request).store.delete(job_id, key.id) is None:
             raise _not_found()
         return Response(status_code=204)

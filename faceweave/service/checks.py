@@ -6,7 +6,8 @@
   Matroska, WebM), never from the file name or the client's ``Content-Type``.
 - Images are decoded once with :func:`~faceweave.io.read_image`: the pixel limit
   is checked on the header first (decompression bombs), truncated or corrupt
-  files are refused. Videos are probed for their length.
+  files are refused. Videos are probed for their length; a trim range must hold
+  a frame.
 - User file names are never used as paths (files are stored as
   ``source.<ext>``/``target.<ext>``); a name that looks like a path is refused.
 """
@@ -41,6 +42,7 @@ __all__ = [
     "check_filename",
     "check_image",
     "check_video",
+    "check_video_range",
     "receive_upload",
     "sniff",
 ]
@@ -402,3 +404,23 @@ def check_video(path: Path, *, max_seconds: float, max_pixels: int, role: str) -
             f"{role} frames are {info.width}x{info.height}, more than {max_pixels} pixels",
         )
     return float(duration)
+
+
+def check_video_range(path: Path, *, start: float, end: float, duration: float, role: str) -> None:
+    """Refuse a trim range (``end`` 0: to the video's end) in which the job's reader
+    finds no frame, such as a start after the last frame but before the video's end
+    (``duration`` is only for the message). Decodes from the key frame before ``start``
+    to the first frame in range. Blocking: run it in a thread.
+
+    Raises:
+        ServiceError: 422 ``bad_option`` when the range holds no frame.
+    """
+    from faceweave.io.video import VideoReader
+
+    with VideoReader(path, start=start or None, end=end or None) as reader:
+        for _ in reader:
+            return
+    span = f"trim_start {start:g} s to " + (f"trim_end {end:g} s" if end else "its end")
+    raise ServiceError(
+        422, "bad_option", f"the {role} ({duration:.2f} s long) has no frame from {span}"
+    )

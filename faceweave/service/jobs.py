@@ -43,9 +43,13 @@ __all__ = [
     "JobStore",
     "OUTPUT_FORMATS",
     "STATES",
+    "VISIBLE_STATES",
 ]
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
+# The states a client sees: DELETE cancels an unfinished job and deletes it in the
+# same move, so a cancelled job is gone (404) and never listed.
+VISIBLE_STATES = ("queued", "running", "done", "failed")
 FINAL_STATES = ("done", "failed", "cancelled")
 OUTPUT_FORMATS = ("auto", "png", "jpg", "webp")
 # More photos of the source person, merged with the first (see faceweave.merge_sources).
@@ -155,9 +159,14 @@ class JobOptions:
         if not 1 <= self.quality <= 100:
             raise UsageError(f"quality must be between 1 and 100, got {self.quality}")
         if not 0.0 <= self.trim_start < 1e9:
-            raise UsageError(f"trim_start must be 0 or more seconds, got {self.trim_start}")
+            raise UsageError(
+                f"trim_start must be 0 or more and less than 1e9 seconds, got {self.trim_start}"
+            )
         if not 0.0 <= self.trim_end < 1e9:
-            raise UsageError(f"trim_end must be 0 (the end) or more seconds, got {self.trim_end}")
+            raise UsageError(
+                "trim_end must be 0 (the end) or more and less than 1e9 seconds, "
+                f"got {self.trim_end}"
+            )
         if self.trim_end and self.trim_end <= self.trim_start:
             raise UsageError(
                 f"trim_end ({self.trim_end:g} s) must come after trim_start ({self.trim_start:g} s)"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from tests.service.conftest import auth, make_key, submit, wait_for
+from tests.service.conftest import AppFactory, auth, make_key, submit, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_image_job_end_to_end(
@@ -362,3 +365,72 @@ def test_an_image_job_swaps_a_face_cut_by_the_frame(
     assert image.shape == cut.shape
     face = np.abs(image - cut)[80:170, 180:216]  # the half face in the frame
     assert face.mean() > 8
+
+
+def test_a_range_outside_the_result_is_a_json_error(
+    make_client: AppFactory, tmp_path: Path, source_png: bytes, target_jpeg: bytes
+) -> None:
+    """Starlette answers a bad Range in plain text (a 416 with an empty body); the
+    service's errors are all JSON, and the 416 keeps its Content-Range."""
+    data_dir = tmp_path / "d"
+    key = make_key(data_dir, "ranges")
+    client = make_client(workers=0, data_dir=data_dir)  # the test finishes the job itself
+    job_id = submit(client, key, source_png, target_jpeg).json()["id"]
+    store = client.app.state.service.store
+    job = store.claim("test")
+    assert job is not None and job.id == job_id
+    store.result_path(job_id, ".jpg").write_bytes(bytes(1000))
+    assert store.complete(job, ".jpg", "0" * 64)
+    url = f"/v1/jobs/{job_id}/result"
+    part = client.get(url, headers={**auth(key), "Range": "bytes=10-19"})
+    assert part.status_code == 206 and part.content == bytes(10)
+    outside = client.get(url, headers={**auth(key), "Range": "bytes=999999999-"})
+    assert outside.status_code == 416
+    assert outside.headers["content-range"] == "bytes */1000"
+    assert outside.json()["error"] == {
+        "code": "range_not_satisfiable",
+        "message": "the range asked for is outside the result (1000 bytes)",
+    }
+    for malformed in ("items=0-9", "bytes=9-2"):
+        response = client.get(url, headers={**auth(key), "Range": malformed})
+        assert response.status_code == 400, malformed
+        assert response.json()["error"]["code"] == "bad_range", malformed
+
+
+def test_a_deleted_job_is_gone_and_never_listed_as_cancelled(
+    make_client: AppFactory, tmp_path: Path, source_png: bytes, target_jpeg: bytes
+) -> None:
+    """DELETE cancels a queued or running job and deletes it at once: no client ever
+    sees the state cancelled, so it is no state to filter on either."""
+    data_dir = tmp_path / "d"
+    key = make_key(data_dir, "cancel")
+    client = make_client(workers=0, data_dir=data_dir)  # the job stays queued
+    job_id = submit(client, key, source_png, target_jpeg).json()["id"]
+    assert client.delete(f"/v1/jobs/{job_id}", headers=auth(key)).status_code == 204
+    assert client.get(f"/v1/jobs/{job_id}", headers=auth(key)).status_code == 404
+    listed = client.get("/v1/jobs?state=cancelled", headers=auth(key))
+    assert listed.status_code == 422
+    assert listed.json()["error"] == {
+        "code": "bad_option",
+        "message": "state must be one of queued, running, done, failed",
+    }
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["JobOut"]
+    assert "cancelled" not in schema["properties"]["state"]["description"]
+
+
+def test_every_error_code_is_in_the_docs_table() -> None:
+    """Each 4xx code the service answers with is listed under its status in
+    docs/service.md (405 method_not_allowed and 422 bad_offer were missing)."""
+    source = "\n".join(path.read_text() for path in (ROOT / "faceweave/service").glob("*.py"))
+    # ServiceError(422, "bad_option", ...), return 413, "image_too_large", {405: "method_..."}
+    answered = set(re.findall(r"\b(4\d\d)[,:]\s*\"([a-z_]+)\"", source))
+    assert ("405", "method_not_allowed") in answered and ("422", "bad_offer") in answered
+    docs = (ROOT / "docs/service.md").read_text()
+    table = {
+        status: set(re.findall(r"`([a-z_]+)`", codes))
+        for status, codes in re.findall(r"^\| (\d{3}) \| (.*) \|$", docs, re.MULTILINE)
+    }
+    missing = sorted(
+        (status, code) for status, code in answered if code not in table.get(status, ())
+    )
+    assert missing == []

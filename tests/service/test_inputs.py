@@ -315,6 +315,31 @@ def test_a_video_too_small_for_a_face_is_refused_at_the_door(
     assert "4x4" in error["message"]
 
 
+def test_a_trim_range_without_a_frame_is_refused_at_the_door(
+    door: tuple[TestClient, str, Path], tmp_path: Path
+) -> None:
+    """1 s at 30 fps: the last frame starts at 0.967 s, so a trim_start of 0.99 s (before
+    the end) leaves no frame; it is a bad_option at upload, not a failed job later."""
+    from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
+
+    client, key, _ = door
+    clip = make_clip(tmp_path / "clip.mp4", None, frames=30, size=(64, 64), audio=False)
+    files = {"source": ("s.png", _small_png()), "target": ("clip.mp4", clip.read_bytes())}
+    for fields, span in (
+        ({"trim_start": "0.99"}, "trim_start 0.99 s to its end"),
+        ({"trim_start": "0.51", "trim_end": "0.52"}, "trim_start 0.51 s to trim_end 0.52 s"),
+    ):
+        response = client.post("/v1/jobs", headers=auth(key), files=files, data=fields)
+        assert response.json()["error"] == {
+            "code": "bad_option",
+            "message": f"the target (1.00 s long) has no frame from {span}",
+        }, fields
+        assert response.status_code == 422
+    for fields in ({"trim_start": "0.96"}, {"trim_start": "0.5", "trim_end": "0.51"}):
+        response = client.post("/v1/jobs", headers=auth(key), files=files, data=fields)
+        assert response.status_code == 202, (fields, response.text)
+
+
 def test_a_live_source_over_the_upload_limit_is_refused_up_front(
     door: tuple[TestClient, str, Path],
 ) -> None:

@@ -170,6 +170,15 @@ def test_options_from_form() -> None:
             JobOptions.from_form(bad)
 
 
+def test_trim_options_say_the_range_they_take() -> None:
+    """1e9 seconds is "0 or more" yet refused: the message names the upper bound."""
+    for name in ("trim_start", "trim_end"):
+        for text in ("1e9", "-1"):
+            with pytest.raises(UsageError, match=f"{name} must be 0 .*less than 1e9 seconds"):
+                JobOptions.from_form({name: text})
+    assert JobOptions.from_form({"trim_end": "999999999"}).trim_end == 999999999
+
+
 def test_mask_padding_from_a_form_and_back_from_storage() -> None:
     options = JobOptions.from_form({"mask_padding": "0 0 0.2 0", "feather": "0.05"})
     assert options.mask_padding == (0.0, 0.0, 0.2, 0.0) and options.feather == 0.05
