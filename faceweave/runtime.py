@@ -29,13 +29,25 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["STOP_SIGNALS", "handling_signals", "tune_allocator"]
+__all__ = ["STOP_SIGNALS", "StopSignal", "handling_signals", "tune_allocator"]
 
 # Signals that ask a program to end (``timeout``, ``docker stop``, systemd, a closed
 # terminal), beside Ctrl-C's SIGINT; SIGHUP does not exist on Windows.
 STOP_SIGNALS: tuple[int, ...] = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``timeout``, ``docker stop``, systemd, a closed terminal),
+    raised in the main thread as Ctrl-C is, so the same clean-up runs: no temporary
+    file is left behind, a video written so far is closed. ``signum`` says which (a
+    program exits with 128 + it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3

@@ -37,6 +37,14 @@ def unit_interval(text: str) -> float:
     return value
 
 
+def half_interval(text: str) -> float:
+    """A float in [0, 0.5] (the face mask's feather)."""
+    value = number(text)
+    if not 0.0 <= value <= 0.5:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and 0.5, got {text}")
+    return value
+
+
 def non_negative_float(text: str) -> float:
     """A float >= 0 (not NaN)."""
     value = number(text)

@@ -56,12 +56,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from faceweave.analysis.analyser import DETECTOR_ANGLES
-from faceweave.analysis.base import detector_names
+from faceweave.analysis.base import create_detector, detector_names
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.apps.argtypes import (
     SidesAction,
     frame_rate,
+    half_interval,
     non_negative_float,
     non_negative_int,
     positive_float,
@@ -80,6 +81,7 @@ from faceweave.errors import (
     InputError,
     NoFaceError,
     OutputError,
+    UnsupportedFormatError,
     UsageError,
 )
 from faceweave.io import (
@@ -98,7 +100,7 @@ from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
-from faceweave.runtime import STOP_SIGNALS, handling_signals
+from faceweave.runtime import STOP_SIGNALS, StopSignal, handling_signals
 
 if TYPE_CHECKING:  # pragma: no cover
     import faceweave as fw
@@ -209,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         _print_traceback_if_debugging()
         _error(str(err))
         return err.exit_code
-    except _Stopped as stop:
+    except StopSignal as stop:
         print(f"{PROG}: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
         return 128 + stop.signum
     except KeyboardInterrupt:
@@ -225,22 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-class _Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (``timeout``, ``docker stop``, systemd, a closed terminal), raised
-    in the main thread as Ctrl-C is, so the same clean-up runs: no temporary file is
-    left behind, a video written so far is closed."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def _stopped_by_signals() -> contextlib.AbstractContextManager[bool]:
-    """The stop signals raise :class:`_Stopped` while a command runs (in the main
+    """The stop signals raise :class:`StopSignal` while a command runs (in the main
     thread); the previous handlers come back after it."""
 
     def stop(signum: int, frame: object) -> None:
-        raise _Stopped(signum)
+        raise StopSignal(signum)
 
     return handling_signals(STOP_SIGNALS, stop)
 
@@ -293,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Swap faces in images and videos or live, or list the faces in an image.",
         epilog=f"Set {DEBUG_ENV}=1 to print tracebacks with errors.",
     )
+    from faceweave import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_swap_parser(commands)
     _add_live_parser(commands)
@@ -400,7 +395,7 @@ def _add_swap_parser(commands: Any) -> None:
     )
     swap.add_argument(
         "--feather",
-        type=unit_interval,
+        type=half_interval,
         default=DEFAULT_FEATHER,
         help=(
             "width of the face mask's soft edge, as a fraction of the face, 0 to 0.5 "
@@ -427,7 +422,9 @@ def _add_swap_parser(commands: Any) -> None:
         default=DEFAULT_QUALITY,
         help="JPEG/WebP quality 1..100 (default %(default)s)",
     )
-    swap.add_argument("--quiet", "-q", action="store_true", help="no progress bar or notes")
+    swap.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress bar or notes (warnings stay)"
+    )
     video = swap.add_argument_group("video targets")
     video.add_argument(
         "--encoder", type=_encoder, metavar="NAME", help="video encoder (default libx264)"
@@ -855,6 +852,13 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
     if args.detector_model is None:
         raise UsageError(f"--detector {args.detector} needs --detector-model FILE.onnx")
     check_model_file(args.detector_model)
+    # Loaded once now: a file that is no model of the detector's kind is its own error,
+    # not one of the first image the analyser would have loaded it for.
+    create_detector(
+        args.detector,
+        model_path=args.detector_model,
+        execution_provider=args.execution_provider,
+    )
     return {
         "detector": args.detector,
         "detector_model": args.detector_model,
@@ -906,6 +910,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         video_plan = [(video, output_path / video.name) for video in videos]
         for _, output in video_plan:
             _refuse_overwriting([("--output", output)], named)
+            _check_encoder_fits(output, args.encoder)
         _check_trim_order(args)
         # Folders this run makes are removed again if it ends with nothing in them.
         made = [p for p in (output_path, args.debug) if p is not None and not p.exists()]
@@ -1114,6 +1119,7 @@ def _run_swap_video(
     if output_path.is_dir():
         output_path = output_path / target_path.name
     video_extension(output_path)
+    _check_encoder_fits(output_path, args.encoder)
     if not output_path.parent.is_dir():
         raise OutputError(f"{output_path}: directory {output_path.parent} does not exist")
     if _same_file(output_path, target_path):
@@ -1580,6 +1586,19 @@ def _face_line(index: int, face: Face) -> str:
 
 
 # --- argument types --------------------------------------------------------------------------
+
+
+def _check_encoder_fits(path: Path, encoder: str | None) -> None:
+    """A usage error (before any work) when ``--encoder`` does not fit the output's
+    container (libx264 into WebM)."""
+    from faceweave.io.video import check_video_encoder
+
+    if encoder is None:
+        return
+    try:
+        check_video_encoder(path, encoder)
+    except UnsupportedFormatError as err:
+        raise UsageError(f"--encoder {encoder}: {err}") from None
 
 
 def _encoder(text: str) -> str:

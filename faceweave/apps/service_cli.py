@@ -187,7 +187,6 @@ def run_serve(args: argparse.Namespace) -> int:
     from faceweave.service.config import default_workers
 
     engine = engine_settings(args)  # flags and model files, before anything is made
-    _check_data_dir(args.data)
     config = ServiceConfig(
         data_dir=args.data,
         workers=default_workers() if args.workers is None else args.workers,
@@ -202,6 +201,7 @@ def run_serve(args: argparse.Namespace) -> int:
         require_provenance=not args.allow_unmarked,
         engine=engine,
     ).validated()
+    _check_data_dir(args.data)  # once the settings are known to be usable
     _check_address(args.host, args.port)
     from faceweave.processors.engines import SwapEngine
 
@@ -239,6 +239,12 @@ def run_keys(args: argparse.Namespace) -> int:
     from faceweave.service.auth import create_key, list_keys, load_pepper, revoke_key
     from faceweave.service.db import Database
 
+    if args.keys_action != "create" and not (args.data / "faceweave.db").is_file():
+        # Listing or revoking makes no key store (a mistyped --data had made an empty one
+        # and listed nothing).
+        raise InputError(
+            f"{args.data}: no key store here (faceweave keys create --data {args.data} makes one)"
+        )
     _check_data_dir(args.data)
     db = Database(args.data / "faceweave.db")
     try:

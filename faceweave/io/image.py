@@ -175,7 +175,8 @@ def check_output_path(path: PathLike, *, image: bool = True) -> Path:
     Raises:
         UnsupportedFormatError: the extension is not one we write (an image only).
         OutputError: the directory is missing, not a directory or not writable,
-            or ``path`` is a directory.
+            or ``path`` is a directory or another file that is not a regular file
+            (a pipe, a device, a link to one).
     """
     path = Path(path)
     if image:
@@ -380,6 +381,10 @@ def _check_directory(path: Path) -> None:
             raise OutputError(f"{path}: {directory} is not a directory")
         if path.is_dir():
             raise OutputError(f"{path}: is a directory")
+        if path.exists() and not path.is_file():
+            # A pipe, a device or a link to one: the rename would put a regular file in
+            # its place, and nothing would reach what the name stood for.
+            raise OutputError(f"{path}: not a regular file (a pipe or a device?)")
     except OutputError:
         raise
     except OSError as exc:  # a name too long, a loop of links

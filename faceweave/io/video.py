@@ -693,7 +693,8 @@ class VideoWriter:
         except BaseException as exc:
             self.abort()
             if isinstance(exc, av.error.FFmpegError):
-                raise OutputError(f"{self.path}: cannot start writing: {_one_line(exc)}") from exc
+                reason = _write_reason(exc)
+                raise OutputError(f"{self.path}: cannot start writing: {reason}") from exc
             raise
 
     @property
@@ -768,7 +769,7 @@ class VideoWriter:
                 self._audio.pump(self._container, seconds + _AUDIO_LEAD_S)
         except (av.error.FFmpegError, OSError) as exc:
             self.abort()
-            raise OutputError(f"{self.path}: cannot write video: {_one_line(exc)}") from exc
+            raise OutputError(f"{self.path}: cannot write video: {_write_reason(exc)}") from exc
         self.frames_written += 1
 
     def write_audio(self, samples: NDArray[np.float32], start: float) -> None:
@@ -787,7 +788,7 @@ class VideoWriter:
                 self._container.mux(packet)
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             self.abort()
-            raise OutputError(f"{self.path}: cannot write audio: {_one_line(exc)}") from exc
+            raise OutputError(f"{self.path}: cannot write audio: {_write_reason(exc)}") from exc
 
     def close(self) -> None:
         """Flush the encoder, copy the remaining audio and move the file into place.
@@ -815,7 +816,8 @@ class VideoWriter:
         except BaseException as exc:
             self.abort()
             if isinstance(exc, av.error.FFmpegError | OSError):
-                raise OutputError(f"{self.path}: cannot finish video: {_one_line(exc)}") from exc
+                reason = _write_reason(exc)
+                raise OutputError(f"{self.path}: cannot finish video: {reason}") from exc
             raise
         self._closed = True
         if self._audio is not None:
@@ -1404,6 +1406,14 @@ def _rate_and_time_base(
     return rate, tb if tb is not None else 1 / rate
 
 
+def _write_reason(exc: BaseException) -> str:
+    """Why writing failed, for an error about the output: the system's or FFmpeg's
+    reason alone where there is one, so the hidden temporary file it names stays out of
+    the message (the error names the output)."""
+    reason = getattr(exc, "strerror", None)
+    return reason if isinstance(reason, str) and reason else _one_line(exc)
+
+
 def _supported_codecs(format_name: str) -> set[str]:
     with av.open(io.BytesIO(), "w", format=format_name) as probe:
         return set(probe.supported_codecs)
@@ -1418,6 +1428,19 @@ def video_encoder_problem(codec_name: str) -> str | None:
     if encoder.type != "video":
         return f"{codec_name!r} is not a video encoder (it encodes {encoder.type})"
     return None
+
+
+def check_video_encoder(path: PathLike, codec: str | None = None) -> None:
+    """Check, before any work, that ``path``'s container takes video from ``codec``
+    (None: its default encoder).
+
+    Raises:
+        UnsupportedFormatError: an unknown extension, an encoder that is not
+            available, or one the container cannot hold.
+    """
+    path = Path(path)
+    format_name, default_codec, _ = _CONTAINERS[video_extension(path)]
+    _check_encoder(codec or default_codec, _supported_codecs(format_name), path)
 
 
 def _check_encoder(codec_name: str, supported: set[str], path: Path) -> None:

@@ -41,7 +41,7 @@ from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
 from faceweave.pipeline.video_job import FaceRouter, build_swappers, swap_targets
 from faceweave.processors.neural import AnySwapper, uses_creases
 from faceweave.processors.swap import SourcePhotos, SwapOptions
-from faceweave.runtime import STOP_SIGNALS, handling_signals
+from faceweave.runtime import STOP_SIGNALS, StopSignal, handling_signals
 from faceweave.types import Face
 
 if (
@@ -307,7 +307,9 @@ def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
     """The first Ctrl-C calls ``stop``; the second raises KeyboardInterrupt as usual.
 
     SIGTERM and SIGHUP (``timeout``, ``docker stop``, a closed terminal) count as a
-    Ctrl-C: the session ends as after ``q``, a recording closed and kept.
+    Ctrl-C: the session ends as after ``q``, a recording closed and kept; a second one
+    raises :class:`~faceweave.runtime.StopSignal` (the command line's exit code names
+    the signal, 143 or 129, not Ctrl-C's 130).
     """
     if not enabled:
         yield
@@ -316,7 +318,7 @@ def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
 
     def handler(signum: int, frame: object) -> None:
         if pressed[0]:
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt if signum == signal.SIGINT else StopSignal(signum)
         pressed[0] = True
         stop()
 

@@ -15,7 +15,7 @@ from faceweave.errors import UsageError
 from faceweave.io.image import DEFAULT_MAX_PIXELS
 from faceweave.processors.engines import EngineSettings
 
-__all__ = ["ServiceConfig", "default_workers"]
+__all__ = ["ServiceConfig", "default_workers", "max_workers"]
 
 MIB = 1024 * 1024
 
@@ -23,6 +23,13 @@ MIB = 1024 * 1024
 def default_workers() -> int:
     """Half the CPU cores, at least 1 and at most 4: the rest serve requests and decode."""
     return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+def max_workers() -> int:
+    """The most worker threads taken: twice the CPU cores, at least 4. A job keeps a
+    core busy, so more only queue inside the process, each with its own analyser's
+    memory (99 workers on 2 cores took 10.8 GB)."""
+    return max(4, 2 * (os.cpu_count() or 2))
 
 
 @dataclass(frozen=True)
@@ -74,8 +81,11 @@ class ServiceConfig:
 
     def validated(self) -> ServiceConfig:
         """Return ``self`` if every setting is usable; raise :class:`UsageError` otherwise."""
-        if self.workers < 0:
-            raise UsageError(f"workers must be 0 or more, got {self.workers}")
+        if not 0 <= self.workers <= max_workers():
+            raise UsageError(
+                f"workers must be from 0 to {max_workers()} (twice this machine's cores, at "
+                f"least 4), got {self.workers}"
+            )
         if self.max_upload_bytes < 1:
             raise UsageError(f"max upload size must be positive, got {self.max_upload_bytes}")
         if self.max_pixels < 64:

@@ -183,6 +183,37 @@ def test_bad_option_values_are_usage_errors(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_version_and_the_feathers_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``faceweave --version`` prints the version (it was a usage error); ``--feather``
+    says its own range, 0 to 0.5, for every value out of it (-1 had said 0 to 1)."""
+    import faceweave
+
+    assert cli.main(["--version"]) == EXIT_OK
+    assert capsys.readouterr().out == f"faceweave {faceweave.__version__}\n"
+    for value in ("-1", "0.6"):
+        argv = ["swap", "-s", "a.png", "-t", "b.png", "-o", str(tmp_path / "o.png")]
+        assert cli.main([*argv, "--feather", value]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert f"--feather: must be between 0 and 0.5, got {value}" in err, err
+
+
+def test_a_detector_file_that_is_no_model_is_its_own_error(
+    images: Images, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ONNX detector file that does not load is named alone, before any image is
+    read (the error had come from the first image, as its own: "a.png: junk.onnx: ...")."""
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00not a model" * 50)
+    detector = ["--detector", "yunet", "--detector-model", str(junk)]
+    out = str(tmp_path / "o.png")
+    src, tgt = str(images.source_png), str(images.target_png)
+    for argv in (["analyse", tgt, *detector], ["swap", "-s", src, "-t", tgt, "-o", out, *detector]):
+        assert cli.main(argv) == EXIT_ERROR
+        err = capsys.readouterr().err
+        assert err.startswith(f"faceweave: error: {junk}: not a loadable ONNX model"), err
+        assert err.count("\n") == 1
+
+
 def test_missing_required_and_no_command_are_usage_errors(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

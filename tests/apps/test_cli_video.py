@@ -160,6 +160,23 @@ def test_unsupported_video_output_and_trim(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_encoder_the_container_cannot_hold_is_a_usage_error(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """libx264 into WebM conflicts: a usage error before any model loads or any frame is
+    read (it was exit 1 after a progress bar), for a video target and a folder's videos."""
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    (folder / "clip.webm").write_bytes(b"not read")
+    base = ["swap", "-s", str(files["hopper"]), "--encoder", "libx264"]
+    for target, output in ((files["clip"], tmp_path / "o.webm"), (folder, tmp_path / "out")):
+        assert cli.main([*base, "-t", str(target), "-o", str(output)]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--encoder libx264:" in err, err
+        assert "container cannot hold libx264 video" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clips"]
+
+
 def test_a_trim_with_no_frame_in_it(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -27,7 +27,34 @@ def test_keys_create_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert capsys.readouterr().err.endswith(f"no active key with id {key_id}\n")
 
 
-@pytest.mark.parametrize("command", [["serve", "--port", "1"], ["keys", "list"]])
+def test_too_many_workers_is_a_usage_error_before_anything_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--workers`` takes at most twice the cores (at least 4): 99 workers on 2 cores
+    had started 1004 threads in 10.8 GB. Refused before --data is made."""
+    data = tmp_path / "data"
+    assert cli.main(["serve", "--workers", "99", "--data", str(data)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("faceweave: error: workers must be from 0 to ") and "got 99" in err
+    assert not data.exists()
+
+
+def test_listing_keys_makes_no_key_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``keys list`` or ``revoke`` on a folder without a key store (a mistyped --data)
+    is one error line, and leaves no folder or database behind (it had made both and
+    listed nothing, exit 0)."""
+    typo = tmp_path / "typo"
+    for command in (["keys", "list"], ["keys", "revoke", "k1"]):
+        assert cli.main([*command, "--data", str(typo)]) == EXIT_ERROR
+        err = capsys.readouterr().err
+        assert err.startswith(f"faceweave: error: {typo}: no key store here (faceweave keys")
+        assert err.count("\n") == 1
+    assert not typo.exists()
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "1"], ["keys", "create", "--name", "ci"]])
 def test_a_data_folder_that_cannot_be_made_is_one_line(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 import threading
 import tracemalloc
@@ -287,6 +288,32 @@ def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
     assert _read_error("/dev/zero").endswith("not a regular file")
     with pytest.raises(InputError, match="cannot read"):
         read_image(tmp_path / ("a" * 300 + ".png"))  # the file system's name limit
+
+
+def test_special_files_are_no_outputs(tmp_path: Path) -> None:
+    """An output named by a pipe, or a link to a device, is refused: the rename had
+    put a regular file in its place (exit 0), and nothing reached the pipe. A link to
+    a regular file is an output like any other."""
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    device = tmp_path / "null.png"
+    device.symlink_to("/dev/null")
+    frame = np.zeros((8, 8, 3), np.uint8)
+    for path in (fifo, device):
+        with pytest.raises(OutputError, match="not a regular file"):
+            check_output_path(path)
+        with pytest.raises(OutputError, match="not a regular file"):
+            write_image(path, frame)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and device.is_symlink()
+    video = tmp_path / "pipe.mp4"
+    os.mkfifo(video)
+    with pytest.raises(OutputError, match="not a regular file"):
+        check_output_path(video, image=False)
+    link = tmp_path / "link.png"
+    link.symlink_to(tmp_path / "real.png")
+    write_image(tmp_path / "real.png", frame)
+    write_image(link, frame + 1)
+    assert read_image(link)[0, 0, 0] == 1
 
 
 def test_bytes_path(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 from fractions import Fraction
@@ -818,6 +819,26 @@ def test_a_writer_that_cannot_create_its_file_names_the_output() -> None:
         VideoWriter(out, width=WIDTH, height=HEIGHT, fps=FPS)
     assert str(error.value).startswith("/proc/out.mp4: cannot write"), error.value
     assert ".tmp" not in str(error.value)
+
+
+def test_a_full_disk_at_the_end_names_the_output_not_its_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails as the video is finished (a full disk) says why in the
+    output's name; the system's message had named the hidden temporary file."""
+    out = tmp_path / "out.mp4"
+    writer = VideoWriter(out, width=WIDTH, height=HEIGHT, fps=FPS)
+    writer.write(np.zeros((HEIGHT, WIDTH, 3), np.uint8))
+
+    def full(source: object, destination: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(source))
+
+    monkeypatch.setattr("faceweave.io.video.os.replace", full)
+    with pytest.raises(OutputError) as error:
+        writer.close()
+    message = str(error.value)
+    assert message == f"{out}: cannot finish video: {os.strerror(errno.ENOSPC)}", message
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_writer_timestamps_from_seconds(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -443,3 +444,23 @@ def test_audio_input_needs_an_input_video_with_sound(
     assert cli.main([*argv, "--input", str(silent)]) == EXIT_ERROR
     err = capsys.readouterr().err
     assert err == f"faceweave: error: {silent}: no sound to play\n", err
+
+
+def test_a_second_stop_signal_is_named_not_a_ctrl_c() -> None:
+    """The first SIGTERM ends a live session as ``q`` does; a second one during the
+    clean-up raised a plain KeyboardInterrupt, and the command line exited 130
+    ("interrupted") instead of 143. It is now a StopSignal with its number; a second
+    Ctrl-C stays a KeyboardInterrupt."""
+    from faceweave.pipeline.live import _sigint_stops
+    from faceweave.runtime import StopSignal
+
+    for signum, raised in ((signal.SIGTERM, StopSignal), (signal.SIGINT, KeyboardInterrupt)):
+        stops: list[int] = []
+        with (
+            pytest.raises(raised) as caught,
+            _sigint_stops(functools.partial(stops.append, 1), enabled=True),
+        ):
+            os.kill(os.getpid(), signum)
+            assert stops == [1]
+            os.kill(os.getpid(), signum)
+        assert (getattr(caught.value, "signum", None) == signum) == (raised is StopSignal)
