@@ -511,6 +511,7 @@ def _add_live_parser(commands: Any) -> None:
         "'dshow:audio=NAME', lavfi:sine=frequency=440 (a test tone)",
     )
     _add_look_and_selection_options(live, LIVE_FACE_SELECTOR_CHOICES)
+    _add_watermark_option(live, "a recording (-o FILE)")
     live.add_argument("--max-faces", type=positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N")
     live.add_argument(
         "--redetect-every", type=positive_int, default=DEFAULT_REDETECT_EVERY, metavar="N"
@@ -614,11 +615,11 @@ def _write_output(path: Path, frame: Frame, quality: int, job_id: str | None) ->
         write_labeled_image(path, marked, image_labels(job_id), quality=quality)
 
 
-def _add_watermark_option(parser: argparse.ArgumentParser) -> None:
+def _add_watermark_option(parser: argparse.ArgumentParser, what: str = "the output") -> None:
     parser.add_argument(
         "--no-watermark",
         action="store_true",
-        help="do not mark the output as synthetic (by default an invisible watermark and "
+        help=f"do not mark {what} as synthetic (by default an invisible watermark and "
         "metadata labels say 'synthetic, faceweave'; see 'faceweave verify')",
     )
 
@@ -1395,6 +1396,7 @@ def _run_live(args: argparse.Namespace) -> int:
             capture.fps,
             on_key=controls.on_key,
             audio=microphone,
+            watermark=None if args.no_watermark else _new_job_id(),
         )
         stats = run_live(
             capture,

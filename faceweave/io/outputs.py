@@ -46,6 +46,7 @@ from faceweave.io.image import _one_line
 from faceweave.io.microphone import AudioCapture
 from faceweave.io.video import LiveAudioEncoder, VideoWriter, video_extension
 from faceweave.pipeline.stages import Packet
+from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Frame
 
 __all__ = [
@@ -110,10 +111,13 @@ def open_output(
     *,
     on_key: Callable[[str], None] | None = None,
     audio: AudioCapture | None = None,
+    watermark: str | None = None,
 ) -> FileOutput | StreamOutput | VirtualCamOutput | WindowOutput:
     """The output named by ``spec``: None or ``window``, ``virtualcam``, a URL or a file.
 
     ``audio`` (a stream or a file only) is started here and closed with the output.
+    ``watermark`` (a job id) marks a file's frames and labels it (see :class:`FileOutput`);
+    a window, a virtual camera or a stream is shown as it is.
     """
     kind = check_output_spec(spec)
     if audio is not None and kind not in ("stream", "file"):
@@ -125,7 +129,7 @@ def open_output(
     assert spec is not None
     if kind == "stream":
         return StreamOutput(spec, width, height, fps, audio=audio)
-    return FileOutput(spec, width, height, fps, audio=audio)
+    return FileOutput(spec, width, height, fps, audio=audio, watermark=watermark)
 
 
 def _kind(spec: str | None) -> str:
@@ -394,6 +398,9 @@ class FileOutput:
         path: the file; its extension picks the container.
         width, height, fps: the frames that will be written (fps is a rate hint).
         audio: live sound recorded with the frames, started here.
+        watermark: a job id: every recorded frame carries the invisible provenance
+            watermark with it and the container the synthetic-media labels, as a
+            swapped video file's do. None: no mark.
     """
 
     def __init__(
@@ -404,8 +411,10 @@ class FileOutput:
         fps: float,
         *,
         audio: AudioCapture | None = None,
+        watermark: str | None = None,
     ) -> None:
         self.path = Path(path)
+        self._watermark = watermark
         self._sound = _Sound(audio) if audio is not None else None
         try:
             self._writer = VideoWriter(
@@ -416,6 +425,7 @@ class FileOutput:
                 time_base=_STREAM_TIME_BASE,
                 preset="veryfast",
                 live_audio=self._sound.rate_and_layout if self._sound is not None else None,
+                metadata=video_metadata(watermark) if watermark is not None else None,
             )
         except BaseException:
             if self._sound is not None:
@@ -430,7 +440,10 @@ class FileOutput:
     def write(self, packet: Packet) -> None:
         self._start = packet.captured_at if self._start is None else self._start
         self._last = packet.captured_at - self._start
-        self._writer.write(packet.image, time=self._last)
+        image = packet.image
+        if self._watermark is not None:
+            image = embed_watermark(image, self._watermark)
+        self._writer.write(image, time=self._last)
         self._record_sound()
 
     def _record_sound(self, until: float = math.inf) -> None:

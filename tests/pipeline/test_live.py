@@ -98,6 +98,24 @@ def test_controls_follow_the_keys() -> None:
     assert controls.enabled is False
 
 
+def test_a_live_recording_is_marked_as_synthetic(
+    live_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    """A recording (``live -o FILE``) carries the watermark and the labels a swapped
+    video file does (it had neither); without a job id it carries none."""
+    from faceweave.provenance import verify, watermark_id
+
+    marked, plain = tmp_path / "marked.mkv", tmp_path / "plain.mkv"
+    for path, job in ((marked, "live-1"), (plain, None)):
+        capture = FilePacer(live_clip)
+        output = FileOutput(path, capture.width, capture.height, capture.fps, watermark=job)
+        run_live(capture, output, [grace_hopper_face], analyser=analyser, handle_sigint=False)
+    report = verify(marked)
+    assert report.marked and report.watermark.payload == watermark_id("live-1")
+    assert report.labels
+    assert not verify(plain).marked and not verify(plain).labels
+
+
 def test_run_live_records_a_file_with_stats(
     live_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
 ) -> None:
@@ -273,13 +291,18 @@ def test_run_live_reference_swaps_only_that_person(
     scene = np.ascontiguousarray(np.hstack([left, right]))
     scene = scene[:, : scene.shape[1] // 2 * 2]
     clip = _still_clip(tmp_path / "pair.mp4", scene, frames=60)
+    # The models load before the clip plays: it is paced in real time (2 s), and loading
+    # them on its first frames had left two of them processed on a slow run.
+    analyser = FaceAnalyser(mode="video")
+    assert all(face.embedding.shape == (128,) for face in analyser.get_faces(scene))
+    analyser.reset()
     capture = FilePacer(clip)
     output = FileOutput(tmp_path / "rec.mkv", capture.width, capture.height, capture.fps)
     stats = run_live(
         capture,
         output,
         [astronaut_face],  # the astronaut's face goes onto ...
-        analyser=FaceAnalyser(mode="video"),
+        analyser=analyser,
         selector="reference",
         references=[grace_hopper_face],  # ... Grace Hopper only
         handle_sigint=False,
