@@ -115,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         output: Any = (
             NullOutput()
             if args.output == "null"
-            else open_output(args.output, capture.width, capture.height, capture.fps)
+            # As `faceweave live -o FILE` records: watermarked (a window or stream is not).
+            else open_output(
+                args.output, capture.width, capture.height, capture.fps, watermark="bench"
+            )
         )
         print(f"live: {SIZE[0]}x{SIZE[1]}@{FPS} for {args.seconds:.0f} s -> {args.output}")
         began = time.perf_counter()

@@ -36,15 +36,22 @@ ENHANCER_SETUP = ("enhancer_model", "enhancer_blend", "enhancer_weight")
 
 
 def _source_key(photo: object) -> object:
-    """What FacePredictor's cache compares a source photo by: a file's path,
-    modification time and size (None when it cannot be read: no caching, the read
-    says what is wrong); a frame's shape and type; a Face's identity."""
+    """What FacePredictor's cache compares a source photo by: a file's path, inode,
+    modification and change times and size (None when it cannot be read: no caching,
+    the read says what is wrong); a frame's shape and type; a Face's identity."""
     if isinstance(photo, (str, os.PathLike)):
         try:
             stat = os.stat(photo)
         except (OSError, ValueError):
             return None
-        return ("path", os.fspath(photo), stat.st_mtime_ns, stat.st_size)
+        return (
+            "path",
+            os.fspath(photo),
+            stat.st_ino,
+            stat.st_mtime_ns,
+            stat.st_ctime_ns,
+            stat.st_size,
+        )
     if isinstance(photo, np.ndarray):
         return ("frame", photo.shape, photo.dtype.str)
     return ("object", id(photo))
@@ -137,7 +144,7 @@ class FacePredictor:
         self.engine = SwapEngine(settings)
         self.swap_options = checked
         self.analyser = default_analyser()
-        self._cached: tuple[tuple[object, ...], list[object], AnySwapper] | None = None
+        self._cached: tuple[tuple[object, ...], list[SourceLike], AnySwapper] | None = None
 
     def source_face(self, source: SourceLike) -> Face:
         """Resolve a source given as a path, a frame or a Face to a Face."""
@@ -175,8 +182,11 @@ class FacePredictor:
                 return cached[2]
         if not photos:
             raise NoFaceError("no source given: an empty list")
+        # The frames' pixels as they are analysed (copied first: another thread may be
+        # refilling the buffer).
+        kept: list[SourceLike] = [p.copy() if isinstance(p, np.ndarray) else p for p in photos]
         faces = []
-        for number, photo in enumerate(photos, start=1):
+        for number, photo in enumerate(kept, start=1):
             try:
                 faces.append(self.source_face(photo))
             except FaceweaveError as err:
@@ -184,7 +194,6 @@ class FacePredictor:
                     raise  # the message names the file already
                 raise type(err)(f"source photo {number}: {err}") from err
         swapper = self.engine.swapper(faces, self.swap_options)
-        kept: list[object] = [p.copy() if isinstance(p, np.ndarray) else p for p in photos]
         self._cached = (key, kept, swapper)
         return swapper
 

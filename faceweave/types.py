@@ -134,8 +134,8 @@ class Face:
         if "embedding" not in self._cache:
             if self._embedding_fn is None:
                 raise InputError(
-                    "this face has no identity embedding: its analyser was made with "
-                    "with_embedding=False"
+                    "this face has no identity embedding (an analyser made with "
+                    "with_embedding=False, or a Face built by hand, attaches none)"
                 )
             self._cache["embedding"] = self._embedding_fn()
         value: Embedding = self._cache["embedding"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -352,7 +353,7 @@ def test_swap_engine_and_swap_video_take_options_as_a_mapping_and_one_source(
 
 
 def test_with_options_prepares_the_source_again_for_another_uv_size(
-    astronaut_face: Face,
+    astronaut_face: Face, grace_hopper_face: Face, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A swapper made from a Face changes its uv_size by preparing the face again (it
     had said "the prepared source was built for another uv_size", of a source the
@@ -360,6 +361,17 @@ def test_with_options_prepares_the_source_again_for_another_uv_size(
     swapper = fw.Swapper(astronaut_face)
     smaller = swapper.with_options(uv_size=256)
     assert smaller.source.albedo.shape[0] == 256
+    # Also after another change first (the faces are carried along), and without the
+    # source's advice logged again.
+    chained = swapper.with_options(fusion=0.5).with_options(uv_size=320)
+    assert chained.source.albedo.shape[0] == 320 and chained.options.fusion == 0.5
+    assert chained.source.advice == swapper.source.advice
+    grace = fw.Swapper(grace_hopper_face)  # her glasses: one line of advice, logged once
+    assert grace.source.advice
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="faceweave"):
+        again = grace.with_options(uv_size=256)
+    assert again.source.advice == grace.source.advice and not caplog.records
     prepared = fw.prepare_source(astronaut_face, uv_size=256)
     with pytest.raises(UsageError, match="built at uv_size 256, not 384"):
         fw.Swapper(prepared)

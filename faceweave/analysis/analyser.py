@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
 
@@ -255,9 +255,9 @@ class FaceAnalyser:
         detector_model: the model file of an ONNX detector backend.
         execution_provider: onnxruntime provider of ONNX backends (``cpu``, ``cuda``...).
         with_embedding: attach dlib's identity descriptor (computed lazily on first use).
-        detect_tiles: detect on an n x n grid of overlapping tiles too (n > 1): finds
-            the small faces of group photos, at n*n times the detection cost. For
-            still images; live video keeps 1.
+        detect_tiles: detect on an n x n grid of overlapping tiles too (n from 2 to
+            MAX_DETECT_TILES, 8; 1: none): finds the small faces of group photos, at
+            n*n times the detection cost. For still images; live video keeps 1.
         detect_edges: also look for faces cut by the frame's sides (see
             :func:`detect_cut`): three more detector runs. For still images; video
             keeps it off.
@@ -322,11 +322,16 @@ class FaceAnalyser:
                 f"unknown detector {detector!r}; choose from {', '.join(detector_names())}"
             )
         if detector_angles is not None:
-            if isinstance(detector_angles, str) or not isinstance(detector_angles, Sequence):
+            if isinstance(detector_angles, str | bytes) or not isinstance(
+                detector_angles, Iterable
+            ):
                 raise UsageError(
                     f"detector_angles must be a list of quarter turns "
                     f"({', '.join(map(str, DETECTOR_ANGLES))}), got {detector_angles!r}"
                 )
+            # (A set's order is arbitrary: sorted, so the same angles run in one order.)
+            unordered = isinstance(detector_angles, set | frozenset)
+            detector_angles = tuple(sorted(detector_angles) if unordered else detector_angles)
             bad = [a for a in detector_angles if a not in DETECTOR_ANGLES]
             if bad or not detector_angles:
                 raise UsageError(

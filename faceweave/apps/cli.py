@@ -842,7 +842,8 @@ def _load_source_photos(
 
 
 def _detector(args: argparse.Namespace) -> dict[str, Any]:
-    """FaceAnalyser arguments for the chosen detector; checks them before any model loads."""
+    """FaceAnalyser arguments for the chosen detector, checked before any image is read
+    (an ONNX detector's file is loaded once on the CPU to see that it is one)."""
     angles: dict[str, Any] = (
         {} if args.detector_angles is None else {"detector_angles": tuple(args.detector_angles)}
     )
@@ -854,12 +855,9 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"--detector {args.detector} needs --detector-model FILE.onnx")
     check_model_file(args.detector_model)
     # Loaded once now: a file that is no model of the detector's kind is its own error,
-    # not one of the first image the analyser would have loaded it for.
-    create_detector(
-        args.detector,
-        model_path=args.detector_model,
-        execution_provider=args.execution_provider,
-    )
+    # not one of the first image the analyser would have loaded it for. (On the CPU: a
+    # GPU provider's session, TensorRT's above all, can take long to build.)
+    create_detector(args.detector, model_path=args.detector_model, execution_provider="cpu")
     return {
         "detector": args.detector,
         "detector_model": args.detector_model,

@@ -693,7 +693,7 @@ class VideoWriter:
         except BaseException as exc:
             self.abort()
             if isinstance(exc, av.error.FFmpegError):
-                reason = _write_reason(exc)
+                reason = _write_reason(exc, self._temp_path, self.path)
                 raise OutputError(f"{self.path}: cannot start writing: {reason}") from exc
             raise
 
@@ -769,7 +769,9 @@ class VideoWriter:
                 self._audio.pump(self._container, seconds + _AUDIO_LEAD_S)
         except (av.error.FFmpegError, OSError) as exc:
             self.abort()
-            raise OutputError(f"{self.path}: cannot write video: {_write_reason(exc)}") from exc
+            raise OutputError(
+                f"{self.path}: cannot write video: {_write_reason(exc, self._temp_path, self.path)}"
+            ) from exc
         self.frames_written += 1
 
     def write_audio(self, samples: NDArray[np.float32], start: float) -> None:
@@ -788,7 +790,9 @@ class VideoWriter:
                 self._container.mux(packet)
         except (av.error.FFmpegError, OSError, ValueError) as exc:
             self.abort()
-            raise OutputError(f"{self.path}: cannot write audio: {_write_reason(exc)}") from exc
+            raise OutputError(
+                f"{self.path}: cannot write audio: {_write_reason(exc, self._temp_path, self.path)}"
+            ) from exc
 
     def close(self) -> None:
         """Flush the encoder, copy the remaining audio and move the file into place.
@@ -816,7 +820,7 @@ class VideoWriter:
         except BaseException as exc:
             self.abort()
             if isinstance(exc, av.error.FFmpegError | OSError):
-                reason = _write_reason(exc)
+                reason = _write_reason(exc, self._temp_path, self.path)
                 raise OutputError(f"{self.path}: cannot finish video: {reason}") from exc
             raise
         self._closed = True
@@ -1406,12 +1410,15 @@ def _rate_and_time_base(
     return rate, tb if tb is not None else 1 / rate
 
 
-def _write_reason(exc: BaseException) -> str:
-    """Why writing failed, for an error about the output: the system's or FFmpeg's
-    reason alone where there is one, so the hidden temporary file it names stays out of
-    the message (the error names the output)."""
+def _write_reason(exc: BaseException, temp_path: Path, path: Path) -> str:
+    """Why writing failed, for an error about the output (which it names): a system
+    error's reason alone ("No space left on device"), FFmpeg's whole message (the call
+    and its last log line say more than its reason) with the hidden temporary file's
+    name replaced by the output's."""
     reason = getattr(exc, "strerror", None)
-    return reason if isinstance(reason, str) and reason else _one_line(exc)
+    if not isinstance(exc, av.error.FFmpegError) and isinstance(reason, str) and reason:
+        return reason
+    return _one_line(exc).replace(str(temp_path), str(path))
 
 
 def _supported_codecs(format_name: str) -> set[str]:

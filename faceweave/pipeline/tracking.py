@@ -35,6 +35,7 @@ reads the creases of its expression (frown lines, crow's feet: see
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -253,7 +254,7 @@ class FaceTracker:
                 number.
         """
         check_frame(frame)
-        if isinstance(time, bool) or not isinstance(time, (int, float, np.number)):
+        if isinstance(time, bool) or not isinstance(time, numbers.Real):
             raise InputError(f"time must be a number of seconds, got {time!r}")
         if not math.isfinite(float(time)):
             raise InputError(f"time must be a finite number of seconds, got {time!r}")

@@ -208,6 +208,8 @@ class SwapOptions:
         work_size: faces are rasterised at most this many pixels wide.
         process_size: faces are swapped at most this many pixels wide, then
             composited back into the full-resolution frame.
+
+    ``uv_size``, ``work_size`` and ``process_size`` are 32 to 2048 (MAX_WORK_SIDE).
     """
 
     fusion: float = 1.0
@@ -999,9 +1001,14 @@ def prepare_source(
     Raises:
         InputError: ``source_face`` is not a Face, or it carries no image and none is
             given.
+        UsageError: ``uv_size`` outside 32..2048.
     """
     if not isinstance(source_face, Face):
         raise InputError(f"expected a source Face, got {type(source_face).__name__}")
+    if isinstance(uv_size, bool) or not isinstance(uv_size, int | np.integer):
+        raise UsageError(f"uv_size must be a whole number, got {uv_size!r}")
+    if not 32 <= uv_size <= MAX_WORK_SIDE:
+        raise UsageError(f"uv_size must be from 32 to {MAX_WORK_SIDE}, got {uv_size}")
     model = model or load_face_model()
     image = frame if frame is not None else source_face.frame
     if image is None:
@@ -1107,6 +1114,7 @@ def prepare_source(
     if lenses is not None:
         valid = valid * (1.0 - lenses)
     occluder, edge = _source_outliers(model, uv_size, filled, covered)
+    kept_frames: NDArray[np.float32] | None = None
     if glasses_kept and glasses is not None:
         # Frames left in the texture are no occluder to give way to the target: its skin
         # through their thick dark rims made a pale ghost of them. They are drawn as
@@ -1114,7 +1122,8 @@ def prepare_source(
         band = _uv_glasses_band_at(model, uv_size, GLASSES_SOURCE_REACH) > 0.5
         frames = _source_frame_texels(glasses, band, map_xy, mirrored).astype(np.float32)
         frames = cv2.GaussianBlur(frames, (0, 0), GLASSES_FRAMES_FEATHER * uv_size)
-        occluder = occluder * (1.0 - np.clip(frames * 2.0, 0.0, 1.0))
+        kept_frames = np.clip(frames * 2.0, 0.0, 1.0)
+        occluder = occluder * (1.0 - kept_frames)
     filled = _paint_out_edge(filled, edge, model)
     # After the outliers: hair at the temples stays an occluder (the target's).
     filled = _fill_grazing_band(filled, used_cos * (total > 1e-3), occluder, model)
@@ -1127,6 +1136,10 @@ def prepare_source(
         else (None, None)
     )
     confidence = valid * np.clip(used_cos, 0.0, 1.0) * (1.0 - 0.5 * mirrored) * (1.0 - occluder)
+    if kept_frames is not None:
+        # Frames show no skin: merged with a photo without glasses, that photo's texels
+        # win there (see merge_sources), not a ghost of these glasses.
+        confidence = confidence * (1.0 - kept_frames)
     # Under the photo's light. A strongly turned head's far half, taken from the
     # mirror, is under the light its mirror texels were seen in: the photo never showed
     # it, and its fitted shading there is that of a face turned away at the mesh's
@@ -2188,13 +2201,24 @@ class Swapper(FaceSwapping):
             )
 
     def with_options(self, **changes: object) -> Swapper:
-        """A swapper with some options changed, reusing the prepared source (prepared
-        again from the source faces for another ``uv_size``)."""
+        """A swapper with some options changed, reusing the prepared source.
+
+        For another ``uv_size`` a source given as Faces is prepared again from them
+        (from each Face's ``frame``, as it is now), without logging its advice again;
+        a source given prepared cannot change its size (a UsageError).
+        """
         opts = SwapOptions.from_kwargs({**self.options.__dict__, **changes})
+        source = self.source
         faces = [p for p in self._photos if isinstance(p, Face)]
         if opts.uv_size != self.options.uv_size and len(faces) == len(self._photos):
-            return Swapper(faces, **opts.__dict__)
-        return Swapper(self.source, **opts.__dict__)
+            models = [
+                prepare_source(f, model=self.model, uv_size=opts.uv_size, log_advice=False)
+                for f in faces
+            ]
+            source = replace(merge_sources(models), advice=self.source.advice)
+        swapper = Swapper(source, **opts.__dict__)
+        swapper._photos = self._photos  # the photos it came from, for a later size change
+        return swapper
 
     def _shape_amount(self, target_face: Face) -> float:
         """How much of the identity offset the output mesh takes (see output_geometry)."""

@@ -28,14 +28,15 @@ def test_keys_create_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_too_many_workers_is_a_usage_error_before_anything_is_made(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``--workers`` takes at most twice the cores (at least 4): 99 workers on 2 cores
     had started 1004 threads in 10.8 GB. Refused before --data is made."""
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
     data = tmp_path / "data"
     assert cli.main(["serve", "--workers", "99", "--data", str(data)]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.startswith("faceweave: error: workers must be from 0 to ") and "got 99" in err
+    assert err.startswith("faceweave: error: workers must be from 0 to 4 ") and "got 99" in err
     assert not data.exists()
 
 
