@@ -118,7 +118,7 @@ GLASSES_REACH = 0.75
 GLASSES_SOURCE_REACH = 0.95
 GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
 # Frames left in a source's texture are not occluders (the target does not show through
-# them) on their texels, grown by this share of the texture's side.
+# them) on their texels, feathered by a Gaussian of this share of the texture's side.
 GLASSES_FRAMES_FEATHER = 0.008
 # The residue check's lines are measured on an 8-bit scale whose white is this many
 # times the texture's 99.5th percentile.
