@@ -1531,6 +1531,8 @@ def _run_analyse(args: argparse.Namespace) -> int:
     import faceweave as fw
 
     image_path: Path = args.image
+    if args.landmarks and not args.json:
+        raise UsageError("--landmarks adds the mesh points to --json's output: add --json")
     if args.debug is not None:
         check_output_path(args.debug)
         _refuse_overwriting([("--debug", args.debug)], [("the image analysed", image_path)])

@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,8 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import UsageError
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
-from faceweave.pipeline.video_job import FaceRouter, build_swappers, swap_targets
+from faceweave.pipeline.video_job import FaceRouter, build_swappers, source_list, swap_targets
+from faceweave.processors.engines import swap_options
 from faceweave.processors.neural import AnySwapper, uses_creases
 from faceweave.processors.swap import SourcePhotos, SwapOptions
 from faceweave.runtime import STOP_SIGNALS, StopSignal, handling_signals
@@ -133,10 +134,10 @@ class LiveStats:
 def run_live(
     capture: LiveSource,
     output: FrameOutput,
-    sources: Sequence[SourcePhotos | AnySwapper],
+    sources: SourcePhotos | AnySwapper | Sequence[SourcePhotos | AnySwapper],
     *,
     analyser: FaceAnalyser | None = None,
-    options: SwapOptions | None = None,
+    options: SwapOptions | Mapping[str, object] | None = None,
     selector: str = "one",
     references: Sequence[Face] = (),
     reference_distance: float = 0.6,
@@ -160,9 +161,11 @@ def run_live(
             :class:`~faceweave.io.camera.FilePacer`.
         output: from :func:`~faceweave.io.outputs.open_output`; a window's keys go to
             ``controls`` when it was opened with ``on_key=controls.on_key``.
-        sources: source faces; ``n`` cycles through them.
+        sources: source faces (or prepared sources, or swappers), or one of them;
+            ``n`` cycles through them.
         analyser: the face analyser (a new one when None).
-        options: swap options; the fusion starts at ``controls.fusion``.
+        options: swap options (SwapOptions or a mapping of them); the fusion starts
+            at ``controls.fusion``.
         selector: ``one`` (the largest face, followed while its track lives), ``many``,
             or ``reference`` (only faces within ``reference_distance`` of
             ``references[0]``: swap the streamer, not the guest). Identity is checked
@@ -190,8 +193,9 @@ def run_live(
         raise UsageError(
             f"duration must be positive and at most {threading.TIMEOUT_MAX:.0f} s, got {duration}"
         )
-    controls = controls or LiveControls(fusion=options.fusion if options else 1.0)
-    base = build_swappers(sources, replace(options or SwapOptions(), fusion=1.0))
+    options = swap_options(options)
+    controls = controls or LiveControls(fusion=options.fusion)
+    base = build_swappers(source_list(sources), replace(options, fusion=1.0))
     variants: dict[tuple[int, float], AnySwapper] = {}
     if selector == "reference":
         if len(references) != 1:

@@ -197,6 +197,18 @@ def test_version_and_the_feathers_range(tmp_path: Path, capsys: pytest.CaptureFi
         assert f"--feather: must be between 0 and 0.5, got {value}" in err, err
 
 
+def test_landmarks_without_json_is_a_usage_error(
+    images: Images, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``analyse --landmarks`` adds the mesh points to --json's output: without --json
+    it had been ignored."""
+    assert cli.main(["analyse", str(images.target_png), "--landmarks"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert (
+        err == "faceweave: error: --landmarks adds the mesh points to --json's output: add --json\n"
+    )
+
+
 def test_a_detector_file_that_is_no_model_is_its_own_error(
     images: Images, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

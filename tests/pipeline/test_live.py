@@ -98,6 +98,26 @@ def test_controls_follow_the_keys() -> None:
     assert controls.enabled is False
 
 
+def test_run_live_takes_one_source_and_options_as_a_mapping(
+    live_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    """As swap_video does: one source on its own, and options as a mapping (checked as
+    Swapper's keywords; the fusion starts there)."""
+    capture = FilePacer(live_clip)
+    output = FileOutput(tmp_path / "one.mkv", capture.width, capture.height, capture.fps)
+    stats = run_live(
+        capture,
+        output,
+        grace_hopper_face,
+        analyser=analyser,
+        options={"fusion": 0.6, "blend": "alpha"},
+        handle_sigint=False,
+    )
+    assert stats.frames_processed > 0
+    with pytest.raises(UsageError, match="fuzion"):
+        run_live(capture, output, grace_hopper_face, options={"fuzion": 1}, handle_sigint=False)
+
+
 def test_a_live_recording_is_marked_as_synthetic(
     live_clip: Path, tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
 ) -> None:
