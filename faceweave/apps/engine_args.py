@@ -114,9 +114,9 @@ def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None
         embedder_model=args.embedder_model,
         pixel_boost=args.pixel_boost or 1,
         enhancer_model=args.enhancer_model,
-        enhancer_blend=_DEFAULT.enhancer_blend
-        if args.enhancer_blend is None
-        else args.enhancer_blend,
+        enhancer_blend=(
+            _DEFAULT.enhancer_blend if args.enhancer_blend is None else args.enhancer_blend
+        ),
         enhancer_weight=(
             _DEFAULT.enhancer_weight if args.enhancer_weight is None else args.enhancer_weight
         ),

@@ -724,12 +724,6 @@ class FaceEnhancer:
             },
         )
         self._weight: dict[str, NDArray[Any]] = {}
-        if "weight" not in self.model.input_shapes and fidelity != 1.0:
-            logger.warning(
-                "%s has no 'weight' input (CodeFormer's fidelity): the weight %g is not used",
-                path.name,
-                fidelity,
-            )
         if "weight" in self.model.input_shapes:
             kind = {"tensor(double)": np.float64, "tensor(float16)": np.float16}.get(
                 types["weight"], np.float32
@@ -737,6 +731,12 @@ class FaceEnhancer:
             shape = self.model.input_shapes["weight"]
             dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape]
             self._weight = {"weight": np.full(dims, fidelity, kind)}
+        elif fidelity != 1.0:
+            logger.warning(
+                "%s has no 'weight' input (CodeFormer's fidelity): the weight %g is not used",
+                path.name,
+                fidelity,
+            )
         self._half = types[self.input_name] == "tensor(float16)"
 
     def with_feather(self, feather: float) -> FaceEnhancer:
