@@ -138,8 +138,8 @@ DEFAULT_CREASES = _SWAP_DEFAULTS.creases
 DEFAULT_SHAPE = _SWAP_DEFAULTS.shape
 LIGHT_HELP = (
     "how far the target's light and shade (a side light, a shadowed cheek) replace the "
-    "source's: 0 keeps the source's shading, 1 takes the target's (default %(default)s; "
-    "not used with --color sh)"
+    f"source's: 0 keeps the source's shading, 1 takes the target's (default {DEFAULT_LIGHT}; "
+    "not used with --color sh, whose relight takes the target's light whole)"
 )
 CREASES_HELP = (
     "in videos and live, how much of the creases the target's expression makes (frown lines, "
@@ -645,7 +645,8 @@ def _add_look_and_selection_options(
         "(default %(default)s)",
     )
     parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
-    parser.add_argument("--light", type=unit_interval, default=DEFAULT_LIGHT, help=LIGHT_HELP)
+    # None when absent: given with --color sh it is a usage error (see _settle_defaults)
+    parser.add_argument("--light", type=unit_interval, default=None, help=LIGHT_HELP)
     parser.add_argument("--creases", type=unit_interval, default=DEFAULT_CREASES, help=CREASES_HELP)
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
     parser.add_argument(
@@ -664,8 +665,9 @@ def _add_look_and_selection_options(
     parser.add_argument(
         "--reference-distance",
         type=non_negative_float,
-        default=DEFAULT_REFERENCE_DISTANCE,
-        help="largest identity distance to the reference face (default %(default)s)",
+        default=None,  # None when absent: without a reference it is a usage error
+        help="largest identity distance to the reference face (default "
+        f"{DEFAULT_REFERENCE_DISTANCE})",
     )
 
 
@@ -870,6 +872,7 @@ def _run_swap(args: argparse.Namespace) -> int:
     import faceweave as fw
 
     wanted = _resolve_sources(args)
+    _settle_defaults(args, wanted.selector)
     options = SwapOptions.from_settings(args)  # before any model loads
     engine = engine_settings(args, options)
     target_path: Path = args.target
@@ -909,7 +912,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         video_plan = [(video, output_path / video.name) for video in videos]
         for _, output in video_plan:
             _refuse_overwriting([("--output", output)], named)
-            _check_encoder_fits(output, args.encoder)
+            _check_encoder_fits(output, args)
         _check_trim_order(args)
         # Folders this run makes are removed again if it ends with nothing in them.
         made = [p for p in (output_path, args.debug) if p is not None and not p.exists()]
@@ -1118,7 +1121,7 @@ def _run_swap_video(
     if output_path.is_dir():
         output_path = output_path / target_path.name
     video_extension(output_path)
-    _check_encoder_fits(output_path, args.encoder)
+    _check_encoder_fits(output_path, args)
     if not output_path.parent.is_dir():
         raise OutputError(f"{output_path}: directory {output_path.parent} does not exist")
     if _same_file(output_path, target_path):
@@ -1204,7 +1207,7 @@ def _video_job(
             face_order=args.face_order,
             codec=args.encoder,
             preset=args.preset or _default_preset(),
-            crf=args.crf if args.crf is not None else _default_crf(),
+            crf=args.crf if args.crf is not None else _default_crf(output_path, args.encoder),
             fps=args.fps,
             trim_start=args.trim_start,
             trim_end=args.trim_end,
@@ -1258,10 +1261,13 @@ def _default_preset() -> str:
     return DEFAULT_PRESET
 
 
-def _default_crf() -> int:
-    from faceweave.io.video import DEFAULT_CRF
+def _default_crf(output_path: Path, encoder: str | None) -> int | None:
+    """The writer's default quality, or None for an encoder that takes none (whose
+    writer would note that it is not used)."""
+    from faceweave.io.video import DEFAULT_CRF, check_video_encoder, encoder_settings
 
-    return DEFAULT_CRF
+    used = encoder_settings(check_video_encoder(output_path, encoder))
+    return DEFAULT_CRF if "crf" in used else None
 
 
 class _LineHandler(logging.Handler):
@@ -1323,6 +1329,7 @@ def _run_live(args: argparse.Namespace) -> int:
     if args.stats is not None:
         check_output_path(args.stats, image=False)
     selector = _resolve_selector(args.face_selector, args.reference_face)
+    _settle_defaults(args, selector)
     detector = _detector(args)
     photos = [path for group in args.source for path in group]
     reads = [("a --source image", path) for path in photos]
@@ -1460,6 +1467,24 @@ def _run_batch(job: _SwapJob, plan: list[tuple[Path, Path, Path | None]]) -> int
     return worst
 
 
+def _settle_defaults(args: argparse.Namespace, selector: str) -> None:
+    """Refuse options given where they would do nothing, then give the absent ones
+    their defaults (both options default to None to tell the two apart)."""
+    if args.light is not None and args.color == "sh":
+        raise UsageError(
+            "--light is not used with --color sh (its relight takes the target's light whole)"
+        )
+    if args.reference_distance is not None and selector not in ("reference", "map"):
+        raise UsageError(
+            "--reference-distance is for a reference face (--reference-face, "
+            "--reference-frame or --map)"
+        )
+    if args.light is None:
+        args.light = DEFAULT_LIGHT
+    if args.reference_distance is None:
+        args.reference_distance = DEFAULT_REFERENCE_DISTANCE
+
+
 def _resolve_selector(selector: str | None, reference_face: Path | None) -> str:
     if selector is None:
         return "reference" if reference_face is not None else DEFAULT_FACE_SELECTOR
@@ -1590,17 +1615,27 @@ def _face_line(index: int, face: Face) -> str:
 # --- argument types --------------------------------------------------------------------------
 
 
-def _check_encoder_fits(path: Path, encoder: str | None) -> None:
+def _check_encoder_fits(path: Path, args: argparse.Namespace) -> None:
     """A usage error (before any work) when ``--encoder`` does not fit the output's
-    container (libx264 into WebM)."""
-    from faceweave.io.video import check_video_encoder
+    container (libx264 into WebM), or ``--preset`` or ``--crf`` is given to an encoder
+    that does not use it (AVI's mpeg4 has no speed preset)."""
+    from faceweave.io.video import check_video_encoder, encoder_settings
 
-    if encoder is None:
-        return
     try:
-        check_video_encoder(path, encoder)
+        codec = check_video_encoder(path, args.encoder)
     except UnsupportedFormatError as err:
-        raise UsageError(f"--encoder {encoder}: {err}") from None
+        if args.encoder is None:
+            raise
+        raise UsageError(f"--encoder {args.encoder}: {err}") from None
+    used = encoder_settings(codec)
+    for name in ("preset", "crf"):
+        if getattr(args, name) is not None and name not in used:
+            which = f"the {path.suffix} default, " if args.encoder is None else ""
+            takes = f"it takes --{next(iter(used))} only" if used else "it takes neither"
+            raise UsageError(
+                f"--{name} is not used by the {codec} encoder ({which}{takes} of "
+                "--preset and --crf)"
+            )
 
 
 def _encoder(text: str) -> str:

@@ -632,6 +632,8 @@ class VideoWriter:
         codec_name = codec or default_codec
         supported = _supported_codecs(format_name)
         _check_encoder(codec_name, supported, self.path)
+        # By the encoder's own name: ``h264`` takes libx264's preset and crf.
+        codec_name = av.codec.Codec(codec_name, "w").name
         video_format = _pixel_format(pix_fmt)
         # Chroma subsampling halves a dimension: it must be even (see pix_fmt above).
         self._pad_x = width % 2 if video_format.chroma_width(2) < 2 else 0
@@ -1437,9 +1439,10 @@ def video_encoder_problem(codec_name: str) -> str | None:
     return None
 
 
-def check_video_encoder(path: PathLike, codec: str | None = None) -> None:
+def check_video_encoder(path: PathLike, codec: str | None = None) -> str:
     """Check, before any work, that ``path``'s container takes video from ``codec``
-    (None: its default encoder).
+    (None: its default encoder), and return the encoder's own name (``h264`` is
+    ``libx264``).
 
     Raises:
         UnsupportedFormatError: an unknown extension, an encoder that is not
@@ -1447,7 +1450,24 @@ def check_video_encoder(path: PathLike, codec: str | None = None) -> None:
     """
     path = Path(path)
     format_name, default_codec, _ = _CONTAINERS[video_extension(path)]
-    _check_encoder(codec or default_codec, _supported_codecs(format_name), path)
+    codec_name = codec or default_codec
+    _check_encoder(codec_name, _supported_codecs(format_name), path)
+    return str(av.codec.Codec(codec_name, "w").name)
+
+
+def encoder_settings(codec_name: str) -> frozenset[str]:
+    """Which of a writer's ``preset`` and ``crf`` change ``codec_name``'s output (an
+    encoder's own name: see :func:`check_video_encoder`); the others are not used."""
+
+    def options(preset: str, crf: int | None) -> dict[str, str]:
+        return _encoder_options(codec_name, preset, crf, [])
+
+    used = set()
+    if options(_X264_PRESETS[0], None) != options(_X264_PRESETS[-1], None):
+        used.add("preset")
+    if options("medium", 0) != options("medium", 51):
+        used.add("crf")
+    return frozenset(used)
 
 
 def _check_encoder(codec_name: str, supported: set[str], path: Path) -> None:

@@ -255,10 +255,11 @@ class SwapOptions:
     @classmethod
     def from_settings(cls, settings: object) -> SwapOptions:
         """Validated options from any object carrying some of these fields as attributes
-        (parsed command-line arguments, a service job's options); the rest keep their
-        defaults, so a new option reaches every front end from here."""
-        names = [f.name for f in fields(cls)]
-        return cls(**{n: getattr(settings, n) for n in names if hasattr(settings, n)}).validated()
+        (parsed command-line arguments, a service job's options); the rest, and those
+        set to None (an option not given), keep their defaults, so a new option reaches
+        every front end from here."""
+        given = {f.name: getattr(settings, f.name, None) for f in fields(cls)}
+        return cls(**{n: v for n, v in given.items() if v is not None}).validated()
 
     def validated(self) -> SwapOptions:
         self._check_kinds()

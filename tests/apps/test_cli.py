@@ -197,6 +197,33 @@ def test_version_and_the_feathers_range(tmp_path: Path, capsys: pytest.CaptureFi
         assert f"--feather: must be between 0 and 0.5, got {value}" in err, err
 
 
+@pytest.mark.parametrize("command", ["swap", "live"])
+def test_options_that_would_do_nothing_are_usage_errors(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--light`` with ``--color sh`` (whose relight takes the target's light whole)
+    and ``--reference-distance`` without a reference face had been ignored."""
+    argv = [command, "-s", "a.png"]
+    argv += ["-t", "b.png", "-o", str(tmp_path / "o.png")] if command == "swap" else []
+    argv += ["-o", str(tmp_path / "o.mp4")] if command == "live" else []
+    cases = [
+        (["--light", "0.2", "--color", "sh"], "--light is not used with --color sh"),
+        (["--reference-distance", "0.5"], "--reference-distance is for a reference face"),
+        (["--reference-distance", "0.5", "--face-selector", "many"], "--reference-distance"),
+    ]
+    for extra, message in cases:
+        assert cli.main([*argv, *extra]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.startswith(f"faceweave: error: {message}") and err.count("\n") == 1, err
+    args = cli.build_parser().parse_args([*argv, "--light", "0.2"])
+    cli._settle_defaults(args, "one")
+    assert args.light == 0.2 and args.reference_distance == cli.DEFAULT_REFERENCE_DISTANCE
+    assert SwapOptions.from_settings(args).light == 0.2
+    assert SwapOptions.from_settings(cli.build_parser().parse_args(argv)).light == (
+        cli.DEFAULT_LIGHT
+    )
+
+
 def test_landmarks_without_json_is_a_usage_error(
     images: Images, capsys: pytest.CaptureFixture[str]
 ) -> None:

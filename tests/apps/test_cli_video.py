@@ -177,6 +177,24 @@ def test_an_encoder_the_container_cannot_hold_is_a_usage_error(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clips"]
 
 
+def test_preset_and_crf_an_encoder_does_not_use_are_usage_errors(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """AVI's mpeg4 has no speed preset and FFV1 no quality scale: asked for, they are a
+    usage error before any work (they had been ignored, the job run at its defaults)."""
+    base = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"])]
+    cases = [
+        (["-o", str(tmp_path / "o.avi"), "--preset", "veryslow"], "--preset", "mpeg4"),
+        (["-o", str(tmp_path / "o.mkv"), "--encoder", "ffv1", "--crf", "10"], "--crf", "ffv1"),
+    ]
+    for extra, flag, codec in cases:
+        assert cli.main([*base, *extra]) == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert err.startswith(f"faceweave: error: {flag} is not used by the {codec} encoder")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_trim_with_no_frame_in_it(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

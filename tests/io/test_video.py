@@ -18,6 +18,8 @@ from faceweave.io.video import (
     VideoFrame,
     VideoReader,
     VideoWriter,
+    check_video_encoder,
+    encoder_settings,
     probe_video,
     transcode,
     video_extension,
@@ -617,6 +619,30 @@ def test_auto_preset_follows_the_frame_size(
         writer.write(_image(0, width, height))
     with pytest.raises(InputError, match="unknown preset"):
         VideoWriter(tmp_path / "bad.mp4", width=width, height=height, fps=FPS, preset="warp")
+
+
+def test_an_encoder_named_by_its_codec_takes_preset_and_crf(tmp_path: Path) -> None:
+    """``h264`` is libx264: its crf and preset are mapped (they had been dropped with a
+    note that they were not, for any name but the encoder's own)."""
+    noise = np.random.default_rng(0).integers(0, 256, (5, 96, 128, 3), np.uint8)
+    sizes = []
+    for crf in (0, 51):
+        out = tmp_path / f"crf{crf}.mp4"
+        with VideoWriter(out, width=128, height=96, fps=FPS, codec="h264", crf=crf) as writer:
+            for image in noise:
+                writer.write(image)
+        assert writer.warnings == []
+        sizes.append(out.stat().st_size)
+    assert sizes[0] > 4 * sizes[1], sizes
+    assert check_video_encoder(tmp_path / "a.mp4", "h264") == "libx264"
+    assert check_video_encoder(tmp_path / "a.avi") == "mpeg4"
+
+
+def test_encoder_settings_tell_which_of_preset_and_crf_are_used() -> None:
+    assert encoder_settings("libx264") == {"preset", "crf"}
+    assert encoder_settings("libvpx-vp9") == {"preset", "crf"}
+    assert encoder_settings("mpeg4") == {"crf"}  # a quantiser; no speed setting
+    assert encoder_settings("ffv1") == set()
 
 
 def test_yuv_frames_match_the_bgr_written(tmp_path: Path) -> None:
