@@ -137,6 +137,15 @@ EYES_MIN_FACE_PX = 40.0  # smaller faces: too few pixels to tell, taken as seen
 # Where a source's eyes are not seen, the target's are kept out to this many eye widths
 # from the opening (swollen or closed lids, the tinted part of a lens).
 EYES_HIDDEN_RING = 0.35
+# A still target whose eyes its photo shows shut (a closed or downcast lid, a squeezed
+# smile: eyes_seen's span, p18, p24) while the mesh reads them open had the source's
+# open eyes painted in: the output's lids close over them by 1 - eyes_seen, meeting
+# this share of the way up from the lower lid (a closed eye's lash line sits low).
+LID_MEET = 0.3
+# The skin above the upper lid (the mesh's next ring: the crease) follows the lid down
+# by this share of its way: a shut lid unfolds. Alone, the lid's edge (the lashes) was
+# stretched into a grey band over a wide opening.
+LID_CREASE_FOLLOW = 0.8
 # Past this yaw (degrees) the nose may hide part of the far eye's opening: the source's
 # eyeball is then painted only where the output mesh shows that opening.
 EYES_HIDDEN_YAW = 20.0
@@ -612,8 +621,9 @@ def source_advice(face: Face) -> list[str]:
     The texture comes from this one photo: a turned head has one side seen obliquely
     or not at all (it is filled from the visible side, mirrored), a small face has
     no detail to give, closed or hidden eyes give none (each target keeps its own),
-    and glasses are part of the face's texture. Empty for a frontal face of a good
-    size with open eyes and without glasses.
+    glasses are part of the face's texture, and a wide-open mouth's stretched lips and
+    chin are too. Empty for a frontal face of a good size with open eyes, without
+    glasses, its mouth not wide open.
 
     Raises:
         InputError: ``face`` is not a Face.
@@ -652,6 +662,11 @@ def _advice(face: Face, eyes: float, glasses: bool) -> list[str]:
         advice.append(
             "source face wears glasses: they are painted out where that leaves no "
             "traces, else carried into every swap; a photo without them swaps better"
+        )
+    if _mouth_opening(face.landmarks_478) > MOUTH_OPEN_WIDE:
+        advice.append(
+            "source face's mouth is wide open (a laugh, a scream): its stretched lips and "
+            "chin show in every swap; a photo with the mouth closed swaps better"
         )
     return advice
 
@@ -925,6 +940,67 @@ def _eye_layout(model: FaceModel) -> tuple[tuple[NDArray[np.int32], int, int, in
         xs = model.canonical[loop, 0]
         layout.append((loop, first, int(loop[xs.argmin()]), int(loop[xs.argmax()])))
     return tuple(layout)
+
+
+@functools.lru_cache(maxsize=2)
+def _lid_layout(
+    model: FaceModel,
+) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+    """Both eye openings' lids: the upper lid's vertices; for each, the lower-lid
+    vertex facing it (the one of the same rank along the eye; 7 a lid); the crease
+    vertices above the upper lid (sharing a triangle with it); and for each of those
+    the upper-lid vertex nearest along the eye (its place in the first array). In the
+    canonical face, whose y points down."""
+    canonical = model.canonical
+    loops = {int(v) for loop, *_ in _eye_layout(model) for v in loop}
+    uppers: list[int] = []
+    lowers: list[int] = []
+    creases: list[int] = []
+    nearest: list[int] = []
+    for loop, _, left, right in _eye_layout(model):
+        ring = [int(v) for v in loop]
+        i, j = sorted((ring.index(left), ring.index(right)))
+        arcs = sorted(
+            (ring[i + 1 : j], ring[j + 1 :] + ring[:i]),
+            key=lambda arc: float(canonical[arc, 1].mean()),
+        )
+        upper, lower = (
+            np.asarray(sorted(arc, key=lambda v: float(canonical[v, 0])), np.intp) for arc in arcs
+        )
+        rank = np.rint(np.linspace(0, len(lower) - 1, len(upper))).astype(np.intp)
+        touching = np.isin(model.triangles, upper).any(1)
+        crease = np.asarray(
+            sorted(
+                v
+                for v in {int(v) for v in model.triangles[touching].ravel()} - loops
+                if canonical[v, 1] < canonical[upper, 1].mean()
+            ),
+            np.intp,
+        )
+        along = np.abs(canonical[crease, 0][:, None] - canonical[upper, 0][None, :])
+        nearest.extend((len(uppers) + along.argmin(1)).tolist())
+        uppers.extend(upper.tolist())
+        lowers.extend(lower[rank].tolist())
+        creases.extend(crease.tolist())
+    return tuple(np.asarray(a, np.intp) for a in (uppers, lowers, creases, nearest))  # type: ignore[return-value]
+
+
+def close_lids(
+    points: NDArray[np.floating], model: FaceModel, amount: float
+) -> NDArray[np.float32]:
+    """``points`` (478+, 3) with both eyes' lids moved ``amount`` (0..1) of the way to
+    where they meet when shut (LID_MEET up from the lower lid), the crease above
+    following (LID_CREASE_FOLLOW); a copy."""
+    out = np.array(points, np.float32)
+    if amount <= 0.0:
+        return out
+    upper, lower, crease, nearest = _lid_layout(model)
+    meet = out[lower] + LID_MEET * (out[upper] - out[lower])
+    down = amount * (meet - out[upper])
+    out[crease] += LID_CREASE_FOLLOW * down[nearest]
+    out[upper] += down
+    out[lower] += amount * (meet - out[lower])
+    return out
 
 
 def _eye_fits(model: FaceModel, points: NDArray[np.floating]) -> list[bool]:
@@ -2226,18 +2302,32 @@ class Swapper(FaceSwapping):
         turned = _ramp(abs(target_face.pose.yaw), PROFILE_SHAPE_YAW)
         return self.options.shape * fusion_mix(self.options.fusion) * (1.0 - turned)
 
-    def output_geometry(self, target_face: Face) -> NDArray[np.float32]:
+    def _lids_shut(self, target_face: Face, frame: Frame | None) -> float:
+        """How far the output's lids close (0..1, with the fusion): a still target's
+        eyes its photo shows shut (1 - eyes_seen; the mesh reads closed lids as open).
+        A video track's mesh follows the lids (its blinks close it): none there."""
+        if target_face.rest is not None or frame is None:
+            return 0.0
+        return (1.0 - eyes_seen(target_face, frame)) * fusion_mix(self.options.fusion)
+
+    def output_geometry(self, target_face: Face, frame: Frame | None = None) -> NDArray[np.float32]:
         """(478, 3) output mesh: target pose and expression, source identity shape.
 
         The identity offset is measured against the target's shape at rest where a
         video track knows it (``Face.rest``), else against its shape in this frame:
         the offset's anchors include the brows, so measured against the frame a
         raised brow or a frown came through at 1 - ``shape`` of its height. A
-        target read as turned past PROFILE_SHAPE_YAW takes less of it, none beyond."""
+        target read as turned past PROFILE_SHAPE_YAW takes less of it, none beyond.
+        A still's eyes that ``frame`` (default: the face's own) shows shut are
+        closed (see LID_MEET)."""
+        shut = self._lids_shut(target_face, target_face.frame if frame is None else frame)
+        return self._output_geometry(target_face, shut)
+
+    def _output_geometry(self, target_face: Face, shut: float) -> NDArray[np.float32]:
         amount = self._shape_amount(target_face)
-        target_norm = to_pose_space(target_face.landmarks_478, target_face.pose)
         if amount <= 0:
-            return np.asarray(target_face.landmarks_478, np.float32)
+            return close_lids(target_face.landmarks_478, self.model, shut)
+        target_norm = to_pose_space(target_face.landmarks_478, target_face.pose)
         rest = target_norm if target_face.rest is None else target_face.rest
         delta = self.identity.identity_delta(self.source.shape, rest)
         # Keep the target's silhouette: no shape change where the surface is seen edge-on
@@ -2245,7 +2335,7 @@ class Swapper(FaceSwapping):
         normals = vertex_normals(target_face.landmarks_478, self.model.triangles)
         facing = np.minimum(np.maximum((np.abs(normals[:, 2:3]) - 0.25) / 0.35, 0.0), 1.0)
         moved = target_norm + amount * facing * delta
-        return from_pose_space(moved, target_face.pose).astype(np.float32)
+        return close_lids(from_pose_space(moved, target_face.pose), self.model, shut)
 
     def swap_face(self, frame: Frame, target_face: Face) -> Frame:
         """Swap one target face; returns a new frame."""
@@ -2258,7 +2348,8 @@ class Swapper(FaceSwapping):
         frame = out
         opts = self.options
         model = self.model
-        out_verts = model.extend(self.output_geometry(target_face))
+        shut = self._lids_shut(target_face, frame)
+        out_verts = model.extend(self._output_geometry(target_face, shut))
         tgt_verts = model.extend(target_face.landmarks_478)
         h, w = frame.shape[:2]
         # Crop: the output mesh's box with a margin for the blend.
@@ -2289,9 +2380,16 @@ class Swapper(FaceSwapping):
         # the SH mode the target's shading.
         to_proc = np.array([(pw - 1) / max(cw - 1, 1), (ph - 1) / max(ch - 1, 1)], np.float32)
         normals_out = vertex_normals(out_verts, model.render_triangles)
+        # Where each output pixel finds the target: lids it shows shut are closed there
+        # as in the output (its pixels there stay its own; only the mesh read them open).
+        tgt_found = (
+            tgt_verts
+            if shut <= 0
+            else model.extend(close_lids(target_face.landmarks_478, model, shut))
+        )
         columns = [
             model.uv * (opts.uv_size - 1),
-            (tgt_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
+            (tgt_found[:, :2] - np.array([x0, y0], np.float32)) * to_proc,
             # Grazing surface (a turned head's silhouette): where the fitted mesh may
             # overhang the real face onto background.
             np.minimum(np.maximum((0.85 - np.abs(normals_out[:, 2:3])) / 0.4, 0.0), 1.0),
@@ -2365,7 +2463,8 @@ class Swapper(FaceSwapping):
                 keep_target *= 1.0 - lenses * coverage
         mask *= keep_target
         weight = weight * keep_target  # also in the texture: no glow across the blend
-        if self._shape_amount(target_face) > 0:  # else the output mesh is the target's
+        # Else the output mesh is the target's.
+        if self._shape_amount(target_face) > 0 or shut > 0:
             warped = cv2.remap(
                 target_proc,
                 maps[..., 2],

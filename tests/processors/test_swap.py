@@ -25,6 +25,7 @@ from faceweave.processors.swap import (
     SourceModel,
     SwapOptions,
     Swapper,
+    _lid_layout,
     build_uv_masks,
     eyes_seen,
     fusion_mix,
@@ -1477,6 +1478,12 @@ def test_source_advice(
     small = dataclasses.replace(astronaut_face, bbox=(x0, y0, x0 + 40.0, y0 + 48.0))
     (line,) = source_advice(small)
     assert "only 44 px wide" in line
+    # A scream: the lower lip and the chin below pulled down a third of the mouth's width.
+    points = astronaut_face.landmarks_478.copy()
+    width = float(np.linalg.norm(points[61, :2] - points[291, :2]))
+    points[14, 1] = points[13, 1] + 0.6 * width
+    (line,) = source_advice(dataclasses.replace(astronaut_face, landmarks_478=points))
+    assert line.startswith("source face's mouth is wide open")
     with caplog.at_level(logging.WARNING, logger="faceweave"):
         prepared = prepare_source(turned, uv_size=64)
     assert [r.getMessage() for r in caplog.records] == lines
@@ -1537,6 +1544,66 @@ class TestHiddenEyes:
         # About 22: the astronaut's eyeballs, drawn where Grace Hopper looks and
         # white-balanced to her whites (38 when they were warped with the lids).
         assert change(astronaut_face) > 16.0
+
+
+class TestShutTargetEyes:
+    """A still target whose photo shows its eyes shut (the mesh reads them open) gets
+    lids closed over them, not the source's open eyes painted in."""
+
+    @staticmethod
+    def _lid_gap(points: np.ndarray) -> float:
+        upper, lower, _, _ = _lid_layout(load_face_model())
+        return float(np.linalg.norm(points[upper, :2] - points[lower, :2], axis=1).mean())
+
+    def test_output_lids_close_with_the_fusion(
+        self, astronaut_face: Face, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        shut = dataclasses.replace(
+            grace_hopper_face, frame=_shut_eyes(grace_hopper, grace_hopper_face)
+        )
+        gap = self._lid_gap(grace_hopper_face.landmarks_478)
+        assert gap > 3.0  # pixels: the mesh reads her eyes open
+        swapper = Swapper(astronaut_face, shape=0.0)
+        assert self._lid_gap(swapper.output_geometry(shut)) < 0.05 * gap
+        half = self._lid_gap(swapper.with_options(fusion=0.5).output_geometry(shut))
+        assert 0.2 * gap < half < 0.8 * gap
+        unmoved = swapper.with_options(fusion=0.0).output_geometry(shut)
+        np.testing.assert_allclose(unmoved, grace_hopper_face.landmarks_478, atol=1e-4)
+        # Open eyes, and a video track's face (its mesh follows the lids), stay open.
+        assert self._lid_gap(swapper.output_geometry(grace_hopper_face)) == pytest.approx(gap)
+        tracked = dataclasses.replace(shut, rest=np.zeros((478, 3), np.float32))
+        assert self._lid_gap(swapper.output_geometry(tracked)) == pytest.approx(gap)
+
+    def test_the_swap_draws_the_source_eyes_in_closed_lids(
+        self, astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Her own photo as the source, onto the same photo with the eyes shut: the lids
+        the swap draws her eyeballs in have closed (they had been drawn open)."""
+        from faceweave.core import eyeball
+
+        areas: list[float] = []
+        paint = eyeball.paint_eye
+
+        def spy(
+            canvas: np.ndarray, patch: object, lids: np.ndarray, *a: object, **k: object
+        ) -> bool:
+            areas.append(float(cv2.contourArea(np.asarray(lids[:, :2], np.float32))))
+            return paint(canvas, patch, lids, *a, **k)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(eyeball, "paint_eye", spy)
+        swapper = Swapper(astronaut_face)
+        swapper.swap(astronaut, [astronaut_face])
+        open_areas, areas[:] = list(areas), []
+        shut = _shut_eyes(astronaut, astronaut_face)
+        out = swapper.swap(shut, [astronaut_face])
+        assert len(open_areas) == len(areas) == 2 and min(open_areas) > 20.0, open_areas
+        assert max(areas) < 0.05 * min(open_areas), (areas, open_areas)
+        # Her lids, not the painted tone, where the openings were: the swap drew there.
+        model = load_face_model()
+        for name in ("left_eye", "right_eye"):
+            points = astronaut_face.landmarks_478[model.regions[name], :2]
+            inside = _polygon_mask(cv2.convexHull(points).reshape(-1, 2), shut.shape[:2])
+            assert np.abs(out.astype(np.float32) - shut)[inside].mean() > 20.0
 
 
 class TestSourceModel:
