@@ -205,6 +205,11 @@ def run_live(
     analyser = analyser or FaceAnalyser(
         max_faces=max_faces, with_embedding=selector == "reference", mode="video"
     )
+    if selector == "reference":
+        # dlib's identity network loads now, with the reference's embedding, not when
+        # the first face shows: there, about a second on two cores dropped the first
+        # 48 frames of 50.
+        _ = getattr(analyser, "identity", None), references[0].embedding
     tracker = FaceTracker(
         analyser,
         redetect_every=redetect_every,
@@ -220,10 +225,12 @@ def run_live(
     )
 
     def analyse(packet: Packet) -> Packet:
-        detections = tracker.counters.detections
+        detections, cuts = tracker.counters.detections, tracker.counters.cuts
         tracked = tracker.update(packet.image, packet.time)
         packet.data["targets"] = router.route(
-            tracked, recheck=tracker.counters.detections > detections
+            tracked,
+            recheck=tracker.counters.detections > detections,
+            cut=tracker.counters.cuts > cuts,
         )
         return packet
 

@@ -71,6 +71,15 @@ ROUTER_MODES = (*SELECTORS, "map")
 # at a re-detection must not flip who the track is.
 _IDENTITY_HISTORY = 3
 _FAR = 1e6  # cost of an impossible pairing in the assignment
+# Selector ``one``: when the followed face's track ends within a shot (a crowd's small
+# faces are lost and found again under new ids), the new tracks nearest to where it
+# was are checked for its identity, at most this many a frame; none found, nothing is
+# swapped for up to ONE_WAIT_FRAMES frames (it may be hidden for a moment) before the
+# first face in the order is taken. A scene cut takes the first face at once. (It had
+# jumped to whoever was largest: in the Hamilton clip's audience shot four people in
+# 50 frames.)
+ONE_CHECKS_PER_FRAME = 3
+ONE_WAIT_FRAMES = 15
 
 
 @dataclass(frozen=True)
@@ -136,24 +145,31 @@ class FaceRouter:
         self.identity_checks = 0
         self._distances: dict[int, deque[np.ndarray]] = {}
         self._chosen: int | None = None  # the track followed in mode "one"
+        self._person: Face | None = None  # its face as last seen (mode "one")
+        self._not_person: set[int] = set()  # tracks checked and found someone else
+        self._waited = 0  # frames without the person since its track ended
         self._seen: set[int] = set()
 
     @property
     def tracks_seen(self) -> int:
         return len(self._seen)
 
-    def route(self, tracked: Sequence[TrackedFace], *, recheck: bool = False) -> list[SwapTarget]:
+    def route(
+        self, tracked: Sequence[TrackedFace], *, recheck: bool = False, cut: bool = False
+    ) -> list[SwapTarget]:
         """The faces to swap in this frame and their sources.
 
         Args:
             tracked: this frame's faces with their track ids.
             recheck: the detector ran on this frame: check identities again.
+            cut: the tracker saw a scene cut at this frame (``one`` then takes the
+                first face in the order at once).
         """
         self._seen.update(t.track_id for t in tracked)
         if self.mode == "many":
             return [SwapTarget(t.face, 0, t.track_id) for t in tracked]
         if self.mode == "one":
-            return self._route_one(tracked)
+            return self._route_one(tracked, cut)
         distances = self._identity_distances(tracked, recheck)
         if self.mode == "reference":
             chosen = [(t, float(distances[t.track_id][0])) for t in tracked]
@@ -162,8 +178,19 @@ class FaceRouter:
             return [SwapTarget(t.face, 0, t.track_id, d) for t, d in chosen]
         return self._route_map(tracked, distances)
 
-    def _route_one(self, tracked: Sequence[TrackedFace]) -> list[SwapTarget]:
+    def _route_one(self, tracked: Sequence[TrackedFace], cut: bool) -> list[SwapTarget]:
         by_id = {t.track_id: t for t in tracked}
+        if cut:
+            self._person = None
+        if self._person is not None and not self._person.has_embedding:
+            self._person = None  # an analyser without identities: by the order alone
+        if self._chosen not in by_id and self._person is not None:
+            self._chosen = self._found_again(tracked)
+            if self._chosen is None:
+                self._waited += 1
+                if self._waited <= ONE_WAIT_FRAMES:
+                    return []
+                self._person = None  # gone: the first face in the order from now
         if self._chosen not in by_id:
             ordered = order_faces([t.face for t in tracked], self.order)
             self._chosen = next(
@@ -171,7 +198,37 @@ class FaceRouter:
             )
         if self._chosen is None:
             return []
-        return [SwapTarget(by_id[self._chosen].face, 0, self._chosen)]
+        chosen = by_id[self._chosen]
+        self._waited = 0
+        self._not_person.clear()
+        if chosen.lost == 0 or self._person is None:  # a fresh look (not optical flow)
+            self._person = chosen.face
+        return [SwapTarget(chosen.face, 0, self._chosen)]
+
+    def _found_again(self, tracked: Sequence[TrackedFace]) -> int | None:
+        """The track, among the new ones, whose face is the followed person's (the
+        nearest to where it was first; ONE_CHECKS_PER_FRAME identity checks a frame at
+        most), or None."""
+        person = self._person
+        assert person is not None
+        x0, y0, x1, y1 = person.bbox
+        centre = np.array([(x0 + x1) / 2, (y0 + y1) / 2])
+
+        def away(t: TrackedFace) -> float:
+            a0, b0, a1, b1 = t.face.bbox
+            return float(np.hypot(*(np.array([(a0 + a1) / 2, (b0 + b1) / 2]) - centre)))
+
+        fresh = [
+            t
+            for t in tracked
+            if t.lost == 0 and t.track_id not in self._not_person and t.face.has_embedding
+        ]
+        for t in sorted(fresh, key=away)[:ONE_CHECKS_PER_FRAME]:
+            self.identity_checks += 1
+            if face_distance(t.face, person) <= self.max_distance:
+                return t.track_id
+            self._not_person.add(t.track_id)
+        return None
 
     def _route_map(
         self, tracked: Sequence[TrackedFace], distances: dict[int, np.ndarray]
@@ -400,7 +457,7 @@ def swap_video(
             frame; ``frames_expected`` is 0 when unknown.
         on_frame: called with every packet after it is written (``data["targets"]``
             holds its :class:`SwapTarget` list); for benchmarks and previews.
-        watermark: a job id: every frame carries the invisible provenance watermark
+        watermark: a job id: every frame carries the provenance watermark
             with it and the container gets the synthetic-media labels. None: no mark.
         keep_faceless: write the output even where no face was swapped in any frame
             (the target unchanged); False leaves no file (and an older one in place).
@@ -481,13 +538,17 @@ def swap_video(
                     analyser.detector_angles = (turned[0],)
                     cleanup.callback(setattr, analyser, "detector_angles", None)
             detections = tracker.counters.detections
+            cuts = tracker.counters.cuts
             packet.data["tracked"] = tracker.update(packet.image, packet.time)
             packet.data["redetected"] = tracker.counters.detections > detections
+            packet.data["cut"] = tracker.counters.cuts > cuts
             return packet
 
         def select(packet: Packet) -> Packet:
             packet.data["targets"] = router.route(
-                packet.data["tracked"], recheck=packet.data["redetected"]
+                packet.data["tracked"],
+                recheck=packet.data["redetected"],
+                cut=packet.data["cut"],
             )
             return packet
 

@@ -22,7 +22,7 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import InputError, UsageError
 from faceweave.io.video import VideoReader
 from faceweave.pipeline.tracking import TrackedFace
-from faceweave.pipeline.video_job import FaceRouter, swap_video
+from faceweave.pipeline.video_job import ONE_WAIT_FRAMES, FaceRouter, swap_video
 from faceweave.processors.swap import SwapOptions
 from faceweave.types import Face
 
@@ -111,6 +111,36 @@ def test_router_reference_one_and_many(
         FaceRouter("reference")
     with pytest.raises(UsageError):
         FaceRouter("nearest")
+
+
+def test_router_one_finds_its_person_again_under_a_new_track(
+    pair_faces: list[Face],
+) -> None:
+    """``one`` follows a person, not just a track: when the followed face's track ends
+    within a shot and comes back under a new id, the same person is swapped again (it
+    had jumped to the other, larger face at once); while it is away, nobody for up to
+    ONE_WAIT_FRAMES frames; then, or after a cut, the first face in the order."""
+    left, right = sorted(pair_faces, key=lambda f: f.bbox[0])
+    router = FaceRouter("one", order="left-right")
+    assert router.route([TrackedFace(0, left, 0, 0), TrackedFace(1, right, 0, 0)])[0].face is left
+    # Its track ends; the other face stays, and the person is not seen for a while.
+    for _ in range(ONE_WAIT_FRAMES):
+        assert router.route([TrackedFace(1, right, 5, 0)]) == []
+    checks = router.identity_checks
+    assert checks == 1  # the other face was checked once, not in every frame
+    # Back under a new id (to the right of the other one now: found by who it is).
+    (again,) = router.route([TrackedFace(1, right, 6, 0), TrackedFace(7, left, 0, 0)])
+    assert again.track_id == 7 and again.face is left
+    # Gone for good: after the wait, the first face in the order.
+    for _ in range(ONE_WAIT_FRAMES):
+        assert router.route([TrackedFace(1, right, 7, 0)]) == []
+    (other,) = router.route([TrackedFace(1, right, 8, 0)])
+    assert other.track_id == 1
+    # A scene cut chooses afresh at once.
+    router = FaceRouter("one", order="left-right")
+    router.route([TrackedFace(0, left, 0, 0)])
+    (after_cut,) = router.route([TrackedFace(3, right, 0, 0)], cut=True)
+    assert after_cut.track_id == 3
 
 
 # --- swap_video -------------------------------------------------------------------------------
