@@ -93,6 +93,8 @@ _CONTAINERS: dict[str, tuple[str, str, str]] = {
     ".avi": ("avi", "mpeg4", "aac"),  # MPEG-4 Part 2 (Xvid-like): what AVI players expect
 }
 VIDEO_EXTENSIONS = tuple(_CONTAINERS)
+# Each container's video encoder when none is asked for.
+DEFAULT_VIDEO_ENCODERS = {extension: codec for extension, (_, codec, _) in _CONTAINERS.items()}
 # Audio codecs copied as they are into MP4 and MOV: FFmpeg's muxers list more (Opus,
 # FLAC, PCM), but refuse them when the file is written, or write files players skip.
 # The rest are re-encoded. Matroska, WebM and AVI copy what their muxers list.
@@ -342,6 +344,7 @@ class VideoReader:
             round(start / self._time_base) if start is not None else 0
         )
         self._logged = False
+        self._first_dts: int | None = None  # the first packet's decode time (see _frames)
         self._closed = False
 
     @property
@@ -419,13 +422,24 @@ class VideoReader:
         # H.264 stream's timestamps go back and forth (the frames ran up to two frames
         # late against the audio). Its frames are evenly spaced: they are counted.
         counted = self._container.format.name == "avi"
+        previous: int | None = None  # the last frame decoded's (kept or not)
+        self._first_dts = None
         for av_frame in self._frames():
-            pts = None if counted else av_frame.pts
+            if counted:
+                # From where the seek landed: the first packet's decode time is the
+                # key frame's place in the stream (its frame's own timestamp is later
+                # by the B-frame delay). Counted from the last frame kept, a trimmed
+                # AVI had counted every frame as its first, and none came out.
+                first = self._origin_pts if self._first_dts is None else self._first_dts
+                pts = first if previous is None else previous + frame_ticks
+            else:
+                pts = av_frame.pts
             if pts is None:  # raw streams without timestamps: count frames
-                pts = self._origin_pts if last_pts is None else last_pts + frame_ticks
-            elif last_pts is not None and pts <= last_pts:
-                # Timestamps going backwards (B-frames in AVI): keep the order, step one frame.
-                pts = last_pts + frame_ticks
+                pts = self._origin_pts if previous is None else previous + frame_ticks
+            elif previous is not None and pts <= previous:
+                # Timestamps going backwards: keep the order, step one frame.
+                pts = previous + frame_ticks
+            previous = pts
             if pts < self.start_pts:
                 continue
             if end_pts is not None and pts >= end_pts:
@@ -495,7 +509,8 @@ class VideoReader:
             self._warn(f"cannot seek to {self.start:.3f} s ({_one_line(exc)}); decoding from 0")
 
     def _frames(self) -> Iterator[av.VideoFrame]:
-        """Decoded frames; damaged packets are skipped, a broken container ends the stream."""
+        """Decoded frames; damaged packets are skipped, a broken container ends the stream.
+        The first packet's decode time is kept (``_first_dts``)."""
         packets = self._container.demux(self._stream)
         while True:
             try:
@@ -506,6 +521,8 @@ class VideoReader:
                 self._warn(f"stream ends early ({_one_line(exc)}); kept the frames decoded so far")
                 yield from self._flush()
                 return
+            if self._first_dts is None and packet.size:
+                self._first_dts = packet.dts
             try:
                 decoded = packet.decode()
             except _DATA_ERRORS as exc:
@@ -946,6 +963,13 @@ class _AudioRun:
         )
         self._tolerance = tolerance
         self._fill_gaps = fill_gaps
+        # The encoder's priming comes out before 0 (AAC's first packet at -1024). A
+        # container that plays its sound end to end (AVI, fill_gaps) takes no time
+        # before 0: its muxer then moved every stream later by it, the video by a
+        # frame after its first one (frames 0, 2, 3...: the picture late). There the
+        # packets are moved instead; the sound left out at the start (lead) keeps it
+        # on time.
+        self._lift = _ENCODER_PRIMING.get(self.stream.codec_context.name, 0) if fill_gaps else 0
         self.next: int | None = None  # the sample the run is at (None: nothing yet)
 
     def add(self, frame: Any, at: int) -> list[Any]:
@@ -969,11 +993,13 @@ class _AudioRun:
         frame.pts = at
         frame.time_base = Fraction(1, frame.sample_rate)
         self.next = at + frame.samples
-        return [
-            packet
-            for ready in self._resampler.resample(frame)
-            for packet in self.stream.encode(ready)
-        ]
+        return self._lifted(
+            [
+                packet
+                for ready in self._resampler.resample(frame)
+                for packet in self.stream.encode(ready)
+            ]
+        )
 
     def flush(self) -> list[Any]:
         """The packets the resampler and the encoder still hold."""
@@ -982,7 +1008,18 @@ class _AudioRun:
             for ready in self._resampler.resample(None)
             for packet in self.stream.encode(ready)
         ]
-        return packets + list(self.stream.encode(None))
+        return self._lifted(packets + list(self.stream.encode(None)))
+
+    def _lifted(self, packets: list[Any]) -> list[Any]:
+        """``packets`` moved later by the priming (see ``_lift``), in their time base."""
+        if self._lift:
+            for packet in packets:
+                shift = round(self._lift / (self.rate * packet.time_base))
+                if packet.pts is not None:
+                    packet.pts += shift
+                if packet.dts is not None:
+                    packet.dts += shift
+        return packets
 
 
 class LiveAudioEncoder:
@@ -1149,9 +1186,13 @@ class _AudioSource:
                 else f"{self.path}: {which}audio codec {name} cannot go into this container; "
                 f"re-encoded to {encoder}"
             )
-        for key in ("language", "title"):
-            if source.metadata.get(key):
-                track.output.metadata[key] = source.metadata[key]
+        if source.metadata.get("language"):
+            track.output.metadata["language"] = source.metadata["language"]
+        # MP4 and MOV keep a track's title in its user data, which FFmpeg reads as "name"
+        # (a commentary track of an MP4 had lost its title).
+        title = source.metadata.get("title") or source.metadata.get("name")
+        if title:
+            track.output.metadata["title"] = title
         language = source.metadata.get("language")
         if language and container.format.name == "mov":
             track.output.metadata["language"] = _MOV_LANGUAGES.get(language, language)

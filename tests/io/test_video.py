@@ -373,6 +373,13 @@ def test_avi_keeps_a_late_track_and_a_trim_on_time(codec: str, tmp_path: Path) -
     assert _first_sound(tmp_path / "trim.avi") == pytest.approx(0.2, abs=0.005)
     transcode(source, tmp_path / "trim.mp4", start=0.3)  # with timestamps, as before
     assert _first_sound(tmp_path / "trim.mp4") == pytest.approx(0.2, abs=0.005)
+    # The picture keeps one frame a slot: AAC's priming before 0 had made the muxer move
+    # every stream later, the frames after the first by one (0, 2, 3...: video late).
+    for name in ("late.avi", "trim.avi"):
+        with av.open(str(tmp_path / name)) as container:
+            stream = container.streams.video[0]
+            slots = [packet.pts for packet in container.demux(stream) if packet.size]
+        assert slots == list(range(len(slots))), (name, slots[:5])
 
 
 def test_a_track_with_no_sound_in_the_trimmed_range_is_said(tmp_path: Path) -> None:
@@ -458,6 +465,12 @@ def test_h264_with_b_frames_in_avi_keeps_even_times(tmp_path: Path) -> None:
         frames = list(reader)
     assert [_index_of(f.image) for f in frames] == list(range(30))
     assert [f.time for f in frames] == pytest.approx([i / FPS for i in range(30)], abs=1e-6)
+    # Trimmed: counted from where the seek lands (every frame had been counted as the
+    # first, before the start: none came out).
+    with VideoReader(path, start=0.5) as reader:
+        trimmed = list(reader)
+    assert [_index_of(f.image) for f in trimmed] == list(range(15, 30))
+    assert trimmed[0].time == pytest.approx(0.5, abs=1e-6)
 
 
 def _clip_with_tracks(path: Path, tracks: int = 2) -> Path:
@@ -530,6 +543,11 @@ def test_every_audio_track_is_kept_with_its_language_and_title(tmp_path: Path) -
     assert [[data for _, data in track] for track in kept] == [
         [data for _, data in track] for track in original
     ]
+    # From an MP4 (its titles read as "name") into Matroska: the titles stay (lost before).
+    transcode(tmp_path / "out.mp4", tmp_path / "again.mkv")
+    with av.open(str(tmp_path / "again.mkv")) as container:
+        titles = [stream.metadata.get("title") for stream in container.streams.audio]
+    assert titles == ["track 1", "track 2"]
     assert [_pitch(tmp_path / "out.mp4", n) for n in (0, 1)] == pytest.approx([440, 880], abs=5)
 
 
