@@ -15,7 +15,7 @@ from typing import cast
 
 import numpy as np
 
-from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.analyser import STILL_DETECT_EDGES, STILL_DETECT_TILES, FaceAnalyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
 from faceweave.errors import FaceweaveError, NoFaceError, UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings, SwapEngine
@@ -74,15 +74,25 @@ def default_analyser() -> FaceAnalyser:
     return FaceAnalyser()
 
 
+@functools.lru_cache(maxsize=1)
+def still_analyser() -> FaceAnalyser:
+    """A shared analyser that finds all of a photo's faces, as ``faceweave swap`` does:
+    a group's small faces and faces cut by the frame's sides too (seven more detector
+    runs than :func:`default_analyser`'s)."""
+    return FaceAnalyser(detect_tiles=STILL_DETECT_TILES, detect_edges=STILL_DETECT_EDGES)
+
+
 def get_one_face(frame: Frame) -> Face | None:
-    """The largest face in ``frame``, or None."""
+    """The largest face in ``frame``, or None (by the fast default analyser: the
+    largest face needs no search of tiles, and a camera loop calls this per frame)."""
     faces = default_analyser().get_faces(frame)
     return faces[0] if faces else None
 
 
 def get_many_faces(frame: Frame) -> list[Face]:
-    """All faces in ``frame``, largest first."""
-    return default_analyser().get_faces(frame)
+    """All faces in ``frame``, largest first, as ``faceweave swap`` finds them: small
+    faces of a group and faces cut by the frame's sides too (see still_analyser)."""
+    return still_analyser().get_faces(frame)
 
 
 class FacePredictor:

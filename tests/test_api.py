@@ -136,6 +136,20 @@ def test_get_one_face_grey_is_none() -> None:
     assert fw.get_many_faces(np.full((200, 200, 3), 127, np.uint8)) == []
 
 
+def test_get_many_faces_finds_what_the_command_finds(
+    astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    """A face cut by the frame's side: found by ``faceweave swap``'s search of a still,
+    which get_many_faces now shares (it had used the fast default one, and found none;
+    group photos' small faces were missed alike)."""
+    x0, _, x1, _ = astronaut_face.bbox
+    cut = np.ascontiguousarray(astronaut[:, : int(x1 - 0.6 * (x1 - x0))])
+    assert fw.get_one_face(cut) is None  # the fast search: none
+    (face,) = fw.get_many_faces(cut)
+    assert face.bbox[2] > cut.shape[1]  # its box reaches out of the frame
+    assert fw.api.still_analyser().detect_tiles == 2  # small faces of groups too
+
+
 def test_get_one_face(astronaut: np.ndarray) -> None:
     face = fw.get_one_face(astronaut)
     assert isinstance(face, Face)

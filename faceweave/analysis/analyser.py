@@ -242,6 +242,11 @@ def mesh_bbox(points: NDArray[np.floating]) -> BBox:
 
 # detect_tiles' largest grid (8 x 8 tiles: 64 detector runs a frame).
 MAX_DETECT_TILES = 8
+# What a still photo is searched with where all its faces are wanted (faceweave swap and
+# analyse, get_many_faces): 2 x 2 tiles too (a group's small faces), and the frame's
+# sides (faces cut by them). Seven more detector runs than the defaults.
+STILL_DETECT_TILES = 2
+STILL_DETECT_EDGES = True
 
 
 class FaceAnalyser:

@@ -34,7 +34,7 @@ Example:
     $ faceweave analyse photo.jpg --json
     $ faceweave verify out.png
 
-Outputs of ``swap`` carry an invisible watermark and metadata labels saying they
+Outputs of ``swap`` carry a faint watermark and metadata labels saying they
 are synthetic (``--no-watermark`` turns both off).
 """
 
@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from faceweave.analysis.analyser import DETECTOR_ANGLES
+from faceweave.analysis.analyser import DETECTOR_ANGLES, STILL_DETECT_EDGES, STILL_DETECT_TILES
 from faceweave.analysis.base import create_detector, detector_names
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS
@@ -144,7 +144,8 @@ LIGHT_HELP = (
 CREASES_HELP = (
     "in videos and live, how much of the creases the target's expression makes (frown lines, "
     "crow's feet, a wrinkled nose) the swapped face takes: 0 none, 1 all "
-    "(default %(default)s; a still image has no face at rest to tell them from wrinkles)"
+    f"(default {DEFAULT_CREASES}; a still image has no face at rest to tell them from "
+    "wrinkles: for one, it is a usage error)"
 )
 SHAPE_HELP = (
     "how much of the source's face shape (nose, eyes, brows) the swap takes: 0 keeps "
@@ -165,6 +166,10 @@ STATIC_HELP = (
     "than this mean grey level (0 = off, the default; 0.5-1 suits screen recordings "
     "and paused video)"
 )
+MAX_FACES_HELP = (
+    "analyse at most N faces a frame, the largest (default %(default)s); --face-order "
+    "then orders those"
+)
 # Live.
 DEFAULT_LIVE_OUTPUT = "window"
 LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
@@ -173,8 +178,6 @@ EXECUTION_PROVIDER_CHOICES = tuple(EXECUTION_PROVIDERS)
 DEFAULT_LIVE_MAX_FACES = 4
 # DEFAULT_MAX_PIXELS and DEFAULT_QUALITY come from faceweave.io, which applies them.
 
-STILL_DETECT_TILES = 2  # still images: also detect on 2x2 tiles (small faces in groups)
-STILL_DETECT_EDGES = True  # still images: also look for faces cut by the frame's sides
 
 DEBUG_ENV = "FACEWEAVE_DEBUG"  # "1": print tracebacks with errors
 EXIT_NOT_MARKED = 4  # verify: no watermark found
@@ -357,8 +360,20 @@ def _add_swap_parser(commands: Any) -> None:
         metavar="N",
         help="which face of --reference-frame, counted from 0 in --face-order (default 0)",
     )
-    swap.add_argument("--face-order", choices=FACE_ORDER_CHOICES, default=DEFAULT_FACE_ORDER)
-    swap.add_argument("--max-faces", type=positive_int, default=DEFAULT_MAX_FACES, metavar="N")
+    swap.add_argument(
+        "--face-order",
+        choices=FACE_ORDER_CHOICES,
+        default=DEFAULT_FACE_ORDER,
+        help="the order of the faces found: --face-selector one swaps the first, "
+        "--reference-position counts in it (default %(default)s)",
+    )
+    swap.add_argument(
+        "--max-faces",
+        type=positive_int,
+        default=DEFAULT_MAX_FACES,
+        metavar="N",
+        help=MAX_FACES_HELP,
+    )
     swap.add_argument(
         "--mask-mouth",
         action=argparse.BooleanOptionalAction,
@@ -419,15 +434,15 @@ def _add_swap_parser(commands: Any) -> None:
     swap.add_argument(
         "--quality",
         type=_quality,
-        default=DEFAULT_QUALITY,
-        help="JPEG/WebP quality 1..100 (default %(default)s)",
+        default=None,  # None when absent: an image-only option (a video's is --crf)
+        help=f"JPEG/WebP quality 1..100 (default {DEFAULT_QUALITY}; videos: --crf)",
     )
     swap.add_argument(
         "--quiet", "-q", action="store_true", help="no progress bar or notes (warnings stay)"
     )
     video = swap.add_argument_group("video targets")
     video.add_argument(
-        "--encoder", type=_encoder, metavar="NAME", help="video encoder (default libx264)"
+        "--encoder", type=_encoder, metavar="NAME", help=f"video encoder (default {_encoders()})"
     )
     video.add_argument(
         "--preset",
@@ -512,7 +527,13 @@ def _add_live_parser(commands: Any) -> None:
     )
     _add_look_and_selection_options(live, LIVE_FACE_SELECTOR_CHOICES)
     _add_watermark_option(live, "a recording (-o FILE)")
-    live.add_argument("--max-faces", type=positive_int, default=DEFAULT_LIVE_MAX_FACES, metavar="N")
+    live.add_argument(
+        "--max-faces",
+        type=positive_int,
+        default=DEFAULT_LIVE_MAX_FACES,
+        metavar="N",
+        help=MAX_FACES_HELP,
+    )
     live.add_argument(
         "--redetect-every", type=positive_int, default=DEFAULT_REDETECT_EVERY, metavar="N"
     )
@@ -550,7 +571,13 @@ def _add_analyse_parser(commands: Any) -> None:
     analyse.add_argument(
         "--debug", type=Path, metavar="OUT.png", help="write an overlay of the faces"
     )
-    analyse.add_argument("--max-faces", type=positive_int, default=DEFAULT_MAX_FACES, metavar="N")
+    analyse.add_argument(
+        "--max-faces",
+        type=positive_int,
+        default=DEFAULT_MAX_FACES,
+        metavar="N",
+        help=MAX_FACES_HELP,
+    )
     _add_common_options(analyse)
 
 
@@ -559,7 +586,7 @@ def _add_verify_parser(commands: Any) -> None:
         "verify",
         help="report the provenance marks (watermark, labels) of an image or video",
         description=(
-            "Look for faceweave's invisible watermark and its metadata labels. "
+            "Look for faceweave's watermark and its metadata labels. "
             f"Exit 0 when the watermark is found, {EXIT_NOT_MARKED} when it is not."
         ),
     )
@@ -619,8 +646,9 @@ def _add_watermark_option(parser: argparse.ArgumentParser, what: str = "the outp
     parser.add_argument(
         "--no-watermark",
         action="store_true",
-        help=f"do not mark {what} as synthetic (by default an invisible watermark and "
-        "metadata labels say 'synthetic, faceweave'; see 'faceweave verify')",
+        help=f"do not mark {what} as synthetic (by default a faint watermark, which may "
+        "show on large flat areas, and metadata labels say 'synthetic, faceweave'; see "
+        "'faceweave verify')",
     )
 
 
@@ -634,8 +662,21 @@ def _add_look_and_selection_options(
         default=DEFAULT_FUSION,
         help="0: keep the target, 1: full swap (default %(default)s)",
     )
-    parser.add_argument("--color", choices=COLOR_CHOICES, default=DEFAULT_COLOR)
-    parser.add_argument("--blend", choices=BLEND_CHOICES, default=DEFAULT_BLEND)
+    parser.add_argument(
+        "--color",
+        choices=COLOR_CHOICES,
+        default=DEFAULT_COLOR,
+        help="colour match on skin: lct (linear covariance), rct (Reinhard Lab), sh "
+        "(relight to the target's spherical-harmonics light), none (default %(default)s)",
+    )
+    parser.add_argument(
+        "--blend",
+        choices=BLEND_CHOICES,
+        default=DEFAULT_BLEND,
+        help="how the face meets the target at the mask's edge: multiband (Laplacian "
+        "pyramid), poisson (seamless, about twice the cost), alpha (feathered) "
+        "(default %(default)s)",
+    )
     parser.add_argument(
         "--gaze",
         choices=GAZE_CHOICES,
@@ -647,7 +688,8 @@ def _add_look_and_selection_options(
     parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     # None when absent: given with --color sh it is a usage error (see _settle_defaults)
     parser.add_argument("--light", type=unit_interval, default=None, help=LIGHT_HELP)
-    parser.add_argument("--creases", type=unit_interval, default=DEFAULT_CREASES, help=CREASES_HELP)
+    # None when absent: a video-only option for swap (see _VIDEO_OPTIONS)
+    parser.add_argument("--creases", type=unit_interval, default=None, help=CREASES_HELP)
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
     parser.add_argument(
         "--face-selector",
@@ -959,7 +1001,7 @@ def _run_swap(args: argparse.Namespace) -> int:
             face_order=args.face_order,
             skip_no_face=args.skip_no_face,
             max_pixels=args.max_pixels,
-            quality=args.quality,
+            quality=DEFAULT_QUALITY if args.quality is None else args.quality,
             quiet=args.quiet,
             map_references=reference_faces if wanted.selector == "map" else None,
             watermark=None if args.no_watermark else _new_job_id(),
@@ -1102,6 +1144,7 @@ _VIDEO_OPTIONS = (
     "frame_skip",
     "static_threshold",
     "redetect_every",
+    "creases",  # a still has no face at rest to tell them from wrinkles
 )
 
 
@@ -1118,6 +1161,8 @@ def _run_swap_video(
     output_path: Path = args.output
     if args.debug is not None:
         raise UsageError("--debug is for image targets")
+    if args.quality is not None:
+        raise UsageError("--quality is for image targets (a video's is --crf)")
     if output_path.is_dir():
         output_path = output_path / target_path.name
     video_extension(output_path)
@@ -1253,6 +1298,16 @@ def _report_video(
         if not args.quiet:
             _note(f"{target_path}: {what} found in any frame; written unchanged")
     return EXIT_OK
+
+
+def _encoders() -> str:
+    """Each container's default encoder, for the help: ``libx264 for .mp4, ...``."""
+    from faceweave.io.video import DEFAULT_VIDEO_ENCODERS
+
+    by_codec: dict[str, list[str]] = {}
+    for extension, codec in DEFAULT_VIDEO_ENCODERS.items():
+        by_codec.setdefault(codec, []).append(extension)
+    return ", ".join(f"{codec} for {' '.join(exts)}" for codec, exts in by_codec.items())
 
 
 def _default_preset() -> str:

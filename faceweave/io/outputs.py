@@ -398,7 +398,7 @@ class FileOutput:
         path: the file; its extension picks the container.
         width, height, fps: the frames that will be written (fps is a rate hint).
         audio: live sound recorded with the frames, started here.
-        watermark: a job id: every recorded frame carries the invisible provenance
+        watermark: a job id: every recorded frame carries the provenance
             watermark with it and the container the synthetic-media labels, as a
             swapped video file's do. None: no mark.
     """

@@ -1,4 +1,4 @@
-"""Provenance on every output: an invisible watermark plus metadata labels.
+"""Provenance on every output: a faint watermark plus metadata labels.
 
 * :mod:`~faceweave.provenance.watermark`: embed and detect a blind watermark that says
   "synthetic, faceweave" and carries the job id; survives JPEG q75 and a half resize.

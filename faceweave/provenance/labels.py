@@ -5,7 +5,7 @@ Labels are a flat ``dict[str, str]`` (see :func:`image_labels`):
 ================================  ===================================================
 ``faceweave:synthetic``           ``"true"``
 ``faceweave:job``                 the job id
-``faceweave:watermark``           the id the invisible mark carries (:func:`watermark_id`)
+``faceweave:watermark``           the id the faint mark carries (:func:`watermark_id`)
 ``faceweave:tool``                ``"faceweave"``
 ``faceweave:version``             the package version
 ``Iptc4xmpExt:DigitalSourceType`` IPTC's ``compositeSynthetic``: real pixels mixed with

@@ -195,7 +195,7 @@ def watermark_id(job_id: bytes | str) -> str:
 def embed_watermark(
     frame: Frame, payload: bytes | str, *, strength: float = DEFAULT_STRENGTH
 ) -> Frame:
-    """Add the invisible mark for ``payload`` (a job id) to a frame.
+    """Add the faint mark for ``payload`` (a job id) to a frame.
 
     Frames whose short side is at least :data:`COARSE_BELOW` get the fine mark, smaller
     ones the coarse mark (see the module docs); detection finds either.

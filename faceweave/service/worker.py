@@ -6,7 +6,7 @@ take jobs from the :class:`~faceweave.service.jobs.JobStore` until stopped;
 a job queued in this process wakes an idle worker at once, one queued by another
 process is found within ``poll_interval_s``.
 
-Every output is marked (:mod:`faceweave.provenance`): an invisible watermark that
+Every output is marked (:mod:`faceweave.provenance`): a faint watermark that
 carries the job id, plus metadata labels. See :func:`mark_frame` and
 :func:`write_result`, the one place this happens.
 """
@@ -70,7 +70,7 @@ def provenance_available() -> bool:
 
 
 def mark_frame(frame: Frame, job_id: str) -> Frame:
-    """Embed the invisible provenance watermark carrying ``job_id``.
+    """Embed the provenance watermark carrying ``job_id``.
 
     Without :mod:`faceweave.provenance` the frame is returned unmarked; the service
     only starts that way when ``require_provenance`` was turned off.

@@ -418,7 +418,7 @@ def test_defaults_live_in_module_constants() -> None:
     assert args.mask_mouth is cli.DEFAULT_MASK_MOUTH
     assert args.mask_eyes is cli.DEFAULT_MASK_EYES
     assert args.mask_glasses is cli.DEFAULT_MASK_GLASSES is True
-    assert args.quality == cli.DEFAULT_QUALITY
+    assert args.quality is None  # absent: DEFAULT_QUALITY for images (videos take --crf)
     assert args.max_pixels == cli.DEFAULT_MAX_PIXELS
     no_mouth = cli.build_parser().parse_args(
         ["swap", "-s", "a", "-t", "b", "-o", "c.png", "--no-mask-mouth", "--mask-eyes"]

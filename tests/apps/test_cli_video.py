@@ -91,6 +91,8 @@ def files(
         (["--map", "a.png=b.png", "--source", "a.png"], "--map replaces"),
         (["--crf", "20"], "--crf is for video targets"),
         (["--no-audio"], "--no-audio is for video targets"),
+        # A still has no face at rest to tell creases from wrinkles: it was ignored.
+        (["--creases", "0.5"], "--creases is for video targets"),
         ([], "give --source SRC, or --map SRC=REF"),
     ],
 )
@@ -175,6 +177,20 @@ def test_an_encoder_the_container_cannot_hold_is_a_usage_error(
         assert err.count("\n") == 1 and "--encoder libx264:" in err, err
         assert "container cannot hold libx264 video" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["clips"]
+
+
+def test_image_options_for_a_video_target_are_usage_errors(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--quality`` (JPEG/WebP) had been ignored for a video; ``--debug`` was refused."""
+    base = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"])]
+    for extra, message in (
+        (["--quality", "10"], "--quality is for image targets (a video's is --crf)"),
+        (["--debug", str(tmp_path / "d.png")], "--debug is for image targets"),
+    ):
+        assert cli.main([*base, "-o", str(tmp_path / "o.mp4"), *extra]) == EXIT_USAGE
+        assert capsys.readouterr().err == f"faceweave: error: {message}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_preset_and_crf_an_encoder_does_not_use_are_usage_errors(
