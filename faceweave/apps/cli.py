@@ -696,7 +696,9 @@ def _add_look_and_selection_options(
         choices=selectors,
         default=None,
         help=f"which faces to replace (default {DEFAULT_FACE_SELECTOR}, "
-        "or reference when --reference-face is given)",
+        "or reference when --reference-face is given). In a video, one follows the "
+        "person it chose: lost and found again, it is checked by identity; gone for "
+        "half a second, or after a cut, the first face in --face-order",
     )
     parser.add_argument(
         "--reference-face",

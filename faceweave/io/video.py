@@ -93,6 +93,7 @@ _CONTAINERS: dict[str, tuple[str, str, str]] = {
     ".avi": ("avi", "mpeg4", "aac"),  # MPEG-4 Part 2 (Xvid-like): what AVI players expect
 }
 VIDEO_EXTENSIONS = tuple(_CONTAINERS)
+_HALF = Fraction(1, 2)
 # Each container's video encoder when none is asked for.
 DEFAULT_VIDEO_ENCODERS = {extension: codec for extension, (_, codec, _) in _CONTAINERS.items()}
 # Audio codecs copied as they are into MP4 and MOV: FFmpeg's muxers list more (Opus,
@@ -767,7 +768,11 @@ class VideoWriter:
                 pts = round(self.frames_written / (self._rate * self._time_base))
         seconds = float(pts * self._time_base)
         if self._codec_time_base != self._time_base:
-            pts = round(pts * self._time_base / self._codec_time_base)
+            # To the nearest slot, a tie to the earlier one: Python's round sends ties to
+            # the even slot, and a trim landing half a frame off the grid (0.5 s into a
+            # 25 fps clip) put the frames at 0, 2, 2 -> 3, 4, 4 -> 5...: gaps and a
+            # picture late by turns.
+            pts = math.ceil(Fraction(pts) * self._time_base / self._codec_time_base - _HALF)
         if self._last_pts is not None and pts <= self._last_pts:
             pts = self._last_pts + 1
         self._last_pts = pts

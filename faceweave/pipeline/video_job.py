@@ -206,9 +206,9 @@ class FaceRouter:
         return [SwapTarget(chosen.face, 0, self._chosen)]
 
     def _found_again(self, tracked: Sequence[TrackedFace]) -> int | None:
-        """The track, among the new ones, whose face is the followed person's (the
-        nearest to where it was first; ONE_CHECKS_PER_FRAME identity checks a frame at
-        most), or None."""
+        """The track, among this frame's not yet ruled out, whose face is the followed
+        person's (the nearest to where it was first; ONE_CHECKS_PER_FRAME identity
+        checks a frame at most), or None."""
         person = self._person
         assert person is not None
         x0, y0, x1, y1 = person.bbox

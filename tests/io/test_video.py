@@ -447,6 +447,19 @@ def test_the_main_video_stream_is_read_not_a_thumbnail_before_it(tmp_path: Path)
     assert decoded_indices(path) == list(range(10))
 
 
+def test_avi_frames_half_a_slot_off_the_grid_keep_one_slot_each(tmp_path: Path) -> None:
+    """A trim half a frame off the grid (0.5 s into 25 fps): each frame at a tie goes
+    to the earlier slot (ties to the even slot had given 0, 2, 3, 4, 5...: a gap, the
+    picture late by turns)."""
+    path = tmp_path / "ties.avi"
+    with VideoWriter(path, width=WIDTH, height=HEIGHT, fps=25, time_base=Fraction(1, 1000)) as w:
+        for index in range(10):
+            w.write(_image(index), pts=20 + 40 * index)
+    with av.open(str(path)) as container:
+        slots = [p.pts for p in container.demux(container.streams.video[0]) if p.size]
+    assert slots == list(range(10))
+
+
 def test_h264_with_b_frames_in_avi_keeps_even_times(tmp_path: Path) -> None:
     """AVI stores decode times; B-frames sent them back and forth, and the frames after
     them were pushed late (up to two frames against the audio)."""
