@@ -291,6 +291,28 @@ def test_white_gain_bounds(
     assert np.allclose(gain, level * np.array(tint), rtol=1e-5)
 
 
+def test_a_narrowed_eyes_dark_white_is_read_against_its_lids(
+    source_patch: eyeball.EyePatch,
+) -> None:
+    """A narrowed target eye shows lashes and shadow where its white is measured (a
+    third of the skin's light here): the source's eyeball had been darkened to match,
+    a grey almond with no white. It is now balanced to at least WHITE_MIN_OF_LIDS of
+    the lids' skin."""
+    dark = tuple(0.35 * v for v in SKIN)
+    target = _draw_eye(18.0, CENTRE, white=dark, iris=(20.0, 20.0, 20.0)).astype(np.float32)
+    canvas = target.copy()
+    paint_eye(canvas, source_patch, _lids(18.0), _iris_points(CENTRE), _corners(), target)
+    luma = np.array([0.114, 0.587, 0.299])
+    beside = canvas[int(CENTRE[1]) - 3, 72]  # the painted white beside the iris
+    floor = eyeball.WHITE_MIN_OF_LIDS * float(luma @ np.array(SKIN))
+    assert float(luma @ beside) == pytest.approx(floor, rel=0.08)
+    # A target white lighter than that is taken as it is.
+    lit = _draw_eye(18.0, CENTRE, white=(200.0, 205.0, 210.0)).astype(np.float32)
+    canvas = lit.copy()
+    paint_eye(canvas, source_patch, _lids(18.0), _iris_points(CENTRE), _corners(), lit)
+    assert np.allclose(canvas[int(CENTRE[1]) - 3, 72], (200.0, 205.0, 210.0), atol=8)
+
+
 def test_no_colour_on_a_black_and_white_target_and_none_matched_on_request() -> None:
     image = _draw_eye(18.0, CENTRE)  # a brown-orange iris
     patch = eye_patch(image, _lids(18.0), _iris_points(CENTRE), _corners())
