@@ -761,19 +761,14 @@ def _glasses_in_photo(
 
 
 def _paint_out_source_glasses(
-    albedo: NDArray[np.float32],
-    found: tuple[float, NDArray[np.uint8], Frame, tuple[int, int], float] | None,
-    model: FaceModel,
-    map_xy: NDArray[np.float32],
-    mirrored: NDArray[np.float32],
+    albedo: NDArray[np.float32], hole: NDArray[np.uint8], model: FaceModel
 ) -> NDArray[np.float32]:
     """The source's glasses frames replaced by its skin in the face-space texture, so
     they are not carried, flat, onto every target.
 
     The frames are found in the photo (_glasses_in_photo; a photo that reads as
     wearing glasses at all has them painted out fully) and carried into face space
-    by the texture's own lookup (``map_xy``), mirrored where the texture took the
-    mirror texel (``mirrored``: its share per texel). Each frame texel then takes the
+    (``hole``, from _source_frame_texels). Each frame texel then takes the
     mean of the skin texels around it (eyes, brows and lips excluded, so none of them
     bleeds in), from a neighbourhood a few frame widths across, or further where no
     skin is that near (_skin_fill). Thick, translucent or faint frames are only partly
@@ -782,13 +777,10 @@ def _paint_out_source_glasses(
     GLASSES_PAINTED_RESIDUE of the strong lines around the eyes, the texture is left
     as it was.
     """
-    if found is None or not _glasses_found(found):
+    if not hole.any():
         return albedo
     size = albedo.shape[0]
     band = _uv_glasses_band_at(model, size, GLASSES_SOURCE_REACH) > 0.5
-    hole = _source_frame_texels(found, band, map_xy, mirrored)
-    if not hole.any():
-        return albedo
     fill, near = _skin_fill(albedo, _uv_skin(model, size) & (hole == 0))
     alpha = cv2.GaussianBlur(hole.astype(np.float32), (3, 3), 0)
     painted = np.asarray(albedo + alpha[..., None] * (fill - albedo), np.float32)
@@ -1170,10 +1162,23 @@ def prepare_source(
     used_cos = (w_own * side + w_mir * side[:, ::-1]) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
-    painted = _paint_out_source_glasses(filled, glasses, model, map_xy, mirrored)
-    # (It hands back its input where it leaves the frames in the texture.)
-    glasses_kept = _glasses_found(glasses) and painted is filled
-    filled = painted
+    # The frames' texels, found once: painted out, or kept and drawn (below).
+    frame_texels = (
+        _source_frame_texels(
+            glasses,
+            _uv_glasses_band_at(model, uv_size, GLASSES_SOURCE_REACH) > 0.5,
+            map_xy,
+            mirrored,
+        )
+        if glasses is not None and _glasses_found(glasses)
+        else None
+    )
+    glasses_kept = False
+    if frame_texels is not None:
+        painted = _paint_out_source_glasses(filled, frame_texels, model)
+        # (It hands back its input where it leaves the frames in the texture.)
+        glasses_kept = painted is filled
+        filled = painted
     if wide_open:
         filled = _paint_out_stray_lip(filled, shading, model)
         filled, valid = _mend_below_lips(filled, valid, model)
@@ -1192,13 +1197,13 @@ def prepare_source(
         valid = valid * (1.0 - lenses)
     occluder, edge = _source_outliers(model, uv_size, filled, covered)
     kept_frames: NDArray[np.float32] | None = None
-    if glasses_kept and glasses is not None:
+    if glasses_kept and frame_texels is not None:
         # Frames left in the texture are no occluder to give way to the target: its skin
         # through their thick dark rims made a pale ghost of them. They are drawn as
         # the glasses they are.
-        band = _uv_glasses_band_at(model, uv_size, GLASSES_SOURCE_REACH) > 0.5
-        frames = _source_frame_texels(glasses, band, map_xy, mirrored).astype(np.float32)
-        frames = cv2.GaussianBlur(frames, (0, 0), GLASSES_FRAMES_FEATHER * uv_size)
+        frames = cv2.GaussianBlur(
+            frame_texels.astype(np.float32), (0, 0), GLASSES_FRAMES_FEATHER * uv_size
+        )
         kept_frames = np.clip(frames * 2.0, 0.0, 1.0)
         occluder = occluder * (1.0 - kept_frames)
     filled = _paint_out_edge(filled, edge, model)

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
@@ -804,7 +804,21 @@ def _texture_before_glasses_paint_out(
     """``(the paint-out function, the albedo it is given, the texels' photo positions)``
     for ``face`` as a source: the paint-out (and the lower edge's and the edge-on
     band's, which follow it) is switched off for the rest of the test."""
-    paint_out = swap_module._paint_out_source_glasses
+    paint_out_texels = swap_module._paint_out_source_glasses
+
+    def paint_out(
+        albedo: np.ndarray,
+        found: Any,
+        model: FaceModel,
+        map_xy: np.ndarray,
+        mirrored: np.ndarray,
+    ) -> np.ndarray:
+        """The paint-out of the frames ``found`` in the photo, as prepare_source runs it."""
+        reach = swap_module.GLASSES_SOURCE_REACH
+        band = swap_module._uv_glasses_band_at(model, albedo.shape[0], reach) > 0.5
+        hole = swap_module._source_frame_texels(found, band, map_xy, mirrored)
+        return paint_out_texels(albedo, hole, model)
+
     monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
     monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
     monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
