@@ -39,6 +39,17 @@ def check_frame(frame: object) -> Frame:
     return frame
 
 
+def is_whole_number(value: object) -> bool:
+    """Whether ``value`` is a Python or numpy integer (a bool is not: True is no count)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def is_real_number(value: object) -> bool:
+    """Whether ``value`` is a Python or numpy integer or float, bools excluded (NaN is
+    one: a range check after this refuses it)."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
 Mask = NDArray[np.float32]  # (H, W) float32 in [0, 1]
 FloatImage = NDArray[np.float32]  # (H, W, C) float32
 Points2D = NDArray[np.float32]  # (N, 2) float32 (x, y) pixels

@@ -93,3 +93,25 @@ def test_dtype_policy_analyser_outputs(astronaut_face: Face, astronaut: np.ndarr
     assert face.landmarks_478[1, 2] < face.landmarks_478[:468, 2].mean()
     # The mesh scale is pixels: z spread comparable to the face width.
     assert np.ptp(face.landmarks_478[:468, 2]) > 0.2 * (face.bbox[2] - face.bbox[0])
+
+
+def test_number_kinds_leave_bools_out() -> None:
+    """The one test of what counts as a whole or real number for options and arguments."""
+    from faceweave.types import is_real_number, is_whole_number
+
+    assert [is_whole_number(v) for v in (3, np.int64(3), True, np.bool_(True), 3.0, "3")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+    assert [is_real_number(v) for v in (3, 0.5, np.float32(0.5), True, np.bool_(True), "0.5")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]

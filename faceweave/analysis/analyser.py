@@ -24,7 +24,7 @@ from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import bbox_iou, estimate_pose
 from faceweave.core.resize import shrink_to_side
 from faceweave.errors import UsageError
-from faceweave.types import BBox, Face, Frame, check_frame
+from faceweave.types import BBox, Face, Frame, check_frame, is_real_number, is_whole_number
 
 # Mesh vertices of the 5-point layout, in the face's own order: its right iris, left
 # iris, nose tip, right and left mouth corners (image-left first on an upright face,
@@ -301,23 +301,11 @@ class FaceAnalyser:
             raise UsageError(
                 f"unknown analyser mode {mode!r}; choose from {', '.join(ANALYSER_MODES)}"
             )
-        if (
-            isinstance(max_faces, bool)
-            or not isinstance(max_faces, int | np.integer)
-            or max_faces < 1
-        ):
+        if not is_whole_number(max_faces) or max_faces < 1:
             raise UsageError(f"max_faces must be a whole number of 1 or more, got {max_faces!r}")
-        if (
-            isinstance(min_score, bool)
-            or not isinstance(min_score, int | float | np.integer | np.floating)
-            or not 0.0 <= min_score <= 1.0  # also refuses NaN
-        ):
+        if not is_real_number(min_score) or not 0.0 <= min_score <= 1.0:  # also refuses NaN
             raise UsageError(f"min_score must be a number between 0 and 1, got {min_score!r}")
-        if (
-            isinstance(detect_tiles, bool)
-            or not isinstance(detect_tiles, int | np.integer)
-            or not 1 <= detect_tiles <= MAX_DETECT_TILES
-        ):
+        if not is_whole_number(detect_tiles) or not 1 <= detect_tiles <= MAX_DETECT_TILES:
             raise UsageError(
                 f"detect_tiles must be a whole number from 1 to {MAX_DETECT_TILES}, "
                 f"got {detect_tiles!r}"

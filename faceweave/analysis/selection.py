@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from faceweave.errors import InputError, UsageError
-from faceweave.types import Face
+from faceweave.types import Face, is_real_number
 
 SELECTORS = ("one", "many", "reference")
 ORDERS = (
@@ -83,9 +83,7 @@ def select_faces(
             f"the reference must be a Face (from FaceAnalyser.get_faces), "
             f"got {type(reference).__name__}"
         )
-    if isinstance(max_distance, bool) or not isinstance(
-        max_distance, int | float | np.integer | np.floating
-    ):
+    if not is_real_number(max_distance):
         raise UsageError(f"max_distance must be a number, got {max_distance!r}")
     ordered = order_faces(list(faces), order)
     if selector == "one":

@@ -60,7 +60,7 @@ from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_norma
 from faceweave.core.raster import Raster, rasterize
 from faceweave.core.shape import IdentityShape
 from faceweave.errors import InputError, NoFaceError, UnknownOptionError, UsageError
-from faceweave.types import Face, Frame, check_frame
+from faceweave.types import Face, Frame, check_frame, is_real_number, is_whole_number
 
 logger = logging.getLogger("faceweave")
 
@@ -328,13 +328,11 @@ class SwapOptions:
                     raise UsageError(f"{option.name} must be True or False, got {value!r}")
                 object.__setattr__(self, option.name, bool(value))
             elif isinstance(default, int):
-                if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                if not is_whole_number(value):
                     raise UsageError(f"{option.name} must be a whole number, got {value!r}")
                 object.__setattr__(self, option.name, int(value))
             elif isinstance(default, float):
-                if isinstance(value, bool | np.bool_) or not isinstance(
-                    value, int | float | np.integer | np.floating
-                ):
+                if not is_real_number(value):
                     raise UsageError(f"{option.name} must be a number, got {value!r}")
                 object.__setattr__(self, option.name, float(value))
             elif isinstance(default, str) and not isinstance(value, str):
@@ -1074,7 +1072,7 @@ def prepare_source(
     """
     if not isinstance(source_face, Face):
         raise InputError(f"expected a source Face, got {type(source_face).__name__}")
-    if isinstance(uv_size, bool) or not isinstance(uv_size, int | np.integer):
+    if not is_whole_number(uv_size):
         raise UsageError(f"uv_size must be a whole number, got {uv_size!r}")
     if not 32 <= uv_size <= MAX_WORK_SIDE:
         raise UsageError(f"uv_size must be from 32 to {MAX_WORK_SIDE}, got {uv_size}")
