@@ -29,20 +29,22 @@ def whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
 
 
+def _from_zero_to(text: str, high: float) -> float:
+    """A float in [0, ``high``]."""
+    value = number(text)
+    if not 0.0 <= value <= high:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and {high:g}, got {text}")
+    return value
+
+
 def unit_interval(text: str) -> float:
     """A float in [0, 1]."""
-    value = number(text)
-    if not 0.0 <= value <= 1.0:  # also refuses NaN
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
+    return _from_zero_to(text, 1.0)
 
 
 def half_interval(text: str) -> float:
     """A float in [0, 0.5] (the face mask's feather)."""
-    value = number(text)
-    if not 0.0 <= value <= 0.5:  # also refuses NaN
-        raise argparse.ArgumentTypeError(f"must be between 0 and 0.5, got {text}")
-    return value
+    return _from_zero_to(text, 0.5)
 
 
 def non_negative_float(text: str) -> float:
