@@ -9,36 +9,81 @@ Example:
     >>> out = fw.Swapper(source_face, fusion=0.7).swap(frame, faces)  # doctest: +SKIP
 """
 
-from faceweave.analysis.analyser import FaceAnalyser
-from faceweave.analysis.selection import face_distance, order_faces, select_faces
-from faceweave.api import FacePredictor, get_many_faces, get_one_face
-from faceweave.errors import (
-    FaceweaveError,
-    ImageTooLargeError,
-    InputError,
-    NoFaceError,
-    OutputError,
-    UnknownOptionError,
-    UnsupportedFormatError,
-    UsageError,
-)
-from faceweave.processors.debug import draw_debug
-from faceweave.processors.engines import EngineSettings, SwapEngine
-from faceweave.processors.neural import EnhancedSwapper, FaceEnhancer, NeuralSwapper
-from faceweave.processors.swap import (
-    BLEND_MODES,
-    COLOR_MODES,
-    SourceModel,
-    SwapOptions,
-    Swapper,
-    merge_sources,
-    prepare_source,
-    source_advice,
-)
-from faceweave.runtime import tune_allocator
-from faceweave.types import Face, Frame, Pose
+# The names below load on first use (PEP 562), so that ``import faceweave`` and the
+# command's start stay light: the command line installs its Ctrl-C handling before
+# numpy, OpenCV and MediaPipe load (see ``faceweave.__main__``).
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from faceweave.analysis.analyser import FaceAnalyser
+    from faceweave.analysis.selection import face_distance, order_faces, select_faces
+    from faceweave.api import FacePredictor, get_many_faces, get_one_face
+    from faceweave.errors import (
+        FaceweaveError,
+        ImageTooLargeError,
+        InputError,
+        NoFaceError,
+        OutputError,
+        UnknownOptionError,
+        UnsupportedFormatError,
+        UsageError,
+    )
+    from faceweave.processors.debug import draw_debug
+    from faceweave.processors.engines import EngineSettings, SwapEngine
+    from faceweave.processors.neural import EnhancedSwapper, FaceEnhancer, NeuralSwapper
+    from faceweave.processors.swap import (
+        BLEND_MODES,
+        COLOR_MODES,
+        SourceModel,
+        SwapOptions,
+        Swapper,
+        merge_sources,
+        prepare_source,
+        source_advice,
+    )
+    from faceweave.runtime import tune_allocator
+    from faceweave.types import Face, Frame, Pose
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "FaceAnalyser": "faceweave.analysis.analyser",
+    "face_distance": "faceweave.analysis.selection",
+    "order_faces": "faceweave.analysis.selection",
+    "select_faces": "faceweave.analysis.selection",
+    "FacePredictor": "faceweave.api",
+    "get_many_faces": "faceweave.api",
+    "get_one_face": "faceweave.api",
+    "FaceweaveError": "faceweave.errors",
+    "ImageTooLargeError": "faceweave.errors",
+    "InputError": "faceweave.errors",
+    "NoFaceError": "faceweave.errors",
+    "OutputError": "faceweave.errors",
+    "UnknownOptionError": "faceweave.errors",
+    "UnsupportedFormatError": "faceweave.errors",
+    "UsageError": "faceweave.errors",
+    "draw_debug": "faceweave.processors.debug",
+    "EngineSettings": "faceweave.processors.engines",
+    "SwapEngine": "faceweave.processors.engines",
+    "EnhancedSwapper": "faceweave.processors.neural",
+    "FaceEnhancer": "faceweave.processors.neural",
+    "NeuralSwapper": "faceweave.processors.neural",
+    "BLEND_MODES": "faceweave.processors.swap",
+    "COLOR_MODES": "faceweave.processors.swap",
+    "SourceModel": "faceweave.processors.swap",
+    "SwapOptions": "faceweave.processors.swap",
+    "Swapper": "faceweave.processors.swap",
+    "merge_sources": "faceweave.processors.swap",
+    "prepare_source": "faceweave.processors.swap",
+    "source_advice": "faceweave.processors.swap",
+    "tune_allocator": "faceweave.runtime",
+    "Face": "faceweave.types",
+    "Frame": "faceweave.types",
+    "Pose": "faceweave.types",
+}
 
 __all__ = [
     "BLEND_MODES",
@@ -75,3 +120,17 @@ __all__ = [
     "source_advice",
     "tune_allocator",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use and keep the name here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

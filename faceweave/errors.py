@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_NO_FACE = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class FaceweaveError(Exception):

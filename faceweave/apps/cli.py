@@ -74,6 +74,7 @@ from faceweave.apps.argtypes import (
 from faceweave.apps.engine_args import add_engine_options, engine_settings
 from faceweave.errors import (
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_NO_FACE,
     EXIT_OK,
     EXIT_USAGE,
@@ -181,7 +182,6 @@ DEFAULT_LIVE_MAX_FACES = 4
 
 DEBUG_ENV = "FACEWEAVE_DEBUG"  # "1": print tracebacks with errors
 EXIT_NOT_MARKED = 4  # verify: no watermark found
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 # Batch: how bad an exit code is; the batch exits with the worst one seen.
 _SEVERITY = {EXIT_OK: 0, EXIT_NO_FACE: 1, EXIT_ERROR: 2, EXIT_USAGE: 3}

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +23,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import faceweave.__main__ as launcher
 from faceweave.apps import cli
-from faceweave.errors import EXIT_ERROR, EXIT_NO_FACE, EXIT_OK, EXIT_USAGE
+from faceweave.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NO_FACE, EXIT_OK, EXIT_USAGE
 from faceweave.io import read_image, write_image
 from faceweave.processors.swap import SwapOptions
 
@@ -586,6 +588,47 @@ def test_stop_signals_end_a_command_as_ctrl_c_does(
     assert cli.main(argv) == 128 + signum
     assert capsys.readouterr().err == f"faceweave: stopped by {signal.Signals(signum).name}\n"
     assert signal.getsignal(signum) == before  # the handler is this command's only
+
+
+def test_ctrl_c_while_the_command_loads(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher catches an interrupt that lands while the command line's modules load."""
+
+    def interrupted(name: str) -> object:
+        raise KeyboardInterrupt
+
+    loading = types.ModuleType("faceweave.apps.cli")
+    loading.__getattr__ = interrupted  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "faceweave.apps.cli", loading)
+    assert launcher.main(["--help"]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "faceweave: interrupted\n"
+
+
+def test_ctrl_c_at_start_is_one_line(tmp_path: Path) -> None:
+    """Ctrl-C while numpy and OpenCV load (the first half second) ends without a traceback.
+
+    ``-X importtime`` reports each import on stderr as it ends: the signal goes with
+    the first of numpy's own modules.
+    """
+    environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    command = [sys.executable, "-X", "importtime", "-m", "faceweave", "analyse", "x.png"]
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=environment, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stderr is not None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if re.search(r"\| +numpy\.", line):  # a first module inside numpy has loaded
+                process.send_signal(signal.SIGINT)
+                break
+        rest = process.stderr.read()
+        returncode = process.wait(timeout=TIMEOUT_S)
+    stderr = "".join(lines) + rest
+    assert "Traceback" not in stderr, stderr[-2000:]
+    assert returncode == 130
+    assert stderr.rstrip().endswith("faceweave: interrupted")
 
 
 def test_file_system_refusals_are_one_line(
