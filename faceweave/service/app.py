@@ -52,7 +52,13 @@ from faceweave.service.checks import (
 )
 from faceweave.service.config import ServiceConfig
 from faceweave.service.db import Database
-from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError, http_status_of
+from faceweave.service.errors import (
+    ENGINE_ERROR_MESSAGE,
+    ErrorBody,
+    ServiceError,
+    error_responses,
+    http_status_of,
+)
 from faceweave.service.jobs import (
     EXTRA_SOURCES,
     OUTPUT_FORMATS,
@@ -180,15 +186,6 @@ def _state(request: Request) -> ServiceState:
 
 
 # --- response models -------------------------------------------------------------------------
-
-
-class ErrorBody(BaseModel):
-    code: str = Field(description="stable machine-readable code, e.g. upload_too_large")
-    message: str = Field(description="one line for a person")
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorBody
 
 
 class InputOut(BaseModel):
@@ -349,7 +346,23 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "feather": {"type": "number", "minimum": 0, "maximum": 0.5},
     "skip_no_face": {"type": "boolean"},
     "output_format": {"type": "string", "enum": list(OUTPUT_FORMATS)},
-    "quality": {"type": "integer", "minimum": 1, "maximum": 100},
+    "quality": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 100,
+        "description": "JPEG and WebP quality (image targets)",
+    },
+    "keep_audio": {"type": "boolean", "description": "keep a video's sound (video targets)"},
+    "trim_start": {
+        "type": "number",
+        "minimum": 0,
+        "description": "swap a video from this second (video targets)",
+    },
+    "trim_end": {
+        "type": "number",
+        "minimum": 0,
+        "description": "swap a video up to this second; 0: its end (video targets)",
+    },
 }
 # Defaults as the jobs take them (JobOptions, whose look defaults are the engine's).
 _JOB_DEFAULTS = JobOptions()
@@ -392,17 +405,9 @@ _UPLOAD_BODY: dict[str, Any] = {
         },
     }
 }
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorResponse, "description": text}
-    for status, text in (
-        (401, "no or invalid API key"),
-        (404, "no such job (or not yours)"),
-        (413, "upload, image or video too large"),
-        (415, "not a supported image or video type"),
-        (422, "invalid input or option"),
-        (429, "rate limited; see Retry-After"),
-    )
-}
+# Every route may answer 401 (its key), 429 (the rate limit) and 422 (its parameters).
+_READ_ERRORS = error_responses(401, 404, 422, 429)
+_UPLOAD_ERRORS = error_responses(400, 401, 413, 415, 422, 429)
 
 
 # --- upload handling shared by jobs and previews --------------------------------------------
@@ -444,12 +449,13 @@ async def _receive_and_check(state: ServiceState, request: Request, directory: P
         raise ServiceError(
             415, "video_not_supported", "video targets are not supported by this server yet"
         )
-    if kind == "video" and options.output_format not in ("auto",):
-        raise ServiceError(422, "bad_option", "output_format applies to image targets only")
-    if kind == "image" and options.video_only:
-        names = options.video_only
-        verb = "applies" if len(names) == 1 else "apply"
-        raise ServiceError(422, "bad_option", f"{' and '.join(names)} {verb} to video targets only")
+    wrong_kind = options.image_only if kind == "video" else options.video_only
+    if wrong_kind:
+        verb = "applies" if len(wrong_kind) == 1 else "apply"
+        other = "image" if kind == "video" else "video"
+        raise ServiceError(
+            422, "bad_option", f"{' and '.join(wrong_kind)} {verb} to {other} targets only"
+        )
     inputs = await run_in_threadpool(_check_files, config, upload, media, options)
     return _Checked(options=options, kind=kind, inputs=inputs)
 
@@ -553,6 +559,15 @@ class ResultFile(FileResponse):
             ) from None
 
 
+def _etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``etag`` (weakly, as RFC 9110 says
+    for this header) or is ``*``."""
+    if not if_none_match:
+        return False
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag.removeprefix("W/") in tags
+
+
 def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) -> FastAPI:
     """Build the application; models load and workers start in its lifespan.
 
@@ -621,7 +636,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
         "/v1/jobs",
         status_code=202,
         response_model=JobOut,
-        responses=_ERRORS,
+        responses=_UPLOAD_ERRORS,
         openapi_extra=_UPLOAD_BODY,
         tags=["jobs"],
     )
@@ -651,7 +666,9 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
         response.headers["Location"] = f"/v1/jobs/{job.id}"
         return _job_out(job)
 
-    @app.get("/v1/jobs", response_model=JobList, responses=_ERRORS, tags=["jobs"])
+    @app.get(
+        "/v1/jobs", response_model=JobList, responses=error_responses(401, 422, 429), tags=["jobs"]
+    )
     def list_jobs(
         request: Request,
         key: Key,
@@ -666,7 +683,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
         jobs = _state(request).store.list(key.id, state=state, limit=limit)
         return JobList(jobs=[_job_out(job) for job in jobs])
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=_ERRORS, tags=["jobs"])
+    @app.get("/v1/jobs/{job_id}", response_model=JobOut, responses=_READ_ERRORS, tags=["jobs"])
     def get_job(request: Request, job_id: str, key: Key) -> JobOut:
         """A job's state, progress (0..1) and error."""
         return _job_out(_own_job(request, job_id, key))
@@ -674,32 +691,44 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
     @app.get(
         "/v1/jobs/{job_id}/result",
         responses={
-            **_ERRORS,
-            409: {"model": ErrorResponse, "description": "the job is not done"},
-            416: {"model": ErrorResponse, "description": "the Range is outside the result"},
-            200: {"content": {"image/png": {}, "image/jpeg": {}, "video/mp4": {}}},
+            **error_responses(400, 401, 404, 409, 416, 422, 429),
+            200: {
+                "content": {media_type: {} for media_type in _MEDIA_TYPES.values()},
+                "description": "the result (206 with a Range)",
+            },
+            206: {"description": "the requested part of the result"},
+            304: {"description": "not modified: If-None-Match holds the result's ETag"},
         },
         response_class=FileResponse,
         tags=["jobs"],
     )
-    def get_result(request: Request, job_id: str, key: Key) -> FileResponse:
+    def get_result(request: Request, job_id: str, key: Key) -> Response:
         """Download the result of a finished job."""
         state = _state(request)
         job = _own_job(request, job_id, key)
         if job.state != "done" or job.result_ext is None:
             raise ServiceError(409, "not_done", f"the job is {job.state}, not done")
         path = state.store.result_path(job.id, job.result_ext)
-        if not path.is_file():
-            raise ServiceError(404, "not_found", "the result is gone (deleted or expired)")
-        if not request.scope.get(HeadAsGet.SCOPE_KEY):  # a HEAD downloads nothing
-            state.store.record_download(job, key.id)
-        return ResultFile(
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            raise ServiceError(
+                404, "not_found", "the result is gone (deleted or expired)"
+            ) from None
+        result = ResultFile(
             path,
+            stat_result=stat,
             media_type=_MEDIA_TYPES.get(job.result_ext, "application/octet-stream"),
             filename=f"faceweave-{job.id}{job.result_ext}",
         )
+        etag = result.headers["etag"]
+        if _etag_matches(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers={"ETag": etag})  # the client's copy is it
+        if not request.scope.get(HeadAsGet.SCOPE_KEY):  # a HEAD downloads nothing
+            state.store.record_download(job, key.id)
+        return result
 
-    @app.delete("/v1/jobs/{job_id}", status_code=204, responses=_ERRORS, tags=["jobs"])
+    @app.delete("/v1/jobs/{job_id}", status_code=204, responses=_READ_ERRORS, tags=["jobs"])
     def delete_job(request: Request, job_id: str, key: Key) -> Response:
         """Cancel the job if it is queued or running, and delete it and its files (the
         job is 404 from then on)."""
@@ -710,7 +739,8 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
     @app.post(
         "/v1/preview",
         responses={
-            **_ERRORS,
+            **_UPLOAD_ERRORS,
+            **error_responses(404, 503),  # previews turned off; the previewer busy
             200: {"content": {"image/jpeg": {}}, "description": "the swapped frame"},
         },
         response_class=Response,

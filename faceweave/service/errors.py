@@ -6,6 +6,10 @@ with a stable machine-readable ``code`` and a one-line human ``message``.
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import BaseModel, Field
+
 from faceweave.errors import (
     BackendError,
     FaceweaveError,
@@ -16,12 +20,55 @@ from faceweave.errors import (
     UsageError,
 )
 
-__all__ = ["ENGINE_ERROR_MESSAGE", "ServiceError", "http_status_of"]
+__all__ = [
+    "ENGINE_ERROR_MESSAGE",
+    "ErrorBody",
+    "ErrorResponse",
+    "ServiceError",
+    "error_responses",
+    "http_status_of",
+]
 
 # What a client is told when the server's models fail (a model file that loads but
 # fails or gives garbage when run): the detail, with the server's paths and the
 # runtime's own words, goes to the server's log only.
 ENGINE_ERROR_MESSAGE = "the server's swap engine failed on this request (see the server log)"
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="stable machine-readable code, e.g. upload_too_large")
+    message: str = Field(description="one line for a person")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+# What each error status means, for the OpenAPI schema's ``responses``.
+ERROR_MEANINGS = {
+    400: "a malformed request (its multipart body or Range header)",
+    401: "no or invalid API key",
+    404: "no such job or session (or not yours)",
+    409: "the job is not done",
+    413: "upload, image or video too large",
+    415: "not a supported image or video type",
+    416: "the Range is outside the result",
+    422: "invalid input or option",
+    429: "rate limited, or too many jobs or sessions; see Retry-After",
+    503: "the server is busy; see Retry-After",
+}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` entries of these error statuses, all with the error body.
+
+    A route that declares 422 this way shows the service's error body for it rather
+    than FastAPI's default validation error (the service answers both with its own).
+    """
+    return {
+        status: {"model": ErrorResponse, "description": ERROR_MEANINGS[status]}
+        for status in statuses
+    }
 
 
 class ServiceError(FaceweaveError):

@@ -177,12 +177,16 @@ class JobOptions:
     @property
     def video_only(self) -> list[str]:
         """The video options set to other than their defaults (an image job has none)."""
+        return self._changed(("keep_audio", "trim_start", "trim_end"))
+
+    @property
+    def image_only(self) -> list[str]:
+        """The image options set to other than their defaults (a video job has none)."""
+        return self._changed(("output_format", "quality"))
+
+    def _changed(self, names: tuple[str, ...]) -> list[str]:
         defaults = type(self)()
-        return [
-            name
-            for name in ("keep_audio", "trim_start", "trim_end")
-            if getattr(self, name) != getattr(defaults, name)
-        ]
+        return [name for name in names if getattr(self, name) != getattr(defaults, name)]
 
     @classmethod
     def from_form(cls, fields: dict[str, str]) -> JobOptions:
@@ -222,6 +226,8 @@ def _parse(name: str, text: str, kind: type) -> object:
         if lowered in ("0", "false", "no", "off"):
             return False
         raise UsageError(f"{name} must be true or false, got {text!r}")
+    if kind is int and not text.lstrip("+-").isdigit():
+        raise UsageError(f"{name} must be a whole number, got {text[:40]!r}")
     try:
         if "_" in text:  # Python reads 1_0 as 10; a client means no such number
             raise ValueError(text)

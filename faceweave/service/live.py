@@ -63,7 +63,7 @@ from aiortc.rtp import RtpPacket
 from av import VideoFrame
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import FileResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from faceweave.analysis.analyser import FaceAnalyser
@@ -74,7 +74,7 @@ from faceweave.processors.engines import SwapEngine
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import GAZE_MODES, SwapOptions
 from faceweave.service.checks import check_media, receive_upload
-from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError
+from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError, error_responses
 from faceweave.service.jobs import EXTRA_SOURCES
 from faceweave.types import Frame
 
@@ -522,6 +522,8 @@ GAZE_HELP = "where the swapped eyes look: target (the camera face's) or source (
 
 
 class Offer(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
     sdp: str = Field(max_length=100_000, description="the browser's SDP offer")
     type: str = Field(default="offer", pattern="^offer$")
     fusion: float = Field(default=1.0, ge=0.0, le=1.0)
@@ -535,10 +537,14 @@ class Answer(BaseModel):
 
 
 class FusionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
     fusion: float = Field(ge=0.0, le=1.0, description="0 keeps the camera, 1 is a full swap")
 
 
 class GazeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
     gaze: str = Field(pattern=GAZE_PATTERN, description=GAZE_HELP)
 
 
@@ -569,6 +575,10 @@ def _owner_of(key: object) -> str | None:
     if key is None:
         return None
     return str(getattr(key, "id", key))
+
+
+# A session's routes: its key (401), the session (404), the body (422), the rate (429).
+_SESSION_ERRORS = error_responses(401, 404, 422, 429)
 
 
 def create_live_router(
@@ -611,7 +621,12 @@ def create_live_router(
     def live_page() -> FileResponse:
         return FileResponse(STATIC_DIR / "live.html", media_type="text/html")
 
-    @router.post("/v1/live/offer", response_model=Answer, tags=["live"])
+    @router.post(
+        "/v1/live/offer",
+        response_model=Answer,
+        responses=error_responses(401, 422, 429, 503),
+        tags=["live"],
+    )
     async def offer(body: Offer, key: Any = owner_dep) -> Answer:
         """Start a live session: send an SDP offer with one video track, get the answer.
 
@@ -714,6 +729,7 @@ def create_live_router(
     @router.post(
         "/v1/live/{session_id}/source",
         response_model=SessionOut,
+        responses=error_responses(400, 401, 404, 413, 415, 422, 429),
         tags=["live"],
         openapi_extra=_SOURCE_BODY,
     )
@@ -761,20 +777,32 @@ def create_live_router(
                 if len(data) > max_source_bytes:
                     raise too_large
             if not data:
-                raise ServiceError(422, "missing_file", "send the source image as the request body")
+                raise ServiceError(
+                    422, "empty_file", "the request body is empty: send the source image in it"
+                )
             prepared = await run_in_threadpool(live.prepare_source, bytes(data))
 
         await run_in_threadpool(session.update, source_model=prepared)
         return _session_out(session)
 
-    @router.post("/v1/live/{session_id}/fusion", response_model=SessionOut, tags=["live"])
+    @router.post(
+        "/v1/live/{session_id}/fusion",
+        response_model=SessionOut,
+        responses=_SESSION_ERRORS,
+        tags=["live"],
+    )
     async def set_fusion(session_id: str, body: FusionIn, key: Any = owner_dep) -> SessionOut:
         """Change the fusion degree while the session runs."""
         session = live.get(session_id, _owner_of(key))
         await run_in_threadpool(session.update, fusion=body.fusion)
         return _session_out(session)
 
-    @router.post("/v1/live/{session_id}/gaze", response_model=SessionOut, tags=["live"])
+    @router.post(
+        "/v1/live/{session_id}/gaze",
+        response_model=SessionOut,
+        responses=_SESSION_ERRORS,
+        tags=["live"],
+    )
     async def set_gaze(session_id: str, body: GazeIn, key: Any = owner_dep) -> SessionOut:
         """Choose where the swapped eyes look while the session runs: ``target`` (they
         follow the camera face's eyes) or ``source`` (as in the source photo: one that
@@ -784,7 +812,9 @@ def create_live_router(
         await run_in_threadpool(session.update, gaze=body.gaze)
         return _session_out(session)
 
-    @router.delete("/v1/live/{session_id}", status_code=204, tags=["live"])
+    @router.delete(
+        "/v1/live/{session_id}", status_code=204, responses=_SESSION_ERRORS, tags=["live"]
+    )
     async def close_session(session_id: str, key: Any = owner_dep) -> Response:
         """End the session and free its resources."""
         await live.close(live.get(session_id, _owner_of(key)))

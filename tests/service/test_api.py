@@ -10,6 +10,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 from PIL import Image
 
+from faceweave.service.jobs import JobOptions
 from tests.service.conftest import AppFactory, auth, make_key, submit, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,7 +231,7 @@ def test_page_static_files_health_and_schema(service: tuple[TestClient, Path]) -
     client, _ = service
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    assert 'src="/static/app.js"' in page.text
+    assert 'src="/static/app.js"' in page.text and 'href="/live"' in page.text
     for name in ("app.js", "style.css", "live.js", "live-worker.js", "live.html"):
         assert client.get(f"/static/{name}").status_code == 200, name
     worker = client.get("/static/live-worker.js")
@@ -243,6 +244,8 @@ def test_page_static_files_health_and_schema(service: tuple[TestClient, Path]) -
     )
     body = schema["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]["multipart/form-data"]
     assert body["schema"]["required"] == ["source", "target"]
+    # Every option a job takes is in the form's schema (a generated client can set it).
+    assert set(JobOptions.__dataclass_fields__) <= set(body["schema"]["properties"])
     unknown = client.get("/nope")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
 
@@ -344,6 +347,13 @@ def test_a_video_job_trims_and_leaves_the_sound_out_when_asked(
         "code": "bad_option",
         "message": "keep_audio and trim_end apply to video targets only",
     }
+    for options, message in (
+        ({"quality": 50}, "quality applies to image targets only"),
+        ({"output_format": "png"}, "output_format applies to image targets only"),
+    ):
+        refused = submit(client, key, source_png, clip, names=names, **options)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"] == {"code": "bad_option", "message": message}
 
 
 def test_an_image_job_swaps_a_face_cut_by_the_frame(
@@ -395,6 +405,14 @@ def test_a_range_outside_the_result_is_a_json_error(
         response = client.get(url, headers={**auth(key), "Range": malformed})
         assert response.status_code == 400, malformed
         assert response.json()["error"]["code"] == "bad_range", malformed
+    # A client that has the result (its ETag) gets a 304 and no body; another tag, the file.
+    etag = part.headers["etag"]
+    for tags in (etag, f'"x", W/{etag}', "*"):
+        cached = client.get(url, headers={**auth(key), "If-None-Match": tags})
+        assert cached.status_code == 304 and not cached.content, tags
+        assert cached.headers["etag"] == etag
+    fresh = client.get(url, headers={**auth(key), "If-None-Match": '"other"'})
+    assert fresh.status_code == 200 and fresh.content == bytes(1000)
 
 
 def test_a_deleted_job_is_gone_and_never_listed_as_cancelled(
@@ -434,3 +452,14 @@ def test_every_error_code_is_in_the_docs_table() -> None:
         (status, code) for status, code in answered if code not in table.get(status, ())
     )
     assert missing == []
+
+
+def test_a_misspelt_live_offer_field_is_refused(service: tuple[TestClient, Path]) -> None:
+    """{"fusoin": 0.5} would otherwise start a session at the default fusion of 1."""
+    client, data_dir = service
+    key = make_key(data_dir, "live")
+    offer = {"sdp": "v=0", "fusoin": 0.5}
+    response = client.post("/v1/live/offer", json=offer, headers=auth(key))
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "bad_request" and "fusoin" in error["message"], error

@@ -170,6 +170,14 @@ def test_options_from_form() -> None:
             JobOptions.from_form(bad)
 
 
+def test_a_fraction_for_a_count_is_named_as_such() -> None:
+    with pytest.raises(UsageError, match="max_faces must be a whole number, got '1.5'"):
+        JobOptions.from_form({"max_faces": "1.5"})
+    with pytest.raises(UsageError, match="quality must be a whole number, got 'high'"):
+        JobOptions.from_form({"quality": "high"})
+    assert JobOptions.from_form({"max_faces": "+2"}).max_faces == 2
+
+
 def test_trim_options_say_the_range_they_take() -> None:
     """1e9 seconds is "0 or more" yet refused: the message names the upper bound."""
     for name in ("trim_start", "trim_end"):

@@ -548,6 +548,7 @@ def test_a_live_source_takes_several_photos_as_multipart(
             response = await client.post(url, content=first, headers=headers)
             out["raw"] = response.status_code
             out["raw_advice"] = sessions.sessions[session].source_model.source.advice
+            out["empty"] = (await client.post(url, content=b"", headers=headers)).json()
             out["no_first"] = (await send({"source_2": ("b.png", second, png)})).json()
             out["no_face"] = (
                 await send({"source": ("a.png", first, png), "source_2": ("c.png", blank, png)})
@@ -575,6 +576,7 @@ def test_a_live_source_takes_several_photos_as_multipart(
     assert out["raw"] == 200
     assert not any("another person" in line for line in out["raw_advice"])
     assert out["no_first"]["error"]["code"] == "missing_file"
+    assert out["empty"]["error"]["code"] == "empty_file", out["empty"]  # as a job's upload
     assert out["no_face"]["error"]["code"] == "no_face"
     assert "source photo 2" in out["no_face"]["error"]["message"]
     assert out["truncated"]["error"]["code"] == "bad_input", out["truncated"]
