@@ -127,3 +127,49 @@ def test_live_fake_camera_is_swapped_with_low_latency(
     page.get_by_role("button", name="Stop").click()
     page.wait_for_function("() => document.getElementById('status').textContent === 'Stopped.'")
     assert not errors, errors
+
+
+@pytest.mark.slow
+def test_a_source_without_a_face_leaves_the_session_running(
+    service: tuple[str, str],
+    launch: Callable[..., Any],
+    tmp_path: Path,
+    fake_camera: tuple[Path, np.ndarray],
+    grace_hopper: np.ndarray,
+) -> None:
+    """The server's reason stays on screen and the camera keeps coming back: another
+    photo then swaps. Stop ends the session on the server (its DELETE answers 204)."""
+    url, key = service
+    video, _ = fake_camera
+    blank = tmp_path / "blank.png"
+    cv2.imwrite(str(blank), np.full((240, 320, 3), 128, np.uint8))
+    source = tmp_path / "source.png"
+    cv2.imwrite(str(source), np.asarray(grace_hopper))
+
+    page = launch(f"--use-file-for-fake-video-capture={video}")
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url + "/live")
+    page.get_by_label("API key (kept in this browser only)").fill(key)
+    page.get_by_label("Source face (image)").set_input_files(str(blank))
+    page.get_by_role("button", name="Start").click()
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent.includes('choose another photo')",
+        timeout=30_000,
+    )
+    status = page.locator("#status")
+    assert "(no_face)" in status.inner_text() and "error" in (status.get_attribute("class") or "")
+    time.sleep(1.0)  # were the session torn down, "Stopped." would show by now
+    assert "choose another photo" in status.inner_text()
+    assert page.get_by_role("button", name="Stop").is_enabled()
+
+    page.get_by_label("Source face (image)").set_input_files(str(source))
+    page.wait_for_function(
+        "() => document.getElementById('status').textContent === 'Swapping live.'",
+        timeout=30_000,
+    )
+    with page.expect_response(lambda r: r.request.method == "DELETE") as closed:
+        page.get_by_role("button", name="Stop").click()
+    assert closed.value.status == 204
+    page.wait_for_function("() => document.getElementById('status').textContent === 'Stopped.'")
+    assert not errors, errors

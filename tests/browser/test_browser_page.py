@@ -4,6 +4,7 @@ and its notes."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -49,11 +50,23 @@ def test_upload_two_images_job_completes_result_is_marked(
     assert page.locator("#light-value").inner_text() == "0.80"
     page.get_by_label("Expression creases").fill("0.5")
     assert page.locator("#creases-value").inner_text() == "0.50"
+    # The first status request fails (a network blip): the page keeps polling.
+    failed: list[str] = []
+
+    def blip(route: Any) -> None:
+        if route.request.method == "GET" and not failed:
+            failed.append(route.request.url)
+            route.fulfill(status=503, json={"error": {"code": "busy", "message": "blip"}})
+        else:
+            route.continue_()
+
+    page.route(re.compile(r".*/v1/jobs/[0-9a-f]{32}$"), blip)
     page.get_by_role("button", name="Submit job").click()
 
     result = page.get_by_role("img", name="The swapped result")
     result.wait_for(state="visible", timeout=60_000)
     assert "done" in page.locator("#current-state").inner_text()
+    assert failed  # the status request that failed came before the result
     width = page.evaluate(
         "() => new Promise((ok) => { const img = document.getElementById('result-image');"
         " if (img.complete && img.naturalWidth) ok(img.naturalWidth);"
@@ -98,6 +111,10 @@ def test_a_video_job_takes_the_pages_sound_and_trim_settings(
     page, errors = _open_page(launch, url, key)
     page.get_by_label("Source face (image)").set_input_files(str(source))
     page.get_by_label("Target (image or video)").set_input_files(str(clip))
+    # Some browsers give containers such as .mkv and .mov no media type: the page then
+    # tells a video by its name.
+    untyped = [{"type": "", "name": name} for name in ("a.mkv", "b.MOV", "c.png", "d")]
+    assert page.evaluate("(files) => files.map(isVideo)", untyped) == [True, True, False, False]
     page.get_by_label("Keep a video's sound").uncheck()
     page.get_by_label("Video from second").fill("0.2")
     page.get_by_label("Video to second").fill("0.6")

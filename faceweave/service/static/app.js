@@ -33,9 +33,18 @@ async function api(path, options = {}) {
       const wait = response.headers.get("Retry-After");
       if (wait) message += `; retry in ${wait} s`;
     }
-    throw new Error(message);
+    const error = new Error(message);
+    error.status = response.status;
+    throw error;
   }
   return response;
+}
+
+// The server's video containers: a browser may give a video no type (.mkv, .mov).
+const VIDEO_FILE = /\.(mp4|mov|mkv|webm)$/i;
+
+function isVideo(file) {
+  return file.type.startsWith("video/") || (!file.type && VIDEO_FILE.test(file.name));
 }
 
 function formData() {
@@ -60,7 +69,7 @@ function formData() {
   }
   // The video options go only where they apply: an image job refuses them when set.
   const target = form.elements.target.files[0];
-  if (target && target.type.startsWith("video/")) {
+  if (target && isVideo(target)) {
     data.append("keep_audio", form.elements.keep_audio.checked ? "true" : "false");
     for (const name of ["trim_start", "trim_end"]) {
       if (form.elements[name].value !== "") data.append(name, form.elements[name].value);
@@ -141,7 +150,10 @@ async function poll() {
       refreshJobs();
     }
   } catch (error) {
+    if (jobId !== currentJob) return;
     $("current-state").textContent = error.message;
+    // A lost connection or a rate limit passes: keep watching (not a job that is gone).
+    if (error.status !== 404 && error.status !== 401) pollTimer = setTimeout(poll, 3 * POLL_MS);
   }
 }
 

@@ -259,7 +259,7 @@ async function start(event) {
       if ("requestVideoFrameCallback" in video) video.requestVideoFrameCallback(onRemoteFrame);
     });
     pc.addEventListener("connectionstatechange", () => {
-      if (pc.connectionState === "failed") { say("The connection failed.", true); stop(); }
+      if (pc.connectionState === "failed") tearDown().then(() => say("The connection failed.", true));
     });
     live.channel = pc.createDataChannel("stats");
     live.channel.addEventListener("message", onStats);
@@ -282,17 +282,31 @@ async function start(event) {
     live.session = answer.session;
     await pc.setRemoteDescription({ type: "answer", sdp: answer.sdp });
     $("stop").disabled = false;
-    if ($("source").files.length) await sendSource(); else say("Connected; choose a source face to swap.");
   } catch (error) {
-    say(error.message, true);
-    await stop();
+    await tearDown();
+    say(error.message, true); // the reason stays on screen
+    return;
   }
+  if (!$("source").files.length) { say("Connected; choose a source face to swap."); return; }
+  // A source photo the server refuses (no face in it) leaves the session running:
+  // the camera comes back unchanged until another photo is chosen.
+  try { await sendSource(); } catch (error) { say(`${error.message}; choose another photo.`, true); }
 }
 
 async function stop() {
+  if (await tearDown()) say("Stopped.");
+}
+
+// Ends the session (the server's first, then the connection) and frees the camera;
+// true when a session was open.
+async function tearDown() {
   clearInterval(live.pingTimer);
   const session = live.session;
   live.session = null;
+  if (session) {
+    // keepalive: the request outlives the page when it is being closed (pagehide)
+    try { await api(`/v1/live/${session}`, { method: "DELETE", keepalive: true }); } catch (_) { /* already gone */ }
+  }
   if (live.pc) live.pc.close();
   live.pc = null;
   if (live.stream) for (const track of live.stream.getTracks()) track.stop();
@@ -304,10 +318,7 @@ async function stop() {
   live.sentAt.clear();
   $("start").disabled = false;
   $("stop").disabled = true;
-  if (session) {
-    try { await api(`/v1/live/${session}`, { method: "DELETE" }); } catch (_) { /* already gone */ }
-    say("Stopped.");
-  }
+  return Boolean(session);
 }
 
 // Eye contact is the embedded engine's: hidden when the server runs another.
