@@ -310,6 +310,9 @@ class FaceAnalyser:
                 f"detect_tiles must be a whole number from 1 to {MAX_DETECT_TILES}, "
                 f"got {detect_tiles!r}"
             )
+        for name, switch in (("with_embedding", with_embedding), ("detect_edges", detect_edges)):
+            if not isinstance(switch, bool | np.bool_):
+                raise UsageError(f"{name} must be True or False, got {switch!r}")
         if detector not in detector_names():
             raise UsageError(
                 f"unknown detector {detector!r}; choose from {', '.join(detector_names())}"
@@ -339,10 +342,14 @@ class FaceAnalyser:
         self.detector_name = detector
         self.detector_model = detector_model
         self.execution_provider = execution_provider
-        self.with_embedding = with_embedding
         self.detect_tiles = detect_tiles
-        self.detect_edges = detect_edges
+        self.detect_edges = bool(detect_edges)
+        self.with_embedding = bool(with_embedding)
         self.model = load_face_model()
+        if detector != "mediapipe":
+            # A model file is loaded now: a missing or broken one fails here, not on
+            # the first frame (MediaPipe's graphs, which ship, are built on first use).
+            _ = self.detector
 
     @cached_property
     def detector(self) -> FaceDetector:

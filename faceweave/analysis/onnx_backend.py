@@ -39,7 +39,7 @@ from faceweave.core.resize import downscale
 from faceweave.errors import BackendError, InputError
 from faceweave.types import Frame
 
-__all__ = ["EXECUTION_PROVIDERS", "OnnxModel", "YuNetDetector"]
+__all__ = ["EXECUTION_PROVIDERS", "OnnxModel", "YuNetDetector", "check_model_file"]
 
 # faceweave name -> onnxruntime provider.
 EXECUTION_PROVIDERS = {
@@ -50,6 +50,15 @@ EXECUTION_PROVIDERS = {
     "directml": "DmlExecutionProvider",
 }
 _STRIDES = (8, 16, 32)
+
+
+def check_model_file(path: Path) -> Path:
+    """``path`` when it is a file; an :class:`InputError` naming it otherwise."""
+    if path.is_dir():
+        raise InputError(f"{path}: a folder, not a model file")
+    if not path.is_file():
+        raise InputError(f"{path}: model file not found")
+    return path
 
 
 class OnnxModel:
@@ -81,11 +90,7 @@ class OnnxModel:
             import onnxruntime as ort
         except ImportError as exc:  # pragma: no cover - install problem
             raise BackendError(f"onnxruntime is not installed: {exc}") from exc
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise InputError(f"{self.path}: a folder, not a model file")
-        if not self.path.is_file():
-            raise InputError(f"{self.path}: model file not found")
+        self.path = check_model_file(Path(path))
         provider = EXECUTION_PROVIDERS.get(execution_provider)
         if provider is None:
             raise InputError(
@@ -167,8 +172,8 @@ class YuNetDetector:
     ) -> None:
         if model_path is None:
             raise InputError(
-                "the yunet detector needs its model file: --detector-model PATH.onnx "
-                "(OpenCV Zoo's face_detection_yunet)"
+                "the yunet detector needs its model file, OpenCV Zoo's face_detection_yunet "
+                "(--detector-model PATH.onnx; in Python, detector_model=)"
             )
         if input_size < 32 or input_size % 32:
             raise InputError(f"input_size must be a positive multiple of 32, got {input_size}")

@@ -61,7 +61,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.onnx_backend import OnnxModel
+from faceweave.analysis.onnx_backend import OnnxModel, check_model_file
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core.facemodel import load_face_model
@@ -527,6 +527,9 @@ def load_models(
     for name, given in (("swapper_model", swapper_model), ("embedder_model", embedder_model)):
         if not isinstance(given, (str, Path, SwapModel, ArcFaceEmbedder)):
             raise InputError(f"{name} is a .onnx file's path, got {type(given).__name__}")
+    for given in (swapper_model, embedder_model):  # the swap model's file is named first
+        if isinstance(given, str | Path):
+            check_model_file(Path(given))
     embedder = (
         embedder_model
         if isinstance(embedder_model, ArcFaceEmbedder)

@@ -243,8 +243,10 @@ class SwapOptions:
         try:
             padding = tuple(float(v) for v in self.mask_padding)
         except (TypeError, ValueError):
-            return  # validated() says what is wrong
-        object.__setattr__(self, "mask_padding", padding)
+            padding = None  # validated() says what is wrong
+        if padding is not None:
+            object.__setattr__(self, "mask_padding", padding)
+        self.validated()  # options are checked where they are made: SwapOptions(fusion=5) fails
 
     @classmethod
     def from_kwargs(cls, options: Mapping[str, object]) -> SwapOptions:

@@ -142,7 +142,14 @@ class TestInvalidFrames:
             FaceAnalyser(detector="nope").detect(np.zeros((32, 32, 3), np.uint8))
 
     @pytest.mark.parametrize(
-        "kwargs", [{"max_faces": 0}, {"max_faces": 2.5}, {"min_score": float("nan")}]
+        "kwargs",
+        [
+            {"max_faces": 0},
+            {"max_faces": 2.5},
+            {"min_score": float("nan")},
+            {"detect_edges": "false"},  # a non-empty string would have switched it on
+            {"with_embedding": 0},
+        ],
     )
     def test_settings_checked_when_made(self, kwargs: dict) -> None:
         with pytest.raises(UsageError):

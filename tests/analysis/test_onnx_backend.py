@@ -127,6 +127,11 @@ def test_model_with_another_signature_is_refused(tmp_path: Path) -> None:
         YuNetDetector(model_path=broken)
     with pytest.raises(InputError, match="needs its model file"):
         YuNetDetector()
+    # The analyser loads another detector's model when made, not on its first frame.
+    with pytest.raises(InputError, match="needs its model file"):
+        FaceAnalyser(detector="yunet")
+    with pytest.raises(InputError, match="not found"):
+        FaceAnalyser(detector="yunet", detector_model=tmp_path / "absent.onnx")
     with pytest.raises(InputError, match="not found"):
         YuNetDetector(model_path=tmp_path / "absent.onnx")
     text = tmp_path / "text.onnx"

@@ -385,6 +385,10 @@ def test_model_files_with_other_signatures_are_one_line_errors(
         with pytest.raises(InputError, match=message) as caught:
             NeuralSwapper(grace_hopper_face, **files)
         assert "\n" not in str(caught.value)
+    # Both missing: the swap model is named, as the engine's settings name it.
+    absent = {"swapper_model": tmp_path / "s.onnx", "embedder_model": tmp_path / "e.onnx"}
+    with pytest.raises(InputError, match="s.onnx: model file not found"):
+        NeuralSwapper(grace_hopper_face, **absent)
 
 
 def test_bad_options_and_sources(models: dict, grace_hopper_face: Face) -> None:

@@ -105,7 +105,7 @@ class TestSwapOptions:
     )
     def test_invalid_raise_usage_error(self, bad: dict, astronaut_face: Face) -> None:
         with pytest.raises(UsageError):
-            SwapOptions(**bad).validated()
+            SwapOptions(**bad)  # refused where made, not where first used
         with pytest.raises(ValueError):
             Swapper(astronaut_face, **bad)
 
