@@ -161,16 +161,14 @@ DETAIL_HELP = (
 # Video (the encoder's own defaults live in faceweave.io.video: libx264, preset auto, CRF 18).
 DEFAULT_REDETECT_EVERY = 10
 DEFAULT_FRAME_SKIP = 1
-DEFAULT_STATIC_THRESHOLD = 0.0  # off: a face that barely moves (lips) must not freeze
+DEFAULT_STATIC_THRESHOLD = 0.0  # live: off, a face that barely moves (lips) must not freeze
 STATIC_HELP = (
     "reuse the previous frame's face geometry while the face region changes by less "
-    "than this mean grey level (0 = off, the default; 0.5-1 suits screen recordings "
-    "and paused video)"
+    "than this mean grey level (0 = off; 0.5-1 suits screen recordings and paused "
+    "video); default %s"
 )
-MAX_FACES_HELP = (
-    "analyse at most N faces a frame, the largest (default %(default)s); --face-order "
-    "then orders those"
-)
+MAX_FACES_HELP = "analyse at most N faces a frame, the largest (default %(default)s)"
+ORDERED_MAX_FACES_HELP = MAX_FACES_HELP + "; --face-order then orders those"
 # Live.
 DEFAULT_LIVE_OUTPUT = "window"
 LIVE_FACE_SELECTOR_CHOICES = ("one", "many", "reference")
@@ -346,7 +344,7 @@ def _add_swap_parser(commands: Any) -> None:
     swap.add_argument(
         "--output", "-o", required=True, type=Path, metavar="OUT", help="image, directory or video"
     )
-    _add_look_and_selection_options(swap, FACE_SELECTOR_CHOICES)
+    _add_look_and_selection_options(swap, FACE_SELECTOR_CHOICES, ordered=True)
     swap.add_argument(
         "--reference-frame",
         type=non_negative_float,
@@ -372,7 +370,7 @@ def _add_swap_parser(commands: Any) -> None:
         type=positive_int,
         default=DEFAULT_MAX_FACES,
         metavar="N",
-        help=MAX_FACES_HELP,
+        help=ORDERED_MAX_FACES_HELP,
     )
     swap.add_argument(
         "--mask-mouth",
@@ -468,7 +466,12 @@ def _add_swap_parser(commands: Any) -> None:
         help=f"analyse every N-th frame, track between (default {DEFAULT_FRAME_SKIP})",
     )
     video.add_argument(
-        "--static-threshold", type=non_negative_float, metavar="GREY", help=STATIC_HELP
+        "--static-threshold",
+        type=non_negative_float,
+        metavar="GREY",
+        help=STATIC_HELP
+        % "a fraction of a level, which holds only a repeated frame (a 25 fps video "
+        "converted to 30 fps repeats every fifth)",
     )
     video.add_argument(
         "--redetect-every",
@@ -525,7 +528,7 @@ def _add_live_parser(commands: Any) -> None:
         "e.g. alsa:default, pulse:default, alsa:hw:1,0, avfoundation::0, "
         "'dshow:audio=NAME', lavfi:sine=frequency=440 (a test tone)",
     )
-    _add_look_and_selection_options(live, LIVE_FACE_SELECTOR_CHOICES)
+    _add_look_and_selection_options(live, LIVE_FACE_SELECTOR_CHOICES, ordered=False)
     _add_watermark_option(live, "a recording (-o FILE)")
     live.add_argument(
         "--max-faces",
@@ -543,7 +546,7 @@ def _add_live_parser(commands: Any) -> None:
         type=non_negative_float,
         default=DEFAULT_STATIC_THRESHOLD,
         metavar="GREY",
-        help=STATIC_HELP,
+        help=STATIC_HELP % "0",
     )
     live.add_argument("--width", type=positive_int, help="camera frame width")
     live.add_argument("--height", type=positive_int, help="camera frame height")
@@ -559,11 +562,26 @@ def _add_analyse_parser(commands: Any) -> None:
     analyse = commands.add_parser(
         "analyse",
         aliases=["analyze"],
-        help="list the faces in an image",
-        description="Print the faces found in IMAGE: box, score, pose and 5 landmarks.",
+        help="list the faces in an image or a video's frame",
+        description="Print the faces found in FILE (an image, or a video's frame at --at): "
+        "box, score, pose and 5 landmarks, numbered in --face-order.",
     )
     analyse.set_defaults(command=_run_analyse)
-    analyse.add_argument("image", type=Path, metavar="IMAGE")
+    analyse.add_argument("image", type=Path, metavar="FILE")
+    analyse.add_argument(
+        "--at",
+        type=seconds,
+        metavar="SECONDS",
+        help="for a video: the frame shown at this second (default 0), as swap's "
+        "--reference-frame reads it",
+    )
+    analyse.add_argument(
+        "--face-order",
+        choices=FACE_ORDER_CHOICES,
+        default=DEFAULT_FACE_ORDER,
+        help="number the faces in this order: a face's number is its "
+        "--reference-position for swap with the same --face-order (default %(default)s)",
+    )
     analyse.add_argument("--json", action="store_true", help="print a JSON list")
     analyse.add_argument(
         "--landmarks", action="store_true", help="include the 478 mesh points in --json"
@@ -576,7 +594,7 @@ def _add_analyse_parser(commands: Any) -> None:
         type=positive_int,
         default=DEFAULT_MAX_FACES,
         metavar="N",
-        help=MAX_FACES_HELP,
+        help=ORDERED_MAX_FACES_HELP,
     )
     _add_common_options(analyse)
 
@@ -653,9 +671,10 @@ def _add_watermark_option(parser: argparse.ArgumentParser, what: str = "the outp
 
 
 def _add_look_and_selection_options(
-    parser: argparse.ArgumentParser, selectors: tuple[str, ...]
+    parser: argparse.ArgumentParser, selectors: tuple[str, ...], *, ordered: bool
 ) -> None:
-    """What ``swap`` and ``live`` share: how the swap looks and which faces get it."""
+    """What ``swap`` and ``live`` share: how the swap looks and which faces get it
+    (``ordered``: the command has ``--face-order``)."""
     parser.add_argument(
         "--fusion",
         type=unit_interval,
@@ -698,7 +717,8 @@ def _add_look_and_selection_options(
         help=f"which faces to replace (default {DEFAULT_FACE_SELECTOR}, "
         "or reference when --reference-face is given). In a video, one follows the "
         "person it chose: lost and found again, it is checked by identity; gone for "
-        "half a second, or after a cut, the first face in --face-order",
+        "half a second, or after a cut, "
+        + ("the first face in --face-order" if ordered else "the largest face"),
     )
     parser.add_argument(
         "--reference-face",
@@ -913,7 +933,6 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_swap(args: argparse.Namespace) -> int:
-    import faceweave as fw
 
     wanted = _resolve_sources(args)
     _settle_defaults(args, wanted.selector)
@@ -984,12 +1003,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         for path in wanted.paths:  # unreadable inputs fail before models load
             read_image(path, max_pixels=args.max_pixels)
 
-        analyser = fw.FaceAnalyser(
-            max_faces=args.max_faces,
-            detect_tiles=STILL_DETECT_TILES,
-            detect_edges=STILL_DETECT_EDGES,
-            **_detector(args),
-        )
+        analyser = still_analyser(args)
         source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
         reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
         with _library_warnings():  # advice on a poor source photo, before any output
@@ -1156,7 +1170,6 @@ def _run_swap_video(
     options: SwapOptions,
     engine: EngineSettings,
 ) -> int:
-    import faceweave as fw
     from faceweave.io.video import probe_video, video_extension
 
     target_path: Path = args.target
@@ -1186,8 +1199,9 @@ def _run_swap_video(
     for path in wanted.paths:
         read_image(path, max_pixels=args.max_pixels)
 
-    # Stills (sources, references) in image mode; the frames in video mode.
-    analyser = fw.FaceAnalyser(max_faces=args.max_faces, **_detector(args))
+    # Stills (sources, references, the reference frame) as an image target's faces are
+    # found, small and cut ones too; the frames in video mode.
+    analyser = still_analyser(args)
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     if wanted.reference_frame is not None:
@@ -1260,10 +1274,10 @@ def _video_job(
             trim_end=args.trim_end,
             keep_audio=not args.no_audio,
             frame_skip=args.frame_skip or DEFAULT_FRAME_SKIP,
-            static_threshold=(
-                args.static_threshold
+            **(  # swap_video's default when not given: it holds repeated frames
+                {"static_threshold": args.static_threshold}
                 if args.static_threshold is not None
-                else DEFAULT_STATIC_THRESHOLD
+                else {}
             ),
             redetect_every=args.redetect_every or DEFAULT_REDETECT_EVERY,
             max_faces=args.max_faces,
@@ -1558,27 +1572,29 @@ def _resolve_selector(selector: str | None, reference_face: Path | None) -> str:
 _REFERENCE_LOOKBACK_S = 1.0
 
 
+def still_analyser(args: argparse.Namespace) -> fw.FaceAnalyser:
+    """The analyser of photos and single frames: a group's small faces and faces cut by
+    the frame's sides are found too (as :func:`faceweave.api.still_analyser`)."""
+    import faceweave as fw
+
+    return fw.FaceAnalyser(
+        max_faces=args.max_faces,
+        detect_tiles=STILL_DETECT_TILES,
+        detect_edges=STILL_DETECT_EDGES,
+        **_detector(args),
+    )
+
+
 def _face_in_video(
     analyser: fw.FaceAnalyser, path: Path, second: float, position: int, order: str
 ) -> Face:
     """The face at ``position`` (in ``order``) of a video's frame at ``second``, as a
     player shows the frame (a display rotation applied)."""
     from faceweave.analysis.selection import order_faces
-    from faceweave.io.video import VideoReader, upright
 
-    # The frame on screen at that second: the last one shown by then (a second inside
-    # the last frame's time, or before a keyframe's, is shown by an earlier frame).
-    frame = None
-    with VideoReader(path, start=max(0.0, second - _REFERENCE_LOOKBACK_S)) as reader:
-        for candidate in reader:
-            if frame is not None and candidate.time > second + 1e-6:
-                break
-            frame = candidate
-        rotation = reader.rotation
-    if frame is None:
-        raise InputError(f"{path}: no frame at {second:g} s for --reference-frame")
-    faces = order_faces(_faces_in(analyser, upright(frame.image, rotation), path), order)
-    at = f"{path} at {frame.time:.2f} s"
+    image, shown_at = _video_frame_at(path, second, "--reference-frame")
+    faces = order_faces(_faces_in(analyser, image, path), order)
+    at = f"{path} at {shown_at:.2f} s"
     if not faces:
         raise NoFaceError(f"{at}: no face found for --reference-frame")
     if position >= len(faces):
@@ -1587,6 +1603,24 @@ def _face_in_video(
             f"counted from 0 in --face-order {order})"
         )
     return faces[position]
+
+
+def _video_frame_at(path: Path, second: float, option: str) -> tuple[Frame, float]:
+    """The frame a player shows at ``second`` (a display rotation applied), and its time:
+    the last one shown by then (a second inside the last frame's time, or before a
+    keyframe's, is shown by an earlier frame)."""
+    from faceweave.io.video import VideoReader, upright
+
+    frame = None
+    with VideoReader(path, start=max(0.0, second - _REFERENCE_LOOKBACK_S)) as reader:
+        for candidate in reader:
+            if frame is not None and candidate.time > second + 1e-6:
+                break
+            frame = candidate
+        rotation = reader.rotation
+    if frame is None:
+        raise InputError(f"{path}: no frame at {second:g} s for {option}")
+    return upright(frame.image, rotation), frame.time
 
 
 def _first_face(analyser: fw.FaceAnalyser, frame: Frame, path: Path, role: str) -> Face:
@@ -1611,33 +1645,37 @@ def _faces_in(analyser: fw.FaceAnalyser, frame: Frame, path: Path) -> list[Face]
 
 def _run_analyse(args: argparse.Namespace) -> int:
     import faceweave as fw
+    from faceweave.analysis.selection import order_faces
 
     image_path: Path = args.image
+    is_video = image_path.suffix.lower() in VIDEO_EXTENSIONS
     if args.landmarks and not args.json:
         raise UsageError("--landmarks adds the mesh points to --json's output: add --json")
+    if args.at is not None and not is_video:
+        raise UsageError(f"--at picks a video's frame; {image_path} is read as an image")
     if args.debug is not None:
         check_output_path(args.debug)
-        _refuse_overwriting([("--debug", args.debug)], [("the image analysed", image_path)])
-    frame = read_image(image_path, max_pixels=args.max_pixels)
-    analyser = fw.FaceAnalyser(
-        max_faces=args.max_faces,
-        detect_tiles=STILL_DETECT_TILES,
-        detect_edges=STILL_DETECT_EDGES,
-        **_detector(args),
-    )
-    faces = _faces_in(analyser, frame, image_path)
+        analysed = f"the {'video' if is_video else 'image'} analysed"
+        _refuse_overwriting([("--debug", args.debug)], [(analysed, image_path)])
+    where = str(image_path)
+    if is_video:
+        frame, shown_at = _video_frame_at(image_path, args.at or 0.0, "--at")
+        where = f"{image_path} at {shown_at:.2f} s"
+    else:
+        frame = read_image(image_path, max_pixels=args.max_pixels)
+    faces = order_faces(_faces_in(still_analyser(args), frame, image_path), args.face_order)
     if args.json:
         records = [_face_record(face, landmarks=args.landmarks) for face in faces]
         print(json.dumps(records, indent=2))
     else:
         height, width = frame.shape[:2]
-        print(f"{image_path}: {width}x{height}, {len(faces)} face(s)")
+        print(f"{where}: {width}x{height}, {len(faces)} face(s)")
         for index, face in enumerate(faces):
             print(_face_line(index, face))
     if args.debug is not None:
         write_image(args.debug, fw.draw_debug(frame, faces))
     if not faces:
-        raise NoFaceError(f"{image_path}: no face found")
+        raise NoFaceError(f"{where}: no face found")
     return EXIT_OK
 
 

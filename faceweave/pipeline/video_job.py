@@ -319,6 +319,16 @@ VIDEO_DETECT_TILES = 2
 # head's face lagged behind its nods: on vid_p04 the output's mouth opening followed
 # the target's with a correlation of 0.63 (dlib's landmarks), against 0.78 at these
 # settings, for a mean flicker ratio over the five clips 0.03 higher (0.82 -> 0.85).
+# A file's frame whose faces' region differs from the frame before by less than this
+# mean grey level (0-255, on the tracker's work image) repeats it, and keeps its faces:
+# a 25 fps video converted to 30 fps repeats every fifth frame, and the smoothing
+# filter, still catching up with earlier motion, slid the face on the repeats (0.6 px
+# median, up to 3 px, while the picture stood still). vid_p04's 52 repeats differ by
+# 0.00-0.23 (all but one under 0.2) and its moving frames by 1.1 or more; of the
+# other development clips' frames, 6 of vid_p05's (a man barely moving while he
+# talks) differ by less, and none of the rest.
+REPEATED_FRAME_GREY = 0.2
+
 FILE_SMOOTHING_MIN_CUTOFF = 0.3  # Hz: One-Euro cut-off at rest (live uses 1.0)
 FILE_SMOOTHING_BETA = 0.01  # speed coefficient (live uses 0.05)
 
@@ -416,7 +426,7 @@ def swap_video(
     trim_end: float | None = None,
     keep_audio: bool = True,
     frame_skip: int = 1,
-    static_threshold: float = 0.0,
+    static_threshold: float = REPEATED_FRAME_GREY,
     redetect_every: int = 10,
     max_faces: int = 8,
     queue_size: int = 4,
@@ -449,7 +459,8 @@ def swap_video(
         keep_audio: copy the target's audio over the same range.
         frame_skip: analyse every N-th frame; faces are carried by optical flow between.
         static_threshold: a frame whose face region changed by less than this mean grey
-            level keeps the previous frame's faces (no analysis); 0 turns it off.
+            level keeps the previous frame's faces (no analysis); 0 turns it off. The
+            default holds only repeated frames (see :data:`REPEATED_FRAME_GREY`).
         redetect_every: run the face detector at least every N analysed frames.
         max_faces: at most this many tracked faces.
         queue_size: frames buffered between stages.

@@ -8,6 +8,7 @@ Hopper) and are marked ``slow``: each one loads the face models.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -588,6 +589,24 @@ def test_stop_signals_end_a_command_as_ctrl_c_does(
     assert cli.main(argv) == 128 + signum
     assert capsys.readouterr().err == f"faceweave: stopped by {signal.Signals(signum).name}\n"
     assert signal.getsignal(signum) == before  # the handler is this command's only
+
+
+def test_help_names_only_options_its_command_has(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each command's help mentions only its own options (live's had swap's
+    --face-order), apart from named references to another command's."""
+    monkeypatch.setenv("COLUMNS", "10000")  # no option name broken over two lines
+    elsewhere = {("analyse", "--reference-frame"), ("analyse", "--reference-position")}
+    commands = next(
+        action
+        for action in cli.build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    for name, parser in commands.choices.items():
+        own = {option for action in parser._actions for option in action.option_strings}
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", parser.format_help()))
+        named -= {f"--no-{option[2:]}" for option in own} | own
+        base = "analyse" if name == "analyze" else name
+        assert {option for option in named if (base, option) not in elsewhere} == set(), name
 
 
 def test_ctrl_c_while_the_command_loads(

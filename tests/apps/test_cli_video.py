@@ -7,6 +7,7 @@ with a 440 Hz AAC tone. In-process tests call :func:`faceweave.apps.cli.main`; t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -360,6 +361,30 @@ def test_the_reference_face_is_taken_from_a_frame_of_the_target(
     redness = {side: float(c[..., 2].sum() - c[..., 0].sum()) / 1e6 for side, c in halves.items()}
     other = "right" if reddened == "left" else "left"
     assert redness[reddened] > 0.3 and abs(redness[other]) < 0.05, redness
+
+
+def test_a_frames_faces_are_found_as_a_photos_and_numbered_as_swap_counts_them(
+    tmp_path: Path, astronaut: np.ndarray, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reference frame's faces are found as an image target's are, a face cut by the
+    frame's side too (the video analyser alone found 1 of 2 here, and of a crowd shot's
+    faces as few as 1 of 4); ``analyse --at --face-order`` shows the numbers swap uses."""
+    scene = np.ascontiguousarray(np.hstack([astronaut, astronaut[:, :216]]))  # one face cut
+    clip = make_clip(tmp_path / "two.mp4", scene, frames=10, size=(728, 512), audio=False)
+    assert cli.main(["analyse", str(clip), "--at", "0.1", "--json"]) == EXIT_OK
+    by_size = json.loads(capsys.readouterr().out)
+    argv = ["analyse", str(clip), "--at", "0.1", "--json", "--face-order", "left-right"]
+    assert cli.main(argv) == EXIT_OK
+    by_x = json.loads(capsys.readouterr().out)
+    assert len(by_x) == 2 and by_x[0]["bbox"][0] < by_x[1]["bbox"][0], by_x
+    assert by_size == [by_x[0], by_x[1]]  # the whole face is the larger
+    write_image(tmp_path / "src.png", astronaut)
+    argv = ["swap", "-s", str(tmp_path / "src.png"), "-t", str(clip), "--no-watermark"]
+    argv += ["-o", str(tmp_path / "out.mp4"), "--quiet", "--face-order", "left-right"]
+    argv += ["--reference-frame", "0.1", "--reference-position", "1"]
+    assert cli.main(argv) == EXIT_OK, capsys.readouterr().err
+    assert cli.main(["analyse", str(tmp_path / "src.png"), "--at", "1"]) == EXIT_USAGE
+    assert "--at picks a video's frame" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

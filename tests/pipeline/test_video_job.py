@@ -384,11 +384,54 @@ def test_frame_skip_and_static_reuse_reach_the_tracker(
     )
     assert reused.tracker.reused >= 10 and reused.frames_swapped == 12
     skipped = swap_video(
-        [grace_hopper_face], still, tmp_path / "b.mkv", analyser=analyser, frame_skip=3
+        [grace_hopper_face],
+        still,
+        tmp_path / "b.mkv",
+        analyser=analyser,
+        frame_skip=3,
+        static_threshold=0,  # (a still clip's frames all repeat the first)
     )
     assert skipped.tracker.skipped >= 6 and skipped.frames_swapped == 12
-    full = swap_video([grace_hopper_face], still, tmp_path / "c.mkv", analyser=analyser)
-    assert full.tracker.reused == 0 and full.tracker.skipped == 0
+    # The default holds only repeated frames: here every frame after the first.
+    repeats = swap_video([grace_hopper_face], still, tmp_path / "c.mkv", analyser=analyser)
+    assert repeats.tracker.reused >= 10 and repeats.tracker.skipped == 0
+    every = swap_video(
+        [grace_hopper_face], still, tmp_path / "d.mkv", analyser=analyser, static_threshold=0
+    )
+    assert every.tracker.reused == 0 and every.tracker.skipped == 0
+
+
+def test_a_repeated_frame_keeps_its_faces_where_they_were(
+    tmp_path: Path, astronaut: np.ndarray, analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    """A 25 fps video converted to 30 repeats every fifth frame: the face stays put on
+    the repeat. It had slid on (the smoothing filter catching up with earlier motion)."""
+    clip = tmp_path / "repeats.mkv"
+    picture = cv2.resize(astronaut, (320, 320))
+    shown = [3 * i for i in range(8)] + [21, 21, 21] + [24, 27]  # moving, then held
+    with av.open(str(clip), "w") as out:
+        stream = out.add_stream("libx264", rate=30, options={"preset": "ultrafast", "crf": "0"})
+        stream.width, stream.height, stream.pix_fmt = 320, 320, "yuv420p"
+        for dx in shown:
+            moved = np.roll(picture, dx, axis=1)
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(moved, format="bgr24")))
+        out.mux(stream.encode())
+
+    def centres(**options: Any) -> list[np.ndarray]:
+        found: list[np.ndarray] = []
+
+        def keep(packet: Any) -> None:
+            found.append(packet.data["targets"][0].face.landmarks_478[:, :2].mean(0))
+
+        out = tmp_path / f"out{len(options)}.mkv"
+        swap_video([grace_hopper_face], clip, out, analyser=analyser, on_frame=keep, **options)
+        return found
+
+    held, slid = centres(), centres(static_threshold=0)
+    assert len(held) == len(slid) == len(shown)
+    for repeat in (8, 9, 10):  # frames 8-10 show frame 7's picture
+        assert float(np.abs(held[repeat] - held[7]).max()) < 0.01
+    assert max(float(np.abs(slid[r] - slid[7]).max()) for r in (8, 9, 10)) > 0.3
 
 
 def test_the_skin_at_rest_is_followed_only_for_creases(
