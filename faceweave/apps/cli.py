@@ -420,6 +420,13 @@ def _add_swap_parser(commands: Any) -> None:
         action="store_true",
         help="write a target without a face unchanged instead of failing",
     )
+    swap.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="a folder --target: leave the files whose output exists already (a batch run "
+        "again after Ctrl-C goes on where it stopped; outputs are only ever whole). "
+        "Without it, outputs are replaced",
+    )
     _add_common_options(swap)
     add_engine_options(swap)
     _add_watermark_option(swap)
@@ -973,6 +980,17 @@ def _run_swap(args: argparse.Namespace) -> int:
             writes = [("--output", output)] + ([("--debug", overlay)] if overlay else [])
             _refuse_overwriting(writes, named)
         video_plan = [(video, output_path / video.name) for video in videos]
+        ignored = _not_swapped(target_path, [*targets, *videos])
+        if ignored and not args.quiet:
+            _note(f"left out, not images or videos: {_listed(ignored)}")
+        done_before = 0
+        if args.skip_existing:
+            total = len(plan) + len(video_plan)
+            plan = [entry for entry in plan if not entry[1].exists()]
+            video_plan = [entry for entry in video_plan if not entry[1].exists()]
+            done_before = total - len(plan) - len(video_plan)
+            if done_before and not args.quiet:
+                _note(f"{done_before} of {total} outputs exist already: left as they are")
         for _, output in video_plan:
             _refuse_overwriting([("--output", output)], named)
             _check_encoder_fits(output, args)
@@ -983,6 +1001,8 @@ def _run_swap(args: argparse.Namespace) -> int:
         if args.debug is not None:
             make_output_dir(args.debug)
     else:
+        if args.skip_existing:
+            raise UsageError("--skip-existing is for a folder --target")
         made = []
         if not target_path.exists():
             raise InputError(f"{target_path}: no such file")
@@ -1027,9 +1047,13 @@ def _run_swap(args: argparse.Namespace) -> int:
             if note is not None and not args.quiet:
                 _note(note)
             return EXIT_OK
-        worst = _run_batch(job, plan) if plan else EXIT_OK
+        codes = _run_batch(job, plan) if plan else []
         for video, output in video_plan:
-            code = _run_batch_video(args, job, video, output)
+            codes.append(_run_batch_video(args, job, video, output))
+        if not args.quiet:
+            _note(_batch_summary(codes, output_path, done_before))
+        worst = EXIT_OK
+        for code in codes:
             worst = _worse(worst, code)
         return worst
     finally:
@@ -1510,11 +1534,40 @@ def _write_stats(path: Path, payload: dict[str, Any]) -> None:
     write_bytes_atomic(path, (json.dumps(clean(payload), indent=2) + "\n").encode("utf-8"))
 
 
-def _run_batch(job: _SwapJob, plan: list[tuple[Path, Path, Path | None]]) -> int:
-    """Run a batch's plan (see _batch_plan): each file on its own, the batch goes on."""
+def _not_swapped(folder: Path, swapped: list[Path]) -> list[str]:
+    """The names in a batch's folder that it leaves out (other files, sub-folders with a
+    slash); hidden ones are not named."""
+    taken = {path.name for path in swapped}
+    return sorted(
+        entry.name + ("/" if entry.is_dir() else "")
+        for entry in folder.iterdir()
+        if not entry.name.startswith(".") and entry.name not in taken
+    )
+
+
+def _listed(names: list[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _batch_summary(codes: list[int], output_dir: Path, done_before: int) -> str:
+    """One line at a batch's end: how many files were swapped, failed, had no face."""
+    swapped = codes.count(EXIT_OK)
+    no_face = codes.count(EXIT_NO_FACE)
+    failed = len(codes) - swapped - no_face
+    line = f"{swapped} of {len(codes)} file(s) swapped into {output_dir}"
+    extra = [f"{failed} failed"] if failed else []
+    extra += [f"{no_face} without a face"] if no_face else []
+    extra += [f"{done_before} done before"] if done_before else []
+    return line + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _run_batch(job: _SwapJob, plan: list[tuple[Path, Path, Path | None]]) -> list[int]:
+    """Run a batch's plan (see _batch_plan): each file on its own, the batch goes on.
+    Returns each file's exit code."""
     from tqdm import tqdm
 
-    worst = EXIT_OK
+    codes: list[int] = []
     with tqdm(plan, desc=PROG, unit="image", file=sys.stderr, disable=job.quiet) as progress:
         for target_path, output_path, debug_path in progress:
             try:
@@ -1534,8 +1587,8 @@ def _run_batch(job: _SwapJob, plan: list[tuple[Path, Path, Path | None]]) -> int
                 _print_traceback_if_debugging()
                 _internal_error(err, target_path, write=progress.write)
                 code = EXIT_ERROR
-            worst = _worse(worst, code)
-    return worst
+            codes.append(code)
+    return codes
 
 
 def _settle_defaults(args: argparse.Namespace, selector: str) -> None:

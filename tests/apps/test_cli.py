@@ -348,6 +348,14 @@ def test_batch_output_must_differ_from_target(
     assert "--output" in capsys.readouterr().err
 
 
+def test_skip_existing_is_for_a_folder(
+    small_files: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["swap", "-s", "s.png", "-t", "t.png", "-o", str(tmp_path / "o.png")]
+    assert cli.main([*argv, "--skip-existing"]) == EXIT_USAGE
+    assert "--skip-existing is for a folder --target" in capsys.readouterr().err
+
+
 def test_batch_of_empty_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "in").mkdir()
     argv = ["swap", "-s", "a.png", "-t", str(tmp_path / "in"), "-o", str(tmp_path / "out")]
@@ -947,12 +955,32 @@ def test_batch_with_a_corrupt_file(images: Images, tmp_path: Path) -> None:
         "swap", "-s", images.source_png, "-t", batch, "-o", output_dir, cwd=tmp_path
     )  # progress bar on, to check error lines survive it
     assert result.returncode == EXIT_ERROR
-    _assert_one_error_line(result, "b_broken.png")
+    assert "Traceback" not in result.stderr, result.stderr
+    # What is left out, the error, and a summary at the end.
+    note, error, summary = result.message_lines
+    assert note == "faceweave: left out, not images or videos: notes.txt", note
+    assert error.startswith("faceweave: error: ") and "b_broken.png" in error, error
+    assert summary == f"faceweave: 2 of 3 file(s) swapped into {output_dir} (1 failed)"
     assert sorted(p.name for p in output_dir.iterdir()) == ["a.png", "c.jpg"]
     assert (output_dir / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (output_dir / "c.jpg").read_bytes()[:2] == b"\xff\xd8"
     assert read_image(output_dir / "a.png").shape == read_image(images.target_png).shape
     _assert_no_temp_files(tmp_path)
+
+    # Run again with --skip-existing: the outputs there are left, the rest is tried.
+    (output_dir / "c.jpg").unlink()
+    kept = (output_dir / "a.png").stat().st_mtime_ns
+    again = _run(
+        "swap", "-s", images.source_png, "-t", batch, "-o", output_dir, "--skip-existing",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == EXIT_ERROR
+    assert again.message_lines[1] == "faceweave: 1 of 3 outputs exist already: left as they are"
+    assert again.message_lines[-1] == (
+        f"faceweave: 1 of 2 file(s) swapped into {output_dir} (1 failed, 1 done before)"
+    )
+    assert (output_dir / "a.png").stat().st_mtime_ns == kept
+    assert sorted(p.name for p in output_dir.iterdir()) == ["a.png", "c.jpg"]
 
 
 @pytest.mark.slow
