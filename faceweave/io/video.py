@@ -567,7 +567,9 @@ class VideoWriter:
         crf: quality on the x264 CRF scale (0 lossless, 18 visually lossless, 51 worst),
             mapped to the equivalent of other encoders (x265 CRF+5, VP9 CRF*63/51,
             NVENC CQ, MPEG-4 qscale); None lets the encoder choose.
-        pix_fmt: encoder pixel format. With chroma subsampling (``yuv420p``) the
+        pix_fmt: encoder pixel format; None: ``yuv420p``, what players take, or where
+            the encoder has no such format (ProRes, x264's RGB) its own: 8-bit RGB when
+            it takes that, else its first. With chroma subsampling (``yuv420p``) the
             width and height must be even: an odd one is padded by one pixel that
             repeats the last column or row, so the output is one pixel larger.
         audio_from: a file whose audio tracks (all of them, in order, with their
@@ -612,7 +614,7 @@ class VideoWriter:
         codec: str | None = None,
         preset: str = DEFAULT_PRESET,
         crf: int | None = DEFAULT_CRF,
-        pix_fmt: str = "yuv420p",
+        pix_fmt: str | None = None,
         audio_from: PathLike | None = None,
         trim_start: float = 0.0,
         trim_end: float | None = None,
@@ -651,7 +653,9 @@ class VideoWriter:
         supported = _supported_codecs(format_name)
         _check_encoder(codec_name, supported, self.path)
         # By the encoder's own name: ``h264`` takes libx264's preset and crf.
-        codec_name = av.codec.Codec(codec_name, "w").name
+        encoder = av.codec.Codec(codec_name, "w")
+        codec_name = encoder.name
+        pix_fmt = _encoder_pixel_format(encoder, pix_fmt)
         video_format = _pixel_format(pix_fmt)
         # Chroma subsampling halves a dimension: it must be even (see pix_fmt above).
         self._pad_x = width % 2 if video_format.chroma_width(2) < 2 else 0
@@ -1525,6 +1529,20 @@ def _check_encoder(codec_name: str, supported: set[str], path: Path) -> None:
         raise UnsupportedFormatError(
             f"{path}: the {path.suffix} container cannot hold {codec_name} video"
         )
+
+
+def _encoder_pixel_format(encoder: av.codec.Codec, asked: str | None) -> str:
+    """The pixel format to encode in (see VideoWriter's ``pix_fmt``)."""
+    takes = [f.name for f in encoder.video_formats or ()]
+    if asked is not None:
+        if takes and asked not in takes:
+            raise UnsupportedFormatError(
+                f"{encoder.name} does not take pixel format {asked}; it takes {', '.join(takes)}"
+            )
+        return asked
+    if not takes or "yuv420p" in takes:
+        return "yuv420p"
+    return next((name for name in ("bgr24", "rgb24", "bgr0") if name in takes), takes[0])
 
 
 def _pixel_format(pix_fmt: str) -> av.VideoFormat:

@@ -690,6 +690,26 @@ def test_an_avi_at_the_default_crf_is_about_as_faithful_as_an_mp4(
     assert psnr[".avi"] > psnr[".mp4"] - 2.0, psnr
 
 
+@pytest.mark.parametrize(("codec", "extension"), [("prores_ks", ".mov"), ("libx264rgb", ".mkv")])
+def test_an_encoder_without_yuv420p_encodes_in_its_own_format(
+    codec: str, extension: str, tmp_path: Path
+) -> None:
+    """ProRes takes 10-bit 4:2:2 and x264's RGB encoder RGB: they had failed with
+    FFmpeg's "avcodec_open2() returned 22" on the fixed yuv420p."""
+    out = tmp_path / f"clip{extension}"
+    with VideoWriter(out, width=WIDTH, height=HEIGHT, fps=FPS, codec=codec) as writer:
+        for index in range(3):
+            writer.write(_image(index))
+    with VideoReader(out) as reader:
+        back = [frame.image for frame in reader]
+    assert len(back) == 3
+    assert np.abs(back[1].astype(int) - _image(1)).mean() < 3
+    with pytest.raises(UnsupportedFormatError, match=f"{codec} does not take pixel format"):
+        VideoWriter(
+            tmp_path / f"b{extension}", width=8, height=8, fps=FPS, codec=codec, pix_fmt="nv12"
+        )
+
+
 def test_encoder_settings_tell_which_of_preset_and_crf_are_used() -> None:
     assert encoder_settings("libx264") == {"preset", "crf"}
     assert encoder_settings("libvpx-vp9") == {"preset", "crf"}
