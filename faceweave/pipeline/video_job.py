@@ -394,6 +394,7 @@ class _Resampler:
     last_read: int = -1
     last_written: int = -1
     previous: Frame | None = field(default=None, repr=False)
+    shown_until: float = 0.0  # seconds: the end of the last frame read (used or not)
 
     def slot(self, seconds: float) -> int | None:
         """The output slot of a frame at ``seconds``, None when that slot is taken."""
@@ -405,6 +406,18 @@ class _Resampler:
             return None
         self.last_read = index
         return index
+
+    def read(self, seconds: float, limit: float | None) -> None:
+        """Note a frame read at ``seconds``: it shows until the next, or for one input
+        frame's time at the end (no later than ``limit``, a trim's end)."""
+        until = seconds + (1.0 / self.input_fps if self.input_fps > 0 else 0.0)
+        self.shown_until = min(until, limit) if limit is not None else until
+
+    def tail(self) -> range:
+        """The slots after the last one written that the last frame still covers: a
+        60 fps copy of a 2 s clip at 30 ends with two slots of its last frame, not one."""
+        end = math.ceil(self.shown_until * self.fps - 1e-6)
+        return range(self.last_written + 1, end)
 
 
 def swap_video(
@@ -533,6 +546,8 @@ def swap_video(
                 pts: int | None = frame.pts - reader.start_pts
                 seconds = frame.time - (trim_start or 0.0)
                 if resampler is not None:
+                    span = trim_end - (trim_start or 0.0) if trim_end is not None else None
+                    resampler.read(seconds, span)
                     pts = resampler.slot(seconds)
                     if pts is None:
                         continue
@@ -633,6 +648,11 @@ def swap_video(
                 raise InputError(f"{target_path}: no frame from {span} (--trim-start/--trim-end)")
             detail = f" ({reader.warnings[0]})" if reader.warnings else ""
             raise InputError(f"{target_path}: no video frame could be decoded{detail}")
+        if resampler is not None and resampler.previous is not None:
+            for slot in resampler.tail():  # the last frame's own time, to the video's end
+                writer.write(resampler.previous, pts=slot)
+            if progress is not None:
+                progress(writer.frames_written, int(expected))
         if counts["swapped_frames"] or keep_faceless:
             writer.close()
         else:

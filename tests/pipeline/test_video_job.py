@@ -355,6 +355,36 @@ def test_fps_and_trim(
     assert pts == sorted(pts)
 
 
+@pytest.mark.parametrize(("fps", "trim", "frames"), [(60, None, 60), (60, (0.2, 0.8), 36)])
+def test_a_faster_rate_repeats_the_last_frame_to_the_end(
+    fps: int,
+    trim: tuple[float, float] | None,
+    frames: int,
+    astronaut_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    grace_hopper_face: Face,
+) -> None:
+    """A 1 s clip at 30 fps made 60 fps is 60 frames, as long as its sound: the last
+    frame's own time was not filled (59 frames, a frame shorter than the audio)."""
+    start, end = trim if trim is not None else (None, None)
+    output = tmp_path / "out.mp4"
+    stats = swap_video(
+        [grace_hopper_face],
+        astronaut_clip,
+        output,
+        analyser=analyser,
+        fps=fps,
+        trim_start=start,
+        trim_end=end,
+        static_threshold=0,
+    )
+    after, pts = decode(output)
+    assert len(after) == stats.frames_written == frames
+    assert len(set(np.diff(pts))) == 1  # one frame per slot, no gap
+    assert np.abs(after[-1].astype(int) - after[-2]).mean() < 0.5  # the last frame, twice
+
+
 def test_bad_arguments(tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face) -> None:
     with pytest.raises(InputError):
         swap_video([grace_hopper_face], tmp_path / "nope.mp4", tmp_path / "o.mp4")
