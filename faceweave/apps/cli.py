@@ -1270,10 +1270,9 @@ def _video_job(
     from tqdm import tqdm
 
     desc = PROG if args.target == target_path else f"{PROG} {target_path.name}"
-    with (
-        tqdm(total=None, desc=desc, unit="frame", file=sys.stderr, disable=args.quiet) as progress,
-        _library_warnings(progress.write),
-    ):
+    bar = tqdm(total=None, desc=desc, unit="frame", file=sys.stderr, disable=args.quiet, delay=0.5)
+    watermark = None if args.no_watermark else _new_job_id()
+    with bar as progress, _library_warnings(progress.write):
 
         def advance(done: int, expected: int) -> None:
             if expected and progress.total != expected:
@@ -1306,10 +1305,38 @@ def _video_job(
             redetect_every=args.redetect_every or DEFAULT_REDETECT_EVERY,
             max_faces=args.max_faces,
             progress=advance,
-            watermark=None if args.no_watermark else _new_job_id(),
+            watermark=watermark,
             keep_faceless=args.skip_no_face,
         )
+        if stats.frames_swapped == 0 and args.skip_no_face and watermark and args.fps is None:
+            # Nothing swapped: the output is the target's frames, not synthetic media,
+            # so it is written again without the mark and labels (as an image would be;
+            # a copy at another --fps keeps them).
+            progress.reset()
+            _unmarked_copy(args, target_path, output_path, advance)
     return _report_video(stats, target_path, output_path, args)
+
+
+def _unmarked_copy(
+    args: argparse.Namespace,
+    target_path: Path,
+    output_path: Path,
+    progress: Callable[[int, int], None],
+) -> None:
+    """The target's frames over the job's range, encoded as the job's, unmarked."""
+    from faceweave.io.video import transcode
+
+    transcode(
+        target_path,
+        output_path,
+        start=args.trim_start,
+        end=args.trim_end,
+        keep_audio=not args.no_audio,
+        progress=progress,
+        codec=args.encoder,
+        preset=args.preset or _default_preset(),
+        crf=args.crf if args.crf is not None else _default_crf(output_path, args.encoder),
+    )
 
 
 def _report_video(
@@ -1336,7 +1363,12 @@ def _report_video(
             _error(f"{target_path}: {what} found in any frame; nothing written")
             return EXIT_NO_FACE
         if not args.quiet:
-            _note(f"{target_path}: {what} found in any frame; written unchanged")
+            how = (
+                "written unchanged"
+                if args.no_watermark or args.fps is None
+                else "written with no face changed, at --fps, marked as every output is"
+            )
+            _note(f"{target_path}: {what} found in any frame; {how}")
     return EXIT_OK
 
 

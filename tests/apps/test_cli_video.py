@@ -241,6 +241,10 @@ def test_video_without_faces_exits_3_unless_skipped(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.mp4", "grey.mp4"]
     assert cli.main([*argv, "-o", str(tmp_path / "b.mp4"), "--skip-no-face"]) == EXIT_OK
     assert len(_frames(tmp_path / "b.mp4")) == 6
+    # Nothing was swapped: no watermark, no label saying it is synthetic (the swap is
+    # marked by default; this clip had carried both).
+    report = verify(tmp_path / "b.mp4")
+    assert not report.marked and not report.labels, report
 
 
 def test_no_audio_leaves_the_sound_out(
