@@ -914,6 +914,30 @@ def _load_source_photos(
     return [_load_faces(analyser, photos, "source", max_pixels) for photos in sources]
 
 
+_LOSSY_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".webp")
+
+
+def _check_quality_used(args: argparse.Namespace, outputs: list[Path]) -> None:
+    """``--quality`` where no output is JPEG or WebP is a usage error: it would do nothing."""
+    if args.quality is not None and not any(
+        path.suffix.lower() in _LOSSY_IMAGE_EXTENSIONS for path in outputs
+    ):
+        raise UsageError("--quality is for JPEG and WebP outputs (PNG and BMP are lossless)")
+
+
+def _check_execution_provider(args: argparse.Namespace, engine: EngineSettings | None) -> None:
+    """A GPU provider where no ONNX model runs is a usage error: it would do nothing."""
+    runs_onnx = args.detector != "mediapipe" or (
+        engine is not None and (engine.neural or engine.enhancer_model is not None)
+    )
+    if args.execution_provider != "cpu" and not runs_onnx:
+        raise UsageError(
+            f"--execution-provider {args.execution_provider} runs ONNX models (--engine "
+            "inswapper, --enhancer-model, --detector yunet); the embedded engine and "
+            "MediaPipe run on the CPU"
+        )
+
+
 def _detector(args: argparse.Namespace) -> dict[str, Any]:
     """FaceAnalyser arguments for the chosen detector, checked before any image is read
     (an ONNX detector's file is loaded once on the CPU to see that it is one)."""
@@ -945,6 +969,7 @@ def _run_swap(args: argparse.Namespace) -> int:
     _settle_defaults(args, wanted.selector)
     options = SwapOptions.from_settings(args)  # before any model loads
     engine = engine_settings(args, options)
+    _check_execution_provider(args, engine)
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
@@ -979,6 +1004,8 @@ def _run_swap(args: argparse.Namespace) -> int:
         for _, output, overlay in plan:
             writes = [("--output", output)] + ([("--debug", overlay)] if overlay else [])
             _refuse_overwriting(writes, named)
+        if plan or not videos:  # a folder of videos alone says so below
+            _check_quality_used(args, [output for _, output, _ in plan])
         video_plan = [(video, output_path / video.name) for video in videos]
         ignored = _not_swapped(target_path, [*targets, *videos])
         if ignored and not args.quiet:
@@ -1014,6 +1041,7 @@ def _run_swap(args: argparse.Namespace) -> int:
                 f"--output {output_path.name} is for a video target"
             )
         check_output_path(output_path)
+        _check_quality_used(args, [output_path])
         writes = [("--output", output_path)]
         if args.debug is not None:
             check_output_path(args.debug)
@@ -1445,6 +1473,11 @@ def _run_live(args: argparse.Namespace) -> int:
         raise UsageError("--width, --height and --fps set the camera; not used with --input")
     if args.loop and args.input is None:
         raise UsageError("--loop is for --input")
+    if args.no_watermark and kind != "file":
+        raise UsageError(
+            "--no-watermark is for a recording (-o FILE): a window, a virtual camera or a "
+            "stream is never marked"
+        )
     if args.audio is not None:
         if kind not in ("file", "stream"):
             raise UsageError(AUDIO_OUTPUTS)
@@ -1474,6 +1507,7 @@ def _run_live(args: argparse.Namespace) -> int:
         read_image(path, max_pixels=args.max_pixels)
     options = SwapOptions.from_settings(args)  # live has no mask options: defaults
     engine = engine_settings(args, options)
+    _check_execution_provider(args, engine)
 
     pacer = FilePacer(args.input, loop=args.loop) if args.input is not None else None
     capture: LiveSource = (
@@ -1738,6 +1772,7 @@ def _run_analyse(args: argparse.Namespace) -> int:
         raise UsageError("--landmarks adds the mesh points to --json's output: add --json")
     if args.at is not None and not is_video:
         raise UsageError(f"--at picks a video's frame; {image_path} is read as an image")
+    _check_execution_provider(args, None)
     if args.debug is not None:
         check_output_path(args.debug)
         analysed = f"the {'video' if is_video else 'image'} analysed"

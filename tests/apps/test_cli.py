@@ -348,6 +348,26 @@ def test_batch_output_must_differ_from_target(
     assert "--output" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (["-o", "o.png", "--quality", "80"], "--quality is for JPEG and WebP outputs"),
+        (["-o", "o.bmp", "--quality", "80"], "--quality is for JPEG and WebP outputs"),
+        (["-o", "o.png", "--execution-provider", "cuda"], "--execution-provider cuda runs ONNX"),
+    ],
+)
+def test_swap_options_that_would_do_nothing(
+    extra: list[str],
+    fragment: str,
+    small_files: dict[str, bytes],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["swap", "-s", "s.png", "-t", "t.png", *extra]) == EXIT_USAGE
+    assert fragment in capsys.readouterr().err
+    # A folder with a JPEG among its PNGs takes --quality for it (no usage error).
+    assert cli.main(["swap", "-s", "s.png", "-t", "tg", "-o", "out", "--quality", "80"]) != 2
+
+
 def test_skip_existing_is_for_a_folder(
     small_files: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -547,6 +567,17 @@ def test_analyse_debug_never_replaces_the_image(
         (["--input", "clip.mp4", "--output", "o.mp4", "--duration", "1e10"], EXIT_USAGE, "at most"),
         (["--camera", "0", "--output", "o.mp4", "--fps", "1e10"], EXIT_USAGE, "at most 1000"),
         (["--input", "clip.mp4", "--output", "no/o.mp4"], EXIT_ERROR, "directory no does not"),
+        # Options that would do nothing.
+        (
+            ["--input", "clip.mp4", "--output", "udp://127.0.0.1:9", "--no-watermark"],
+            EXIT_USAGE,
+            "--no-watermark is for a recording",
+        ),
+        (
+            ["--input", "clip.mp4", "--output", "o.mp4", "--execution-provider", "cuda"],
+            EXIT_USAGE,
+            "--execution-provider cuda runs ONNX models",
+        ),
     ],
 )
 def test_live_refuses_overwrites_and_huge_values(
