@@ -1,12 +1,14 @@
 """``python -m faceweave`` and the ``faceweave`` command.
 
 A light launcher: it loads the command line (numpy, OpenCV, MediaPipe; about half a
-second) under its own Ctrl-C handling, so that an interrupt while the program starts
-ends it with one line and exit code 130, as one while it works does, not a traceback.
+second) with Ctrl-C held back, and then ends with one line and exit code 130, as an
+interrupt while the command works does, not with a traceback. (Raised inside an
+import, the interrupt could also surface as another library's ImportError.)
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from faceweave.errors import EXIT_INTERRUPTED
@@ -14,11 +16,18 @@ from faceweave.errors import EXIT_INTERRUPTED
 
 def main(argv: list[str] | None = None) -> int:
     """Load the command line and run it; see :func:`faceweave.apps.cli.main`."""
+    pressed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
         from faceweave.apps.cli import main as cli_main
-
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        print("faceweave: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    try:
         return cli_main(argv)
-    except KeyboardInterrupt:  # while loading, or in the instant before the command's own handling
+    except KeyboardInterrupt:  # in the instant before the command's own handling
         print("faceweave: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
