@@ -1126,7 +1126,9 @@ def _run_batch_video(args: argparse.Namespace, job: _SwapJob, video: Path, outpu
     except FaceweaveError as err:
         _print_traceback_if_debugging()
         _error(_naming(video, str(err)))
-        return err.exit_code
+        # The options fit the batch (checked before it began): what one of its videos
+        # refuses (a --trim-start past its end) is that file's error, not a usage error.
+        return EXIT_ERROR if isinstance(err, UsageError) else err.exit_code
     except OSError as err:
         _print_traceback_if_debugging()
         _error(_naming(video, _os_error_line(err)))

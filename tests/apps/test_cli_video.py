@@ -287,6 +287,23 @@ def test_a_folder_swaps_its_images_then_its_videos(
     )
 
 
+def test_a_trim_past_one_videos_end_is_that_files_error(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a batch, a --trim-start past one short video's end fails that file (exit 1,
+    the others done), not the command's usage (exit 2, as if no file had been done)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a_clip.mp4").write_bytes(files["clip"].read_bytes())  # 1 s
+    make_clip(folder / "b_short.mp4", None, frames=6)  # 0.2 s
+    out = tmp_path / "out"
+    argv = ["swap", "-s", str(files["astronaut"]), "-t", str(folder), "-o", str(out), "-q"]
+    assert cli.main([*argv, "--trim-start", "0.5", "--no-watermark"]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "--trim-start 0.5 s is past the end of" in err and "b_short.mp4 (0.20 s" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["a_clip.mp4"]
+
+
 def test_video_options_need_a_video_in_the_folder(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
