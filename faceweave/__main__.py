@@ -8,26 +8,19 @@ import, the interrupt could also surface as another library's ImportError.)
 
 from __future__ import annotations
 
-import signal
 import sys
 
 from faceweave.errors import EXIT_INTERRUPTED
+from faceweave.runtime import signals_deferred
 
 
 def main(argv: list[str] | None = None) -> int:
     """Load the command line and run it; see :func:`faceweave.apps.cli.main`."""
-    pressed: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
-        from faceweave.apps.cli import main as cli_main
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pressed:
-        print("faceweave: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    try:
+        with signals_deferred():
+            from faceweave.apps.cli import main as cli_main
         return cli_main(argv)
-    except KeyboardInterrupt:  # in the instant before the command's own handling
+    except KeyboardInterrupt:  # while loading, or in the instant before the command's own
         print("faceweave: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 

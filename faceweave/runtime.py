@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["STOP_SIGNALS", "StopSignal", "handling_signals", "tune_allocator"]
+__all__ = ["STOP_SIGNALS", "StopSignal", "handling_signals", "signals_deferred", "tune_allocator"]
 
 # Signals that ask a program to end (``timeout``, ``docker stop``, systemd, a closed
 # terminal), beside Ctrl-C's SIGINT; SIGHUP does not exist on Windows.
@@ -104,3 +104,22 @@ def handling_signals(
     finally:
         for sig, before in previous.items():
             signal.signal(sig, before)
+
+
+@contextlib.contextmanager
+def signals_deferred(
+    signals: tuple[int, ...] = (signal.SIGINT, *STOP_SIGNALS),
+) -> Iterator[None]:
+    """Hold Ctrl-C and the stop signals back inside the block and deliver the first one
+    after it, to the handler then in place.
+
+    For the imports of native modules: an interrupt raised inside one (numpy's, a
+    pybind11 module's "initialization failed") surfaces as that library's ImportError,
+    which reads as a broken install. In the main thread only; elsewhere nothing
+    changes.
+    """
+    pressed: list[int] = []
+    with handling_signals(signals, lambda signum, frame: pressed.append(signum)):
+        yield
+    if pressed:
+        signal.raise_signal(pressed[0])

@@ -13,13 +13,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.errors import BackendError
+from faceweave.runtime import signals_deferred
 from faceweave.types import BBox, Frame
 
 
 def _models():  # type: ignore[no-untyped-def]
     try:
-        import dlib
-        import face_recognition_models as frm
+        with signals_deferred():  # Ctrl-C inside its import reads as a broken install
+            import dlib
+            import face_recognition_models as frm
     except ImportError as exc:  # pragma: no cover - install problem
         raise BackendError(f"dlib models are not installed: {exc}") from exc
     return dlib, frm

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from faceweave.analysis.base import Detection, nms, quarter_turns, register_detector
 from faceweave.core.resize import shrink_to_side
 from faceweave.errors import BackendError
+from faceweave.runtime import signals_deferred
 from faceweave.types import BBox, Frame
 
 os.environ.setdefault("GLOG_minloglevel", "2")
@@ -27,7 +28,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 def _import_mediapipe():  # type: ignore[no-untyped-def]
     try:
-        import mediapipe as mp
+        with signals_deferred():  # Ctrl-C inside its import reads as a broken install
+            import mediapipe as mp
     except ImportError as exc:  # pragma: no cover - install problem
         raise BackendError(f"mediapipe is not installed: {exc}") from exc
     return mp

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 from faceweave.analysis.base import Detection, register_detector
 from faceweave.core.resize import downscale
 from faceweave.errors import BackendError, InputError
+from faceweave.runtime import signals_deferred
 from faceweave.types import Frame
 
 __all__ = ["EXECUTION_PROVIDERS", "OnnxModel", "YuNetDetector", "check_model_file"]
@@ -87,7 +88,8 @@ class OnnxModel:
         threads: int = 0,
     ) -> None:
         try:
-            import onnxruntime as ort
+            with signals_deferred():  # Ctrl-C inside its import reads as a broken install
+                import onnxruntime as ort
         except ImportError as exc:  # pragma: no cover - install problem
             raise BackendError(f"onnxruntime is not installed: {exc}") from exc
         self.path = check_model_file(Path(path))
