@@ -180,6 +180,7 @@ DEFAULT_LIVE_MAX_FACES = 4
 
 DEBUG_ENV = "FACEWEAVE_DEBUG"  # "1": print tracebacks with errors
 EXIT_NOT_MARKED = 4  # verify: no watermark found
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader left
 
 # Batch: how bad an exit code is; the batch exits with the worst one seen.
 _SEVERITY = {EXIT_OK: 0, EXIT_NO_FACE: 1, EXIT_ERROR: 2, EXIT_USAGE: 3}
@@ -218,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout's reader left (| head): quiet, as other tools are
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except OSError as err:  # the file system's refusal (a name too long, a device error)
         _print_traceback_if_debugging()
         _error(_os_error_line(err))

@@ -695,6 +695,20 @@ def test_ctrl_c_at_start_is_one_line(tmp_path: Path) -> None:
     assert stderr.rstrip().endswith("faceweave: interrupted")
 
 
+def test_a_reader_that_leaves_ends_the_command_quietly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``faceweave analyse x.jpg | head -1``: no "error: Broken pipe" line."""
+
+    def reader_gone(args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(cli, "_run_verify", reader_gone)
+    monkeypatch.setattr(cli.os, "dup2", lambda fd, fd2: None)  # keep the test's stdout
+    assert cli.main(["verify", "x.png"]) == 141
+    assert capsys.readouterr().err == ""
+
+
 def test_file_system_refusals_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
