@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from faceweave.analysis.analyser import DETECTOR_ANGLES, STILL_DETECT_EDGES, STILL_DETECT_TILES
 from faceweave.analysis.base import create_detector, detector_names
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
-from faceweave.analysis.selection import ORDERS, SELECTORS
+from faceweave.analysis.selection import ORDERS, SELECTORS, face_distance
 from faceweave.apps.argtypes import (
     SidesAction,
     frame_rate,
@@ -820,7 +820,8 @@ class _SwapJob:
         """Swap the faces of one target image and write the result.
 
         Returns:
-            A note for the user when the target was written unchanged, else ``None``.
+            A note for the user when the target was written unchanged or a --map entry
+            matched no face, else ``None``.
         """
         import faceweave as fw
         from faceweave.pipeline.tracking import TrackedFace
@@ -847,15 +848,41 @@ class _SwapJob:
             targets = [SwapTarget(face, 0, i) for i, face in enumerate(selected)]
         if debug_path is not None:
             write_image(debug_path, fw.draw_debug(target_frame, [t.face for t in targets]))
+        references = self.map_references or (
+            [self.reference_face] if self.reference_face is not None else []
+        )
+        unmatched = [
+            (index, reference)
+            for index, reference in enumerate(references)
+            if faces and not any(t.source_index == index for t in targets)
+        ]
         if not targets:
             what = "no face matching the reference" if faces else "no face"
             if not self.skip_no_face:
-                raise NoFaceError(f"{target_path}: {what} found in the target")
+                nearest = self._nearest(faces, unmatched)  # (no face was taken)
+                raise NoFaceError(f"{target_path}: {what} found in the target{nearest}")
             write_image(output_path, target_frame, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
         output_frame = swap_targets(target_frame, targets, self.swappers)
         _write_output(output_path, output_frame, self.quality, self.watermark)
+        if unmatched:  # --map: the entries that found nobody, while others were swapped
+            entries = ", ".join(str(index + 1) for index, _ in unmatched)
+            taken = {id(t.face) for t in targets}
+            nearest = self._nearest([f for f in faces if id(f) not in taken], unmatched)
+            return f"{target_path}: --map entry {entries} matched no face{nearest}"
         return None
+
+    def _nearest(self, faces: list[Face], unmatched: list[tuple[int, Face]]) -> str:
+        """How near the nearest of ``faces`` (those not swapped) came to the references
+        that matched none, for the message: a turned face of the right person is often
+        just over the threshold."""
+        if not faces or not unmatched or not all(f.has_embedding for f in faces):
+            return ""
+        nearest = min(face_distance(face, ref) for face in faces for _, ref in unmatched)
+        return (
+            f" (the nearest face is at identity distance {nearest:.2f}, over "
+            f"--reference-distance {self.reference_distance:g})"
+        )
 
 
 @dataclass(frozen=True)

@@ -360,6 +360,32 @@ def test_map_on_a_group_photo(
     assert redness[0] > 0.5 and redness[1] < -0.5, redness
 
 
+def test_a_reference_that_matches_nobody_says_how_near_it_came(
+    files: dict[str, Path],
+    tmp_path: Path,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A --map entry that found nobody while another was swapped is named (it had been
+    silent), and both it and a --reference-face that found nobody give the nearest
+    distance: a turned face of the right person is often just over the threshold."""
+    write_image(tmp_path / "group.png", _group(astronaut, grace_hopper))
+    out = ["-o", str(tmp_path / "out.png"), "--no-watermark"]
+    both_her = ["--map", f"{files['hopper']}={files['astronaut']}"] * 2
+    assert cli.main(["swap", *both_her, "-t", str(tmp_path / "group.png"), *out]) == EXIT_OK
+    err = capsys.readouterr().err
+    assert re.search(
+        r"--map entry \d matched no face \(the nearest face is at identity "
+        r"distance 0\.\d\d, over --reference-distance 0\.6\)",
+        err,
+    ), err
+    argv = ["swap", "-s", str(files["hopper"]), "--reference-face", str(files["astronaut"])]
+    assert cli.main([*argv, "-t", str(files["hopper"]), *out]) == EXIT_NO_FACE
+    err = capsys.readouterr().err
+    assert "no face matching the reference found in the target (the nearest" in err, err
+
+
 @pytest.mark.parametrize(("position", "reddened"), [(0, "left"), (1, "right")])
 def test_the_reference_face_is_taken_from_a_frame_of_the_target(
     position: int,
