@@ -101,6 +101,10 @@ def test_router_reference_one_and_many(
     chosen = FaceRouter("reference", references=[astronaut_face]).route(tracked)
     assert len(chosen) == 1 and chosen[0].face.bbox[0] == min(f.bbox[0] for f in pair_faces)
     assert chosen[0].distance is not None and chosen[0].distance < 0.6
+    # A person is in a frame once: of two faces within the distance, only the nearer.
+    loose = FaceRouter("reference", references=[astronaut_face], max_distance=10.0)
+    only = loose.route(tracked)
+    assert [t.track_id for t in only] == [chosen[0].track_id]
     assert len(FaceRouter("many").route(tracked)) == 2
     one = FaceRouter("one")
     first = one.route(tracked)
