@@ -996,7 +996,6 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_swap(args: argparse.Namespace) -> int:
-
     wanted = _resolve_sources(args)
     _settle_defaults(args, wanted.selector)
     options = SwapOptions.from_settings(args)  # before any model loads
@@ -1083,7 +1082,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         for path in wanted.paths:  # unreadable inputs fail before models load
             read_image(path, max_pixels=args.max_pixels)
 
-        analyser = still_analyser(args)
+        analyser = _still_analyser(args)
         source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
         reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
         with _library_warnings():  # advice on a poor source photo, before any output
@@ -1287,7 +1286,7 @@ def _run_swap_video(
 
     # Stills (sources, references, the reference frame) as an image target's faces are
     # found, small and cut ones too; the frames in video mode.
-    analyser = still_analyser(args)
+    analyser = _still_analyser(args)
     source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
     reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
     if wanted.reference_frame is not None:
@@ -1725,7 +1724,7 @@ def _resolve_selector(selector: str | None, reference_face: Path | None) -> str:
 _REFERENCE_LOOKBACK_S = 1.0
 
 
-def still_analyser(args: argparse.Namespace) -> fw.FaceAnalyser:
+def _still_analyser(args: argparse.Namespace) -> fw.FaceAnalyser:
     """The analyser of photos and single frames: a group's small faces and faces cut by
     the frame's sides are found too (as :func:`faceweave.api.still_analyser`)."""
     import faceweave as fw
@@ -1817,7 +1816,7 @@ def _run_analyse(args: argparse.Namespace) -> int:
         where = f"{image_path} at {shown_at:.2f} s"
     else:
         frame = read_image(image_path, max_pixels=args.max_pixels)
-    faces = order_faces(_faces_in(still_analyser(args), frame, image_path), args.face_order)
+    faces = order_faces(_faces_in(_still_analyser(args), frame, image_path), args.face_order)
     if args.json:
         records = [_face_record(face, landmarks=args.landmarks) for face in faces]
         print(json.dumps(records, indent=2))
