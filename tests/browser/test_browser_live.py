@@ -36,6 +36,21 @@ def grab(page: Any, video_id: str, box: tuple[int, int, int, int]) -> np.ndarray
     return rgba.reshape(y1 - y0, x1 - x0, 4)[..., :3].astype(np.float32)
 
 
+def _start_live(
+    launch: Callable[..., Any], video: Path, url: str, key: str, source: Path
+) -> tuple[Any, list[str]]:
+    """/live on the fake camera with the key and a source photo, Start pressed; the page
+    and the list its script errors go to."""
+    page = launch(f"--use-file-for-fake-video-capture={video}")
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url + "/live")
+    page.get_by_label("API key (kept in this browser only)").fill(key)
+    page.get_by_label("Source face (image)").set_input_files(str(source))
+    page.get_by_role("button", name="Start").click()
+    return page, errors
+
+
 @pytest.mark.slow
 def test_live_fake_camera_is_swapped_with_low_latency(
     service: tuple[str, str],
@@ -56,13 +71,7 @@ def test_live_fake_camera_is_swapped_with_low_latency(
     source = tmp_path / "source.png"
     cv2.imwrite(str(source), np.asarray(grace_hopper))
 
-    page = launch(f"--use-file-for-fake-video-capture={video}")
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url + "/live")
-    page.get_by_label("API key (kept in this browser only)").fill(key)
-    page.get_by_label("Source face (image)").set_input_files(str(source))
-    page.get_by_role("button", name="Start").click()
+    page, errors = _start_live(launch, video, url, key, source)
     page.wait_for_function(
         "() => document.getElementById('status').textContent === 'Swapping live.'"
     )
@@ -146,13 +155,7 @@ def test_a_source_without_a_face_leaves_the_session_running(
     source = tmp_path / "source.png"
     cv2.imwrite(str(source), np.asarray(grace_hopper))
 
-    page = launch(f"--use-file-for-fake-video-capture={video}")
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(url + "/live")
-    page.get_by_label("API key (kept in this browser only)").fill(key)
-    page.get_by_label("Source face (image)").set_input_files(str(blank))
-    page.get_by_role("button", name="Start").click()
+    page, errors = _start_live(launch, video, url, key, blank)
     page.wait_for_function(
         "() => document.getElementById('status').textContent.includes('choose another photo')",
         timeout=30_000,
