@@ -292,7 +292,7 @@ def build_swappers(
     engine, are kept); ``options`` as SwapOptions or a mapping of them."""
     if not sources:
         raise UsageError("give at least one source face")
-    opts = swap_options(options).validated()
+    opts = swap_options(options)  # (SwapOptions are checked as they are made)
     return [
         s
         if isinstance(s, (Swapper, NeuralSwapper, EnhancedSwapper))
@@ -544,13 +544,14 @@ def swap_video(
             expected = round((expected / info.fps) * float(resampler.fps)) if expected else 0
         counts = {"read": 0, "swapped_frames": 0, "swapped_faces": 0}
 
+        trimmed_s = trim_end - (trim_start or 0.0) if trim_end is not None else None
+
         def packets() -> Any:
             for frame in reader:
                 pts: int | None = frame.pts - reader.start_pts
                 seconds = frame.time - (trim_start or 0.0)
                 if resampler is not None:
-                    span = trim_end - (trim_start or 0.0) if trim_end is not None else None
-                    resampler.read(seconds, span)
+                    resampler.read(seconds, trimmed_s)
                     pts = resampler.slot(seconds)
                     if pts is None:
                         continue

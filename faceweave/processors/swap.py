@@ -261,7 +261,7 @@ class SwapOptions:
             raise UnknownOptionError(
                 f"unknown swap option {unknown[0]!r}; options are: {', '.join(known)}"
             )
-        return cls(**options).validated()  # type: ignore[arg-type]
+        return cls(**options)  # type: ignore[arg-type]  # (checked as it is made)
 
     @classmethod
     def from_settings(cls, settings: object) -> SwapOptions:
@@ -270,7 +270,7 @@ class SwapOptions:
         set to None (an option not given), keep their defaults, so a new option reaches
         every front end from here."""
         given = {f.name: getattr(settings, f.name, None) for f in fields(cls)}
-        return cls(**{n: v for n, v in given.items() if v is not None}).validated()
+        return cls(**{n: v for n, v in given.items() if v is not None})  # (checked as made)
 
     def validated(self) -> SwapOptions:
         self._check_kinds()
