@@ -2161,9 +2161,15 @@ class Swapper(FaceSwapping):
             )
         self.masks = build_uv_masks(self.model, self.options)
         source_weight = self.masks.source_weight * (1.0 - self.source.occluder) * self.source.valid
+        # What covers the source's face (a fringe, hair at the temples) is the mask's edge
+        # too, not only the source's weight: the target's skin that shows there then meets
+        # the swapped face through the blend, whose low frequencies cross over a wide
+        # band. Inside the mask it had met it through the weight's narrow ramp alone, and
+        # where the target's light differs (a shaded forehead) that left a band across it.
+        face_mask = self.masks.face * (1.0 - self.source.occluder)
         # Face-space lookups as 8-bit textures: remapping bytes costs a third of floats,
         # and 1/255 steps are finer than anything these masks or the photo resolve.
-        aux = np.dstack([self.masks.face, source_weight, self.masks.skin, self.masks.edge])
+        aux = np.dstack([face_mask, source_weight, self.masks.skin, self.masks.edge])
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         # The same band feathered, for a source whose glasses stay in its texture.

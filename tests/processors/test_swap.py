@@ -1135,6 +1135,31 @@ def test_a_fringe_down_to_the_brows_is_left_to_the_target_above_them() -> None:
     assert np.abs(shadowed - plain)[strip].max() < 0.1
 
 
+def test_the_targets_skin_under_a_sources_fringe_joins_without_a_band(
+    analyser: FaceAnalyser, astronaut_face: Face, grace_hopper: np.ndarray
+) -> None:
+    """Where hair covers the source's forehead (the astronaut's fringe), the target's own
+    skin shows: it is outside the blend's mask, so the blend's low frequencies carry the
+    target's forehead into the swapped face over a wide band. Inside the mask it had
+    met the swapped face through the source weight's narrow ramp alone, and whatever
+    the colour and light match left between the two (a forehead in shade, a ruddier or
+    darker one) made a band across the forehead (the astronaut on p21, p32's boy,
+    Biden). Here with no colour or light match, so that the whole difference is left to
+    the join: a target darker than the source, on the forehead below Grace Hopper's cap
+    (the output's steepest rise over 3% of the face was 49 grey levels; now 34)."""
+    target = (grace_hopper * 0.6).astype(np.uint8)
+    (target_face,) = analyser.get_faces(target)
+    out = Swapper(astronaut_face, color="none", light=0.0).swap(target, [target_face])
+    grey = cv2.GaussianBlur(cv2.cvtColor(out, cv2.COLOR_BGR2GRAY).astype(np.float32), (0, 0), 2)
+    points = target_face.landmarks_478[:, :2]
+    top, brows = points[10, 1], points[9, 1]  # the mesh's top (the cap), between the brows
+    rows = np.arange(int(top + 0.45 * (brows - top)), int(brows))
+    step = max(2, int(0.03 * target_face.size))
+    columns = np.linspace(points[105, 0], points[334, 0], 9).astype(int)
+    rises = [float(np.abs(grey[rows[step:], x] - grey[rows[:-step], x]).max()) for x in columns]
+    assert max(rises) < 42.0, rises
+
+
 def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     """A dark patch reaching in from the lower face's edge (a collar, the shadow under
     an ear: Grace Hopper's left a dark smudge on every target's cheek) is found, even
