@@ -15,6 +15,7 @@ import datetime as dt
 import logging
 import secrets
 import shutil
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -56,8 +57,10 @@ from faceweave.service.errors import (
     ENGINE_ERROR_MESSAGE,
     ErrorBody,
     ServiceError,
+    disk_full,
     error_responses,
     http_status_of,
+    storage_full,
 )
 from faceweave.service.jobs import (
     EXTRA_SOURCES,
@@ -407,7 +410,8 @@ _UPLOAD_BODY: dict[str, Any] = {
 }
 # Every route may answer 401 (its key), 429 (the rate limit) and 422 (its parameters).
 _READ_ERRORS = error_responses(401, 404, 422, 429)
-_UPLOAD_ERRORS = error_responses(400, 401, 413, 415, 422, 429)
+# (507: the server's disk is full.)
+_UPLOAD_ERRORS = error_responses(400, 401, 413, 415, 422, 429, 507)
 
 
 # --- upload handling shared by jobs and previews --------------------------------------------
@@ -728,7 +732,12 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
             state.store.record_download(job, key.id)
         return result
 
-    @app.delete("/v1/jobs/{job_id}", status_code=204, responses=_READ_ERRORS, tags=["jobs"])
+    @app.delete(
+        "/v1/jobs/{job_id}",
+        status_code=204,
+        responses={**_READ_ERRORS, **error_responses(507)},
+        tags=["jobs"],
+    )
     def delete_job(request: Request, job_id: str, key: Key) -> Response:
         """Cancel the job if it is queued or running, and delete it and its files (the
         job is 404 from then on)."""
@@ -821,8 +830,17 @@ def _error_response(
 
 
 def _install_error_handlers(app: FastAPI) -> None:
+    def full(request: Request, exc: BaseException) -> JSONResponse:
+        # The server's disk is full (an upload, a preview, the database): a passing
+        # condition of the server's, answered 507 with Retry-After, not as a bug.
+        logger.warning("%s %s: the disk is full (%s)", request.method, request.url.path, exc)
+        error = storage_full()
+        return _error_response(error.status, error.code, error.message, error.headers)
+
     @app.exception_handler(FaceweaveError)
     async def faceweave_error(request: Request, exc: FaceweaveError) -> JSONResponse:
+        if disk_full(exc):
+            return full(request, exc)
         status, code = http_status_of(exc)
         if status >= 500 and not isinstance(exc, ServiceError):
             logger.error("%s on %s: %s", code, request.url.path, " ".join(str(exc).split()))
@@ -854,7 +872,19 @@ def _install_error_handlers(app: FastAPI) -> None:
         message = f"{where}: {first.get('msg', 'invalid request')}"
         return _error_response(422, "bad_request", message)
 
+    # Registered by class (not only as the catch-all below): Starlette passes the
+    # catch-all's exceptions on after its answer, and the server's log showed each twice.
+    @app.exception_handler(OSError)
+    @app.exception_handler(sqlite3.Error)
+    async def system_error(request: Request, exc: Exception) -> JSONResponse:
+        if disk_full(exc):
+            return full(request, exc)
+        logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return _error_response(500, "internal", "internal error")
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if disk_full(exc):
+            return full(request, exc)
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
         return _error_response(500, "internal", "internal error")

@@ -144,7 +144,15 @@ class Database:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            # A COMMIT that fails (SQLITE_FULL: the disk is full) leaves the transaction
+            # open, and this thread's next BEGIN failed with it.
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[sqlite3.Row]:
         """Run a read-only statement and return every row."""

@@ -6,6 +6,8 @@ with a stable machine-readable ``code`` and a one-line human ``message``.
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -21,18 +23,25 @@ from faceweave.errors import (
 )
 
 __all__ = [
+    "DISK_FULL_RETRY_S",
     "ENGINE_ERROR_MESSAGE",
     "ErrorBody",
     "ErrorResponse",
     "ServiceError",
+    "disk_full",
     "error_responses",
     "http_status_of",
+    "storage_full",
 ]
 
 # What a client is told when the server's models fail (a model file that loads but
 # fails or gives garbage when run): the detail, with the server's paths and the
 # runtime's own words, goes to the server's log only.
 ENGINE_ERROR_MESSAGE = "the server's swap engine failed on this request (see the server log)"
+
+# How long a client is told to wait when the server's disk is full (Retry-After), and
+# how long a worker waits before it takes a job again after one found it full.
+DISK_FULL_RETRY_S = 60
 
 
 class ErrorBody(BaseModel):
@@ -56,6 +65,7 @@ ERROR_MEANINGS = {
     422: "invalid input or option",
     429: "rate limited, or too many jobs or sessions; see Retry-After",
     503: "the server is busy; see Retry-After",
+    507: "the server's disk is full; see Retry-After",
 }
 
 
@@ -108,3 +118,28 @@ def http_status_of(error: FaceweaveError) -> tuple[int, str]:
     if isinstance(error, BackendError):
         return 500, "engine_error"
     return 500, "internal"
+
+
+def disk_full(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, says the disk (or a quota) is
+    full: an ``OSError`` ENOSPC or EDQUOT, or SQLite's SQLITE_FULL. That is the
+    server's condition, and it passes: no client's or job's fault."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def storage_full() -> ServiceError:
+    """507 ``insufficient_storage``, with ``Retry-After``: the server's disk is full."""
+    return ServiceError(
+        507,
+        "insufficient_storage",
+        "the server's disk is full; try again later",
+        headers={"Retry-After": str(DISK_FULL_RETRY_S)},
+    )

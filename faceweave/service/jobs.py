@@ -33,7 +33,7 @@ from faceweave.processors.swap import (
 )
 from faceweave.service import audit
 from faceweave.service.db import Database
-from faceweave.service.errors import ServiceError
+from faceweave.service.errors import ServiceError, disk_full
 
 __all__ = [
     "FINAL_STATES",
@@ -508,8 +508,41 @@ class JobStore:
                 audit.record(conn, "job.requeued", key_id=row["key_id"], job_id=row["id"])
         return [row["id"] for row in rows]
 
+    def requeue(self, job: Job, reason: str) -> bool:
+        """Put a running job back in the queue (its run could not finish for a reason of
+        the server's: a full disk); False when it was cancelled meanwhile."""
+        with self.db.transaction() as conn:
+            changed = conn.execute(
+                "UPDATE jobs SET state = 'queued', progress = 0, started_at = NULL"
+                " WHERE id = ? AND state = 'running'",
+                (job.id,),
+            ).rowcount
+            if changed:
+                audit.record(
+                    conn,
+                    "job.requeued",
+                    key_id=job.key_id,
+                    job_id=job.id,
+                    detail={"reason": reason},
+                )
+        return bool(changed)
+
     def delete(self, job_id: str, key_id: str) -> Job | None:
-        """Cancel the job if unfinished, forget it and delete its files; None if not found."""
+        """Cancel the job if unfinished, forget it and delete its files; None if not found.
+
+        On a full disk the database may have no room to record it: the job's files are
+        then deleted first (the way to make room is to delete jobs), and it is tried
+        again.
+        """
+        try:
+            return self._delete(job_id, key_id)
+        except (sqlite3.Error, OSError) as exc:
+            if not disk_full(exc) or self.get(job_id, key_id) is None:
+                raise
+        self.remove_files(job_id)
+        return self._delete(job_id, key_id)
+
+    def _delete(self, job_id: str, key_id: str) -> Job | None:
         with self.db.transaction() as conn:
             row = conn.execute(
                 "SELECT * FROM jobs WHERE id = ? AND key_id = ? AND deleted_at IS NULL",

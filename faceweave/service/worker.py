@@ -31,7 +31,13 @@ from faceweave.io.image import read_image, write_image
 from faceweave.processors.engines import SwapEngine, swapper_advice
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import SwapOptions
-from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError, http_status_of
+from faceweave.service.errors import (
+    DISK_FULL_RETRY_S,
+    ENGINE_ERROR_MESSAGE,
+    ServiceError,
+    disk_full,
+    http_status_of,
+)
 from faceweave.service.jobs import Job, JobOptions, JobStore, source_roles
 from faceweave.types import Face, Frame
 
@@ -354,14 +360,26 @@ class WorkerPool:
         while not self._stop.is_set():
             try:
                 job = self.store.claim(name)
-            except Exception:  # noqa: BLE001 - a locked or busy database: try again later
+            except Exception as exc:  # noqa: BLE001 - a locked or busy database: try again later
+                if disk_full(exc):
+                    logger.warning(
+                        "%s: the disk is full: no job taken for %d s", name, DISK_FULL_RETRY_S
+                    )
+                    self._stop.wait(DISK_FULL_RETRY_S)
+                    continue
                 logger.exception("%s: cannot claim a job", name)
                 job = None
             if job is None:
                 if self._wake.wait(self.poll_interval_s):
                     self._wake.clear()
                 continue
-            self._run(engine, job)
+            try:
+                self._run(engine, job)
+            except Exception as exc:  # noqa: BLE001 - recording its end failed: the database
+                if disk_full(exc):  # (its result may be there: it runs again all the same)
+                    self._back_in_queue(job)
+                else:  # left running: requeued at the next start
+                    logger.error("job %s: cannot record its end", job.id, exc_info=exc)
 
     def _run(self, engine: Engine, job: Job) -> None:
         job_dir = self.store.job_dir(job.id)
@@ -375,25 +393,53 @@ class WorkerPool:
             logger.info("job %s cancelled while running", job.id)
             self.store.remove_files(job.id)
             return
-        except BackendError as exc:  # the server's models, not the job's inputs
-            logger.error("job %s: engine error: %s", job.id, " ".join(str(exc).split()))
-            self._finish_failed(job, "engine_error", ENGINE_ERROR_MESSAGE)
-            return
-        except FaceweaveError as exc:
-            _, code = http_status_of(exc)
-            if isinstance(exc, OutputError):
-                code = "output_error"
-            self._finish_failed(job, code, _client_message(exc, job_dir))
-            return
         except Exception as exc:  # noqa: BLE001 - one bad job must not kill the worker
-            logger.exception("job %s: internal error", job.id)
-            self._finish_failed(job, "internal", f"internal error ({type(exc).__name__})")
+            if disk_full(exc):
+                self._back_in_queue(job)
+            else:
+                self._failed(job, exc, job_dir)
             return
         if self.store.complete(job, ext, sha, notes):
             self.jobs_run += 1
             logger.info("job %s done in %.2f s", job.id, time.perf_counter() - began)
         else:  # deleted while running: its files must not outlive it
             self.store.remove_files(job.id)
+
+    def _failed(self, job: Job, exc: Exception, job_dir: Path) -> None:
+        if isinstance(exc, BackendError):  # the server's models, not the job's inputs
+            logger.error("job %s: engine error: %s", job.id, " ".join(str(exc).split()))
+            self._finish_failed(job, "engine_error", ENGINE_ERROR_MESSAGE)
+        elif isinstance(exc, FaceweaveError):
+            _, code = http_status_of(exc)
+            if isinstance(exc, OutputError):
+                code = "output_error"
+            self._finish_failed(job, code, _client_message(exc, job_dir))
+        else:
+            logger.error("job %s: internal error", job.id, exc_info=exc)
+            self._finish_failed(job, "internal", f"internal error ({type(exc).__name__})")
+
+    def _back_in_queue(self, job: Job) -> None:
+        """The disk is full: no fault of the job's. It goes back in the queue (tried
+        again until the database has room to record that, or the pool stops: then it
+        is requeued at the next start), and this worker waits DISK_FULL_RETRY_S before
+        it takes a job again."""
+        logger.warning(
+            "job %s: the disk is full: back in the queue; this worker waits %d s",
+            job.id,
+            DISK_FULL_RETRY_S,
+        )
+        self.store.remove_partial_outputs(job.id)
+        while not self._stop.is_set():
+            try:
+                if not self.store.requeue(job, "disk full"):  # deleted meanwhile
+                    self.store.remove_files(job.id)
+                break
+            except Exception as exc:  # noqa: BLE001 - the database itself: wait and retry
+                if not disk_full(exc):
+                    logger.error("job %s: cannot requeue it", job.id, exc_info=exc)
+                    break
+            self._stop.wait(DISK_FULL_RETRY_S)
+        self._stop.wait(DISK_FULL_RETRY_S)
 
     def _finish_failed(self, job: Job, code: str, message: str) -> None:
         if not self.store.fail(job, code, message):
