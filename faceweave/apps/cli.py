@@ -1617,6 +1617,15 @@ def _run_live(args: argparse.Namespace) -> int:
         _write_stats(args.stats, stats.as_dict())
     if not args.quiet:
         _note(stats.summary())
+    if stats.stopped_by == "camera_lost":
+        # Not a normal end: a supervisor (a script, systemd) must tell it from one.
+        device = args.camera if args.camera is not None else 0
+        name = f"camera {device}" if isinstance(device, int) else str(device)
+        kept = "; the recording is kept" if kind == "file" else ""
+        raise InputError(
+            f"{name}: lost after {stats.frames_captured} frame(s): it stopped sending "
+            f"frames (unplugged, closed, or its stream stalled){kept}"
+        )
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from types import TracebackType
 
 import cv2
 import numpy as np
+from numpy.typing import NDArray
 
 from faceweave.errors import InputError
 from faceweave.io.image import PathLike
@@ -34,6 +36,9 @@ __all__ = ["Camera", "FilePacer", "LiveSource", "Mirrored"]
 
 # A camera that returns no frame this many times in a row is gone (unplugged, closed).
 _MAX_READ_FAILURES = 30
+# How long close() waits for a read in progress to return before it leaves the device
+# to that read (see Camera.close).
+_CLOSE_WAIT_S = 0.5
 
 
 class LiveSource:
@@ -44,9 +49,15 @@ class LiveSource:
     fps: float
     captured: int = 0  # frames that arrived
     dropped: int = 0  # frames dropped before entering the pipeline (late file frames)
+    lost: bool = False  # a camera that stopped giving frames (a file's end is no loss)
 
     def __iter__(self) -> Iterator[Packet]:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def waiting_s(self) -> float:
+        """How long the read in progress has waited for its frame (0 when none waits):
+        a camera whose stream stalls blocks in its read without an error."""
+        return 0.0
 
     def close(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -103,17 +114,43 @@ class Camera(LiveSource):
         self.height = int(self._capture.get(cv2.CAP_PROP_FRAME_HEIGHT)) or (height or 480)
         self.fps = float(self._capture.get(cv2.CAP_PROP_FPS)) or float(fps or 30.0)
         self._closed = False
+        self._released = False
+        # Held while a read is in progress: the device is released only between reads.
+        self._reading = threading.Lock()
+        self._read_since: float | None = None
+
+    def waiting_s(self) -> float:
+        since = self._read_since
+        return 0.0 if since is None else time.perf_counter() - since
+
+    def _read(self) -> tuple[bool, NDArray[np.uint8] | None]:
+        with self._reading:
+            if self._closed:
+                self._release()
+                return False, None
+            self._read_since = time.perf_counter()
+            try:
+                ok, image = self._capture.read()
+            finally:
+                self._read_since = None
+            if self._closed:  # closed while this read waited: close() left it to us
+                self._release()
+        return ok, image
 
     def __iter__(self) -> Iterator[Packet]:
         start: float | None = None
         failures = 0
         index = 0
         while not self._closed:
-            ok, image = self._capture.read()
+            ok, image = self._read()
             now = time.perf_counter()
+            if self._closed:
+                return
             if not ok or image is None:
                 failures += 1
                 if failures >= _MAX_READ_FAILURES:
+                    # (A video file given as the device ends; --input plays one.)
+                    self.lost = not (isinstance(self.device, str) and Path(self.device).is_file())
                     return
                 continue
             failures = 0
@@ -131,9 +168,25 @@ class Camera(LiveSource):
             index += 1
 
     def close(self) -> None:
-        """Release the device. Safe to call twice."""
-        if not self._closed:
-            self._closed = True
+        """Release the device. Safe to call twice, from any thread.
+
+        A read still waiting for a stalled stream's next frame cannot be cut short, and
+        releasing the device under it crashed the process (OpenCV's FFmpeg backend;
+        the recording was lost with it): after ``_CLOSE_WAIT_S`` the release is left to
+        that read, for when it returns.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._reading.acquire(timeout=_CLOSE_WAIT_S):
+            try:
+                self._release()
+            finally:
+                self._reading.release()
+
+    def _release(self) -> None:
+        if not self._released:
+            self._released = True
             self._capture.release()
 
 
@@ -238,6 +291,10 @@ class Mirrored(LiveSource):
             packet.image = cv2.flip(packet.image, 1)
             yield packet
         self.captured, self.dropped = self.source.captured, self.source.dropped
+        self.lost = self.source.lost
+
+    def waiting_s(self) -> float:
+        return self.source.waiting_s()
 
     def close(self) -> None:
         self.source.close()

@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +98,9 @@ class LiveStats:
         stage_ms: milliseconds per frame in ``source``, ``analyse``, ``swap``, ``sink``.
         tracker: the tracker's work counters.
         samples: once a second: ``t`` (s), ``rss_mib`` and ``queues`` (sizes).
-        stopped_by: ``end``, ``duration``, ``quit`` or ``interrupt``.
+        stopped_by: ``end``, ``duration``, ``quit``, ``interrupt`` or
+            ``camera_lost`` (a camera that stopped giving frames: unplugged, its
+            stream closed, or no frame for CAMERA_STALL_S).
     """
 
     frames_captured: int
@@ -269,14 +271,19 @@ def run_live(
         sink,
         queue_size=queue_size,
         mode="latest",
+        # A session ends at once: a camera's read blocked on a stalled stream is left
+        # behind (its thread is a daemon) rather than waited for.
+        join_timeout=1.0,
     )
     sampler = _Sampler(pipeline, sample_every)
+    watchdog = _Watchdog(capture, lambda: stop("camera_lost"))
     timer = threading.Timer(duration, stop, args=("duration",)) if duration else None
     began = time.perf_counter()
     ok = False
     try:
         with _sigint_stops(lambda: stop("interrupt"), enabled=handle_sigint):
             sampler.start()
+            watchdog.start()
             if timer is not None:
                 timer.daemon = True
                 timer.start()
@@ -286,9 +293,13 @@ def run_live(
         if timer is not None:
             timer.cancel()
         sampler.stop()
-        capture.close()
+        watchdog.stop()
+        # The recording first: a camera's device may not come free (a stalled stream).
         _finish(output, ok)
+        capture.close()
     wall = time.perf_counter() - began
+    if stopped_by[0] == "end" and capture.lost:
+        stopped_by[0] = "camera_lost"
     dropped_by = {"capture": capture.dropped, **run.dropped}
     return LiveStats(
         frames_captured=capture.captured + capture.dropped,
@@ -335,6 +346,39 @@ def _sigint_stops(stop: Any, *, enabled: bool) -> Iterator[None]:
 
     with handling_signals((signal.SIGINT, *STOP_SIGNALS), handler):
         yield
+
+
+# A camera whose read has waited this long for a frame is lost (a stalled network
+# stream blocks in its read, without an error, until OpenCV's own 30 s timeout); before
+# its first frame it may take CAMERA_FIRST_FRAME_S (a camera waking up, a stream's
+# first key frame).
+CAMERA_STALL_S = 5.0
+CAMERA_FIRST_FRAME_S = 10.0
+
+
+class _Watchdog:
+    """Calls ``lost`` once when the live source's read waits too long (see CAMERA_STALL_S)."""
+
+    def __init__(self, capture: LiveSource, lost: Callable[[], None]) -> None:
+        self.capture = capture
+        self.lost = lost
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="faceweave-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(1.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            limit = CAMERA_STALL_S if self.capture.captured else CAMERA_FIRST_FRAME_S
+            if self.capture.waiting_s() > limit:
+                self.lost()
+                return
 
 
 class _Sampler:

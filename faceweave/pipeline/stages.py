@@ -173,10 +173,16 @@ class Pipeline:
             raise UsageError("a Pipeline runs once; build a new one")
         self._started = True
         start = perf_counter()
-        threads = [threading.Thread(target=self._guard(self._read), name="faceweave-source")]
+        # Daemon threads: a source still blocked in a read after the join's timeout (a
+        # stalled camera stream) must not keep the process from exiting.
+        threads = [
+            threading.Thread(target=self._guard(self._read), name="faceweave-source", daemon=True)
+        ]
         for i, stage in enumerate(self.stages):
             work = self._guard(functools.partial(self._work, i, stage))
-            threads.append(threading.Thread(target=work, name=f"faceweave-{stage.name}"))
+            threads.append(
+                threading.Thread(target=work, name=f"faceweave-{stage.name}", daemon=True)
+            )
         latencies: list[float] = []
         completed = False
         try:
