@@ -1788,6 +1788,12 @@ def _first_face(analyser: fw.FaceAnalyser, frame: Frame, path: Path, role: str) 
     faces = _faces_in(analyser, frame, path)
     if not faces:
         raise NoFaceError(f"{path}: no face found in the {role} image")
+    if len(faces) > 1:  # (a group photo as the source: it had been used without a word)
+        _say(
+            f"{PROG}: warning: {path}: {len(faces)} faces in the {role} image; the "
+            "largest is used (crop the photo to use another)",
+            None,
+        )
     face: Face = faces[0]
     return face
 

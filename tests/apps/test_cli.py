@@ -876,6 +876,26 @@ def test_swap_warns_about_a_small_source_face(images: Images, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_swap_says_which_face_of_a_group_source_it_uses(images: Images, tmp_path: Path) -> None:
+    """A source photo with two people: the larger face is used, and a warning says so
+    (it had been used without a word)."""
+    astronaut, hopper = read_image(images.source_png), read_image(images.target_png)
+    pair = np.full((hopper.shape[0], astronaut.shape[1] + hopper.shape[1], 3), 127, np.uint8)
+    pair[: astronaut.shape[0], : astronaut.shape[1]] = astronaut
+    pair[:, astronaut.shape[1] :] = hopper
+    group = tmp_path / "group.png"
+    write_image(group, pair)
+    output = tmp_path / "out.png"
+    result = _run("swap", "-s", group, "-t", images.source_png, "-o", output, cwd=tmp_path)
+    assert result.returncode == EXIT_OK, result.stderr
+    warned = [line for line in result.message_lines if "faces in the source image" in line]
+    assert warned == [
+        f"faceweave: warning: {group}: 2 faces in the source image; the largest is used "
+        "(crop the photo to use another)"
+    ], result.stderr
+
+
+@pytest.mark.slow
 def test_swap_merges_several_source_photos(images: Images, tmp_path: Path) -> None:
     """``-s a.png b.png``: several photos of one person make one source. Two different
     people are merged too, with one warning line that says so."""
