@@ -1506,6 +1506,12 @@ def _run_live(args: argparse.Namespace) -> int:
         raise UsageError("--width, --height and --fps set the camera; not used with --input")
     if args.loop and args.input is None:
         raise UsageError("--loop is for --input")
+    if args.input is not None and args.input.suffix.lower() in IMAGE_EXTENSIONS:
+        # (It had played as a one-frame video: a 0.2 s session, and no word why.)
+        raise UsageError(
+            f"--input plays a video as the camera; {args.input} is an image (swap it with "
+            "faceweave swap, or make a video of it to stream a still)"
+        )
     if args.no_watermark and kind != "file":
         raise UsageError(
             "--no-watermark is for a recording (-o FILE): a window, a virtual camera or a "

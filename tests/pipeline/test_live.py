@@ -507,3 +507,14 @@ def test_a_second_stop_signal_is_named_not_a_ctrl_c() -> None:
             assert stops == [1]
             os.kill(os.getpid(), signum)
         assert (getattr(caught.value, "signum", None) == signum) == (raised is StopSignal)
+
+
+def test_a_still_image_as_the_input_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It had played as a one-frame video: a 0.2 s session, exit 0, and no word why."""
+    source = _blank_source_no_models(tmp_path, monkeypatch)
+    argv = ["live", "--source", str(source), "--input", str(source), "-o", "out.mp4"]
+    assert cli.main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith("faceweave: error: --input plays a video as the camera;"), err
