@@ -18,8 +18,10 @@ import contextlib
 import os
 import re
 import secrets
+import time
 import warnings
 from collections.abc import Iterable, Iterator
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import BinaryIO
 
@@ -125,7 +127,7 @@ def write_image(path: PathLike, frame: Frame, *, quality: int = DEFAULT_QUALITY)
     """Write a frame atomically; the format follows the file extension.
 
     The image is encoded in memory, written to a hidden temporary file in the
-    destination directory (``.<name>.<random>.tmp``), flushed to disk and moved
+    destination directory (``.<name>.<pid>-<random>.tmp``), flushed to disk and moved
     over ``path`` in one step. On any failure the temporary file is removed and
     ``path`` is left as it was.
 
@@ -424,13 +426,45 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _temp_name(path: Path) -> Path:
-    """A fresh ``.<name>.<random>.tmp`` beside ``path`` (not created)."""
-    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    """A fresh ``.<name>.<pid>-<random>.tmp`` beside ``path`` (not created)."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+
+
+# A temporary file whose writer is gone and that has not changed for this long is what a
+# killed run left (SIGKILL, a power cut: nothing could clean up); the next write of the
+# same output removes it. (A live writer's file changes with every frame or is written
+# in one go; the age also spares a writer on another machine sharing the folder.)
+STALE_TEMP_S = 10.0
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Remove the temporary files of ``path`` left by writers that were killed."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.(\d+)-[0-9a-f]{{8}}\.tmp")
+    with contextlib.suppress(OSError):
+        for entry in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
+            found = pattern.fullmatch(entry.name)
+            if found is None or _process_alive(int(found.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                if time.time() - entry.stat().st_mtime > STALE_TEMP_S:
+                    entry.unlink()
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (EPERM): alive
+        return True
+    return True
 
 
 @contextlib.contextmanager
 def _temp_file(path: Path, temp_path: Path | None = None) -> Iterator[tuple[int, Path]]:
-    """Create ``.<name>.<random>.tmp`` beside ``path``; yields (fd, temp path).
+    """Create ``.<name>.<pid>-<random>.tmp`` beside ``path``; yields (fd, temp path).
 
     With ``temp_path`` (from :func:`_temp_name`) that name is created, once: a caller
     that knows the name before the file exists can remove it whenever it is stopped
@@ -441,6 +475,7 @@ def _temp_file(path: Path, temp_path: Path | None = None) -> Iterator[tuple[int,
     plain ``open(path, "wb")`` would (``tempfile.mkstemp`` would force 0o600).
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    _remove_stale_temps(path)
     for attempt in range(_TEMP_ATTEMPTS):
         name = temp_path or _temp_name(path)
         try:

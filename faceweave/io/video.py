@@ -12,7 +12,7 @@ as it is written; where the output container cannot hold a track's audio codec i
 re-encoded (AAC, or Opus for WebM) and the writer says so in
 :attr:`VideoWriter.warnings`. The display rotation (phone videos) is written back as a
 display matrix. The file is written to a hidden temporary file beside the destination
-(``.<name>.<random>.tmp``) and moved over it only when complete, so an error or Ctrl-C
+(``.<name>.<pid>-<random>.tmp``) and moved over it only when complete, so an error or Ctrl-C
 never leaves half a video behind.
 
 Timelines: every time in seconds here (``VideoFrame.time``, ``start``/``end``,

@@ -343,7 +343,7 @@ class JobStore:
         shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
 
     def remove_partial_outputs(self, job_id: str) -> list[str]:
-        """Delete the temporary files (``.<name>.<random>.tmp``) a run of this job left
+        """Delete the temporary files (``.<name>.<pid>-<random>.tmp``) a run of this job left
         when its process was killed (``kill -9``, a power cut: nothing could clean up);
         called before the job runs again. Returns the names removed."""
         removed = []

@@ -545,3 +545,34 @@ def test_list_images(tmp_path: Path) -> None:
     assert names == ["a.jpg", "b.PNG", "c.webp", "d.bmp", "e.jpeg"]
     with pytest.raises(InputError):
         list_images(tmp_path / "a.jpg")
+
+
+def test_a_write_removes_the_temporary_files_a_killed_writer_left(tmp_path: Path) -> None:
+    """``kill -9`` (or a power cut) mid-write leaves ``.<name>.<pid>-<random>.tmp``: the
+    next write of that output removes it once its writer is gone and it has not changed
+    for STALE_TEMP_S (it had stayed for good). A live writer's file, a recent one, and
+    another output's are left alone."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = int(gone.stdout)
+    output = tmp_path / "out.png"
+    old = image_io.STALE_TEMP_S + 60
+    left = tmp_path / f".out.png.{dead}-0badc0de.tmp"
+    recent = tmp_path / f".out.png.{dead}-1badc0de.tmp"
+    live = tmp_path / f".out.png.{os.getppid()}-2badc0de.tmp"
+    other = tmp_path / f".other.png.{dead}-3badc0de.tmp"
+    for path in (left, recent, live, other):
+        path.write_bytes(b"half a file")
+    for path in (left, live, other):
+        os.utime(path, (path.stat().st_atime - old, path.stat().st_mtime - old))
+    write_image(output, np.zeros((8, 8, 3), np.uint8))
+    assert output.exists()
+    assert not left.exists()
+    assert recent.exists() and live.exists() and other.exists()

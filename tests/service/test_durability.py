@@ -198,7 +198,7 @@ def test_a_job_run_again_first_removes_what_its_killed_run_left(
     make_client: Any, tmp_path: Path, source_png: bytes, target_jpeg: bytes
 ) -> None:
     """A server killed while writing a result (``kill -9``: nothing could clean up)
-    leaves ``.result.<ext>.<random>.tmp``; the job's next run removes it."""
+    leaves ``.result.<ext>.<pid>-<random>.tmp``; the job's next run removes it."""
     data_dir = tmp_path / "data"
     key = make_key(data_dir, "k")
     client = make_client(data_dir=data_dir, workers=0)  # nothing runs: the job stays queued
