@@ -78,6 +78,12 @@ VIDEO_TYPES = {
 # QuickTime files written without an ``ftyp`` box start with one of these atoms.
 _QUICKTIME_ATOMS = (b"moov", b"mdat", b"wide", b"free", b"skip", b"pnot")
 _BMP_HEADER_SIZES = (12, 40, 52, 56, 64, 108, 124)
+# ``ftyp`` brands of HEIF and AVIF images (an iPhone's HEIC photos): the MP4 family's
+# box format, but no video; they had been taken for one ("cannot read the video").
+_HEIF_BRANDS = (
+    b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"hevm", b"hevs",
+    b"mif1", b"msf1", b"avif", b"avis",
+)  # fmt: skip
 
 
 def sniff(head: bytes) -> MediaType | None:
@@ -100,6 +106,8 @@ def sniff(head: bytes) -> MediaType | None:
             return IMAGE_TYPES["bmp"]
     if head[4:8] == b"ftyp":
         brand = head[8:12]
+        if brand in _HEIF_BRANDS:  # a phone's photo in the MP4 family's box format
+            return None
         return VIDEO_TYPES["mov" if brand == b"qt  " else "mp4"]
     if head[4:8] in _QUICKTIME_ATOMS:
         return VIDEO_TYPES["mov"]
@@ -339,6 +347,13 @@ def check_media(received: ReceivedFile, allowed: tuple[str, ...]) -> MediaType:
     if received.size == 0:
         raise ServiceError(422, "empty_file", f"{received.field} is empty")
     media = sniff(received.head)
+    if media is None and received.head[4:8] == b"ftyp" and received.head[8:12] in _HEIF_BRANDS:
+        raise ServiceError(
+            415,
+            "unsupported_format",
+            f"{received.field} is a HEIC or AVIF photo, which is not supported: send it as "
+            "JPEG or PNG",
+        )
     if media is None or media.kind not in allowed:
         wanted = " or ".join(
             "an image (PNG, JPEG, WebP, BMP)"
@@ -383,7 +398,11 @@ def check_video(path: Path, *, max_seconds: float, max_pixels: int, role: str) -
     try:
         info = probe_video(path)
     except InputError as exc:
-        raise ServiceError(422, "bad_video", f"{role}: cannot read the video") from exc
+        # Its reason (no video stream, only sound), without the server's path.
+        reason = " ".join(str(exc).replace(str(path), "").split()).lstrip(": ")
+        raise ServiceError(
+            422, "bad_video", f"{role}: cannot read the video" + (f": {reason}" if reason else "")
+        ) from exc
     duration = info.duration or (info.frame_count / info.fps if info.fps > 0 else 0.0)
     if duration <= 0:
         raise ServiceError(422, "bad_video", f"{role}: cannot tell the video's length")

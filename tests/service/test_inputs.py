@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
@@ -178,6 +179,44 @@ def test_video_target_that_is_garbage(door: tuple[TestClient, str, Path]) -> Non
     error = _post_target(client, key, fake_mp4, "clip.mp4")
     assert error["status"] in (415, 422), error
     _server_alive(client)
+
+
+def test_a_heic_photo_is_named_as_one_not_as_a_broken_video(
+    door: tuple[TestClient, str, Path],
+) -> None:
+    """HEIC (an iPhone's photos) and AVIF share MP4's box format: sniffed as a video,
+    they had been refused as "cannot read the video"."""
+    client, key, _ = door
+    for brand in (b"heic", b"mif1", b"avif"):
+        photo = b"\x00\x00\x00\x18ftyp" + brand + b"\x00\x00\x00\x00mif1heic" + bytes(500)
+        assert sniff(photo) is None
+        error = _post_target(client, key, photo, "IMG_0001.HEIC")
+        assert (error["status"], error["code"]) == (415, "unsupported_format"), error
+        assert "HEIC or AVIF photo" in error["message"] and "JPEG or PNG" in error["message"]
+    _server_alive(client)
+
+
+def test_a_video_with_only_sound_says_so(door: tuple[TestClient, str, Path]) -> None:
+    import av
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("aac", rate=44100)
+        stream.layout = "mono"  # type: ignore[union-attr]
+        for index in range(10):
+            frame = av.AudioFrame.from_ndarray(
+                np.zeros((1, 1024), np.float32), format="fltp", layout="mono"
+            )
+            frame.sample_rate, frame.pts = 44100, index * 1024
+            for packet in stream.encode(frame):  # type: ignore[union-attr]
+                container.mux(packet)
+        for packet in stream.encode(None):  # type: ignore[union-attr]
+            container.mux(packet)
+    client, key, data_dir = door
+    error = _post_target(client, key, buffer.getvalue(), "song.mp4")
+    assert (error["status"], error["code"]) == (422, "bad_video"), error
+    assert error["message"] == "target: cannot read the video: no video stream (contains audio)"
+    assert str(data_dir) not in error["message"]
 
 
 def test_video_as_source_is_refused(door: tuple[TestClient, str, Path]) -> None:
