@@ -307,6 +307,7 @@ def test_wrong_arguments_are_faceweave_errors(
     """What app builders pass by mistake is one of faceweave's errors with a line that
     says what is wrong, not an AttributeError, TypeError, cv2.error or LinAlgError from
     deep inside."""
+    from faceweave.io import read_image
     from faceweave.pipeline import FaceTracker, swap_video
 
     tracker = FaceTracker(fw.FaceAnalyser(mode="video"))
@@ -325,6 +326,12 @@ def test_wrong_arguments_are_faceweave_errors(
         (lambda: fw.merge_sources([astronaut_face]), InputError, "prepare_source"),  # type: ignore[list-item]
         (lambda: fw.order_faces(None, "large-small"), InputError, "list of Face"),  # type: ignore[arg-type]
         (lambda: fw.order_faces([1, 2], "large-small"), InputError, "list of Face"),  # type: ignore[list-item]
+        (lambda: read_image(None), InputError, "str or a Path, got NoneType"),  # type: ignore[arg-type]
+        (
+            lambda: fw.Swapper(astronaut_face).swap(astronaut, [None]),  # type: ignore[list-item]
+            InputError,
+            "got a list with NoneType in it",
+        ),
         (lambda: fw.FaceAnalyser(min_score="0.5"), UsageError, "min_score"),  # type: ignore[arg-type]
         (lambda: fw.FaceAnalyser(detect_tiles="2"), UsageError, "detect_tiles"),  # type: ignore[arg-type]
         (lambda: fw.FaceAnalyser(detect_tiles=0), UsageError, "detect_tiles"),

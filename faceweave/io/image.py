@@ -93,6 +93,9 @@ def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame
         >>> frame.shape, frame.dtype  # doctest: +SKIP
         ((512, 512, 3), dtype('uint8'))
     """
+    if not isinstance(path, str | bytes | os.PathLike):
+        # (os.fsdecode's own TypeError, unlike every other bad input here.)
+        raise InputError(f"an image path is a str or a Path, got {type(path).__name__}")
     path = check_input_file(os.fsdecode(path), "an image")
     try:
         handle = path.open("rb")

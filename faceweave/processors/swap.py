@@ -590,8 +590,15 @@ ADVICE_MIN_FACE_PX = 64.0
 
 def _face_list(faces: object) -> list[Face]:
     """``faces`` as a list of Face; InputError for anything else (None, a frame...)."""
-    if isinstance(faces, list | tuple) and all(isinstance(f, Face) for f in faces):
-        return list(faces)
+    if isinstance(faces, list | tuple):
+        wrong = [type(f).__name__ for f in faces if not isinstance(f, Face)]
+        if not wrong:
+            return list(faces)
+        # (Naming the list alone, "got list", hid that one item was None.)
+        raise InputError(
+            f"expected a Face or a list of Face, got a {type(faces).__name__} with "
+            f"{', '.join(sorted(set(wrong)))} in it"
+        )
     raise InputError(f"expected a Face or a list of Face, got {type(faces).__name__}")
 
 
