@@ -499,8 +499,9 @@ def _add_live_parser(commands: Any) -> None:
         help="swap faces live: camera or file -> window, virtual camera, stream or file",
         description=(
             "Swap the face of SRC onto a camera (or a video file played at its own pace) "
-            "and show, send or record the result. Window keys: n next source, +/- fusion, "
-            "e swap on/off, q or Esc quit. Ctrl-C stops cleanly."
+            "and show, send or record the result. Keys, in the window or (for the other "
+            "outputs) the terminal: n next source, +/- fusion, e swap on/off, q quit (Esc "
+            "too in the window). Ctrl-C stops cleanly."
         ),
     )
     live.set_defaults(command=_run_live)
@@ -1496,6 +1497,7 @@ AUDIO_OF_INPUT = "input"  # live --audio input: the --input video's own sound
 def _run_live(args: argparse.Namespace) -> int:
     import faceweave as fw
     from faceweave.io.camera import Camera, FilePacer, LiveSource, Mirrored
+    from faceweave.io.keys import open_terminal_keys
     from faceweave.io.microphone import AudioCapture, parse_device
     from faceweave.io.outputs import AUDIO_OUTPUTS, check_output_spec, open_output
     from faceweave.pipeline.live import LiveControls, run_live
@@ -1603,6 +1605,16 @@ def _run_live(args: argparse.Namespace) -> int:
             audio=microphone,
             watermark=None if args.no_watermark else _new_job_id(),
         )
+        # Without a window of its own (a virtual camera, a stream, a recording) the
+        # keys come from the terminal, when the session runs in one.
+        keys = None if kind == "window" else open_terminal_keys(controls.on_key)
+        if keys is not None:
+            cleanup.callback(keys.close)
+            if not args.quiet:
+                _note(
+                    f"keys: n next source (of {len(sources)}), + and - fusion, e swap on "
+                    "and off, q quit"
+                )
         stats = run_live(
             capture,
             output,

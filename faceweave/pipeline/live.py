@@ -65,15 +65,21 @@ class LiveControls:
         source_index: which source is swapped in (taken modulo the number of sources).
         fusion: 0 keeps the target, 1 is a full swap.
         enabled: swap at all (``e`` toggles it: there is no other effect yet).
+        quit_requested: ``q`` was pressed (in the terminal: a window takes its own
+            ``q``); the session ends as after Ctrl-C.
     """
 
     source_index: int = 0
     fusion: float = 1.0
     enabled: bool = True
+    quit_requested: bool = False
 
     def on_key(self, key: str) -> None:
-        """``n`` next source, ``+``/``-`` fusion, ``e`` toggle; other keys are ignored."""
-        if key == "n":
+        """``n`` next source, ``+``/``-`` fusion, ``e`` toggle, ``q`` quit; other keys
+        are ignored."""
+        if key == "q":
+            self.quit_requested = True
+        elif key == "n":
             self.source_index += 1
         elif key in ("+", "="):
             self.fusion = round(min(1.0, self.fusion + FUSION_STEP), 3)
@@ -257,7 +263,7 @@ def run_live(
     def sink(packet: Packet) -> None:
         output.write(packet)
         latencies.append((time.perf_counter() - packet.captured_at) * 1e3)
-        if getattr(output, "quit_requested", False):
+        if getattr(output, "quit_requested", False) or controls.quit_requested:
             stop("quit")
 
     def stop(reason: str) -> None:
