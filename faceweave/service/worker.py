@@ -138,10 +138,13 @@ class Engine:
         if preload_identity:
             _ = self.analyser.identity
 
-    def first_face(self, frame: Frame, role: str) -> Face:
+    def first_face(self, frame: Frame, role: str, notes: list[str] | None = None) -> Face:
+        """The largest face; with ``notes``, a line added there when there are others."""
         faces = self.analyser.get_faces(frame)
         if not faces:
             raise NoFaceError(f"no face found in the {role} image")
+        if len(faces) > 1 and notes is not None:
+            notes.append(f"the {role} image shows {len(faces)} faces; the largest is used")
         return faces[0]
 
     def swapper(self, source_face: Face | list[Face], options: JobOptions) -> AnySwapper:
@@ -222,14 +225,17 @@ def run_job(
     settings.check_options(
         SwapOptions.from_settings(options), engine=f"this server's engine ({settings.engine})"
     )
+    notes: list[str] = []
     source_faces = [
-        engine.first_face(read_image(store.input_path(job, role), max_pixels=max_pixels), role)
+        engine.first_face(
+            read_image(store.input_path(job, role), max_pixels=max_pixels), role, notes
+        )
         for role in source_roles(job.inputs)
     ]
     reference_face = None
     if options.face_selector == "reference":
         reference = read_image(store.input_path(job, "reference"), max_pixels=max_pixels)
-        reference_face = engine.first_face(reference, "reference")
+        reference_face = engine.first_face(reference, "reference", notes)
     swapper = engine.swapper(source_faces, options)
     progress(0.1, force=True)
     ext = result_extension(job)
@@ -242,7 +248,7 @@ def run_job(
         output = engine.swap_image(swapper, target, options, reference_face)
         progress(0.8, force=True)
         write_result(result_path, output, job_id=job.id, quality=options.quality)
-    return ext, _sha256(result_path), swapper_advice(swapper)
+    return ext, _sha256(result_path), (*notes, *swapper_advice(swapper))
 
 
 def _run_video(

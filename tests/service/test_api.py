@@ -82,6 +82,29 @@ def test_done_job_notes_what_the_source_shows(
     assert note.startswith("source face wears glasses")
 
 
+def test_a_group_photo_as_the_source_is_noted(
+    service: tuple[TestClient, Path],
+    source_png: bytes,
+    astronaut_rgb: np.ndarray,
+    grace_hopper_rgb: np.ndarray,
+) -> None:
+    """Two people in the source photo: the larger face is swapped in, and the job's
+    notes say so (as the command line's warning does; it had been silent)."""
+    height = max(astronaut_rgb.shape[0], grace_hopper_rgb.shape[0])
+    pair = np.full((height, astronaut_rgb.shape[1] + grace_hopper_rgb.shape[1], 3), 127, np.uint8)
+    pair[: astronaut_rgb.shape[0], : astronaut_rgb.shape[1]] = astronaut_rgb
+    pair[: grace_hopper_rgb.shape[0], astronaut_rgb.shape[1] :] = grace_hopper_rgb
+    buffer = io.BytesIO()
+    Image.fromarray(pair).save(buffer, format="PNG")
+    client, data_dir = service
+    key = make_key(data_dir, "group")
+    response = submit(client, key, buffer.getvalue(), source_png)
+    assert response.status_code == 202, response.text
+    done = wait_for(client, response.json()["id"], key)
+    assert done["state"] == "done", done
+    assert "the source image shows 2 faces; the largest is used" in done["notes"], done
+
+
 def _photos(source: bytes, target: bytes, **more: bytes) -> dict[str, tuple[str, bytes]]:
     """Multipart files: the source, more photos by field name (``source_2``...), the target."""
     extra = {role: (f"{role}.png", data) for role, data in more.items()}
