@@ -468,8 +468,10 @@ class TestGlasses:
         """Grace Hopper's glasses stay in her texture, and their dark rims are no
         occluder there (an occluder lets the target's skin through: they were a pale
         ghost, occluder 0.44 on the band's dark texels). On a target without glasses
-        her rims come out dark: 489 pixels 60 grey levels under the target's (the
-        ghost: 312). Their texels stay of low confidence, for merging."""
+        her rims come out dark: 410 pixels 60 grey levels under the target's (489 when
+        this was written; 425 before the source's occluders lowered the blend mask, a
+        few specks at the frames' outer corners; the ghost: 312). Their texels stay of
+        low confidence, for merging."""
         grace = Swapper(grace_hopper_face)
         assert grace.source.glasses
         model = load_face_model()
@@ -487,7 +489,7 @@ class TestGlasses:
         assert float(grace.source.confidence[dark].mean()) < 0.2
         out = grace.swap(astronaut, astronaut_face)
         grey = [cv2.cvtColor(im, cv2.COLOR_BGR2GRAY).astype(np.int16) for im in (out, astronaut)]
-        assert int((grey[1] - grey[0] > 60).sum()) > 420
+        assert int((grey[1] - grey[0] > 60).sum()) > 390
 
     def test_drawn_glasses_are_found(self, astronaut: np.ndarray, astronaut_face: Face) -> None:
         """Frames drawn onto a face without glasses are kept; without them nothing is."""
