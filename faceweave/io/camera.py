@@ -36,6 +36,10 @@ __all__ = ["Camera", "FilePacer", "LiveSource", "Mirrored"]
 
 # A camera that returns no frame this many times in a row is gone (unplugged, closed).
 _MAX_READ_FAILURES = 30
+# At a session's start, the first frame and every read after it that returns within
+# half a frame period are frames the device or the stream had buffered (a live one is
+# waited for: half a period on average): skipped, for at most _BUFFERED_MAX_S.
+_BUFFERED_MAX_S = 3.0
 # How long close() waits for a read in progress to return before it leaves the device
 # to that read (see Camera.close).
 _CLOSE_WAIT_S = 0.5
@@ -141,16 +145,31 @@ class Camera(LiveSource):
         start: float | None = None
         failures = 0
         index = 0
+        # Frames the device (or a network stream's buffer) held before the session
+        # read them: taken at once, not waited for. They are skipped (counted as
+        # dropped): the first frame a session showed had been 1.7 s old.
+        buffered = not self._is_file()
+        at_once = 0.5 / max(self.fps, 1.0)
+        began = time.perf_counter()
         while not self._closed:
+            asked = time.perf_counter()
             ok, image = self._read()
             now = time.perf_counter()
             if self._closed:
                 return
+            if buffered and ok and image is not None:
+                # (The first read is skipped either way: a stream's first one is slow,
+                # its buffer behind it.)
+                first = self.dropped == 0
+                if (first or now - asked < at_once) and now - began < _BUFFERED_MAX_S:
+                    self.dropped += 1
+                    continue
+                buffered = False
             if not ok or image is None:
                 failures += 1
                 if failures >= _MAX_READ_FAILURES:
                     # (A video file given as the device ends; --input plays one.)
-                    self.lost = not (isinstance(self.device, str) and Path(self.device).is_file())
+                    self.lost = not self._is_file()
                     return
                 continue
             failures = 0
@@ -166,6 +185,9 @@ class Camera(LiveSource):
                 captured_at=now,
             )
             index += 1
+
+    def _is_file(self) -> bool:
+        return isinstance(self.device, str) and Path(self.device).is_file()
 
     def close(self) -> None:
         """Release the device. Safe to call twice, from any thread.

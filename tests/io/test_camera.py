@@ -55,8 +55,10 @@ class _BlockingCapture:
     def read(self) -> tuple[bool, np.ndarray | None]:
         self.reading = True
         self.reads += 1
-        if self.reads > 1:
+        if self.reads > 2:
             self.go.wait(10.0)
+        else:  # a live frame is waited for (one that comes at once was buffered)
+            time.sleep(0.03)
         self.reading = False
         return True, np.zeros((48, 64, 3), np.uint8)
 
@@ -91,6 +93,32 @@ def test_closing_a_camera_whose_read_is_blocked_leaves_the_release_to_that_read(
     assert capture.released and not capture.released_during_read
     assert camera.waiting_s() == 0.0
     camera.close()  # twice is safe
+
+
+class _BufferedCapture(_BlockingCapture):
+    """A network camera that had frames buffered when the session began: its first
+    read is slow (the stream's start), the next 4 come at once, then each frame takes
+    a 30 fps period."""
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        self.reads += 1
+        if self.reads == 1 or self.reads > 5:  # a stream's first read is slow too
+            time.sleep(1 / 30)
+        return True, np.full((48, 64, 3), self.reads, np.uint8)
+
+
+def test_frames_the_camera_held_before_the_session_are_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """They are old (a network stream's buffer held 1.7 s of them while the models
+    loaded) and the latency measured from their read did not show it."""
+    monkeypatch.setattr(camera_module.cv2, "VideoCapture", _BufferedCapture)
+    with Camera("http://camera.invalid/stream") as camera:
+        packets = iter(camera)
+        first = next(packets)
+        assert int(first.image[0, 0, 0]) == 6  # the first frame that was waited for
+        assert camera.dropped == 5 and camera.captured == 1
+        assert int(next(packets).image[0, 0, 0]) == 7  # from then on, every frame
 
 
 class _MjpegCamera:
@@ -179,7 +207,7 @@ def test_live_says_a_lost_camera_and_exits_1_keeping_the_recording(
 ) -> None:
     """A camera whose stream closes (unplugged, a phone app quit): one line and exit 1,
     so that a supervising script can tell it from a session that ended as asked."""
-    server = _MjpegCamera(scene, 30, "close")
+    server = _MjpegCamera(scene, 300, "close")  # 10 s: past the models' loading
     source = tmp_path / "me.png"
     write_image(source, grace_hopper)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
