@@ -817,8 +817,15 @@ class _SwapJob:
     map_references: list[Face] | None = None
     watermark: str | None = None  # a job id: mark outputs (watermark + labels)
 
-    def run(self, target_path: Path, output_path: Path, debug_path: Path | None) -> str | None:
-        """Swap the faces of one target image and write the result.
+    def run(
+        self,
+        target_path: Path,
+        output_path: Path,
+        debug_path: Path | None,
+        target_frame: Frame | None = None,
+    ) -> str | None:
+        """Swap the faces of one target image (``target_frame``: it, read already) and
+        write the result.
 
         Returns:
             A note for the user when the target was written unchanged or a --map entry
@@ -828,7 +835,8 @@ class _SwapJob:
         from faceweave.pipeline.tracking import TrackedFace
         from faceweave.pipeline.video_job import FaceRouter, SwapTarget, swap_targets
 
-        target_frame = read_image(target_path, max_pixels=self.max_pixels)
+        if target_frame is None:
+            target_frame = read_image(target_path, max_pixels=self.max_pixels)
         faces = _faces_in(self.analyser, target_frame, target_path)
         targets: list[SwapTarget]
         if self.map_references is not None:
@@ -1082,6 +1090,9 @@ def _run_swap(args: argparse.Namespace) -> int:
     try:
         for path in wanted.paths:  # unreadable inputs fail before models load
             read_image(path, max_pixels=args.max_pixels)
+        # The target image too (it had been read after the source's analysis and its
+        # advice: a truncated target failed after a warning about the source).
+        target_frame = None if batch else read_image(target_path, max_pixels=args.max_pixels)
 
         analyser = _still_analyser(args)
         source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
@@ -1103,7 +1114,7 @@ def _run_swap(args: argparse.Namespace) -> int:
             watermark=None if args.no_watermark else _new_job_id(),
         )
         if not batch:
-            note = job.run(target_path, output_path, args.debug)
+            note = job.run(target_path, output_path, args.debug, target_frame)
             if note is not None and not args.quiet:
                 _note(note)
             return EXIT_OK

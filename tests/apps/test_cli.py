@@ -745,6 +745,21 @@ def test_missing_source(images: Images, tmp_path: Path) -> None:
     assert not output.exists()
 
 
+def test_a_truncated_target_is_said_before_the_source_is_analysed(
+    images: Images, tmp_path: Path
+) -> None:
+    """Grace Hopper as the source gets a line of advice (her glasses) once analysed: a
+    broken target had been found only after it, and after the models loaded."""
+    target = tmp_path / "cut.png"
+    target.write_bytes(images.source_png.read_bytes()[:200])
+    output = tmp_path / "out.png"
+    result = _run("swap", "-s", images.target_png, "-t", target, "-o", output, cwd=tmp_path)
+    assert result.returncode == EXIT_ERROR
+    _assert_one_error_line(result, "cut.png", "truncated")
+    assert result.stderr.strip() == result.message_lines[0]  # no advice on the source
+    assert not output.exists()
+
+
 def test_target_too_small_names_the_file(images: Images, tmp_path: Path) -> None:
     # Readable, but under the analysis's 8 px minimum: the error names the file, as
     # every other error about a target does.
