@@ -362,62 +362,72 @@ CAMERA_STALL_S = 5.0
 CAMERA_FIRST_FRAME_S = 10.0
 
 
-class _Watchdog:
-    """Calls ``lost`` once when the live source's read waits too long (see CAMERA_STALL_S)."""
+class _Ticker:
+    """A daemon thread that calls :meth:`tick` every ``every`` seconds until stopped, or
+    until ``tick`` returns False."""
 
-    def __init__(self, capture: LiveSource, lost: Callable[[], None]) -> None:
-        self.capture = capture
-        self.lost = lost
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="faceweave-watchdog", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(1.0)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.25):
-            limit = CAMERA_STALL_S if self.capture.captured else CAMERA_FIRST_FRAME_S
-            if self.capture.waiting_s() > limit:
-                self.lost()
-                return
-
-
-class _Sampler:
-    """Records resident memory and queue sizes on a timer thread."""
-
-    def __init__(self, pipeline: Pipeline, every: float) -> None:
-        self.pipeline = pipeline
+    def __init__(self, name: str, every: float) -> None:
         self.every = every
-        self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="faceweave-sampler", daemon=True)
-        self._start = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
-        self._start = time.perf_counter()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(1.0)
+
+    def tick(self) -> bool:  # pragma: no cover - overridden
+        raise NotImplementedError
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            # Queue sizes are internal to Pipeline; read-only peeking, for monitoring only.
-            queues = getattr(self.pipeline, "_queues", [])
-            self.samples.append(
-                {
-                    "t": round(time.perf_counter() - self._start, 3),
-                    "rss_mib": round(rss_mib(), 1),
-                    "queues": [q.qsize() for q in queues],
-                }
-            )
+            if not self.tick():
+                return
+
+
+class _Watchdog(_Ticker):
+    """Calls ``lost`` once when the live source's read waits too long (see CAMERA_STALL_S)."""
+
+    def __init__(self, capture: LiveSource, lost: Callable[[], None]) -> None:
+        super().__init__("faceweave-watchdog", 0.25)
+        self.capture = capture
+        self.lost = lost
+
+    def tick(self) -> bool:
+        limit = CAMERA_STALL_S if self.capture.captured else CAMERA_FIRST_FRAME_S
+        if self.capture.waiting_s() > limit:
+            self.lost()
+            return False
+        return True
+
+
+class _Sampler(_Ticker):
+    """Records resident memory and queue sizes on a timer thread."""
+
+    def __init__(self, pipeline: Pipeline, every: float) -> None:
+        super().__init__("faceweave-sampler", every)
+        self.pipeline = pipeline
+        self.samples: list[dict[str, Any]] = []
+        self._start = time.perf_counter()
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+        super().start()
+
+    def tick(self) -> bool:
+        # Queue sizes are internal to Pipeline; read-only peeking, for monitoring only.
+        queues = getattr(self.pipeline, "_queues", [])
+        self.samples.append(
+            {
+                "t": round(time.perf_counter() - self._start, 3),
+                "rss_mib": round(rss_mib(), 1),
+                "queues": [q.qsize() for q in queues],
+            }
+        )
+        return True
 
 
 def rss_mib() -> float:

@@ -25,12 +25,16 @@ def _no_space() -> OSError:
     return OSError(errno.ENOSPC, "No space left on device")
 
 
+def _database_full() -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError("database or disk is full")
+    error.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
+    return error
+
+
 def test_what_counts_as_a_full_disk() -> None:
     assert disk_full(_no_space())
     assert disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
-    full = sqlite3.OperationalError("database or disk is full")
-    full.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
-    assert disk_full(full)
+    assert disk_full(_database_full())
     try:  # as the writers raise it: an OutputError from the OSError
         try:
             raise _no_space()
@@ -134,9 +138,7 @@ def test_a_job_is_deleted_when_the_database_has_no_room_to_record_it(
             return delete(self, job_id, key_id)
         seen.append(job_dir.exists())
         if job_dir.exists():
-            error = sqlite3.OperationalError("database or disk is full")
-            error.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
-            raise error
+            raise _database_full()
         return delete(self, job_id, key_id)
 
     monkeypatch.setattr(JobStore, "_delete", full_until_files_go)
