@@ -54,6 +54,9 @@ if (
 __all__ = ["LiveControls", "LiveStats", "run_live"]
 
 FUSION_STEP = 0.1
+# A live session checks a known face's identity again at most once in this many frames
+# (about a second at 30 fps; see FaceRouter's recheck_every): each check stalls it.
+LIVE_RECHECK_EVERY = 30
 LIVE_SELECTORS = ("one", "many", "reference")
 
 
@@ -230,6 +233,7 @@ def run_live(
         selector,
         references=references if selector == "reference" else (),
         max_distance=reference_distance,
+        recheck_every=LIVE_RECHECK_EVERY,
     )
 
     def analyse(packet: Packet) -> Packet:

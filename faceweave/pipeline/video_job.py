@@ -111,6 +111,13 @@ class FaceRouter:
         references: reference faces (one for ``reference``, one per source for ``map``).
         max_distance: identity distance threshold (dlib descriptors, same person < 0.6).
         order: face order for ``one`` (see :func:`~faceweave.order_faces`).
+        recheck_every: 0 (a file's job): a re-detection checks every track again. Over
+            0 (a live session): it checks one track already checked, the one checked
+            longest ago, and only once this many frames have passed since the last
+            check; a new track is checked at once all the same. dlib's descriptor
+            takes about 115 ms a face on this project's CPU and holds Python's lock
+            meanwhile: checking two people every 10 frames had stalled a live
+            session to 10 fps.
 
     Attributes:
         identity_checks: embeddings compared so far (one per track and re-detection).
@@ -128,6 +135,7 @@ class FaceRouter:
         references: Sequence[Face] = (),
         max_distance: float = 0.6,
         order: str = "large-small",
+        recheck_every: int = 0,
     ) -> None:
         if mode not in ROUTER_MODES:
             raise UsageError(
@@ -143,6 +151,10 @@ class FaceRouter:
         self.max_distance = max_distance
         self.order = order
         self.identity_checks = 0
+        self.recheck_every = recheck_every
+        self._frame = 0  # route() calls so far
+        self._last_recheck = -recheck_every  # the frame of the last identity check
+        self._checked_at: dict[int, int] = {}  # each track's last check, by frame
         self._distances: dict[int, deque[np.ndarray]] = {}
         self._chosen: int | None = None  # the track followed in mode "one"
         self._person: Face | None = None  # its face as last seen (mode "one")
@@ -165,6 +177,7 @@ class FaceRouter:
             cut: the tracker saw a scene cut at this frame (``one`` then takes the
                 first face in the order at once).
         """
+        self._frame += 1
         self._seen.update(t.track_id for t in tracked)
         if self.mode == "many":
             return [SwapTarget(t.face, 0, t.track_id) for t in tracked]
@@ -255,13 +268,20 @@ class FaceRouter:
         alive = {t.track_id for t in tracked}
         for track_id in [k for k in self._distances if k not in alive]:
             del self._distances[track_id]  # ids are never reused: forget dead tracks
+            self._checked_at.pop(track_id, None)
+        # A face held by optical flow (lost > 0) is not a fresh look at the person.
+        again = [t for t in tracked if recheck and t.lost == 0 and t.track_id in self._distances]
+        if self.recheck_every > 0:
+            due = self._frame - self._last_recheck >= self.recheck_every
+            again = sorted(again, key=lambda t: self._checked_at.get(t.track_id, 0))[: int(due)]
+        check = {t.track_id for t in again}
         result: dict[int, np.ndarray] = {}
         for t in tracked:
             history = self._distances.get(t.track_id)
-            # A face held by optical flow (lost > 0) is not a fresh look at the person.
-            if history is None or (recheck and t.lost == 0):
+            if history is None or t.track_id in check:
                 row = np.array([face_distance(t.face, ref) for ref in self.references])
                 self.identity_checks += 1
+                self._checked_at[t.track_id] = self._last_recheck = self._frame
                 if history is None:
                     history = self._distances[t.track_id] = deque(maxlen=_IDENTITY_HISTORY)
                 history.append(row)

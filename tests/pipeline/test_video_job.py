@@ -94,6 +94,32 @@ def test_router_map_gives_each_identity_its_source(
     assert router.identity_checks == checks + 2
 
 
+def test_a_live_router_spaces_its_identity_checks(
+    pair_faces: list[Face], astronaut_face: Face
+) -> None:
+    """``recheck_every``: a re-detection checks one known face again, the one checked
+    longest ago, at most once in that many frames (a live session checking both every
+    10 frames, 115 ms a face with Python's lock held, had run at 10 fps); new faces
+    are checked at once, and the choice stays right."""
+    tracked = _tracked(pair_faces)
+    router = FaceRouter("reference", references=[astronaut_face], recheck_every=5)
+    (first,) = router.route(tracked, recheck=True)
+    assert router.identity_checks == 2  # both new
+    rechecked = []
+    for _ in range(20):
+        before = router.identity_checks
+        (target,) = router.route(tracked, recheck=True)  # re-detected on every frame
+        assert target.track_id == first.track_id
+        rechecked.append(router.identity_checks - before)
+    assert rechecked == [0, 0, 0, 0, 1] * 4
+    # One at a time, taking turns.
+    assert router._checked_at[0] != router._checked_at[1]
+    newcomer = [*tracked, TrackedFace(7, pair_faces[0], 0, 0)]
+    before = router.identity_checks
+    router.route(newcomer, recheck=False)
+    assert router.identity_checks == before + 1
+
+
 def test_router_reference_one_and_many(
     pair_faces: list[Face], grace_hopper_face: Face, astronaut_face: Face
 ) -> None:
