@@ -378,6 +378,10 @@ class UVMasks:
         skin: (S, S) bool texels used for colour statistics.
         edge: (S, S) float32, 1 at the face oval fading to 0 inwards: where the
             target's own hair, hands or background may overlap the fitted mesh.
+        forehead: (S, S) float32, 1 on the forehead above the brows fading to 0 just
+            over them: where the target's own fringe may hang (see _target_occluders).
+        cheeks: (S, S) bool skin texels below the eyes: the target's skin colour is
+            measured there, clear of a fringe.
         glasses: (S, S) float32 where spectacle frames sit: a ring around each eye
             (brows included), the nose bridge between them and the temples out to
             the face's edge.
@@ -388,6 +392,8 @@ class UVMasks:
     skin: NDArray[np.bool_]
     edge: NDArray[np.float32]
     glasses: NDArray[np.float32]
+    forehead: NDArray[np.float32]
+    cheeks: NDArray[np.bool_]
 
 
 def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
@@ -414,7 +420,28 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         skin=skin,
         edge=band.astype(np.float32),
         glasses=_uv_glasses_band_at(model, size),
+        forehead=_uv_forehead(model, size),
+        cheeks=skin & (_uv_y(model, size) > float(model.canonical[model.loops[0], 1].max())),
     )
+
+
+# The forehead where a target's fringe is looked for (see _target_occluders): above
+# FOREHEAD_ABOVE_BROWS[1] (canonical face units, the face is about 3 high) over the
+# brows' top, fading to nothing at FOREHEAD_ABOVE_BROWS[0] over it; the brows
+# themselves are the source's.
+FOREHEAD_ABOVE_BROWS = (0.04, 0.12)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_forehead(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) the forehead zone's weight (FOREHEAD_ABOVE_BROWS), read-only."""
+    brow_top = float(model.canonical[model.regions["left_eyebrow"], 1].min())
+    near, far = FOREHEAD_ABOVE_BROWS
+    height = brow_top - _uv_y(model, size)
+    zone = np.clip((height - near) / (far - near), 0.0, 1.0) * model.uv_raster(size).covered
+    zone = zone.astype(np.float32)
+    zone.setflags(write=False)
+    return zone
 
 
 def css_sides(values: object) -> tuple[float, float, float, float]:
@@ -2176,8 +2203,11 @@ class Swapper(FaceSwapping):
         face_mask = self.masks.face * (1.0 - self.source.occluder)
         # Face-space lookups as 8-bit textures: remapping bytes costs a third of floats,
         # and 1/255 steps are finer than anything these masks or the photo resolve.
-        aux = np.dstack([face_mask, source_weight, self.masks.skin, self.masks.edge])
+        # (Skin below the eyes reads 1, other skin 0.75: both pass 0.5.)
+        skin = 0.75 * self.masks.skin + 0.25 * self.masks.cheeks
+        aux = np.dstack([face_mask, source_weight, skin, self.masks.edge])
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
+        self._uv_forehead = np.round(self.masks.forehead * 255.0).astype(np.uint8)
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         # The same band feathered, for a source whose glasses stay in its texture.
         self._uv_glasses_soft: NDArray[np.uint8] | None = None
@@ -2449,7 +2479,11 @@ class Swapper(FaceSwapping):
             inner_lips = (tgt_verts[model.loops[2], :2] - np.array([x0, y0], np.float32)) * to_proc
             _cut_mouth(weight, inner_lips)
         skin = (aux[..., 2] > 0.5) * coverage
+        cheeks = (aux[..., 2] > 0.875) * coverage
         edge = np.maximum(aux[..., 3], maps[..., 4])
+        forehead = cv2.remap(
+            self._uv_forehead, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        ).astype(np.float32) * np.float32(1.0 / 255.0)
         target_crop = frame[y0:y1, x0:x1]
         target_proc = (
             target_crop
@@ -2460,7 +2494,9 @@ class Swapper(FaceSwapping):
         )
         # Measured on the coarse grid, where it is smooth.
         target_small = _shrink(target_proc, (rw, rh))
-        occluders, colour, skin_bgr = _target_occluders(target_small, skin, edge)
+        occluders, colour, skin_bgr = _target_occluders(
+            target_small, skin, edge, cheeks, forehead * coverage
+        )
         keep_target = 1.0 - occluders
         if opts.mask_glasses and target_face.size >= LENS_MIN_FACE_PX:
             landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
@@ -3247,12 +3283,22 @@ def _line_contrast(image: Frame, kernel: NDArray[np.uint8]) -> NDArray[np.float3
 
 
 def _target_occluders(
-    target_small: Frame, skin: NDArray[np.floating], edge: NDArray[np.float32]
+    target_small: Frame,
+    skin: NDArray[np.floating],
+    edge: NDArray[np.float32],
+    cheeks: NDArray[np.floating] | None = None,
+    forehead: NDArray[np.float32] | None = None,
 ) -> tuple[NDArray[np.float32], float, NDArray[np.float32] | None]:
     """Near the face's edge, target pixels far from the target's skin colour are not face:
     background past a turned head's silhouette, hair over the forehead, a hand. They
     stay the target's. Computed on ``target_small``, the target crop shrunk to the
     coarse grid, and upsampled to ``edge``'s size (it is smooth).
+
+    A fringe reaches further in, down to the brows, where ``edge`` has faded: on the
+    ``forehead`` (0..1) pixels darker than the skin and off its colour as measured on
+    the ``cheeks`` (below the eyes, where no fringe hangs) count too (FOREHEAD_Z,
+    FOREHEAD_DARK); lone pixels and thin lines (wrinkles) do not. A fringe's lower
+    strands had been painted over with the source's forehead.
 
     Returns:
         The occluders, the colourfulness of the target's skin
@@ -3271,15 +3317,70 @@ def _target_occluders(
     cov, mean = cv2.calcCovarMatrix(
         pixels, None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
     )
-    # Squared Mahalanobis distance per pixel, diff' inv diff, by OpenCV's per-pixel
-    # matrix products (a quarter of numpy's cost on these small images).
-    diff = small - mean.astype(np.float32).reshape(1, 1, 3)
-    _, inv = cv2.invert(cov + np.eye(3) * 16.0)
-    z2 = cv2.transform(cv2.transform(diff, inv) * diff, np.ones((1, 3)))
-    occl = np.minimum(np.maximum((np.sqrt(np.maximum(z2, 0.0)) - 3.5) / 2.0, 0.0), 1.0)
+    occl = _ramps(_skin_distance(small, cov, mean), (3.5, 5.5))
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
+    if cheeks is not None and forehead is not None and float(forehead.max()) > 0.0:
+        fringe = _forehead_fringe(small, skin_small, cheeks, forehead, cov, mean, grid)
+        if fringe is not None:
+            occl = np.maximum(occl, cv2.resize(fringe, (w, h), interpolation=cv2.INTER_LINEAR))
     return occl, color_ops.colourfulness(cov), mean.astype(np.float32).reshape(3)
+
+
+# A target's fringe (see _target_occluders): forehead pixels at least FOREHEAD_Z[0]
+# (fully FOREHEAD_Z[1]) from the cheeks' colour (Mahalanobis) and darker than their
+# brightness by FOREHEAD_DARK[0] of it (fully FOREHEAD_DARK[1]).
+FOREHEAD_Z = (2.5, 4.5)
+FOREHEAD_DARK = (0.1, 0.25)
+
+
+def _ramps(values: NDArray[np.float32], bounds: tuple[float, float]) -> NDArray[np.float32]:
+    """_ramp for each value of an array."""
+    lo, hi = bounds
+    return np.minimum(np.maximum((values - lo) / (hi - lo), 0.0), 1.0).astype(np.float32)
+
+
+def _skin_distance(
+    small: NDArray[np.float32], cov: NDArray[np.float64], mean: NDArray[np.float64]
+) -> NDArray[np.float32]:
+    """Each pixel's Mahalanobis distance from a skin colour (mean, covariance; 16 added
+    to the variances: a flat skin would make every pixel an outlier)."""
+    diff = small - mean.astype(np.float32).reshape(1, 1, 3)
+    _, inv = cv2.invert(cov + np.eye(3) * 16.0)
+    # diff' inv diff by OpenCV's per-pixel matrix products (a quarter of numpy's cost
+    # on these small images).
+    z2 = cv2.transform(cv2.transform(diff, inv) * diff, np.ones((1, 3)))
+    return np.sqrt(np.maximum(z2, 0.0)).astype(np.float32)
+
+
+def _forehead_fringe(
+    small: NDArray[np.float32],
+    skin_small: NDArray[np.float32],
+    cheeks: NDArray[np.floating],
+    forehead: NDArray[np.float32],
+    cov: NDArray[np.float64],
+    mean: NDArray[np.float64],
+    grid: tuple[int, int],
+) -> NDArray[np.float32] | None:
+    """The target's fringe on the coarse grid (see _target_occluders), or None."""
+    zone = cv2.resize(forehead, grid, interpolation=cv2.INTER_AREA)
+    cheek_small = cv2.resize(
+        np.ascontiguousarray(cheeks, np.float32), grid, interpolation=cv2.INTER_AREA
+    )
+    pixels = small[cheek_small > 0.9]
+    if len(pixels) >= 32:
+        cov, mean = cv2.calcCovarMatrix(
+            pixels, None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
+        )
+    brightness = float(mean.mean())
+    if brightness < 1.0:
+        return None
+    darker = 1.0 - small.mean(-1) / np.float32(brightness)
+    fringe = _ramps(_skin_distance(small, cov, mean), FOREHEAD_Z)
+    fringe *= _ramps(darker, FOREHEAD_DARK) * zone
+    # Lone pixels and thin lines (a wrinkle, a mole) are no fringe.
+    fringe = cv2.morphologyEx(fringe, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+    return np.asarray(cv2.GaussianBlur(fringe, (3, 3), 0), np.float32)
 
 
 # Edge colour match (see _match_edge_colour): the ring where the source's share of the
