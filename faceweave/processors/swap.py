@@ -438,8 +438,8 @@ def _uv_forehead(model: FaceModel, size: int) -> NDArray[np.float32]:
     brow_top = float(model.canonical[model.regions["left_eyebrow"], 1].min())
     near, far = FOREHEAD_ABOVE_BROWS
     height = brow_top - _uv_y(model, size)
-    zone = np.clip((height - near) / (far - near), 0.0, 1.0) * model.uv_raster(size).covered
-    zone = zone.astype(np.float32)
+    ramp = np.clip((height - near) / (far - near), 0.0, 1.0) * model.uv_raster(size).covered
+    zone = np.asarray(ramp, np.float32)
     zone.setflags(write=False)
     return zone
 
