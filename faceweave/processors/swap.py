@@ -1263,6 +1263,11 @@ def prepare_source(
     # diagonal through the forehead and nose).
     if far_half is not None:
         shading = shading + far_half[..., None] * (shading[:, ::-1] - shading)
+    # (Not on hair, lenses or kept frames: they are no skin whose colour was lost.)
+    apart = np.maximum(occluder, 1.0 - valid)
+    if kept_frames is not None:
+        apart = np.maximum(apart, kept_frames)
+    filled = _calm_shadow_chroma(filled, shading, model, apart)
     texture = (filled * shading).astype(np.float32)
     return SourceModel(
         albedo=filled,
@@ -1280,6 +1285,65 @@ def prepare_source(
         ),
         glasses=glasses_kept,
     )
+
+
+# Colour in a source's dark skin (see _calm_shadow_chroma): texels whose photo
+# brightness is under SHADOW_DARK[0] of the skin's median (fully under
+# SHADOW_DARK[1]) are no greener and no bluer than the skin by more than SHADOW_CAP
+# (chromaticity, per unit of luma; measured after a blur of SHADOW_BLUR of the
+# texture's side). Redder is left alone: a fold's or a nostril's shadow is redder
+# than the skin around it.
+SHADOW_DARK = (0.95, 0.6)
+SHADOW_CAP = 0.06
+SHADOW_BLUR = 0.006
+# The two ways a shadow may go wrong, in BGR, each of them keeping luma (LUMA_BGR):
+# towards red from green, and towards yellow from blue.
+_REDDER = np.array([0.0, -0.299, 0.587], np.float32) / np.hypot(0.299, 0.587)
+_YELLOWER = np.array([-0.886, 0.114, 0.114], np.float32) / np.sqrt(0.886**2 + 2 * 0.114**2)
+
+
+def _calm_shadow_chroma(
+    albedo: NDArray[np.float32],
+    shading: NDArray[np.float32],
+    model: FaceModel,
+    apart: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """``albedo`` with the colour of its skin's shadows kept from going green or blue:
+    a photo's dark skin holds little colour, and what it holds may be its
+    compression's and its light's (p03's coach, a stadium shot with the blue crushed
+    in his shadows: olive patches around his mouth and chin came out green on every
+    pale target). Dark skin texels greener or bluer than the skin by more than
+    SHADOW_CAP move back by what is over it; luma, and so the features, stay.
+    ``apart`` (0..1): how surely a texel is no skin of this photo's (hair, lenses,
+    frames, texels it did not see); the skin's colour is measured where it is
+    under 0.1, and texels over it move less, none from 0.5."""
+    size = albedo.shape[0]
+    skin = _uv_skin(model, size) & (apart < 0.5)
+    measured = skin & (apart < 0.1)
+    if int(measured.sum()) < 64:
+        return albedo
+    luma_w = color_ops.LUMA_BGR.astype(np.float32)
+    luma = albedo @ luma_w
+    photo = (albedo * shading) @ luma_w
+    typical = float(np.median(photo[measured]))
+    if typical <= 1.0:
+        return albedo
+    lo, hi = SHADOW_DARK
+    dark = np.clip((lo - photo / typical) / (lo - hi), 0.0, 1.0)
+    dark *= cv2.GaussianBlur(skin.astype(np.float32), (0, 0), 2.0 * SHADOW_BLUR * size) * skin
+    dark *= np.clip(1.0 - 2.0 * apart, 0.0, 1.0)
+    if not dark.any():
+        return albedo
+    chroma = albedo / np.maximum(luma, 1e-6)[..., None]
+    mean = np.median(chroma[measured], axis=0).astype(np.float32)
+    weight = cv2.GaussianBlur(skin.astype(np.float32), (0, 0), SHADOW_BLUR * size)
+    smooth = cv2.GaussianBlur(chroma * skin[..., None], (0, 0), SHADOW_BLUR * size)
+    offset = smooth / np.maximum(weight, 1e-3)[..., None] - mean
+    move = np.zeros_like(albedo)
+    for axis in (_REDDER, _YELLOWER):
+        short = np.maximum(-SHADOW_CAP - offset @ axis, 0.0) * dark
+        move += (short * luma)[..., None] * axis
+    return np.asarray(albedo + move, np.float32)
 
 
 # The band a photo saw edge-on (see _fill_grazing_band): texels that faced its camera

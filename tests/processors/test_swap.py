@@ -1196,6 +1196,50 @@ def test_the_targets_own_fringe_stays_down_to_its_brows(
     assert float((change[lower] < 10.0).mean()) > 0.4
 
 
+def test_a_sources_shadows_do_not_go_green_or_blue() -> None:
+    """Dark skin that a photo shows greener than the skin (p03's coach: blue crushed
+    in a compressed stadium shot's shadows, olive patches that came out green on
+    every pale target) is brought back to within SHADOW_CAP of the skin's colour,
+    its luma kept; a shadow redder than the skin (a fold's, a nostril's), lit skin
+    of any colour and texels that are no skin (hair) stay as they are."""
+    size = 256
+    model = load_face_model()
+    covered = model.uv_raster(size).covered
+    skin_bgr = np.array([0.75, 0.92, 1.28], np.float32)  # chromaticity, luma 1
+    albedo = np.where(covered[..., None], skin_bgr * 1.0, 0.0).astype(np.float32)
+    shading = np.full((size, size, 3), 120.0, np.float32)
+    y = swap_module._uv_y(model, size)
+    x = swap_module._uv_x(model, size)
+    skin = swap_module._uv_skin(model, size)
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    band = skin & (y > eye_y + 0.2) & (y < mouth_y - 0.05)
+    olive = band & (x < -0.45) & (x > -0.75)
+    red = band & (x > 0.45) & (x < 0.75)
+    pale_green = band & (np.abs(x) < 0.1)
+    hair = band & (x > -0.3) & (x < -0.15)
+    olive_bgr = np.array([0.45, 1.05, 1.15], np.float32)  # luma 1, no blue
+    red_bgr = np.array([0.6, 0.8, 1.55], np.float32)
+    luma = swap_module.color_ops.LUMA_BGR.astype(np.float32)
+    for patch, colour in ((olive, olive_bgr), (hair, olive_bgr), (red, red_bgr)):
+        albedo[patch] = colour / float(colour @ luma)
+    albedo[pale_green] = olive_bgr / float(olive_bgr @ luma)
+    darkness = np.ones((size, size, 1), np.float32)
+    darkness[olive | red | hair] = 0.4  # shadows in the photo; pale_green is lit
+    apart = np.zeros((size, size), np.float32)
+    apart[hair] = 1.0
+    out = swap_module._calm_shadow_chroma(albedo, shading * darkness, model, apart)
+    assert olive.sum() > 200 and red.sum() > 200 and hair.sum() > 50 and pale_green.sum() > 50
+    core = cv2.erode(olive.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
+    np.testing.assert_allclose(out @ luma, albedo @ luma, rtol=1e-3, atol=1e-4)
+    before = (albedo[core] - skin_bgr) @ swap_module._REDDER
+    after = (out[core] / (out[core] @ luma)[:, None] - skin_bgr) @ swap_module._REDDER
+    assert float(before.mean()) < -0.15  # the premise: far greener than the skin
+    assert float(after.mean()) > -swap_module.SHADOW_CAP - 0.02, float(after.mean())
+    for kept in (red, hair, pale_green):
+        assert np.abs(out[kept] - albedo[kept]).max() < 1e-3
+
+
 def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     """A dark patch reaching in from the lower face's edge (a collar, the shadow under
     an ear: Grace Hopper's left a dark smudge on every target's cheek) is found, even
