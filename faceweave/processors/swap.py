@@ -2281,6 +2281,17 @@ class Swapper(FaceSwapping):
             self._uv_glasses_soft = np.round(np.clip(soft, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self._eyes = self._eye_patches()
+        # How much colour the source photo has (0 for black and white or toned): a
+        # colourless source takes the target's own colours (see _take_target_chroma).
+        texels = self.source.texture[self.masks.skin & (self.source.valid > 0.9)]
+        self._source_colour = 1.0
+        if len(texels) >= 64:
+            cov, _ = cv2.calcCovarMatrix(
+                texels.astype(np.float32),
+                None,
+                cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE,
+            )
+            self._source_colour = color_ops.colourfulness(cov)
         # The fine detail as bytes (128 is none) at twice the texture's size and at it,
         # each with the face-locked grain (see _grain_texture) as a second channel
         # (and two empty ones: OpenCV remaps four byte channels faster than two). No
@@ -2641,6 +2652,8 @@ class Swapper(FaceSwapping):
             # After the colour and light match: the eyeballs take the target's white
             # as their own (see eyeball.paint_eye), not the skin's colour map.
             self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "target")
+        if opts.color != "none" and self._source_colour < 1.0 and colour > 0.0:
+            source = _take_target_chroma(source, warped_target, 1.0 - self._source_colour, skin_bgr)
         if opts.detail > 0 and enough_skin:
             source = _match_detail(source, warped_target, skin, opts.detail)
         if opts.creases > 0 and target_face.rest_detail is not None:
@@ -3566,6 +3579,48 @@ def _match_edge_colour(
 # the largest brightening or darkening it may apply.
 LIGHT_SIGMA = 0.12
 LIGHT_GAIN_RANGE = (0.6, 1.6)
+
+
+# A colourless source's output takes the target's colour (see _take_target_chroma):
+# its Lab a and b blurred over CHROMA_TAKE_BLUR of the crop's side, at most
+# CHROMA_TAKE_REACH Lab units from its skin's mean colour (a fair fringe's strands
+# or a highlight's orange, where the source's skin shows, are no colour of its
+# face; a red lip is about 20 from its skin).
+CHROMA_TAKE_BLUR = 0.006
+CHROMA_TAKE_REACH = 20.0
+
+
+def _take_target_chroma(
+    source: NDArray[np.float32],
+    target: NDArray[np.float32],
+    share: float,
+    skin_bgr: NDArray[np.float32] | None,
+) -> NDArray[np.float32]:
+    """``source`` (colour-matched) with ``share`` of its colour replaced by the
+    target's own, pixel for pixel, its lightness kept: a black-and-white photo (Bob
+    Dylan's) holds no colour of lips, cheeks or irises, and its colour-matched face
+    came out in one even skin tone with grey lips and grey-blue eyes on every
+    colour target. The target's face is where the output's is (its mesh), so its
+    lips, flush and irises lend their own colour. ``skin_bgr``: the target skin's
+    mean colour (see _target_occluders); None takes the mean of ``target``."""
+    sigma = max(CHROMA_TAKE_BLUR * max(source.shape[:2]), 0.5)
+    scale = np.float32(1.0 / 255.0)
+    lab_t = cv2.cvtColor(
+        np.clip(cv2.GaussianBlur(target, (0, 0), sigma) * scale, 0.0, 1.0), cv2.COLOR_BGR2Lab
+    )
+    lab_s = cv2.cvtColor(np.clip(source * scale, 0.0, 1.0), cv2.COLOR_BGR2Lab)
+    mean_bgr = (
+        np.asarray(skin_bgr, np.float32)
+        if skin_bgr is not None
+        else target.reshape(-1, 3).mean(0).astype(np.float32)
+    )
+    centre = cv2.cvtColor(np.clip(mean_bgr * scale, 0.0, 1.0).reshape(1, 1, 3), cv2.COLOR_BGR2Lab)
+    offset = lab_t[..., 1:] - centre[0, 0, 1:]
+    length = np.sqrt((offset**2).sum(-1, keepdims=True))
+    offset *= np.minimum(CHROMA_TAKE_REACH / np.maximum(length, 1e-6), 1.0)
+    ab = centre[0, 0, 1:] + offset
+    lab_s[..., 1:] += share * (ab - lab_s[..., 1:])
+    return np.asarray(cv2.cvtColor(lab_s, cv2.COLOR_Lab2BGR) * np.float32(255.0), np.float32)
 
 
 def _match_light(

@@ -1240,6 +1240,39 @@ def test_a_sources_shadows_do_not_go_green_or_blue() -> None:
         assert np.abs(out[kept] - albedo[kept]).max() < 1e-3
 
 
+def test_a_black_and_white_source_takes_the_targets_own_colours(
+    analyser: FaceAnalyser, astronaut: np.ndarray, grace_hopper: np.ndarray
+) -> None:
+    """A black-and-white photo holds no colour of lips, cheeks or eyes: colour-matched
+    as a whole, its face came out in one skin tone, grey lips and all. Its output
+    now takes the target's own colour where the target's face has it (its lips are
+    where the output's are). The astronaut made grey, onto Grace Hopper: her lips'
+    median a* (Lab) in the output was 26 against her own 35; now within 4 of it,
+    as the astronaut in colour gives."""
+    grey = cv2.cvtColor(cv2.cvtColor(astronaut, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+    (source_face,) = analyser.get_faces(grey)
+    (target_face,) = analyser.get_faces(grace_hopper)
+    swapper = Swapper(source_face)
+    assert swapper._source_colour == 0.0  # the premise: a colourless source
+    out = swapper.swap(grace_hopper, [target_face])
+    points = target_face.landmarks_478[:, :2]
+    outer = [61, 185, 40, 39, 37, 0, 267, 269, 270, 409, 291, 375, 321, 405, 314, 17, 84]
+    outer += [181, 91, 146]
+    inner = [78, 191, 80, 81, 82, 13, 312, 311, 310, 415, 308, 324, 318, 402, 317, 14, 87]
+    inner += [178, 88, 95]
+    lips = np.zeros(grace_hopper.shape[:2], np.uint8)
+    cv2.fillPoly(lips, [np.round(points[outer]).astype(np.int32)], 1)
+    cv2.fillPoly(lips, [np.round(points[inner]).astype(np.int32)], 0)
+    lips = cv2.erode(lips, np.ones((3, 3), np.uint8)) > 0
+    assert lips.sum() > 300
+
+    def redness(image: np.ndarray) -> float:
+        return float(np.median(cv2.cvtColor(image, cv2.COLOR_BGR2Lab)[..., 1][lips])) - 128.0
+
+    assert redness(grace_hopper) > 25.0
+    assert abs(redness(out) - redness(grace_hopper)) < 4.0, (redness(out), redness(grace_hopper))
+
+
 def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     """A dark patch reaching in from the lower face's edge (a collar, the shadow under
     an ear: Grace Hopper's left a dark smudge on every target's cheek) is found, even
