@@ -70,7 +70,7 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.errors import BackendError, FaceweaveError, InputError, NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
-from faceweave.processors.engines import SwapEngine
+from faceweave.processors.engines import SwapEngine, swapper_advice
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import GAZE_MODES, SwapOptions
 from faceweave.service.checks import check_media, receive_upload
@@ -105,9 +105,10 @@ def default_analyser() -> FaceAnalyser:
 
 
 def default_source_analyser() -> FaceAnalyser:
-    """The analyser of source photos: still images (both detectors), one face, with the
-    identity model (several photos of one person are checked to be one person)."""
-    return FaceAnalyser(max_faces=1)
+    """The analyser of source photos: still images (both detectors), with the identity
+    model (several photos of one person are checked to be one person). Two faces at
+    most: the largest is used, a second is only named in the session's notes."""
+    return FaceAnalyser(max_faces=2)
 
 
 # --- per-session processing (runs in the session's worker thread) ---------------------------
@@ -383,6 +384,7 @@ class LiveSession:
     track: SwappedTrack | None = None
     channel: RTCDataChannel | None = None
     source_model: Any = None  # the prepared source (a Swapper built at fusion 1)
+    source_notes: tuple[str, ...] = ()  # what its photos show (see SessionOut.notes)
     control_lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
 
@@ -484,10 +486,14 @@ class LiveSessions:
         for session in list(self.sessions.values()):
             await self.close(session)
 
-    def prepare_source(self, photos: bytes | Path | Sequence[bytes | Path]) -> AnySwapper:
+    def prepare_source(
+        self, photos: bytes | Path | Sequence[bytes | Path], notes: list[str] | None = None
+    ) -> AnySwapper:
         """Decode and check the source photos, find their faces and prepare them as one
-        source (several photos of one person are merged, the first leading). Blocking:
-        run it in the thread pool, not the loop.
+        source (several photos of one person are merged, the first leading; of several
+        faces in one photo, the largest). Blocking: run it in the thread pool, not the
+        loop. ``notes``, when given, gets a line for each photo with more than one
+        face (as a job's notes have).
 
         Raises:
             NoFaceError: a photo shows no face.
@@ -511,7 +517,9 @@ class LiveSessions:
                 found = self._source_analyser.get_faces(image)
             if not found:
                 raise NoFaceError(f"no face found in {name}")
-            faces.append(found[0])
+            if len(found) > 1 and notes is not None:
+                notes.append(f"{name} shows more than one face; the largest is used")
+            faces.append(max(found, key=lambda face: face.size))
         return self.swap_engine.swapper(faces, SwapOptions(fusion=1.0))
 
 
@@ -553,6 +561,11 @@ class SessionOut(BaseModel):
     fusion: float
     gaze: str = Field(default=SwapOptions.gaze, description=GAZE_HELP)
     source: bool = Field(description="a source face is set")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what the source photos show in the swap (several faces, turned, "
+        "small, glasses, eyes closed), one line each, as a job's notes",
+    )
 
 
 # --- the router ------------------------------------------------------------------------------
@@ -568,6 +581,7 @@ def _session_out(session: LiveSession) -> SessionOut:
         fusion=session.fusion,
         gaze=session.gaze,
         source=session.source_model is not None,
+        notes=list(session.source_notes),
     )
 
 
@@ -752,6 +766,7 @@ def create_live_router(
         ):  # refused before a byte of it is read
             raise too_large
         session = live.get(session_id, _owner_of(key))
+        notes: list[str] = []
         if content_type.startswith("multipart/form-data"):
             with tempfile.TemporaryDirectory(prefix="faceweave-live-") as tmp:
                 upload = await receive_upload(
@@ -769,7 +784,7 @@ def create_live_router(
                 for received in upload.files.values():
                     check_media(received, ("image",))
                 paths = [upload.files[f].path for f in SOURCE_FIELDS if f in upload.files]
-                prepared = await run_in_threadpool(live.prepare_source, paths)
+                prepared = await run_in_threadpool(live.prepare_source, paths, notes)
         else:
             data = bytearray()
             async for chunk in request.stream():
@@ -780,9 +795,10 @@ def create_live_router(
                 raise ServiceError(
                     422, "empty_file", "the request body is empty: send the source image in it"
                 )
-            prepared = await run_in_threadpool(live.prepare_source, bytes(data))
+            prepared = await run_in_threadpool(live.prepare_source, bytes(data), notes)
 
-        await run_in_threadpool(session.update, source_model=prepared)
+        source_notes = (*notes, *swapper_advice(prepared))
+        await run_in_threadpool(session.update, source_model=prepared, source_notes=source_notes)
         return _session_out(session)
 
     @router.post(

@@ -75,6 +75,8 @@ def test_live_fake_camera_is_swapped_with_low_latency(
     page.wait_for_function(
         "() => document.getElementById('status').textContent === 'Swapping live.'"
     )
+    # What the source photo shows in the swap (Grace Hopper's glasses) is said.
+    assert "glasses" in page.inner_text("#source-notes"), page.inner_text("#source-notes")
     try:
         page.wait_for_function(
             "() => Number(document.getElementById('frame-rtt').dataset.samples) >= 60",

@@ -522,6 +522,9 @@ def test_a_live_source_takes_several_photos_as_multipart(
     headers = {"Authorization": f"Bearer {key}"}
     first, second = png_bytes(np.asarray(astronaut)), png_bytes(np.asarray(grace_hopper))
     blank = png_bytes(np.full((64, 64, 3), 128, np.uint8))
+    # Two people side by side, the astronaut (512 px) larger than Grace Hopper (256).
+    small = cv2.resize(np.asarray(grace_hopper), (256, 256))
+    pair = png_bytes(np.hstack([np.asarray(astronaut), np.pad(small, ((0, 256), (0, 0), (0, 0)))]))
 
     async def run() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -545,6 +548,9 @@ def test_a_live_source_takes_several_photos_as_multipart(
             )
             out["two"] = (response.status_code, response.json())
             out["advice"] = sessions.sessions[session].source_model.source.advice
+            response = await client.post(url, content=pair, headers=headers)
+            out["pair"] = (response.status_code, response.json())
+            out["pair_face"] = sessions.sessions[session].source_model.source.face
             response = await client.post(url, content=first, headers=headers)
             out["raw"] = response.status_code
             out["raw_advice"] = sessions.sessions[session].source_model.source.advice
@@ -573,6 +579,14 @@ def test_a_live_source_takes_several_photos_as_multipart(
     out = asyncio.run(run())
     assert out["two"][0] == 200 and out["two"][1]["source"] is True, out["two"]
     assert any("source photo 2 looks like another person" in line for line in out["advice"])
+    assert any("source photo 2 looks like another person" in n for n in out["two"][1]["notes"])
+    # A photo of two people: the larger face, and the answer says so (it had been the
+    # analyser's one face, silently).
+    assert out["pair"][0] == 200, out["pair"]
+    assert (
+        "the source image shows more than one face; the largest is used" in out["pair"][1]["notes"]
+    ), out["pair"]
+    assert out["pair_face"].bbox[2] < 512  # the astronaut's, on the left
     assert out["raw"] == 200
     assert not any("another person" in line for line in out["raw_advice"])
     assert out["no_first"]["error"]["code"] == "missing_file"

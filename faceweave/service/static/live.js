@@ -193,16 +193,26 @@ async function sendSource() {
   if (!files.length || !live.session) return;
   say(files.length > 1 ? `Analysing ${files.length} source photos…` : "Analysing the source face…");
   const url = `/v1/live/${live.session}/source`;
+  let response;
   if (files.length === 1) {
-    await api(url, {
+    response = await api(url, {
       method: "POST", body: files[0],
       headers: { "Content-Type": files[0].type || "application/octet-stream" },
     });
   } else {
     const data = new FormData();
     files.forEach((file, i) => data.append(i === 0 ? "source" : `source_${i + 1}`, file));
-    await api(url, { method: "POST", body: data });
+    response = await api(url, { method: "POST", body: data });
   }
+  // What the photos will show in the swap (several faces, turned, glasses...), under
+  // the videos: above them a longer status would move them down, out of view.
+  const notes = $("source-notes");
+  notes.replaceChildren(...((await response.json()).notes || []).map((line) => {
+    const item = document.createElement("li");
+    item.textContent = line;
+    return item;
+  }));
+  notes.hidden = notes.children.length === 0;
   say("Swapping live.");
 }
 
