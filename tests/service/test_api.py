@@ -417,6 +417,12 @@ def test_a_range_outside_the_result_is_a_json_error(
     url = f"/v1/jobs/{job_id}/result"
     part = client.get(url, headers={**auth(key), "Range": "bytes=10-19"})
     assert part.status_code == 206 and part.content == bytes(10)
+    # Several ranges at once come as one multipart/byteranges answer, as documented.
+    parts = client.get(url, headers={**auth(key), "Range": "bytes=0-9,500-509"})
+    assert parts.status_code == 206
+    assert parts.headers["content-type"].startswith("multipart/byteranges; boundary=")
+    assert b"Content-Range: bytes 0-9/1000" in parts.content
+    assert b"Content-Range: bytes 500-509/1000" in parts.content
     outside = client.get(url, headers={**auth(key), "Range": "bytes=999999999-"})
     assert outside.status_code == 416
     assert outside.headers["content-range"] == "bytes */1000"
