@@ -2267,11 +2267,11 @@ class Swapper(FaceSwapping):
         face_mask = self.masks.face * (1.0 - self.source.occluder)
         # Face-space lookups as 8-bit textures: remapping bytes costs a third of floats,
         # and 1/255 steps are finer than anything these masks or the photo resolve.
-        # (Skin below the eyes reads 1, other skin 0.75: both pass 0.5.)
-        skin = 0.75 * self.masks.skin + 0.25 * self.masks.cheeks
-        aux = np.dstack([face_mask, source_weight, skin, self.masks.edge])
+        aux = np.dstack([face_mask, source_weight, self.masks.skin, self.masks.edge])
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
-        self._uv_forehead = np.round(self.masks.forehead * 255.0).astype(np.uint8)
+        # Where a target's fringe is looked for, and the skin its colour is measured on.
+        zones = np.dstack([self.masks.forehead, self.masks.cheeks])
+        self._uv_zones = np.round(zones * 255.0).astype(np.uint8)
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         # The same band feathered, for a source whose glasses stay in its texture.
         self._uv_glasses_soft: NDArray[np.uint8] | None = None
@@ -2554,11 +2554,12 @@ class Swapper(FaceSwapping):
             inner_lips = (tgt_verts[model.loops[2], :2] - np.array([x0, y0], np.float32)) * to_proc
             _cut_mouth(weight, inner_lips)
         skin = (aux[..., 2] > 0.5) * coverage
-        cheeks = (aux[..., 2] > 0.875) * coverage
         edge = np.maximum(aux[..., 3], maps[..., 4])
-        forehead = cv2.remap(
-            self._uv_forehead, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
-        ).astype(np.float32) * np.float32(1.0 / 255.0)
+        zones = cv2.remap(
+            self._uv_zones, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        )
+        forehead = zones[..., 0].astype(np.float32) * np.float32(1.0 / 255.0)
+        cheeks = (zones[..., 1] > 127) * coverage
         target_crop = frame[y0:y1, x0:x1]
         target_proc = (
             target_crop
