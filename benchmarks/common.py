@@ -29,6 +29,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# A benchmark measures the code beside it: the repository's root goes first on the
+# import path. Run as a script, only benchmarks/ is there, and an installed faceweave
+# was measured instead (from a git worktree: the main checkout's editable install).
+if (REPO_ROOT / "faceweave" / "__init__.py").is_file() and sys.path[:1] != [str(REPO_ROOT)]:
+    sys.path.insert(0, str(REPO_ROOT))
 OUT_ROOT = REPO_ROOT / "out"
 DEFAULT_OUT_DIR = OUT_ROOT / "bench"
 SHARED_FACES_DIR = REPO_ROOT.parent / "shared" / "data" / "faces"
@@ -254,6 +259,8 @@ def environment() -> dict[str, Any]:
             info[module] = getattr(__import__(module), "__version__", "?")
         except ImportError:
             info[module] = None
+    # Which code was measured.
+    info["faceweave_path"] = str(Path(__import__("faceweave").__file__).resolve().parent)
     return info
 
 
