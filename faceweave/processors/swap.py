@@ -2524,6 +2524,16 @@ class Swapper(FaceSwapping):
             columns.append(_clamped_shading(normals_out, tgt_light, tgt_normals, skin_vertices))
         attributes = np.concatenate(columns, axis=1)
         maps = raster.interpolate(attributes, model.render_triangles)
+        # Where a target's fringe is looked for and the cheeks' skin, on the coarse grid
+        # the target's occluders are found on (see _target_occluders).
+        zones = cv2.remap(
+            self._uv_zones,
+            np.ascontiguousarray(maps[..., 0]),
+            np.ascontiguousarray(maps[..., 1]),
+            cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+        )
+        zones[~raster.covered] = 0
         coverage = raster.covered.astype(np.float32)
         if (rw, rh) != (pw, ph):
             folds = _uv_folds(maps, raster.covered)
@@ -2555,11 +2565,6 @@ class Swapper(FaceSwapping):
             _cut_mouth(weight, inner_lips)
         skin = (aux[..., 2] > 0.5) * coverage
         edge = np.maximum(aux[..., 3], maps[..., 4])
-        zones = cv2.remap(
-            self._uv_zones, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
-        )
-        forehead = zones[..., 0].astype(np.float32) * np.float32(1.0 / 255.0)
-        cheeks = (zones[..., 1] > 127) * coverage
         target_crop = frame[y0:y1, x0:x1]
         target_proc = (
             target_crop
@@ -2571,7 +2576,12 @@ class Swapper(FaceSwapping):
         # Measured on the coarse grid, where it is smooth.
         target_small = _shrink(target_proc, (rw, rh))
         occluders, colour, skin_bgr = _target_occluders(
-            target_small, skin, edge, cheeks, forehead * coverage
+            target_small,
+            skin,
+            edge,
+            # (Clear of the cheeks' edge: the lids, nostrils and lips next to it.)
+            cv2.erode((zones[..., 1] > 127).astype(np.uint8), np.ones((3, 3), np.uint8)),
+            zones[..., 0].astype(np.float32) * np.float32(1.0 / 255.0),
         )
         keep_target = 1.0 - occluders
         if opts.mask_glasses and target_face.size >= LENS_MIN_FACE_PX:
@@ -3376,7 +3386,8 @@ def _target_occluders(
     ``forehead`` (0..1) pixels darker than the skin and off its colour as measured on
     the ``cheeks`` (below the eyes, where no fringe hangs) count too (FOREHEAD_Z,
     FOREHEAD_DARK); lone pixels and thin lines (wrinkles) do not. A fringe's lower
-    strands had been painted over with the source's forehead.
+    strands had been painted over with the source's forehead. (Both masks on the
+    coarse grid, or resized to it.)
 
     Returns:
         The occluders, the colourfulness of the target's skin
@@ -3441,9 +3452,11 @@ def _forehead_fringe(
     grid: tuple[int, int],
 ) -> NDArray[np.float32] | None:
     """The target's fringe on the coarse grid (see _target_occluders), or None."""
-    zone = cv2.resize(forehead, grid, interpolation=cv2.INTER_AREA)
-    cheek_small = cv2.resize(
-        np.ascontiguousarray(cheeks, np.float32), grid, interpolation=cv2.INTER_AREA
+    zone, cheek_small = (
+        cv2.resize(np.ascontiguousarray(m, np.float32), grid, interpolation=cv2.INTER_AREA)
+        if m.shape[:2] != small.shape[:2]
+        else np.asarray(m, np.float32)
+        for m in (forehead, cheeks)
     )
     pixels = small[cheek_small > 0.9]
     if len(pixels) >= 32:
