@@ -3410,7 +3410,7 @@ def _target_occluders(
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
     if cheeks is not None and forehead is not None and float(forehead.max()) > 0.0:
-        fringe = _forehead_fringe(small, skin_small, cheeks, forehead, cov, mean, grid)
+        fringe = _forehead_fringe(small, cheeks, forehead, cov, mean, grid)
         if fringe is not None:
             occl = np.maximum(occl, cv2.resize(fringe, (w, h), interpolation=cv2.INTER_LINEAR))
     return occl, color_ops.colourfulness(cov), mean.astype(np.float32).reshape(3)
@@ -3444,14 +3444,15 @@ def _skin_distance(
 
 def _forehead_fringe(
     small: NDArray[np.float32],
-    skin_small: NDArray[np.float32],
     cheeks: NDArray[np.floating],
     forehead: NDArray[np.float32],
     cov: NDArray[np.float64],
     mean: NDArray[np.float64],
     grid: tuple[int, int],
 ) -> NDArray[np.float32] | None:
-    """The target's fringe on the coarse grid (see _target_occluders), or None."""
+    """The target's fringe on the coarse grid (see _target_occluders), or None. The
+    skin's colour is measured on the ``cheeks`` where enough of them show, else the
+    whole skin's (``cov``, ``mean``) is used."""
     zone, cheek_small = (
         cv2.resize(np.ascontiguousarray(m, np.float32), grid, interpolation=cv2.INTER_AREA)
         if m.shape[:2] != small.shape[:2]
