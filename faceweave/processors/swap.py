@@ -2664,7 +2664,9 @@ class Swapper(FaceSwapping):
             # as their own (see eyeball.paint_eye), not the skin's colour map.
             self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "target")
         if opts.color != "none" and self._source_colour < 1.0 and colour > 0.0:
-            source = _take_target_chroma(source, warped_target, 1.0 - self._source_colour, skin_bgr)
+            source = _take_target_chroma(
+                source, warped_target, 1.0 - self._source_colour, skin_bgr, skin
+            )
         if opts.detail > 0 and enough_skin:
             source = _match_detail(source, warped_target, skin, opts.detail)
         if opts.creases > 0 and target_face.rest_detail is not None:
@@ -3597,11 +3599,14 @@ LIGHT_GAIN_RANGE = (0.6, 1.6)
 
 
 # A colourless source's output takes the target's colour (see _take_target_chroma):
-# its Lab a and b blurred over CHROMA_TAKE_BLUR of the crop's side, at most
-# CHROMA_TAKE_REACH Lab units from its skin's mean colour (a fair fringe's strands
-# or a highlight's orange, where the source's skin shows, are no colour of its
-# face; a red lip is about 20 from its skin).
+# its Lab a and b blurred over CHROMA_TAKE_BLUR of the crop's side (on skin further
+# than CHROMA_TAKE_MARGIN from its edge, its skin's, over CHROMA_TAKE_SKIN_BLUR), at
+# most CHROMA_TAKE_REACH Lab units from its skin's mean colour (a fair fringe's
+# strands or a highlight's orange, where the source's skin shows, are no colour of
+# its face; a red lip is about 20 from its skin).
 CHROMA_TAKE_BLUR = 0.006
+CHROMA_TAKE_SKIN_BLUR = 0.08
+CHROMA_TAKE_MARGIN = 0.02  # of the crop's side: off the skin's edge, pixel by pixel
 CHROMA_TAKE_REACH = 20.0
 
 
@@ -3610,19 +3615,33 @@ def _take_target_chroma(
     target: NDArray[np.float32],
     share: float,
     skin_bgr: NDArray[np.float32] | None,
+    skin: NDArray[np.floating] | None = None,
 ) -> NDArray[np.float32]:
     """``source`` (colour-matched) with ``share`` of its colour replaced by the
-    target's own, pixel for pixel, its lightness kept: a black-and-white photo (Bob
-    Dylan's) holds no colour of lips, cheeks or irises, and its colour-matched face
-    came out in one even skin tone with grey lips and grey-blue eyes on every
-    colour target. The target's face is where the output's is (its mesh), so its
-    lips, flush and irises lend their own colour. ``skin_bgr``: the target skin's
-    mean colour (see _target_occluders); None takes the mean of ``target``."""
-    sigma = max(CHROMA_TAKE_BLUR * max(source.shape[:2]), 0.5)
+    target's own, its lightness kept: a black-and-white photo (Bob Dylan's) holds no
+    colour of lips, cheeks or irises, and its colour-matched face came out in one
+    even skin tone with grey lips and grey-blue eyes on every colour target. The
+    target's face is where the output's is (its mesh), so its lips and irises lend
+    their own colour pixel for pixel, and on ``skin`` (0..1, where the skin
+    texels are) its skin its broad colour, a flush: there, pixel for pixel, a
+    glasses lens's glare had come through as a blue patch under the eye.
+    ``skin_bgr``: the target skin's mean colour (see _target_occluders); None takes
+    the mean of ``target``."""
+    side = max(source.shape[:2])
     scale = np.float32(1.0 / 255.0)
-    lab_t = cv2.cvtColor(
-        np.clip(cv2.GaussianBlur(target, (0, 0), sigma) * scale, 0.0, 1.0), cv2.COLOR_BGR2Lab
-    )
+    blurred = cv2.GaussianBlur(target, (0, 0), max(CHROMA_TAKE_BLUR * side, 0.5))
+    if skin is not None:
+        weight = np.ascontiguousarray(skin, np.float32)
+        wide = max(CHROMA_TAKE_SKIN_BLUR * side, 1.0)
+        spread = cv2.GaussianBlur(target * weight[..., None], (0, 0), wide)
+        spread /= np.maximum(cv2.GaussianBlur(weight, (0, 0), wide), 1e-3)[..., None]
+        # The lips' and eyes' own colours reach a little past the skin mask's edge
+        # (the mesh's lips are not quite the photo's): pixel by pixel there too.
+        k = max(3, int(CHROMA_TAKE_MARGIN * side) | 1)
+        weight = cv2.erode(weight, np.ones((k, k), np.uint8))
+        weight = cv2.GaussianBlur(weight, (k, k), 0)
+        blurred = blurred + weight[..., None] * (spread - blurred)
+    lab_t = cv2.cvtColor(np.clip(blurred * scale, 0.0, 1.0), cv2.COLOR_BGR2Lab)
     lab_s = cv2.cvtColor(np.clip(source * scale, 0.0, 1.0), cv2.COLOR_BGR2Lab)
     mean_bgr = (
         np.asarray(skin_bgr, np.float32)

@@ -1273,6 +1273,33 @@ def test_a_black_and_white_source_takes_the_targets_own_colours(
     assert abs(redness(out) - redness(grace_hopper)) < 4.0, (redness(out), redness(grace_hopper))
 
 
+def test_a_grey_source_takes_a_lip_pixel_by_pixel_and_skin_broadly() -> None:
+    """What a colourless source takes from the target (_take_target_chroma): off the
+    skin (lips, eyes) each pixel's colour; on the skin its broad colour, so that a
+    small glint (a lens's glare, blue) does not come through as a patch; the
+    source's lightness stays."""
+    size = 200
+    skin_bgr = np.array([150.0, 170.0, 215.0], np.float32)
+    target = np.tile(skin_bgr, (size, size, 1)).astype(np.float32)
+    skin = np.ones((size, size), np.float32)
+    target[150:170, 70:130] = (125.0, 130.0, 205.0)  # lips (a* 15 over the skin), not skin
+    skin[150:170, 70:130] = 0.0
+    cv2.circle(target, (60, 80), 5, (230.0, 120.0, 60.0), -1)  # a glint on the skin
+    source = np.tile(np.linspace(60.0, 200.0, size, dtype=np.float32)[None, :, None], (size, 1, 3))
+    out = swap_module._take_target_chroma(source, target, 1.0, skin_bgr, skin)
+
+    def lab(image: np.ndarray) -> np.ndarray:
+        return cv2.cvtColor(np.clip(image / 255.0, 0, 1).astype(np.float32), cv2.COLOR_BGR2Lab)
+
+    out_lab, target_lab, source_lab = lab(out), lab(target), lab(source)
+    np.testing.assert_allclose(out_lab[..., 0], source_lab[..., 0], atol=1.5)
+    lips = (slice(154, 166), slice(80, 120))
+    assert np.abs(out_lab[lips][..., 1:] - target_lab[lips][..., 1:]).max() < 4.0
+    skin_ab = target_lab[20, 20, 1:]
+    assert np.abs(out_lab[80, 60, 1:] - skin_ab).max() < 4.0, (out_lab[80, 60], skin_ab)
+    assert np.abs(target_lab[80, 60, 1:] - skin_ab).max() > 30.0  # the premise: a glint
+
+
 def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     """A dark patch reaching in from the lower face's edge (a collar, the shadow under
     an ear: Grace Hopper's left a dark smudge on every target's cheek) is found, even
