@@ -2286,12 +2286,7 @@ class Swapper(FaceSwapping):
         texels = self.source.texture[self.masks.skin & (self.source.valid > 0.9)]
         self._source_colour = 1.0
         if len(texels) >= 64:
-            cov, _ = cv2.calcCovarMatrix(
-                texels.astype(np.float32),
-                None,
-                cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE,
-            )
-            self._source_colour = color_ops.colourfulness(cov)
+            self._source_colour = color_ops.colourfulness(_pixel_stats(texels)[0])
         # The fine detail as bytes (128 is none) at twice the texture's size and at it,
         # each with the face-locked grain (see _grain_texture) as a second channel
         # (and two empty ones: OpenCV remaps four byte channels faster than two). No
@@ -3405,9 +3400,7 @@ def _target_occluders(
     pixels = small[skin_small > 0.9]
     if len(pixels) < 32:
         return np.zeros((h, w), np.float32), 1.0, None
-    cov, mean = cv2.calcCovarMatrix(
-        pixels, None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
-    )
+    cov, mean = _pixel_stats(pixels)
     occl = _ramps(_skin_distance(small, cov, mean), (3.5, 5.5))
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
@@ -3423,6 +3416,15 @@ def _target_occluders(
 # brightness by FOREHEAD_DARK[0] of it (fully FOREHEAD_DARK[1]).
 FOREHEAD_Z = (2.5, 4.5)
 FOREHEAD_DARK = (0.1, 0.25)
+
+
+def _pixel_stats(pixels: NDArray[np.generic]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(cov, mean)`` of (N, 3) pixels: population covariance and mean, by OpenCV
+    (cheaper than numpy's on these few pixels)."""
+    cov, mean = cv2.calcCovarMatrix(
+        np.asarray(pixels, np.float32), None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
+    )
+    return cov, mean
 
 
 def _ramps(values: NDArray[np.float32], bounds: tuple[float, float]) -> NDArray[np.float32]:
@@ -3463,9 +3465,7 @@ def _forehead_fringe(
     )
     pixels = small[cheek_small > 0.9]
     if len(pixels) >= 32:
-        cov, mean = cv2.calcCovarMatrix(
-            pixels, None, cv2.COVAR_NORMAL | cv2.COVAR_ROWS | cv2.COVAR_SCALE
-        )
+        cov, mean = _pixel_stats(pixels)
     brightness = float(mean.mean())
     if brightness < 1.0:
         return None
