@@ -519,7 +519,7 @@ class LiveSessions:
                 raise NoFaceError(f"no face found in {name}")
             if len(found) > 1 and notes is not None:
                 notes.append(f"{name} shows more than one face; the largest is used")
-            faces.append(max(found, key=lambda face: face.size))
+            faces.append(found[0])  # the analyser lists the largest face first
         return self.swap_engine.swapper(faces, SwapOptions(fusion=1.0))
 
 
