@@ -282,8 +282,12 @@ def _lct_affine(
     the target's, the source's median (BGR), and ``x' = E x``, a change of exposure
     (per channel; as little chroma kept as by T) that takes the median about as far.
 
+    Onto a target darker than the source (their medians' luma), the map starts by
+    scaling the source down to the target's luma (a change of exposure: each colour's
+    chromaticity is kept) and matches the statistics from there.
+
     With ``gain_range`` the target covariance is first scaled as a whole so that the
-    luma contrast ratio (target std over source std) lies within it.
+    luma contrast ratio (target std over the scaled source's std) lies within it.
     ``ridge`` adds that share of each covariance's mean variance to its diagonal.
     """
     samples_s = _masked_pixels(source, source_mask, min_weight=0.5)
@@ -293,6 +297,15 @@ def _lct_affine(
     # The colours' location is their median (see _MEDIAN_SAMPLES).
     mean_s, mean_t = _median(samples_s), _median(samples_t)
     colour = colourfulness(cov_t)
+    # A darker target: the source is first scaled down to its luma (a change of
+    # exposure keeps each colour's chromaticity), and the map goes on from there. Taken
+    # down by the offset alone, a skin's differences kept their size on a darker base:
+    # Biden's rosy cheeks on the dim p19 came out purple (their chromaticity's spread
+    # 2.3-3x the source's and the target's).
+    dim = min(max(float(LUMA_BGR @ mean_t) / max(float(LUMA_BGR @ mean_s), 1e-3), 0.0), 1.0)
+    dim = max(dim, 1.0 / _EXPOSURE_GAIN_MAX)
+    mean_scaled = mean_s * dim
+    cov_s = cov_s * dim**2
     if gain_range is not None:
         var_s = max(float(LUMA_BGR @ cov_s @ LUMA_BGR), 1e-6)
         var_t = max(float(LUMA_BGR @ cov_t @ LUMA_BGR), 1e-6)
@@ -305,7 +318,8 @@ def _lct_affine(
     sqrt_s, inv_sqrt_s = _sqrt_and_inv_sqrt(cov_s)
     middle, _ = _sqrt_and_inv_sqrt(sqrt_s @ cov_t @ sqrt_s, squared=True)
     transform = inv_sqrt_s @ middle @ inv_sqrt_s
-    offset = mean_t - transform @ mean_s
+    offset = mean_t - transform @ mean_scaled
+    transform = transform * dim
     # A change of exposure that takes the source's mean to the target's, per channel.
     lower, upper = 1.0 / _EXPOSURE_GAIN_MAX, _EXPOSURE_GAIN_MAX
     exposure = np.diag(np.clip(mean_t / np.maximum(mean_s, 1.0), lower, upper))
@@ -362,8 +376,9 @@ def color_transfer(
         strength: 0 keeps the source, 1 applies the full transfer; linear between.
         gain_range: ``(lowest, highest)`` factor by which the face's contrast may
             change (``rct``: L's scale, and a's and b's up to ``highest``; ``lct``:
-            the whole covariance, scaled by its luma ratio); None matches the
-            target's contrast whatever it is.
+            the whole covariance, scaled by its luma ratio, after a darker
+            target's change of exposure); None matches the target's contrast
+            whatever it is.
         ridge: ``lct`` only: a share of the mean variance added to both covariances
             before matching them. A source's skin varies little across its colour
             line, and ``T`` would amplify those minor directions by the inverse
