@@ -3596,6 +3596,10 @@ def _match_edge_colour(
 # the largest brightening or darkening it may apply.
 LIGHT_SIGMA = 0.12
 LIGHT_GAIN_RANGE = (0.6, 1.6)
+# The light across the whole face: averaged over a third of its width, and matched
+# LIGHT_BROAD_SHARE times as strongly as the finer shading (in full from --light 0.5).
+LIGHT_BROAD_SIGMA = 0.33
+LIGHT_BROAD_SHARE = 2.0
 
 
 # A colourless source's output takes the target's colour (see _take_target_chroma):
@@ -3665,10 +3669,12 @@ def _match_light(
 ) -> NDArray[np.float32]:
     """Give the source the target's broad light and shade on skin.
 
-    Both lumas are averaged over ``on`` (skin seen in both) with a Gaussian about an
-    eighth of the face wide, normalised by the blurred mask so that eyes, brows and
-    the mask's edge take the surrounding skin's value instead of being diluted. Their
-    ratio, raised to ``amount``, scales the source: the global colour match has
+    Both lumas are averaged over ``on`` (skin seen in both) with Gaussians about an
+    eighth and a third of the face wide, normalised by the blurred mask so that eyes,
+    brows and the mask's edge take the surrounding skin's value instead of being
+    diluted. Their ratios scale the source: the broad one (the light across the
+    face) raised to ``2 * amount`` up to 1, the finer one's share beyond it (the
+    shading of the target's build) to ``amount``. The global colour match has
     already set the means, so this moves only where the light falls. The gain fades
     to 1 where little skin supports it and is clipped to LIGHT_GAIN_RANGE. ``on`` is
     a mask, nonzero on skin (bool, 0/1 or 0/255).
@@ -3691,16 +3697,24 @@ def _match_light(
         )
 
     m = shrink(cv2.compare(weights, 0, cv2.CMP_GT)) * np.float32(1.0 / 255.0)
-    sigma = LIGHT_SIGMA * max(bw, bh) / k
-    support = cv2.GaussianBlur(m, (0, 0), sigma)
-    inverse_support = 1.0 / np.maximum(support, 1e-4)
-    lumas = [
-        cv2.GaussianBlur(shrink(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)) * m, (0, 0), sigma)
-        * inverse_support
-        for image in (target, source)
-    ]
+    grey = [shrink(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)) * m for image in (target, source)]
+
+    def ratio(sigma: float) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+        support = cv2.GaussianBlur(m, (0, 0), sigma)
+        inverse_support = 1.0 / np.maximum(support, 1e-4)
+        t, s = (cv2.GaussianBlur(g, (0, 0), sigma) * inverse_support for g in grey)
+        return (t + 1.0) / (s + 1.0), support
+
+    size = max(bw, bh) / k
+    near, support = ratio(LIGHT_SIGMA * size)
+    broad, _ = ratio(LIGHT_BROAD_SIGMA * size)
     lo, hi = LIGHT_GAIN_RANGE
-    gain = np.clip((lumas[0] + 1.0) / (lumas[1] + 1.0), lo, hi) ** amount
+    # The light across the whole face (a side light) in full from amount 0.5 up; the
+    # shading an eighth of the face wide (sockets, cheekbones: part of the target's
+    # build) by ``amount``.
+    near = np.clip(near, lo, hi)
+    broad = np.clip(broad, lo, hi)
+    gain = np.clip(broad ** min(1.0, LIGHT_BROAD_SHARE * amount) * (near / broad) ** amount, lo, hi)
     # Where the blurred mask is thin (far from skin) the ratio is an extrapolation.
     confidence = np.minimum(np.maximum(support * (1.0 / 0.3), 0.0), 1.0)
     gain = (1.0 + (gain - 1.0) * confidence).astype(np.float32)

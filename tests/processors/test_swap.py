@@ -1990,10 +1990,30 @@ class TestLight:
         # Far from the light's edge each side takes the target's level.
         assert abs(full[:, :12].mean() - 80.0) < 3.0, full[:, :12].mean()
         assert abs(full[:, -12:].mean() - 160.0) < 3.0, full[:, -12:].mean()
-        # Halfway (amount 0.5) is the geometric mean of the two gains.
-        half = _match_light(source, target, on, 0.5)
-        assert abs(half[:, :12].mean() - 120.0 * np.sqrt(81.0 / 121.0)) < 2.0
         np.testing.assert_array_equal(_match_light(source, target, on, 0.0), source)
+
+    def test_light_across_the_face_in_full_its_finer_shading_by_the_amount(self) -> None:
+        """Amount 0.5 (the default): a side light, across the whole face, comes over in
+        full (taken by half, a side-lit target's bright cheek came out dark under a
+        frontally lit source: Biden on p19); a shadow an eighth of the face wide (a
+        socket: part of the target's build) by half, as before."""
+        source = np.full((128, 128, 3), 120.0, np.float32)
+        ramp = np.linspace(0.6, 1.4, 128, dtype=np.float32)
+        target = np.repeat((120.0 * ramp)[None, :, None], 128, 0).repeat(3, 2)
+        socket = target.copy()
+        cv2.circle(socket, (64, 64), 14, (50.0, 50.0, 50.0), -1)
+        on = np.ones((128, 128), np.float32)
+        half = _match_light(source, target, on, 0.5)
+        full = _match_light(source, target, on, 1.0)
+        # The side light, well inside the face: as in full, not the square root of it.
+        inside = slice(40, 88)
+        np.testing.assert_allclose(half[64, inside, 0], full[64, inside, 0], rtol=0.05)
+        assert half[64, 40, 0] < 0.9 * 120.0 < 1.1 * 120.0 < half[64, 88, 0]
+        # The socket's shade: the half amount takes about the square root of its gain.
+        shade_half = _match_light(source, socket, on, 0.5)[64, 64, 0] / half[64, 64, 0]
+        shade_full = _match_light(source, socket, on, 1.0)[64, 64, 0] / full[64, 64, 0]
+        assert shade_full < 0.9
+        assert abs(shade_half - np.sqrt(shade_full)) < 0.03, (shade_half, shade_full)
 
     def test_holes_take_the_surrounding_skins_gain_and_gains_are_clipped(self) -> None:
         source = np.full((96, 96, 3), 200.0, np.float32)
