@@ -302,8 +302,8 @@ def _lct_affine(
     # down by the offset alone, a skin's differences kept their size on a darker base:
     # Biden's rosy cheeks on the dim p19 came out purple (their chromaticity's spread
     # 2.3-3x the source's and the target's).
-    dim = min(max(float(LUMA_BGR @ mean_t) / max(float(LUMA_BGR @ mean_s), 1e-3), 0.0), 1.0)
-    dim = max(dim, 1.0 / _EXPOSURE_GAIN_MAX)
+    dim = float(LUMA_BGR @ mean_t) / max(float(LUMA_BGR @ mean_s), 1e-3)
+    dim = min(max(dim, 1.0 / _EXPOSURE_GAIN_MAX), 1.0)
     mean_scaled = mean_s * dim
     cov_s = cov_s * dim**2
     if gain_range is not None:
