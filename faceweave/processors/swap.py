@@ -1657,6 +1657,16 @@ EDGE_MIRROR_SLACK = 0.025
 # mouth in the canonical face) over EDGE_CHIN[2] of it: a beard does, hair hanging down
 # both cheeks does not.
 EDGE_CHIN = (0.2, 0.4, 0.02)
+# Below the mouth, a clear outlier on skin (z over CHIN_SEED_Z: the bright part of a
+# microphone held to the chin) is followed into the texels connected to it that are
+# off the skin's colour by less (z over CHIN_GROW_Z): the rest of the object. Like the
+# edge's outliers it is painted over with the source's skin around it (its outer
+# EDGE_RIM left to the target). Before, only the microphone's highlight was an
+# occluder: its grey body went onto every target's chin, and where the highlight had
+# been, the target's own skin showed as a patch of another colour.
+CHIN_SEED_Z = 5.0
+CHIN_GROW_Z = 2.5
+CHIN_RIM = 0.01
 
 
 def _source_outliers(
@@ -1696,6 +1706,9 @@ def _source_outliers(
     skin = _uv_skin(model, size)
     inner = skin & ~region
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
+    held = _chin_object(z, inner & _mouth_below(model, size))
+    if held is not None:
+        ramp[held] = 0.0
     depth = _uv_depth(model, size)
     below_eyes = skin & (y > float(model.canonical[model.loops[0], 1].max()))
     rim = region & (depth < HAIR_RIM * size)
@@ -1709,6 +1722,8 @@ def _source_outliers(
         chin = below_eyes & (np.abs(x) < EDGE_CHIN[0]) & (y > mouth_y + EDGE_CHIN[1])
         hair = (chin, top_hair_z < z)
     edge = _edge_outliers(texture, z, below_eyes, depth, skin, hair)
+    if held is not None:
+        edge = np.maximum(edge, held)
     ramp = np.maximum(ramp, edge * (depth < EDGE_RIM * size))
     if hair_z is not None:
         nearer_hair = np.clip((z - hair_z) / 2.0, 0.0, 1.0) * np.clip(z - 1.0, 0.0, 1.0)
@@ -1731,6 +1746,21 @@ def _source_outliers(
     return np.asarray(
         cv2.GaussianBlur(ramp.astype(np.float32), (0, 0), size * 0.01), np.float32
     ), edge
+
+
+def _chin_object(z: NDArray[np.float32], chin: NDArray[np.bool_]) -> NDArray[np.bool_] | None:
+    """What holds something off the skin's colour on the ``chin`` texels (see
+    CHIN_SEED_Z): the texels over CHIN_GROW_Z connected to one over CHIN_SEED_Z, or
+    None when there is no such seed."""
+    seeds = chin & (z > CHIN_SEED_Z)
+    if not seeds.any():
+        return None
+    grow = chin & (z > CHIN_GROW_Z)
+    _, labels = cv2.connectedComponents(grow.astype(np.uint8), connectivity=8)
+    held = (np.isin(labels, np.unique(labels[seeds])) & grow).astype(np.uint8)
+    # With its rim, the object's edge blurred into the skin (a grey ring round it).
+    k = 2 * int(round(CHIN_RIM * z.shape[0])) + 1
+    return np.asarray((cv2.dilate(held, np.ones((k, k), np.uint8)) > 0) & chin)
 
 
 def _paint_out_edge(

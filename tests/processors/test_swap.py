@@ -1363,6 +1363,42 @@ def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     assert float(beard[core].max()) < 0.1 and float(beard[core[:, ::-1]].max()) < 0.1
 
 
+def test_an_object_held_to_the_chin_is_painted_out_whole() -> None:
+    """A microphone held to the chin (p10's): only its highlight lies far from the
+    skin's colour (over CHIN_SEED_Z); its grey body, under 4 robust z, had gone onto
+    every target's chin. Now the texels connected to the highlight that are off the
+    skin's colour by less are found too, and the whole object is painted over with the
+    source's skin (not left to the target, whose skin showed through as a patch of
+    another colour). The same grey patch with no highlight (a shadow, a beard) stays
+    the source's."""
+    size = 256
+    face = _uv_face(size)
+    model, covered, x, y = face.model, face.covered, face.x, face.y
+    skin = np.array([150, 170, 210], np.float32)
+    chin = swap_module._mouth_below(model, size) & swap_module._uv_skin(model, size)
+    disc = chin & (x**2 + (y - 1.1) ** 2 < 0.2**2)
+    body = face.texture.copy()
+    body[disc] = skin * 0.88
+    held = body.copy()
+    highlight = disc & (y > 1.17)
+    held[highlight] = (200, 200, 205)
+    z = swap_module._skin_z(model, size, swap_module._albedo_bytes(held), covered)
+    assert z is not None
+    grey = disc & ~highlight
+    assert 2.5 < float(np.median(z[grey])) < 4.0 < float(np.median(z[highlight]))  # premise
+    occluders, found = swap_module._source_outliers(model, size, held, covered)
+    core = cv2.erode(disc.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    grey_core = core & ~(cv2.dilate(highlight.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0)
+    assert grey_core.sum() > 100
+    assert found[core].min() > 0.99, found[core].mean()  # the grey body: 0 before
+    assert occluders[core].max() < 0.1  # painted, not the target's
+    painted = swap_module._paint_out_edge(held, found, model)
+    assert np.abs(painted[core].mean(0) - skin).max() < 6.0, painted[core].mean(0)
+    # Without the highlight the grey patch is the face's own.
+    occluders, found = swap_module._source_outliers(model, size, body, covered)
+    assert found[disc].max() < 0.1 and occluders[disc].max() < 0.1
+
+
 def test_hair_down_both_cheeks_is_not_a_beard() -> None:
     """Long hair hanging down both sides of the face (p23's) is off the skin's colour
     along the edge on both sides, like a beard, and the mirror rule kept it: a dark
