@@ -1657,15 +1657,20 @@ EDGE_MIRROR_SLACK = 0.025
 # mouth in the canonical face) over EDGE_CHIN[2] of it: a beard does, hair hanging down
 # both cheeks does not.
 EDGE_CHIN = (0.2, 0.4, 0.02)
-# Below the mouth, a clear outlier on skin (z over CHIN_SEED_Z: the bright part of a
-# microphone held to the chin) is followed into the texels connected to it that are
-# off the skin's colour by less (z over CHIN_GROW_Z): the rest of the object. Like the
-# edge's outliers it is painted over with the source's skin around it (its outer
-# EDGE_RIM left to the target). Before, only the microphone's highlight was an
+# Below the mouth, a clear outlier on skin (z over CHIN_SEED_Z, on CHIN_SEED_SHARE of
+# the texture at least: the bright part of a microphone held to the chin) is followed
+# into the texels connected to it that are off the skin's colour by less (over
+# CHIN_GROW_Z) and darker than it: the rest of the object. When that reaches inside
+# the face (CHIN_INSIDE: CHIN_INSIDE[1] of the texture's texels lie further than
+# CHIN_INSIDE[0] of its side from its edge) it is painted over, with a rim of
+# CHIN_RIM, like the edge's outliers: with the source's skin around it, its outer
+# EDGE_RIM left to the target. Before, only the microphone's highlight was an
 # occluder: its grey body went onto every target's chin, and where the highlight had
 # been, the target's own skin showed as a patch of another colour.
 CHIN_SEED_Z = 5.0
+CHIN_SEED_SHARE = 0.001
 CHIN_GROW_Z = 2.5
+CHIN_INSIDE = (0.08, 0.005)
 CHIN_RIM = 0.01
 
 
@@ -1706,10 +1711,10 @@ def _source_outliers(
     skin = _uv_skin(model, size)
     inner = skin & ~region
     ramp = np.clip((z - 2.0) / 2.0, 0.0, 1.0) * region + np.clip((z - 4.0) / 2.0, 0.0, 1.0) * inner
-    held = _chin_object(z, inner & _mouth_below(model, size))
+    depth = _uv_depth(model, size)
+    held = _chin_object(z, lab[..., 0], inner & _mouth_below(model, size), depth)
     if held is not None:
         ramp[held] = 0.0
-    depth = _uv_depth(model, size)
     below_eyes = skin & (y > float(model.canonical[model.loops[0], 1].max()))
     rim = region & (depth < HAIR_RIM * size)
     hair_z = _hair_z(lab, rim & (z > HAIR_SAMPLE_Z), rim)
@@ -1748,19 +1753,35 @@ def _source_outliers(
     ), edge
 
 
-def _chin_object(z: NDArray[np.float32], chin: NDArray[np.bool_]) -> NDArray[np.bool_] | None:
-    """What holds something off the skin's colour on the ``chin`` texels (see
-    CHIN_SEED_Z): the texels over CHIN_GROW_Z connected to one over CHIN_SEED_Z, or
-    None when there is no such seed."""
+def _chin_object(
+    z: NDArray[np.float32],
+    lightness: NDArray[np.float32],
+    chin: NDArray[np.bool_],
+    depth: NDArray[np.float32],
+) -> NDArray[np.bool_] | None:
+    """What is held in front of the ``chin`` texels (see CHIN_SEED_Z), or None: the
+    texels over CHIN_GROW_Z and darker than the chin's skin (``lightness``: Lab L)
+    connected to those over CHIN_SEED_Z, with them, and with a rim of CHIN_RIM.
+
+    Only an object: its seeds cover CHIN_SEED_SHARE of the texture at least (not a
+    glint), and its body reaches inside the face (CHIN_INSIDE; ``depth``: texels from
+    the texture's edge), not a collar or a scarf along the chin's edge, which the edge
+    check deals with (_edge_outliers)."""
+    size = z.shape[0]
     seeds = chin & (z > CHIN_SEED_Z)
-    if not seeds.any():
+    plain = chin & (z < CHIN_GROW_Z)
+    if int(seeds.sum()) < CHIN_SEED_SHARE * size * size or not plain.any():
         return None
-    grow = chin & (z > CHIN_GROW_Z)
-    _, labels = cv2.connectedComponents(grow.astype(np.uint8), connectivity=8)
-    held = (np.isin(labels, np.unique(labels[seeds])) & grow).astype(np.uint8)
+    body = chin & (z > CHIN_GROW_Z) & (lightness < float(np.median(lightness[plain])))
+    _, labels = cv2.connectedComponents((seeds | body).astype(np.uint8), connectivity=8)
+    held = np.isin(labels, np.unique(labels[seeds])) & (seeds | body)
+    reach, share = CHIN_INSIDE
+    if int((held & (depth > reach * size)).sum()) < share * size * size:
+        return None
     # With its rim, the object's edge blurred into the skin (a grey ring round it).
-    k = 2 * int(round(CHIN_RIM * z.shape[0])) + 1
-    return np.asarray((cv2.dilate(held, np.ones((k, k), np.uint8)) > 0) & chin)
+    k = 2 * int(round(CHIN_RIM * size)) + 1
+    grown = cv2.dilate(held.astype(np.uint8), np.ones((k, k), np.uint8)) > 0
+    return np.asarray(grown & chin)
 
 
 def _paint_out_edge(

@@ -1398,6 +1398,25 @@ def test_an_object_held_to_the_chin_is_painted_out_whole() -> None:
     occluders, found = swap_module._source_outliers(model, size, body, covered)
     assert found[disc].max() < 0.1 and occluders[disc].max() < 0.1
 
+    def held_object(texture: np.ndarray) -> np.ndarray | None:
+        albedo = swap_module._albedo_bytes(texture)
+        z = swap_module._skin_z(model, size, albedo, covered)
+        assert z is not None
+        lightness = swap_module._texture_lab(albedo)[..., 0]
+        return swap_module._chin_object(z, lightness, chin, face.depth)
+
+    assert held_object(held) is not None
+    # A glint (a few texels) on a grey patch, and a grey collar with a bright edge along
+    # the chin's edge (the edge check's) are no object held to the chin.
+    glint = body.copy()
+    glint[disc & (x**2 + (y - 1.25) ** 2 < 0.02**2)] = (200, 200, 205)
+    assert held_object(glint) is None
+    band = chin & (face.depth < 0.06 * size) & (np.abs(x) < 0.3)
+    collar = face.texture.copy()
+    collar[band] = skin * 0.88
+    collar[band & (face.depth < 0.02 * size)] = (200, 200, 205)
+    assert held_object(collar) is None
+
 
 def test_hair_down_both_cheeks_is_not_a_beard() -> None:
     """Long hair hanging down both sides of the face (p23's) is off the skin's colour
