@@ -1682,9 +1682,10 @@ def _source_outliers(
 
     ``occluders`` (0..1, blurred) keep the target's pixels: hair over the forehead
     (bangs), and the outer EDGE_RIM of what lies at the lower face's edge. ``edge``
-    is all of the latter (_edge_outliers): further in, it is painted over with the
-    source's skin (_paint_out_edge) rather than left to the target, whose own skin
-    showed through as a patch of another colour.
+    is all of the latter (_edge_outliers), and an object held in front of the chin
+    (_chin_object): further in, it is painted over with the source's skin
+    (_paint_out_edge) rather than left to the target, whose own skin showed through
+    as a patch of another colour.
 
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
     temple texels far from them in Lab (robust z-score) are marked as occluders, and
