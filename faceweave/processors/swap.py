@@ -1268,6 +1268,10 @@ def prepare_source(
     if kept_frames is not None:
         apart = np.maximum(apart, kept_frames)
     filled = _calm_shadow_chroma(filled, shading, model, apart)
+    if not wide_open:
+        # (A wide-open mouth's chin under the lips is its stretched lower lip and
+        # the texels mended there: lifted, a pink smear.)
+        filled = _lift_lip_shadow(filled, shading, model, apart)
     texture = (filled * shading).astype(np.float32)
     return SourceModel(
         albedo=filled,
@@ -1344,6 +1348,80 @@ def _calm_shadow_chroma(
         short = np.maximum(-SHADOW_CAP - offset @ axis, 0.0) * dark
         move += (short * luma)[..., None] * axis
     return np.asarray(albedo + move, np.float32)
+
+
+# A cast shadow under a source's lower lip (see _lift_lip_shadow): below the mouth
+# (the strip along the lower lip's edge included), texels whose brightness (blurred
+# over LIP_SHADOW_BLUR of the texture's side) is under LIP_SHADOW_DARK[0] of the
+# chin's (fully under LIP_SHADOW_DARK[1]) are brought up to it, by at most
+# LIP_SHADOW_GAIN, where the dark region is as smooth as skin: its fine texture
+# (finer than LIP_SHADOW_GRAIN[0] of the side, averaged over LIP_SHADOW_GRAIN[1])
+# under LIP_SHADOW_SMOOTH[0] times the cheeks' (none from LIP_SHADOW_SMOOTH[1]: a
+# beard). The chin's brightness is that of the texels LIP_SHADOW_CHIN below the
+# mouth (canonical units) or lower, at most the cheeks'; a beard over the whole chin
+# darkens it too and is left alone.
+LIP_SHADOW_DARK = (0.7, 0.45)
+LIP_SHADOW_BLUR = 0.015
+LIP_SHADOW_GRAIN = (0.004, 0.008)
+LIP_SHADOW_SMOOTH = (1.5, 2.5)
+LIP_SHADOW_CHIN = 0.6
+LIP_SHADOW_GAIN = 4.0
+
+
+def _lift_lip_shadow(
+    albedo: NDArray[np.float32],
+    shading: NDArray[np.float32],
+    model: FaceModel,
+    apart: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """``albedo`` with the shadow a hard top light casts under the lower lip lifted to
+    the chin's brightness: the light's, not the face's. Bob Dylan's (p26) came out as a
+    dark blob under every target's lips, a goatee's size. ``apart`` as for
+    :func:`_calm_shadow_chroma`. The lift raises the blurred albedo; the finer
+    texture keeps its size. A region as textured as a beard, or a chin as dark below
+    as under the lip, is no shadow of the lip's (see LIP_SHADOW_SMOOTH)."""
+    size = albedo.shape[0]
+    skin = _uv_skin(model, size) & (apart < 0.5)
+    y = _uv_y(model, size)
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    cheeks = skin & (apart < 0.1) & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    # (With the strip along the lower lip's edge, on triangles the lips' vertices
+    # bound: the shadow starts there.)
+    below = _mouth_below(model, size) & (apart < 0.5)
+    low = below & skin & (y > mouth_y + LIP_SHADOW_CHIN)
+    if int(cheeks.sum()) < 64 or int(low.sum()) < 20:
+        return albedo
+    photo = (albedo * shading) @ color_ops.LUMA_BGR.astype(np.float32)
+    cheek = float(np.median(photo[cheeks]))
+    chin = min(cheek, float(np.median(photo[low])))
+    if chin <= 1.0:
+        return albedo
+    sigma = LIP_SHADOW_BLUR * size
+    support = cv2.GaussianBlur(below.astype(np.float32), (0, 0), sigma)
+    level = cv2.GaussianBlur(photo * below, (0, 0), sigma) / np.maximum(support, 1e-3)
+    lo, hi = LIP_SHADOW_DARK
+    dark = np.clip((lo - level / chin) / (lo - hi), 0.0, 1.0) * below
+    shadow = dark > 0.5
+    if int(shadow.sum()) < 20:
+        return albedo
+    fine_sigma, mean_sigma = (v * size for v in LIP_SHADOW_GRAIN)
+    fine = cv2.GaussianBlur(
+        np.abs(photo - cv2.GaussianBlur(photo, (0, 0), fine_sigma)), (0, 0), mean_sigma
+    )
+    grain = float(np.median(fine[shadow])) / max(float(np.median(fine[cheeks])), 1e-3)
+    smooth = _ramp(-grain, (-LIP_SHADOW_SMOOTH[1], -LIP_SHADOW_SMOOTH[0]))
+    if smooth <= 0.0:
+        return albedo
+    weight = cv2.GaussianBlur(dark * np.float32(smooth), (0, 0), 0.5 * sigma)
+    gain = np.clip(chin / np.maximum(level, 1.0), 1.0, LIP_SHADOW_GAIN) ** weight
+    # The gain lifts the blurred albedo, the finer rest keeps its size: multiplied in
+    # full it drew the shadow's noise and compression (4x) as streaks like stubble.
+    # (Blurred within the region: the lips' red is not spread onto the chin.)
+    inside = below.astype(np.float32)
+    spread = np.maximum(cv2.GaussianBlur(inside, (0, 0), mean_sigma), 1e-3)[..., None]
+    base = cv2.GaussianBlur(albedo * inside[..., None], (0, 0), mean_sigma) / spread
+    return np.asarray(albedo + base * ((gain - 1.0) * inside)[..., None], np.float32)
 
 
 # The band a photo saw edge-on (see _fill_grazing_band): texels that faced its camera

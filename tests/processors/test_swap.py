@@ -1196,6 +1196,66 @@ def test_the_targets_own_fringe_stays_down_to_its_brows(
     assert float((change[lower] < 10.0).mean()) > 0.4
 
 
+def test_a_shadow_under_the_lower_lip_is_lifted_a_beard_is_not() -> None:
+    """A hard top light casts a shadow under the lower lip (Bob Dylan's, p26: a dark
+    blob under every target's lips). Smooth skin under the lip at 0.3 of the chin's
+    brightness is brought up to most of it, its fine texture kept at its size; the same darkness as
+    textured as a beard, or reaching down over the whole chin (a beard's), a clean
+    chin and texels that are no skin stay as they are."""
+    size = 256
+    model = load_face_model()
+    covered = model.uv_raster(size).covered
+    rng = np.random.default_rng(5)
+    grain = rng.normal(1.0, 0.03, (size, size)).astype(np.float32)
+    albedo = (np.array([0.75, 0.92, 1.28], np.float32) * grain[..., None]) * covered[..., None]
+    shading = np.full((size, size, 3), 120.0, np.float32)
+    apart = np.zeros((size, size), np.float32)
+    luma = swap_module.color_ops.LUMA_BGR.astype(np.float32)
+    y = swap_module._uv_y(model, size)
+    x = swap_module._uv_x(model, size)
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    below = swap_module._mouth_below(model, size) & swap_module._uv_skin(model, size)
+    # Right under the lower lip (whose bottom lies about 0.35 below the mouth's line).
+    band = below & (y > mouth_y + 0.33) & (y < mouth_y + 0.55) & (np.abs(x) < 0.35)
+    core = cv2.erode(band.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    assert core.sum() > 100, (band.sum(), core.sum())
+
+    def lifted(texture: np.ndarray, gone: np.ndarray | None = None) -> np.ndarray:
+        kept = apart if gone is None else gone
+        out = swap_module._lift_lip_shadow(texture, shading, model, kept)
+        return (out[core] @ luma) / (texture[core] @ luma)
+
+    shadow = albedo.copy()
+    shadow[band] *= 0.3
+    gain = lifted(shadow)
+    assert float(np.median(gain)) > 2.0, float(np.median(gain))  # from 0.3 to over 0.6
+    out = swap_module._lift_lip_shadow(shadow, shading, model, apart)
+    ratio = (out[core] @ luma) / (albedo[core] @ luma)
+    assert 0.6 < float(np.median(ratio)) < 1.1
+
+    # The lift raises the blurred skin; its grain keeps its size (not raised with it:
+    # a dark photo's noise, 4x, drew streaks like stubble).
+    def grain_of(texture: np.ndarray) -> float:
+        lum = texture @ luma
+        return float(np.median(np.abs(lum - cv2.blur(lum, (3, 3)))[core]))
+
+    raised = grain_of(out) / grain_of(shadow)
+    assert 0.8 < raised < 0.6 * float(np.median(gain)), (raised, float(np.median(gain)))
+    # A beard: as dark on average, but textured.
+    beard = albedo.copy()
+    strands = rng.uniform(0.0, 0.6, (size, size)).astype(np.float32)
+    beard[band] *= strands[band][:, None]
+    assert float(np.median(beard[band] @ luma)) < 0.4 * float(np.median(albedo[band] @ luma))
+    np.testing.assert_allclose(lifted(beard), 1.0, atol=1e-6)
+    # A beard over the whole chin: no lit chin below it.
+    full = albedo.copy()
+    full[below & (y > mouth_y + 0.33)] *= 0.3
+    np.testing.assert_allclose(lifted(full), 1.0, atol=1e-6)
+    # A clean chin, and the shadow's texels marked as no skin (hair).
+    np.testing.assert_allclose(lifted(albedo), 1.0, atol=1e-6)
+    np.testing.assert_allclose(lifted(shadow, band.astype(np.float32)), 1.0, atol=1e-6)
+
+
 def test_a_sources_shadows_do_not_go_green_or_blue() -> None:
     """Dark skin that a photo shows greener than the skin (p03's coach: blue crushed
     in a compressed stadium shot's shadows, olive patches that came out green on
