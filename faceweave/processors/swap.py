@@ -1340,9 +1340,7 @@ def _calm_shadow_chroma(
         return albedo
     chroma = albedo / np.maximum(luma, 1e-6)[..., None]
     mean = np.median(chroma[measured], axis=0).astype(np.float32)
-    weight = cv2.GaussianBlur(skin.astype(np.float32), (0, 0), SHADOW_BLUR * size)
-    smooth = cv2.GaussianBlur(chroma * skin[..., None], (0, 0), SHADOW_BLUR * size)
-    offset = smooth / np.maximum(weight, 1e-3)[..., None] - mean
+    offset = _blur_within(chroma, skin.astype(np.float32), SHADOW_BLUR * size) - mean
     move = np.zeros_like(albedo)
     for axis in (_REDDER, _YELLOWER):
         short = np.maximum(-SHADOW_CAP - offset @ axis, 0.0) * dark
@@ -1383,9 +1381,8 @@ def _lift_lip_shadow(
     size = albedo.shape[0]
     skin = _uv_skin(model, size) & (apart < 0.5)
     y = _uv_y(model, size)
-    eye_y = float(model.canonical[model.loops[0], 1].max())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
-    cheeks = skin & (apart < 0.1) & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    cheeks = skin & (apart < 0.1) & _uv_cheeks(model, size)
     # (With the strip along the lower lip's edge, on triangles the lips' vertices
     # bound: the shadow starts there.)
     below = _mouth_below(model, size) & (apart < 0.5)
@@ -1419,8 +1416,7 @@ def _lift_lip_shadow(
     region = below[at]
     inside = region.astype(np.float32)
     photo = (albedo[at] * shading[at]) @ luma
-    support = cv2.GaussianBlur(inside, (0, 0), sigma)
-    level = cv2.GaussianBlur(photo * inside, (0, 0), sigma) / np.maximum(support, 1e-3)
+    level = _blur_within(photo, inside, sigma)
     lo, hi = LIP_SHADOW_DARK
     dark = np.clip((lo - level / chin) / (lo - hi), 0.0, 1.0) * inside
     shadow = dark > 0.5
@@ -1437,8 +1433,7 @@ def _lift_lip_shadow(
     # The gain lifts the blurred albedo, the finer rest keeps its size: multiplied in
     # full it drew the shadow's noise and compression (4x) as streaks like stubble.
     # (Blurred within the region: the lips' red is not spread onto the chin.)
-    spread = np.maximum(cv2.GaussianBlur(inside, (0, 0), mean_sigma), 1e-3)[..., None]
-    base = cv2.GaussianBlur(albedo[at] * inside[..., None], (0, 0), mean_sigma) / spread
+    base = _blur_within(albedo[at], inside, mean_sigma)
     out = albedo.copy()
     out[at] += base * ((gain - 1.0) * inside)[..., None]
     return np.asarray(out, np.float32)
@@ -1494,13 +1489,9 @@ def _fill_grazing_band(
     covered = model.uv_raster(size).covered.astype(np.float32)
     luma = cv2.transform(albedo, third) / level * covered
 
-    def mean_on_face(image: NDArray[np.float32], sigma: float) -> NDArray[np.float32]:
-        # (Over covered texels only: the mesh's edge is no texture.)
-        weight = cv2.GaussianBlur(covered, (0, 0), sigma)
-        return np.asarray(cv2.GaussianBlur(image, (0, 0), sigma) / np.maximum(weight, 1e-3))
-
-    grain = np.abs(luma - mean_on_face(luma, GRAZING_GRAIN[0])) * covered
-    grain = mean_on_face(grain, GRAZING_GRAIN[1])
+    # (Over covered texels only: the mesh's edge is no texture.)
+    grain = np.abs(luma - _blur_within(luma, covered, GRAZING_GRAIN[0])) * covered
+    grain = _blur_within(grain, covered, GRAZING_GRAIN[1])
     cheeks = _uv_skin(model, size) & (facing >= GRAZING_CHEEKS)
     reference = max(float(np.median(grain[cheeks])) if cheeks.any() else 0.0, GRAZING_GRAIN[2])
     r0, r1 = GRAZING_TEXTURED
@@ -2031,11 +2022,8 @@ def _skin_z(
     """Each texel's distance from the cheeks' skin colour (robust z-score in Lab, its
     lightness part scaled by ``lightness_weight``); None when too little cheek shows.
     ``texture`` is BGR in 0..255; ``lab`` its _texture_lab, when the caller has it."""
-    y = _uv_y(model, size)
-    eye_y = float(model.canonical[model.loops[0], 1].max())
-    mouth_y = float(model.canonical[model.loops[2], 1].mean())
     lab = _texture_lab(texture) if lab is None else lab
-    cheeks = covered & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    cheeks = covered & _uv_cheeks(model, size)
     if cheeks.sum() < 50:
         return None
     return np.asarray(_robust_z(lab, lab[cheeks], lightness_weight) * covered, np.float32)
@@ -2197,11 +2185,8 @@ def _paint_out_stray_lip(
     """
     size = albedo.shape[0]
     lips = _uv_lips(model, size)
-    y = _uv_y(model, size)
-    eye_y = float(model.canonical[model.loops[0], 1].max())
-    mouth_y = float(model.canonical[model.loops[2], 1].mean())
     skin = _uv_skin(model, size) & ~lips
-    cheeks = skin & (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    cheeks = skin & _uv_cheeks(model, size)
     if cheeks.sum() < 50 or lips.sum() < 50:
         return albedo
     redness = _texture_lab(np.clip(albedo * shading, 0.0, 255.0))[..., 1]
@@ -2216,6 +2201,31 @@ def _paint_out_stray_lip(
     hole = cv2.dilate(stray.astype(np.uint8), np.ones((3, 3), np.uint8))
     alpha = cv2.GaussianBlur(hole.astype(np.float32), (5, 5), 0) * ~lips  # lips untouched
     return _painted_with_skin(albedo, skin, hole > 0, alpha)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_cheeks(model: FaceModel, size: int) -> NDArray[np.bool_]:
+    """(S, S) the cheeks' band, from a little below the eyes to a little above the
+    mouth, where a face's skin colour and texture are measured (read-only, shared)."""
+    y = _uv_y(model, size)
+    eye_y = float(model.canonical[model.loops[0], 1].max())
+    mouth_y = float(model.canonical[model.loops[2], 1].mean())
+    band = (y > eye_y + 0.15) & (y < mouth_y - 0.1)
+    band.setflags(write=False)
+    return np.asarray(band)
+
+
+def _blur_within(
+    image: NDArray[np.float32], mask: NDArray[np.float32], sigma: float
+) -> NDArray[np.float32]:
+    """``image`` (H, W) or (H, W, C) blurred by a Gaussian of ``sigma`` over the texels
+    of ``mask`` (H, W; 0 or 1) alone: each texel takes the mean of the masked ones
+    around it, not diluted by what lies outside."""
+    weight = np.maximum(cv2.GaussianBlur(mask, (0, 0), sigma), 1e-3)
+    if image.ndim == 3:
+        blurred = cv2.GaussianBlur(image * mask[..., None], (0, 0), sigma)
+        return np.asarray(blurred / weight[..., None], np.float32)
+    return np.asarray(cv2.GaussianBlur(image * mask, (0, 0), sigma) / weight, np.float32)
 
 
 @functools.lru_cache(maxsize=4)
