@@ -1977,6 +1977,16 @@ def _fine_detail(image: np.ndarray, face: Face) -> float:
     return float(np.abs(crop - cv2.GaussianBlur(crop, (0, 0), 1.5)).mean())
 
 
+def _eye_detail(image: np.ndarray, face: Face) -> float:
+    """Mean absolute fine-detail band inside the face's two eye openings."""
+    grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    band = np.abs(grey - cv2.GaussianBlur(grey, (0, 0), 1.5))
+    openings = np.zeros(grey.shape, np.uint8)
+    for loop in load_face_model().loops[:2]:
+        cv2.fillPoly(openings, [np.round(face.landmarks_478[loop, :2]).astype(np.int32)], 1)
+    return float(band[openings > 0].mean())
+
+
 @pytest.fixture(scope="module")
 def soft_target(analyser: FaceAnalyser, astronaut: np.ndarray) -> tuple[np.ndarray, Face]:
     soft = cv2.GaussianBlur(astronaut, (0, 0), 2.5)
@@ -2037,6 +2047,66 @@ class TestDetail:
         for channel in range(3):
             assert change[:, channel].mean() <= depth[channel] + 1e-3
         assert change[:, 2].mean() < 0.5 * change[:, 0].mean()
+
+    def test_the_eyes_are_matched_to_the_targets_eyes_not_its_skin(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # The astronaut's skin is smoother than Grace Hopper's (gains of 0.35 and 0.51
+        # on it) but her eyes are as sharp: the source's eyes keep most of their edges.
+        # Toned down with the skin they were grey blurs, under half their detail.
+        swapper = Swapper(grace_hopper_face, detail=0.0)
+        whole = swapper.swap(astronaut, astronaut_face)
+        matched = swapper.with_options(detail=1.0).swap(astronaut, astronaut_face)
+        assert _eye_detail(matched, astronaut_face) > 0.7 * _eye_detail(whole, astronaut_face)
+        # The skin is toned down as before (the inner face, the eyes a small part of it).
+        assert _fine_detail(matched, astronaut_face) < 0.8 * _fine_detail(whole, astronaut_face)
+
+    def test_the_eyes_of_a_soft_target_are_soft_too(
+        self, grace_hopper_face: Face, soft_target: tuple[np.ndarray, Face]
+    ) -> None:
+        frame, face = soft_target
+        swapper = Swapper(grace_hopper_face, detail=0.0)
+        kept = _eye_detail(swapper.swap(frame, face), face)
+        matched = _eye_detail(swapper.with_options(detail=1.0).swap(frame, face), face)
+        assert kept > 2.0 * _eye_detail(frame, face)  # the test needs crisper source eyes
+        assert matched < 0.5 * kept
+
+    def test_eye_gains_act_inside_the_eyes_only(self) -> None:
+        # Grainy skin with a sharp "eye" (a checkerboard) in the middle, onto a flat
+        # target whose eye region is as sharp: the skin is toned down, the eye is not.
+        rng = np.random.default_rng(3)
+        source = (120.0 + rng.normal(0.0, 6.0, (96, 96, 1))).repeat(3, 2).astype(np.float32)
+        checker = ((np.indices((16, 16)).sum(0) % 2) * 80.0 + 60.0).astype(np.float32)
+        source[40:56, 40:56] = checker[..., None]
+        target = np.full((96, 96, 3), 120.0, np.float32)
+        target[40:56, 40:56] = checker[..., None]
+        skin = np.ones((96, 96), np.float32)
+        skin[36:60, 36:60] = 0.0
+        eyes = np.zeros((96, 96), np.float32)
+        eyes[38:58, 38:58] = 1.0
+        out = swap_module._match_detail(source, target, skin, 1.0, eyes)
+        np.testing.assert_allclose(out[42:54, 42:54], source[42:54, 42:54], atol=1.0)
+
+        def grain(image: np.ndarray) -> float:
+            corner = image[4:30, 4:30]
+            return float(np.std(corner - cv2.GaussianBlur(corner, (0, 0), 1.0)))
+
+        assert grain(out) < 0.3 * grain(source)
+        # Without the eyes' own gains the eye goes with the skin.
+        flat = swap_module._match_detail(source, target, skin, 1.0)
+        assert np.abs(flat[42:54, 42:54] - source[42:54, 42:54]).max() > 20.0
+
+    def test_eye_openings_mask(self, astronaut_face: Face) -> None:
+        model = load_face_model()
+        points = astronaut_face.landmarks_478[:, :2].astype(np.float32)
+        mask = swap_module._eye_openings(model, points, (512, 512))
+        assert mask.dtype == np.float32 and mask.min() >= 0.0 and mask.max() <= 1.0
+        for loop in model.loops[:2]:
+            centre = np.round(points[loop].mean(0)).astype(int)
+            assert mask[centre[1], centre[0]] > 0.9
+        nose = np.round(points[1]).astype(int)
+        assert mask[nose[1], nose[0]] == 0.0
+        assert 0.0 < (mask > 0.5).sum() < 0.01 * 512 * 512
 
 
 class TestCreases:
