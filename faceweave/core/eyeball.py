@@ -75,13 +75,17 @@ WHITE_FROM = 1.15
 # a shade of the target's white, as under the lids.
 SHADED_WHITE = 0.85
 # A nearly closed opening (see open_share): the lids' gap across the eye over its
-# width, from which the painted eye fades out (none at the first, all of it from the
-# second). MediaPipe's mesh never quite closes the lids: on the development clips a
-# closed eye reads 0.02-0.06, a wink 0.05-0.10, a narrowed or downcast eye 0.08-0.2
-# and an open one 0.25-0.45. An eyeball drawn in that gap showed a closed or winking
-# target's eye as a half-open one, its iris in the slit; without it the target's own
-# lids and lashes show there.
+# width (lid_gap), from which the painted eye fades out (none at the first, all of it
+# from the second). MediaPipe's mesh never quite closes the lids: on the development
+# clips a closed eye reads 0.006-0.04 (0.02-0.11 as the ring's whole extent across the
+# eye, which counts the curve the closed lids meet along), a narrowed or downcast eye
+# 0.05-0.2 and an open one 0.25-0.45. An eyeball drawn in that gap showed a closed or
+# winking target's eye as a half-open one, its iris in the slit; without it, and with
+# the source's weight there falling alike (see swap._fade_shut_eyes), the target's
+# own lids and lashes show there.
 CLOSED_GAP = (0.08, 0.16)
+# Places along the eye where lid_gap measures the opening's height.
+GAP_SAMPLES = 15
 # Bounds of the white balance (see white_gain): the overall gain, and each channel's
 # gain against it. A white's tint, measured on a few dozen pixels next to lashes and
 # make-up, varies by up to 30% between the dev photos' eyes (blue over red 0.8-1.3)
@@ -199,13 +203,31 @@ def _eye_frame(
 
 
 def open_share(lids: NDArray[np.floating], corners: NDArray[np.floating]) -> float:
-    """How much of a painted eye an opening shows, 0 to 1, from the gap between its
-    lids across the eye over its width (see CLOSED_GAP)."""
-    _, axes, width = _eye_frame(lids, corners)
-    across = np.asarray(lids, np.float64)[:, :2] @ axes[:, 1]
-    gap = float(across.max() - across.min()) / width
+    """How much of a painted eye an opening shows, 0 to 1, from the widest gap between
+    its lids across the eye over its width (see CLOSED_GAP)."""
     low, high = CLOSED_GAP
-    return min(max((gap - low) / (high - low), 0.0), 1.0)
+    return min(max((lid_gap(lids, corners) - low) / (high - low), 0.0), 1.0)
+
+
+def lid_gap(lids: NDArray[np.floating], corners: NDArray[np.floating]) -> float:
+    """The widest gap between an opening's lids, across the eye, over its width: the
+    ring's height at its tallest, measured at GAP_SAMPLES places along the eye between
+    its ends. (The ring's whole extent across the eye counts the lids' curve too: a
+    closed eye whose lids meet in an arc read as a narrowed one.)"""
+    centre, axes, width = _eye_frame(lids, corners)
+    ring = (np.asarray(lids, np.float64)[:, :2] - centre) @ axes
+    nxt = np.roll(ring, -1, axis=0)
+    a, b = ring[:, 0][None, :], nxt[:, 0][None, :]
+    first, last = float(ring[:, 0].min()), float(ring[:, 0].max())
+    xs = np.linspace(first, last, GAP_SAMPLES + 2)[1:-1, None]
+    # Where each edge of the ring crosses each place along the eye (NaN: it does not).
+    t = (xs - a) / np.where(b != a, b - a, np.nan)
+    t = np.where((t >= 0.0) & (t <= 1.0), t, np.nan)
+    ys = ring[:, 1][None, :] + t * (nxt[:, 1] - ring[:, 1])[None, :]
+    with np.errstate(invalid="ignore"):
+        heights = np.nanmax(ys, axis=1) - np.nanmin(ys, axis=1)
+    heights = heights[np.isfinite(heights)]
+    return float(heights.max()) / width if heights.size else 0.0
 
 
 def _iris_radius_grid(width: int, height: int, to_iris: NDArray[np.float64]) -> NDArray[np.float32]:

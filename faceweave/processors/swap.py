@@ -967,44 +967,83 @@ def _eye_layout(model: FaceModel) -> tuple[tuple[NDArray[np.int32], int, int, in
     return tuple(layout)
 
 
-# The eye openings the detail match measures apart (see _eye_openings): grown by this
-# share of the eye's width, and feathered over as much.
+# The eye openings that the detail match measures apart and that a closing eye gives
+# back to the target (see _eye_masks): grown by this share of the eye's width (the lash
+# line), feathered over half as much.
 EYE_DETAIL_GROW = 0.1
+
+
+def _eye_masks(
+    model: FaceModel, points: NDArray[np.float32], shape: tuple[int, int]
+) -> list[tuple[tuple[slice, slice], NDArray[np.float32]] | None]:
+    """Per eye opening of the output mesh (``points`` in processing-crop pixels): its
+    box in the (H, W) image and, within it, float32 1 inside the opening grown by
+    EYE_DETAIL_GROW of the wider eye's width to take in the lash line, feathered
+    over half as much, 0 elsewhere (the box holds the feather); None for an opening out
+    of the image."""
+    layout = _eye_layout(model)
+    grow = EYE_DETAIL_GROW * max(
+        float(np.linalg.norm(points[left] - points[right])) for _, _, left, right in layout
+    )
+    sigma = max(0.5 * grow, 0.5)
+    reach = int(np.ceil(grow + 3.0 * sigma)) + 1
+    h, w = shape
+    masks: list[tuple[tuple[slice, slice], NDArray[np.float32]] | None] = []
+    for loop, *_ in layout:
+        ring = points[loop]
+        x0, y0 = np.maximum(np.floor(ring.min(0)).astype(int) - reach, 0)
+        x1, y1 = np.minimum(np.ceil(ring.max(0)).astype(int) + reach + 1, (w, h))
+        if x1 - x0 < 2 or y1 - y0 < 2:
+            masks.append(None)
+            continue
+        box = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        at = np.round((ring - np.array([x0, y0], np.float32)) * 16.0).astype(np.int32)
+        cv2.fillPoly(box, [at], 255, cv2.LINE_AA, shift=4)
+        if grow >= 0.5:
+            k = int(round(2 * grow)) | 1
+            box = cv2.dilate(box, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+        soft = cv2.GaussianBlur(box.astype(np.float32) * np.float32(1 / 255), (0, 0), sigma)
+        masks.append(((slice(y0, y1), slice(x0, x1)), np.asarray(soft, np.float32)))
+    return masks
 
 
 def _eye_openings(
     model: FaceModel, points: NDArray[np.float32], shape: tuple[int, int]
 ) -> NDArray[np.float32]:
-    """(H, W) float32, 1 inside both eye openings of the output mesh (``points`` in
-    processing-crop pixels), grown by EYE_DETAIL_GROW of the wider eye's width to take
-    in the lash line, feathered, 0 elsewhere: where _match_detail matches the eyes'
-    detail to the target's eyes rather than to its skin."""
-    layout = _eye_layout(model)
-    rings = [points[loop] for loop, *_ in layout]
-    grow = EYE_DETAIL_GROW * max(
-        float(np.linalg.norm(points[left] - points[right])) for _, _, left, right in layout
-    )
-    sigma = max(grow, 0.5)
-    # Drawn within the eyes' box (with room for the growth and the blur's reach).
-    reach = int(np.ceil(grow + 3.0 * sigma)) + 1
-    h, w = shape
-    both = np.concatenate(rings)
-    x0, y0 = np.maximum(np.floor(both.min(0)).astype(int) - reach, 0)
-    x1, y1 = np.minimum(np.ceil(both.max(0)).astype(int) + reach + 1, (w, h))
+    """(H, W) float32, both eyes' masks of _eye_masks: where _match_detail matches
+    the eyes' detail to the target's eyes rather than to its skin."""
     openings = np.zeros(shape, np.float32)
-    if x1 - x0 < 2 or y1 - y0 < 2:
-        return openings
-    box = np.zeros((y1 - y0, x1 - x0), np.uint8)
-    for ring in rings:
-        at = np.round((ring - np.array([x0, y0], np.float32)) * 16.0).astype(np.int32)
-        cv2.fillPoly(box, [at], 255, cv2.LINE_AA, shift=4)
-    if grow >= 0.5:
-        k = int(round(2 * grow)) | 1
-        box = cv2.dilate(box, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
-    openings[y0:y1, x0:x1] = cv2.GaussianBlur(
-        box.astype(np.float32) * np.float32(1 / 255), (0, 0), sigma
-    )
+    for part in _eye_masks(model, points, shape):
+        if part is not None:
+            at, mask = part
+            np.maximum(openings[at], mask, out=openings[at])
     return openings
+
+
+def _fade_shut_eyes(
+    weight: NDArray[np.float32],
+    model: FaceModel,
+    points: NDArray[np.float32],
+    target: NDArray[np.floating],
+) -> None:
+    """Give the output's eye openings (``points``, the output mesh in ``weight``'s
+    pixels) back to the target where its own mesh (``target``, any scale) reads them
+    nearly closed, in place: the source's weight there falls to 0 as the target's
+    opening closes (1 - eyeball.open_share), over the eye's mask (_eye_masks).
+
+    A closing opening fades the painted eyeball out; what showed instead was the
+    source's own eye texels, its white and iris squeezed into the slit: white slivers
+    and a dark block where the target's closed lids and lashes were (blinks in
+    vid_p02 and vid_p04). The target's own mesh decides, not the output's: lids that
+    the swap closes itself over a still's shut eyes that the mesh reads open (see
+    close_lids) are drawn from the source, as the target's pixels there may not show
+    its lashes where the closed lids are drawn."""
+    masks = _eye_masks(model, points, (weight.shape[0], weight.shape[1]))
+    for (loop, _, left, right), part in zip(_eye_layout(model), masks, strict=True):
+        shut = 1.0 - eyeball.open_share(target[loop, :2], target[[left, right], :2])
+        if part is not None and shut > 0.0:
+            at, mask = part
+            weight[at] *= np.float32(1.0) - np.float32(shut) * mask
 
 
 @functools.lru_cache(maxsize=2)
@@ -1066,6 +1105,32 @@ def close_lids(
     out[crease] += LID_CREASE_FOLLOW * down[nearest]
     out[upper] += down
     out[lower] += amount * (meet - out[lower])
+    return out
+
+
+def unfold_creases(
+    shape: NDArray[np.floating], rest: NDArray[np.floating], model: FaceModel
+) -> NDArray[np.float64] | None:
+    """A tracked face's pose-space ``shape`` with the skin above each upper lid (the
+    crease ring) moved down with the lid, LID_CREASE_FOLLOW of the way the lid went
+    down from the face at rest (``rest``), where the mesh moved it less; None where
+    no crease needs to move (the lids at rest, or raised).
+
+    In a blink the mesh brings the upper lid down to the lower one but leaves the
+    crease above nearly where it was (on vid_p04, 0.057 and 0.007 of the canonical
+    face's units): the source's narrow lid strip between them, lashes at its edge,
+    was stretched over the closed eye as a grey smear. A shut lid unfolds; as for a
+    still's closed eyes (close_lids), the skin above now follows it, and the lid's
+    edge comes down unstretched."""
+    upper, _, crease, nearest = _lid_layout(model)
+    cur = np.asarray(shape, np.float64)
+    base = np.asarray(rest, np.float64)
+    down = np.maximum(cur[upper, 1] - base[upper, 1], 0.0)
+    lag = LID_CREASE_FOLLOW * down[nearest] - (cur[crease, 1] - base[crease, 1])
+    if not (lag > 0.0).any():
+        return None
+    out = cur.copy()
+    out[crease, 1] += np.maximum(lag, 0.0)
     return out
 
 
@@ -2644,8 +2709,21 @@ class Swapper(FaceSwapping):
     def _output_geometry(self, target_face: Face, shut: float) -> NDArray[np.float32]:
         amount = self._shape_amount(target_face)
         if amount <= 0:
-            return close_lids(target_face.landmarks_478, self.model, shut)
+            if target_face.rest is None:
+                return close_lids(target_face.landmarks_478, self.model, shut)
+            unfolded = unfold_creases(
+                to_pose_space(target_face.landmarks_478, target_face.pose),
+                target_face.rest,
+                self.model,
+            )
+            if unfolded is None:
+                return close_lids(target_face.landmarks_478, self.model, shut)
+            return close_lids(from_pose_space(unfolded, target_face.pose), self.model, shut)
         target_norm = to_pose_space(target_face.landmarks_478, target_face.pose)
+        if target_face.rest is not None:
+            unfolded = unfold_creases(target_norm, target_face.rest, self.model)
+            if unfolded is not None:
+                target_norm = unfolded
         rest = target_norm if target_face.rest is None else target_face.rest
         delta = self.identity.identity_delta(self.source.shape, rest)
         # Keep the target's silhouette: no shape change where the surface is seen edge-on
@@ -2831,6 +2909,7 @@ class Swapper(FaceSwapping):
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
         eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
+        _fade_shut_eyes(weight, model, eye_points, target_face.landmarks_478)
         # Only a turned head's nose can hide part of an eye opening.
         eye_hidden = raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None
         if "source" in self._eye_spaces:

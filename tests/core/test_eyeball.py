@@ -408,6 +408,20 @@ class TestClosingLids:
         corners = cv2.transform(_corners()[None].astype(np.float32), turn)[0]
         assert eyeball.open_share(tilted, corners) == pytest.approx(0.5, abs=0.02)
 
+    def test_lids_that_meet_in_an_arc_read_as_closed(self) -> None:
+        # A blink's lids meet along a curve: the ring's whole extent across the eye
+        # (the arc's sag, a fifth of the eye's width) is no gap between the lids.
+        x = np.linspace(-HALF_WIDTH, HALF_WIDTH, 17)
+        sag = 0.2 * 2 * HALF_WIDTH * (1.0 - (x / HALF_WIDTH) ** 2)
+        gap = 0.02 * 2 * HALF_WIDTH * (1.0 - (x / HALF_WIDTH) ** 2)
+        upper = np.stack([CENTRE[0] + x, CENTRE[1] - sag], axis=1)
+        lower = np.stack([CENTRE[0] + x, CENTRE[1] - sag + gap], axis=1)[::-1][1:-1]
+        ring = np.concatenate([upper, lower]).astype(np.float32)
+        assert eyeball.lid_gap(ring, _corners()) == pytest.approx(0.02, abs=0.002)
+        assert eyeball.open_share(ring, _corners()) == 0.0
+        # An almond's gap is its height.
+        assert eyeball.lid_gap(_lids(18.0), _corners()) == pytest.approx(36.0 / (2 * HALF_WIDTH))
+
     def test_closed_lids_paint_nothing_and_narrow_ones_fade_the_eye(
         self, source_patch: eyeball.EyePatch, monkeypatch: pytest.MonkeyPatch
     ) -> None:

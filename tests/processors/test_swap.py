@@ -2103,6 +2103,80 @@ class TestDetail:
         assert 0.0 < (mask > 0.5).sum() < 0.01 * 512 * 512
 
 
+class TestShutEyes:
+    """A nearly closed eye opening shows the target's own lids, not the source's eye
+    squeezed into the slit."""
+
+    def test_in_a_blink_the_skin_above_the_lid_comes_down_with_it(
+        self, astronaut_face: Face
+    ) -> None:
+        # A track's mesh brings the upper lid down and leaves the crease above where it
+        # was: the lid strip between them, lashes at its edge, was stretched into a
+        # grey smear. The crease now follows LID_CREASE_FOLLOW of the lid's way down.
+        model = load_face_model()
+        upper, _, crease, nearest = _lid_layout(model)
+        rest = to_pose_space(astronaut_face.landmarks_478, astronaut_face.pose)
+        assert swap_module.unfold_creases(rest, rest, model) is None
+        blink = rest.copy()
+        blink[upper, 1] += 0.05  # down (pose space: y points down)
+        out = swap_module.unfold_creases(blink, rest, model)
+        assert out is not None
+        np.testing.assert_allclose(
+            out[crease, 1] - rest[crease, 1], swap_module.LID_CREASE_FOLLOW * 0.05, atol=1e-9
+        )
+        others = np.setdiff1d(np.arange(len(rest)), crease)
+        np.testing.assert_array_equal(out[others], blink[others])
+        # A crease the mesh already moved as far stays; raised lids move nothing.
+        blink[crease, 1] += 0.05
+        assert swap_module.unfold_creases(blink, rest, model) is None
+        raised = rest.copy()
+        raised[upper, 1] -= 0.05
+        assert swap_module.unfold_creases(raised, rest, model) is None
+
+    def test_the_weight_falls_in_closed_openings_only(self, astronaut_face: Face) -> None:
+        model = load_face_model()
+        points = astronaut_face.landmarks_478[:, :2].astype(np.float32)
+        weight = np.ones((512, 512), np.float32)
+        swap_module._fade_shut_eyes(weight, model, points, points)
+        np.testing.assert_array_equal(weight, 1.0)  # her eyes are open
+        shut = swap_module.close_lids(astronaut_face.landmarks_478, model, 1.0)[:, :2]
+        # The output's lids shut by the swap itself (a still's), hers open: kept.
+        swap_module._fade_shut_eyes(weight, model, shut, points)
+        np.testing.assert_array_equal(weight, 1.0)
+        swap_module._fade_shut_eyes(weight, model, shut, shut)
+        for loop in model.loops[:2]:
+            x, y = np.round(shut[loop].mean(0)).astype(int)
+            assert weight[y, x] < 0.05
+        nose = np.round(shut[1]).astype(int)
+        assert weight[nose[1], nose[0]] == 1.0
+
+    def test_a_closed_target_eye_keeps_its_lids(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # The target's mesh nearly closes both eyes (as in a blink): along the lids the
+        # output is what it is with the target's eyes kept (mask_eyes), not Grace
+        # Hopper's eye squeezed into the slit (13 grey levels from it before).
+        model = load_face_model()
+        closed = dataclasses.replace(
+            astronaut_face,
+            landmarks_478=swap_module.close_lids(astronaut_face.landmarks_478, model, 0.8),
+        )
+        swapper = Swapper(grace_hopper_face)
+        out = swapper.swap(astronaut, closed).astype(np.float32)
+        kept = swapper.with_options(mask_eyes=True).swap(astronaut, closed).astype(np.float32)
+        points = swapper.output_geometry(closed)[:, :2]
+        lids = np.zeros(astronaut.shape[:2], np.uint8)
+        for loop in model.loops[:2]:
+            cv2.polylines(lids, [np.round(points[loop]).astype(np.int32)], True, 1, 3)
+        along = lids > 0
+        assert along.sum() > 100
+        assert np.abs(out - kept).mean(2)[along].mean() < 5.0
+        # Open, the eyes are the source's.
+        open_out = swapper.swap(astronaut, astronaut_face).astype(np.float32)
+        open_kept = swapper.with_options(mask_eyes=True).swap(astronaut, astronaut_face)
+        assert np.abs(open_out - open_kept.astype(np.float32)).mean() > 0.0
+
+
 class TestCreases:
     """In a video, the creases of the target's expression go onto the source's skin."""
 
