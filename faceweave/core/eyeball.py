@@ -84,8 +84,6 @@ SHADED_WHITE = 0.85
 # the source's weight there falling alike (see swap._fade_shut_eyes), the target's
 # own lids and lashes show there.
 CLOSED_GAP = (0.08, 0.16)
-# Places along the eye where lid_gap measures the opening's height.
-GAP_SAMPLES = 15
 # Bounds of the white balance (see white_gain): the overall gain, and each channel's
 # gain against it. A white's tint, measured on a few dozen pixels next to lashes and
 # make-up, varies by up to 30% between the dev photos' eyes (blue over red 0.8-1.3)
@@ -211,23 +209,27 @@ def open_share(lids: NDArray[np.floating], corners: NDArray[np.floating]) -> flo
 
 def lid_gap(lids: NDArray[np.floating], corners: NDArray[np.floating]) -> float:
     """The widest gap between an opening's lids, across the eye, over its width: the
-    ring's height at its tallest, measured at GAP_SAMPLES places along the eye between
-    its ends. (The ring's whole extent across the eye counts the lids' curve too: a
-    closed eye whose lids meet in an arc read as a narrowed one.)"""
-    centre, axes, width = _eye_frame(lids, corners)
-    ring = (np.asarray(lids, np.float64)[:, :2] - centre) @ axes
-    nxt = np.roll(ring, -1, axis=0)
-    a, b = ring[:, 0][None, :], nxt[:, 0][None, :]
-    first, last = float(ring[:, 0].min()), float(ring[:, 0].max())
-    xs = np.linspace(first, last, GAP_SAMPLES + 2)[1:-1, None]
-    # Where each edge of the ring crosses each place along the eye (NaN: it does not).
-    t = (xs - a) / np.where(b != a, b - a, np.nan)
-    t = np.where((t >= 0.0) & (t <= 1.0), t, np.nan)
-    ys = ring[:, 1][None, :] + t * (nxt[:, 1] - ring[:, 1])[None, :]
-    with np.errstate(invalid="ignore"):
-        heights = np.nanmax(ys, axis=1) - np.nanmin(ys, axis=1)
-    heights = heights[np.isfinite(heights)]
-    return float(heights.max()) / width if heights.size else 0.0
+    ring's height at its tallest. The ring is cut at its ends (its points furthest
+    along the eye) into the two lids, and the height is taken at every point of
+    either, where it peaks (it is piecewise linear between them). The ring's whole
+    extent across the eye counts the lids' curve too: a closed eye whose lids meet
+    along an arc read as a narrowed one."""
+    c = np.asarray(corners, np.float64)
+    ax, ay = float(c[1, 0] - c[0, 0]), float(c[1, 1] - c[0, 1])
+    width = max(math.hypot(ax, ay), 1e-6)
+    points = np.asarray(lids, np.float64)[:, :2]
+    along = (points[:, 0] * ax + points[:, 1] * ay) / width
+    across = (points[:, 1] * ax - points[:, 0] * ay) / width
+    first, last = int(along.argmin()), int(along.argmax())
+    count = len(along)
+    one = (np.arange(count) - first) % count <= (last - first) % count
+    other = ~one
+    other[[first, last]] = True
+    heights = []
+    for lid in (one, other):
+        order = np.argsort(along[lid])
+        heights.append(np.interp(along, along[lid][order], across[lid][order]))
+    return float(np.abs(heights[0] - heights[1]).max()) / width
 
 
 def _iris_radius_grid(width: int, height: int, to_iris: NDArray[np.float64]) -> NDArray[np.float32]:

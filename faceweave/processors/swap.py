@@ -1008,12 +1008,13 @@ def _eye_masks(
 
 
 def _eye_openings(
-    model: FaceModel, points: NDArray[np.float32], shape: tuple[int, int]
+    masks: list[tuple[tuple[slice, slice], NDArray[np.float32]] | None], shape: tuple[int, int]
 ) -> NDArray[np.float32]:
-    """(H, W) float32, both eyes' masks of _eye_masks: where _match_detail matches
-    the eyes' detail to the target's eyes rather than to its skin."""
+    """(H, W) float32, both eyes' masks (from _eye_masks) in one image: where
+    _match_detail matches the eyes' detail to the target's eyes rather than to its
+    skin."""
     openings = np.zeros(shape, np.float32)
-    for part in _eye_masks(model, points, shape):
+    for part in masks:
         if part is not None:
             at, mask = part
             np.maximum(openings[at], mask, out=openings[at])
@@ -1023,13 +1024,13 @@ def _eye_openings(
 def _fade_shut_eyes(
     weight: NDArray[np.float32],
     model: FaceModel,
-    points: NDArray[np.float32],
+    masks: list[tuple[tuple[slice, slice], NDArray[np.float32]] | None],
     target: NDArray[np.floating],
 ) -> None:
-    """Give the output's eye openings (``points``, the output mesh in ``weight``'s
+    """Give the output's eye openings (``masks``, from _eye_masks in ``weight``'s
     pixels) back to the target where its own mesh (``target``, any scale) reads them
     nearly closed, in place: the source's weight there falls to 0 as the target's
-    opening closes (1 - eyeball.open_share), over the eye's mask (_eye_masks).
+    opening closes (1 - eyeball.open_share).
 
     A closing opening fades the painted eyeball out; what showed instead was the
     source's own eye texels, its white and iris squeezed into the slit: white slivers
@@ -1038,7 +1039,6 @@ def _fade_shut_eyes(
     the swap closes itself over a still's shut eyes that the mesh reads open (see
     close_lids) are drawn from the source, as the target's pixels there may not show
     its lashes where the closed lids are drawn."""
-    masks = _eye_masks(model, points, (weight.shape[0], weight.shape[1]))
     for (loop, _, left, right), part in zip(_eye_layout(model), masks, strict=True):
         shut = 1.0 - eyeball.open_share(target[loop, :2], target[[left, right], :2])
         if part is not None and shut > 0.0:
@@ -2909,7 +2909,8 @@ class Swapper(FaceSwapping):
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
         eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
-        _fade_shut_eyes(weight, model, eye_points, target_face.landmarks_478)
+        eye_masks = _eye_masks(model, eye_points, (ph, pw))
+        _fade_shut_eyes(weight, model, eye_masks, target_face.landmarks_478)
         # Only a turned head's nose can hide part of an eye opening.
         eye_hidden = raster.triangle if abs(target_face.pose.yaw) > EYES_HIDDEN_YAW else None
         if "source" in self._eye_spaces:
@@ -2947,7 +2948,7 @@ class Swapper(FaceSwapping):
                 warped_target,
                 skin,
                 opts.detail,
-                _eye_openings(self.model, eye_points, (ph, pw)),
+                _eye_openings(eye_masks, (ph, pw)),
             )
         if opts.creases > 0 and target_face.rest_detail is not None:
             source = self._lay_creases(source, frame, target_face, (u_map, v_map))

@@ -2093,7 +2093,9 @@ class TestDetail:
     def test_eye_openings_mask(self, astronaut_face: Face) -> None:
         model = load_face_model()
         points = astronaut_face.landmarks_478[:, :2].astype(np.float32)
-        mask = swap_module._eye_openings(model, points, (512, 512))
+        mask = swap_module._eye_openings(
+            swap_module._eye_masks(model, points, (512, 512)), (512, 512)
+        )
         assert mask.dtype == np.float32 and mask.min() >= 0.0 and mask.max() <= 1.0
         for loop in model.loops[:2]:
             centre = np.round(points[loop].mean(0)).astype(int)
@@ -2137,13 +2139,15 @@ class TestShutEyes:
         model = load_face_model()
         points = astronaut_face.landmarks_478[:, :2].astype(np.float32)
         weight = np.ones((512, 512), np.float32)
-        swap_module._fade_shut_eyes(weight, model, points, points)
+        masks = swap_module._eye_masks(model, points, (512, 512))
+        swap_module._fade_shut_eyes(weight, model, masks, points)
         np.testing.assert_array_equal(weight, 1.0)  # her eyes are open
         shut = swap_module.close_lids(astronaut_face.landmarks_478, model, 1.0)[:, :2]
+        shut_masks = swap_module._eye_masks(model, shut, (512, 512))
         # The output's lids shut by the swap itself (a still's), hers open: kept.
-        swap_module._fade_shut_eyes(weight, model, shut, points)
+        swap_module._fade_shut_eyes(weight, model, shut_masks, points)
         np.testing.assert_array_equal(weight, 1.0)
-        swap_module._fade_shut_eyes(weight, model, shut, shut)
+        swap_module._fade_shut_eyes(weight, model, shut_masks, shut)
         for loop in model.loops[:2]:
             x, y = np.round(shut[loop].mean(0)).astype(int)
             assert weight[y, x] < 0.05
