@@ -2708,22 +2708,21 @@ class Swapper(FaceSwapping):
 
     def _output_geometry(self, target_face: Face, shut: float) -> NDArray[np.float32]:
         amount = self._shape_amount(target_face)
-        if amount <= 0:
-            if target_face.rest is None:
-                return close_lids(target_face.landmarks_478, self.model, shut)
-            unfolded = unfold_creases(
-                to_pose_space(target_face.landmarks_478, target_face.pose),
-                target_face.rest,
-                self.model,
-            )
-            if unfolded is None:
-                return close_lids(target_face.landmarks_478, self.model, shut)
-            return close_lids(from_pose_space(unfolded, target_face.pose), self.model, shut)
         target_norm = to_pose_space(target_face.landmarks_478, target_face.pose)
-        if target_face.rest is not None:
-            unfolded = unfold_creases(target_norm, target_face.rest, self.model)
-            if unfolded is not None:
-                target_norm = unfolded
+        unfolded = (
+            None
+            if target_face.rest is None
+            else unfold_creases(target_norm, target_face.rest, self.model)
+        )
+        if amount <= 0:
+            points = (
+                target_face.landmarks_478
+                if unfolded is None
+                else from_pose_space(unfolded, target_face.pose)
+            )
+            return close_lids(points, self.model, shut)
+        if unfolded is not None:
+            target_norm = unfolded
         rest = target_norm if target_face.rest is None else target_face.rest
         delta = self.identity.identity_delta(self.source.shape, rest)
         # Keep the target's silhouette: no shape change where the surface is seen edge-on
