@@ -157,6 +157,20 @@ EYES_HIDDEN_YAW = 20.0
 # the landmark error 0.59 -> 0.53; p19, read at 39 degrees, needs its shape (0.40 ->
 # 0.42 without).
 PROFILE_SHAPE_YAW = (40.0, 50.0)
+# A target read as turned past PROFILE_KEEP_YAW[0] degrees (in full from [1]) keeps its
+# own far half and lower face. Read at 55 degrees, the 90-degree p15's mesh lays its far
+# half (the far eye) over the nose bridge, and the near half's mouth corner and lips on
+# the cheek in front of the ear: every swap onto it drew a second mouth there. The
+# source shows in the near eye, brow, temple and upper cheek; the profile's outline
+# (nose, lips, chin) stays the target's. Over the 20 swaps onto p15: dlib found no
+# face in 7 of them instead of 9, the landmark error 0.59 -> 0.46.
+PROFILE_KEEP_YAW = (45.0, 52.0)
+# Where the target's own takes over, in the face's UV layout (the midline at u 0.5,
+# the nose tip at v 0.535): from PROFILE_KEEP_FAR[0] into the far half (negative:
+# on the near side of the midline) over a width of [1]; from v PROFILE_KEEP_LOW[0]
+# down, over [1].
+PROFILE_KEEP_FAR = (-0.03, 0.05)
+PROFILE_KEEP_LOW = (0.48, 0.08)
 
 
 @dataclass(frozen=True)
@@ -743,6 +757,29 @@ def _ramp(value: float, bounds: tuple[float, float]) -> float:
     """0 at or below ``bounds[0]``, 1 at or above ``bounds[1]``, linear between."""
     lo, hi = bounds
     return float(min(max((value - lo) / (hi - lo), 0.0), 1.0))
+
+
+def _profile_kept(
+    face: Face, u_map: NDArray[np.float32], v_map: NDArray[np.float32], uv_size: int
+) -> NDArray[np.float32] | None:
+    """(H, W) how much of a target read as a profile stays its own where each pixel
+    finds the texture at (``u_map``, ``v_map``), in texels of a ``uv_size`` texture:
+    its far half and its lower face, in full past PROFILE_KEEP_YAW (see there). None
+    for a target turned less (nothing of it kept)."""
+    strength = _ramp(abs(face.pose.yaw), PROFILE_KEEP_YAW)
+    if strength <= 0.0:
+        return None
+    x = face.landmarks_478[:, 0]
+    # The far half is the narrower in the image: from the nose bridge (168) to the
+    # cheek's edge (234 on the u < 0.5 side, 454 on the other).
+    far = -1.0 if abs(float(x[168] - x[234])) < abs(float(x[454] - x[168])) else 1.0
+    to_uv = np.float32(1.0 / max(uv_size - 1, 1))
+    into_far = (u_map * to_uv - np.float32(0.5)) * np.float32(far)
+    start, width = PROFILE_KEEP_FAR
+    kept = np.clip((into_far - np.float32(start)) * np.float32(1.0 / width), 0.0, 1.0)
+    start, width = PROFILE_KEEP_LOW
+    low = np.clip((v_map * to_uv - np.float32(start)) * np.float32(1.0 / width), 0.0, 1.0)
+    return np.asarray(np.maximum(kept, low) * np.float32(strength), np.float32)
 
 
 @functools.lru_cache(maxsize=4)
@@ -2832,6 +2869,9 @@ class Swapper(FaceSwapping):
         aux *= np.float32(1.0 / 255.0)
         mask = np.ascontiguousarray(aux[..., 0] * coverage)
         weight = aux[..., 1]
+        kept = _profile_kept(target_face, u_map, v_map, opts.uv_size)
+        if kept is not None:
+            weight = weight * (1.0 - kept)
         if opts.mask_mouth:
             inner_lips = (tgt_verts[model.loops[2], :2] - np.array([x0, y0], np.float32)) * to_proc
             _cut_mouth(weight, inner_lips)
