@@ -846,7 +846,7 @@ def _paint_out_source_glasses(
     found, and painting out part of a frame leaves rings around the eyes that look
     worse than the glasses: unless the texture painted from nearby skin keeps under
     GLASSES_PAINTED_RESIDUE of the strong lines around the eyes, the texture is left
-    as it was.
+    as it was. The brows (_uv_brows) keep their own texels either way.
     """
     if not hole.any():
         return albedo
@@ -875,7 +875,36 @@ def _paint_out_source_glasses(
     before = strong_lines(albedo)
     if before == 0 or strong_lines(from_near) > GLASSES_PAINTED_RESIDUE * before:
         return albedo
-    return painted
+    # The brows stay the photo's: the lines found in the photo take in a brow next to
+    # a frame's rim, and it was painted out with the frame (p29 lost one brow to a pale
+    # patch on every target, the 108 px man of p12 kept his in broken blocks).
+    brows = _uv_brows(model, size)
+    return np.asarray(painted + brows[..., None] * (albedo - painted), np.float32)
+
+
+# The brows' outline in the face mesh: the upper edge's points, then the lower edge's
+# back (MediaPipe's numbering), for the brow on each side. Taken in by BROW_SHRINK of
+# an eye's width (a frame's rim along the lower edge stays out) and feathered by half
+# that (see _uv_brows).
+BROW_OUTLINES = (
+    (70, 63, 105, 66, 107, 55, 65, 52, 53, 46),
+    (300, 293, 334, 296, 336, 285, 295, 282, 283, 276),
+)
+BROW_SHRINK = 0.05
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_brows(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) float32 the brows in the texture: 1 inside their outlines (BROW_OUTLINES)
+    taken in by BROW_SHRINK of an eye's width, feathered."""
+    mask = np.zeros((size, size), np.uint8)
+    for outline in BROW_OUTLINES:
+        points = np.round(model.uv[list(outline)] * (size - 1)).astype(np.int32)
+        cv2.fillPoly(mask, [points], 1)
+    shrink = BROW_SHRINK * _uv_eye_width(model, size)
+    k = int(round(2 * shrink)) | 1
+    mask = cv2.erode(mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return np.asarray(cv2.GaussianBlur(mask.astype(np.float32), (0, 0), max(shrink / 2, 0.5)))
 
 
 def _source_frame_texels(

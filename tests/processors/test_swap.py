@@ -926,6 +926,40 @@ def test_one_bright_texel_does_not_decide_the_glasses_paint_out(
     assert paint_out(lit, found, model, map_xy, none) is not lit
 
 
+def test_painted_out_frames_leave_the_brows() -> None:
+    """The lines found in a photo with glasses take in a brow next to a frame's rim, and
+    it went with the frame: p29 lost a brow to a pale patch on every target. Painted
+    out, the frames become skin, and the brows keep their own texels."""
+    size = 256
+    model = load_face_model()
+    texture, covered = _uv_skin_texture(size)
+    holes = swap_module._uv_holes(model, size)
+    eyes = ((holes == swap_module.HOLE_EYE_LEFT) | (holes == swap_module.HOLE_EYE_RIGHT)).astype(
+        np.uint8
+    )
+    # A dark rim round each eye, a sixth of an eye's width out, three texels wide.
+    reach = int(round(swap_module._uv_eye_width(model, size) / 6))
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach + 1, 2 * reach + 1))
+    inner = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * reach - 5, 2 * reach - 5))
+    rims = (cv2.dilate(eyes, kernel) > 0) & ~(cv2.dilate(eyes, inner) > 0) & covered
+    brows = np.zeros((size, size), np.uint8)
+    for outline in swap_module.BROW_OUTLINES:
+        points = np.round(model.uv[list(outline)] * (size - 1)).astype(np.int32)
+        cv2.fillPoly(brows, [points], 1)
+    texture[rims] = 30.0
+    texture[brows > 0] = 45.0
+    # The hole as the photo's lines give it: the rims, grown, and the brows with them.
+    hole = (cv2.dilate(rims.astype(np.uint8), np.ones((5, 5), np.uint8)) | brows).astype(np.uint8)
+    out = swap_module._paint_out_source_glasses(texture, hole, model)
+    assert out is not texture  # painted out
+    skin = np.array([150, 170, 210], np.float32)
+    away = cv2.dilate(brows, np.ones((9, 9), np.uint8)) == 0
+    assert float(np.abs(out[rims & away] - skin).max()) < 25.0  # the rims are skin
+    core = swap_module._uv_brows(model, size) > 0.99
+    assert core.sum() > 0.15 * brows.sum()  # the brows taken in and feathered: 25% at 256
+    np.testing.assert_allclose(out[core], 45.0, atol=2.0)  # the brows stay (skin: 150-210)
+
+
 def test_the_skin_fill_reaches_every_texel() -> None:
     """Painting out a frame takes the mean of the skin around each texel, near skin
     first. A frame's bar through the brows (which are not skin) lies far from any
