@@ -1934,6 +1934,23 @@ CHIN_INSIDE = (0.08, 0.005)
 CHIN_RIM = 0.01
 
 
+# The temples' hair check (see _source_outliers) leaves out the texels within this
+# share of an eye's width of an eye opening: the lashes and shadow at an eye's outer
+# corner, past the eye's outer x, counted as hair there, and the target's own eye
+# corner showed through the source's (p23's winged eyeliner at the corners of every
+# swap onto her).
+TEMPLE_EYE_CLEAR = 0.35
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_near_eyes(model: FaceModel, size: int) -> NDArray[np.uint8]:
+    """(S, S) uint8 1 within TEMPLE_EYE_CLEAR of an eye's width of an eye opening."""
+    holes = _uv_holes(model, size)
+    eyes = ((holes == HOLE_EYE_LEFT) | (holes == HOLE_EYE_RIGHT)).astype(np.uint8)
+    k = int(round(2 * TEMPLE_EYE_CLEAR * _uv_eye_width(model, size))) | 1
+    return np.asarray(cv2.dilate(eyes, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))))
+
+
 def _source_outliers(
     model: FaceModel, size: int, albedo: NDArray[np.float32], covered: NDArray[np.bool_]
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
@@ -1948,7 +1965,8 @@ def _source_outliers(
     as a patch of another colour.
 
     Skin statistics come from the cheeks and nose (below the eyes); forehead and
-    temple texels far from them in Lab (robust z-score) are marked as occluders, and
+    temple texels (not those at the eyes' corners: TEMPLE_EYE_CLEAR) far from them in
+    Lab (robust z-score) are marked as occluders, and
     so are those nearer the photo's own hair colour than its skin's (a fair fringe
     under a warm light lies 2-4 z from the skin, where the first test only partly
     counts it). A fringe's occluders reach down to the brows' top and are grown so
@@ -1965,7 +1983,9 @@ def _source_outliers(
     brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
     eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
-    temples = (np.abs(x) > eye_outer_x) & (y < mouth_y)
+    # Not the eyes' outer corners: lashes and an eye's corner shadow lie just past the
+    # eye's outer x and are no hair (see TEMPLE_EYE_CLEAR).
+    temples = (np.abs(x) > eye_outer_x) & (y < mouth_y) & (_uv_near_eyes(model, size) == 0)
     region = covered & ((y < brow_y - 0.05) | temples)
     # Elsewhere on skin (not eyes, brows, lips) only clear outliers count: background
     # at a profile's silhouette, a microphone, glasses frames.

@@ -1167,6 +1167,46 @@ def _uv_face(size: int) -> _UVFace:
     )
 
 
+def test_an_eyes_outer_corner_is_no_hair_at_the_temple() -> None:
+    """Darker texels just past an eye's outer corner (lashes, the corner's shadow,
+    make-up) are not taken for hair at the temple: they stay the source's (the target's own eye
+    corner, p23's winged eyeliner, showed through every swap onto her). Hair further
+    out at the temple still goes to the target."""
+    size = 384
+    face = _uv_face(size)
+    model = face.model
+    holes = swap_module._uv_holes(model, size)
+    width = swap_module._uv_eye_width(model, size)
+    dark = face.texture.copy()
+    spots = []
+    for hole in (swap_module.HOLE_EYE_LEFT, swap_module.HOLE_EYE_RIGHT):
+        ys, xs = np.nonzero(holes == hole)
+        outer = xs.argmin() if xs.mean() < size / 2 else xs.argmax()
+        side = -1 if xs.mean() < size / 2 else 1
+        corner = (int(xs[outer] + side * 0.12 * width), int(ys[outer]))
+        temple = (int(xs[outer] + side * 0.9 * width), int(ys[outer] - 0.3 * width))
+        for centre, radius, name in ((corner, 0.1, "corner"), (temple, 0.3, "temple")):
+            spot = np.zeros((size, size), np.uint8)
+            cv2.circle(spot, centre, int(radius * width), 1, -1)
+            spot = spot.astype(bool) & face.covered
+            # Darker than the skin by 2-4 robust z: a temple's hair counts from 2, a
+            # clear outlier elsewhere on skin from 4.
+            dark[spot] = np.array([150, 170, 210], np.float32) - 20.0
+            spots.append((name, spot))
+    z = swap_module._skin_z(model, size, swap_module._albedo_bytes(dark), face.covered)
+    assert z is not None
+    for name, spot in spots:
+        assert 2.0 < float(np.median(z[spot])) < 4.0, name  # the premise
+    occluders = swap_module._source_outliers(model, size, dark, face.covered)[0]
+    for name, spot in spots:
+        assert spot.sum() > 30, name
+        level = float(occluders[spot].mean())
+        if name == "corner":
+            assert level < 0.1, (name, level)
+        else:
+            assert level > 0.3, (name, level)
+
+
 def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     """A fringe close to the skin's colour (about 3 robust z from it, where the skin
     check only half counts it) over the forehead: texels nearer the photo's hair colour
