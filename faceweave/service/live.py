@@ -734,9 +734,12 @@ def create_live_router(
         except ServiceError:
             await live.close(session)
             raise
-        except (ValueError, TypeError) as exc:  # aiortc's SDP parser and negotiation
+        # aiortc's SDP parser and negotiation: a malformed line can fail one of its
+        # asserts (a connection line "c=6`/" did: a server error), an index or a key.
+        except (ValueError, TypeError, AssertionError, IndexError, KeyError) as exc:
             await live.close(session)
-            raise ServiceError(422, "bad_offer", f"cannot use this offer: {exc}") from exc
+            reason = str(exc) or "its SDP does not parse"
+            raise ServiceError(422, "bad_offer", f"cannot use this offer: {reason}") from exc
         logger.info("live session %s started", session.id[:8])
         return Answer(session=session.id, sdp=pc.localDescription.sdp)
 

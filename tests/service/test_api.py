@@ -492,3 +492,15 @@ def test_a_misspelt_live_offer_field_is_refused(service: tuple[TestClient, Path]
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "bad_request" and "fusoin" in error["message"], error
+
+
+def test_a_malformed_live_offer_is_a_bad_offer(service: tuple[TestClient, Path]) -> None:
+    """SDP that aiortc's parser cannot read is a 422 bad_offer, never a server error: a
+    connection line "c=6`/" (found by the schema fuzzing) failed one of its asserts."""
+    client, data_dir = service
+    key = make_key(data_dir, "live")
+    for sdp in ("c=6`/", "v=0\r\nc=IN IP4\r\n", "m=", "a=rtpmap:", "v=0\r\no=- 1\r\n"):
+        response = client.post("/v1/live/offer", json={"sdp": sdp}, headers=auth(key))
+        assert response.status_code == 422, (sdp, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "bad_offer" and error["message"], (sdp, error)
