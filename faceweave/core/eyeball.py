@@ -214,12 +214,9 @@ def lid_gap(lids: NDArray[np.floating], corners: NDArray[np.floating]) -> float:
     either, where it peaks (it is piecewise linear between them). The ring's whole
     extent across the eye counts the lids' curve too: a closed eye whose lids meet
     along an arc read as a narrowed one."""
-    c = np.asarray(corners, np.float64)
-    ax, ay = float(c[1, 0] - c[0, 0]), float(c[1, 1] - c[0, 1])
-    width = max(math.hypot(ax, ay), 1e-6)
+    _, axes, width = _eye_frame(lids, corners)
     points = np.asarray(lids, np.float64)[:, :2]
-    along = (points[:, 0] * ax + points[:, 1] * ay) / width
-    across = (points[:, 1] * ax - points[:, 0] * ay) / width
+    along, across = points @ axes[:, 0], points @ axes[:, 1]
     first, last = int(along.argmin()), int(along.argmax())
     count = len(along)
     one = (np.arange(count) - first) % count <= (last - first) % count

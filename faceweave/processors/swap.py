@@ -1943,12 +1943,14 @@ TEMPLE_EYE_CLEAR = 0.35
 
 
 @functools.lru_cache(maxsize=4)
-def _uv_near_eyes(model: FaceModel, size: int) -> NDArray[np.uint8]:
-    """(S, S) uint8 1 within TEMPLE_EYE_CLEAR of an eye's width of an eye opening."""
-    holes = _uv_holes(model, size)
-    eyes = ((holes == HOLE_EYE_LEFT) | (holes == HOLE_EYE_RIGHT)).astype(np.uint8)
+def _uv_near_eyes(model: FaceModel, size: int) -> NDArray[np.bool_]:
+    """(S, S) texels within TEMPLE_EYE_CLEAR of an eye's width of an eye opening
+    (read-only, shared)."""
+    eyes = _uv_eye_openings(model, size).astype(np.uint8)
     k = int(round(2 * TEMPLE_EYE_CLEAR * _uv_eye_width(model, size))) | 1
-    return np.asarray(cv2.dilate(eyes, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))))
+    near = cv2.dilate(eyes, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))) > 0
+    near.setflags(write=False)
+    return np.asarray(near)
 
 
 def _source_outliers(
@@ -1985,7 +1987,7 @@ def _source_outliers(
     eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
     # Not the eyes' outer corners: lashes and an eye's corner shadow lie just past the
     # eye's outer x and are no hair (see TEMPLE_EYE_CLEAR).
-    temples = (np.abs(x) > eye_outer_x) & (y < mouth_y) & (_uv_near_eyes(model, size) == 0)
+    temples = (np.abs(x) > eye_outer_x) & (y < mouth_y) & ~_uv_near_eyes(model, size)
     region = covered & ((y < brow_y - 0.05) | temples)
     # Elsewhere on skin (not eyes, brows, lips) only clear outliers count: background
     # at a profile's silhouette, a microphone, glasses frames.
