@@ -2945,6 +2945,8 @@ class Swapper(FaceSwapping):
             # (Clear of the cheeks' edge: the lids, nostrils and lips next to it.)
             cv2.erode((zones[..., 1] > 127).astype(np.uint8), np.ones((3, 3), np.uint8)),
             zones[..., 0].astype(np.float32) * np.float32(1.0 / 255.0),
+            _ramp(abs(target_face.pose.yaw), TARGET_DARK_YAW),
+            target_proc,
         )
         keep_target = 1.0 - occluders
         if opts.mask_glasses and target_face.size >= LENS_MIN_FACE_PX:
@@ -3743,12 +3745,26 @@ def _line_contrast(image: Frame, kernel: NDArray[np.uint8]) -> NDArray[np.float3
     return np.maximum(dark.astype(np.float32), 0.7 * bright)
 
 
+# A turned target's background (see _target_occluders): past TARGET_DARK_YAW[0] degrees
+# (in full from [1]), pixels darker than TARGET_DARK[0] of the skin's median grey
+# (fully under [1]) are no face where the edge zone reaches (its weight times
+# TARGET_DARK_EDGE, up to 1). The colour test alone let the night behind the profile
+# p15 through (its skin's spread, a lit cheek to a shaded jaw, reaches near black): the
+# mesh, reading the profile at 55 degrees, overhangs the nose bridge, and every swap
+# onto it drew a skin-coloured haze there.
+TARGET_DARK = (0.45, 0.3)
+TARGET_DARK_EDGE = 2.0
+TARGET_DARK_YAW = (30.0, 40.0)
+
+
 def _target_occluders(
     target_small: Frame,
     skin: NDArray[np.floating],
     edge: NDArray[np.float32],
     cheeks: NDArray[np.floating] | None = None,
     forehead: NDArray[np.float32] | None = None,
+    turn: float = 0.0,
+    target: Frame | None = None,
 ) -> tuple[NDArray[np.float32], float, NDArray[np.float32] | None]:
     """Near the face's edge, target pixels far from the target's skin colour are not face:
     background past a turned head's silhouette, hair over the forehead, a hand. They
@@ -3761,6 +3777,10 @@ def _target_occluders(
     FOREHEAD_DARK); lone pixels and thin lines (wrinkles) do not. A fringe's lower
     strands had been painted over with the source's forehead. (Both masks on the
     coarse grid, or resized to it.)
+
+    A turned head (``turn``, 0..1: see TARGET_DARK_YAW) also keeps the pixels of
+    ``target`` (the crop at ``edge``'s size) much darker than its skin in the edge zone:
+    the background its fitted mesh overhangs (see TARGET_DARK).
 
     Returns:
         The occluders, the colourfulness of the target's skin
@@ -3780,6 +3800,13 @@ def _target_occluders(
     occl = _ramps(_skin_distance(small, cov, mean), (3.5, 5.5))
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
+    if turn > 0.0 and target is not None:
+        typical = float(np.median(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)[skin_small > 0.9]))
+        lo, hi = TARGET_DARK
+        grey = cv2.cvtColor(target, cv2.COLOR_BGR2GRAY).astype(np.float32)
+        dark = np.clip((lo * typical - grey) / max((lo - hi) * typical, 1e-3), 0.0, 1.0)
+        dark = cv2.GaussianBlur(dark, (3, 3), 0)
+        occl = np.maximum(occl, dark * np.minimum(edge * TARGET_DARK_EDGE, 1.0) * np.float32(turn))
     if cheeks is not None and forehead is not None and float(forehead.max()) > 0.0:
         fringe = _forehead_fringe(small, cheeks, forehead, cov, mean, grid)
         if fringe is not None:

@@ -1343,6 +1343,45 @@ def test_the_targets_own_fringe_stays_down_to_its_brows(
     assert float((change[lower] < 10.0).mean()) > 0.4
 
 
+def test_a_turned_targets_dark_background_at_the_edge_stays_the_targets() -> None:
+    """Past TARGET_DARK_YAW the pixels much darker than the target's skin in the edge
+    zone stay the target's: the night behind the profile p15, whose skin runs from a
+    shaded jaw to a lit cheek, is near enough that skin's colour spread for the colour
+    test to let it through, and the mesh's overhang drew a skin haze in front of its
+    nose bridge. Shaded skin is no background, nothing changes off the edge zone, and
+    a frontal target keeps the colour test alone."""
+    h, w = 120, 120
+    columns = np.arange(w, dtype=np.float32)[None, :]
+    # Night on the left, skin lit from 60 to 200 grey levels across the rest.
+    lit = np.clip(60.0 + (columns - 40.0) * (140.0 / 79.0), 60.0, 200.0)
+    skin_bgr = np.array([0.62, 0.8, 1.0], np.float32)
+    target = np.repeat(lit[..., None] * skin_bgr, h, axis=0)
+    target[:, :40] = (10.0, 10.0, 12.0)
+    target[80:95, 90:100] = (15.0, 15.0, 18.0)  # a dark spot off the edge zone
+    target = target.astype(np.uint8)
+    skin = np.zeros((h, w), np.float32)
+    skin[:, 40:] = 1.0
+    skin[80:95, 90:100] = 0.0
+    edge = np.zeros((h, w), np.float32)
+    edge[:, :60] = 1.0
+    small = cv2.resize(target, (30, 30), interpolation=cv2.INTER_AREA)
+    night = (slice(10, 110), slice(5, 35))
+    shaded = (slice(10, 110), slice(45, 56))
+
+    alone, _, _ = swap_module._target_occluders(small, skin, edge)
+    assert float(alone[night].mean()) < 0.5  # the colour test lets most of it through
+    turned, _, _ = swap_module._target_occluders(small, skin, edge, turn=1.0, target=target)
+    assert float(turned[night].min()) > 0.95
+    assert float(turned[shaded].max()) < 0.05
+    assert float(turned[80:95, 90:100].max()) < 0.05
+    half, _, _ = swap_module._target_occluders(small, skin, edge, turn=0.5, target=target)
+    np.testing.assert_allclose(
+        half[night], np.maximum(0.5 * turned[night], alone[night]), atol=1e-5
+    )
+    frontal, _, _ = swap_module._target_occluders(small, skin, edge, turn=0.0, target=target)
+    np.testing.assert_array_equal(frontal, alone)
+
+
 def test_a_shadow_under_the_lower_lip_is_lifted_a_beard_is_not() -> None:
     """A hard top light casts a shadow under the lower lip (Bob Dylan's, p26: a dark
     blob under every target's lips). Smooth skin under the lip at 0.3 of the chin's
