@@ -161,9 +161,12 @@ PROFILE_SHAPE_YAW = (40.0, 50.0)
 # own far half and lower face. Read at 55 degrees, the 90-degree p15's mesh lays its far
 # half (the far eye) over the nose bridge, and the near half's mouth corner and lips on
 # the cheek in front of the ear: every swap onto it drew a second mouth there. The
-# source shows in the near eye, brow, temple and upper cheek; the profile's outline
+# source shows in the near brow, temple and upper cheek; the profile's outline
 # (nose, lips, chin) stays the target's. Over the 20 swaps onto p15: dlib found no
-# face in 7 of them instead of 9, the landmark error 0.59 -> 0.46.
+# face in 7 of them instead of 9, the landmark error 0.59 -> 0.46. Its near eye and a
+# ring round it stay the target's too (EYES_HIDDEN_RING, as for a source whose eyes
+# are not seen): a frontal photo's eye region, squeezed onto the profile's, drew its
+# sockets' shading, make-up or a frame's rim as dark smudges there (p17, p30, p29).
 PROFILE_KEEP_YAW = (45.0, 52.0)
 # Where the target's own takes over, in the face's UV layout (the midline at u 0.5,
 # the nose tip at v 0.535): from PROFILE_KEEP_FAR[0] into the far half (negative:
@@ -760,12 +763,16 @@ def _ramp(value: float, bounds: tuple[float, float]) -> float:
 
 
 def _profile_kept(
-    face: Face, u_map: NDArray[np.float32], v_map: NDArray[np.float32], uv_size: int
+    face: Face,
+    u_map: NDArray[np.float32],
+    v_map: NDArray[np.float32],
+    model: FaceModel,
+    uv_size: int,
 ) -> NDArray[np.float32] | None:
     """(H, W) how much of a target read as a profile stays its own where each pixel
     finds the texture at (``u_map``, ``v_map``), in texels of a ``uv_size`` texture:
-    its far half and its lower face, in full past PROFILE_KEEP_YAW (see there). None
-    for a target turned less (nothing of it kept)."""
+    its far half, its lower face and its near eye, in full past PROFILE_KEEP_YAW (see
+    there). None for a target turned less (nothing of it kept)."""
     strength = _ramp(abs(face.pose.yaw), PROFILE_KEEP_YAW)
     if strength <= 0.0:
         return None
@@ -779,7 +786,15 @@ def _profile_kept(
     kept = np.clip((into_far - np.float32(start)) * np.float32(1.0 / width), 0.0, 1.0)
     start, width = PROFILE_KEEP_LOW
     low = np.clip((v_map * to_uv - np.float32(start)) * np.float32(1.0 / width), 0.0, 1.0)
-    return np.asarray(np.maximum(kept, low) * np.float32(strength), np.float32)
+    # The eyes and a ring round them (as for a source whose eyes are not seen).
+    eyes = cv2.remap(
+        _uv_hidden_eyes(model, uv_size),
+        u_map,
+        v_map,
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+    )
+    return np.asarray(np.maximum(np.maximum(kept, low), eyes) * np.float32(strength), np.float32)
 
 
 @functools.lru_cache(maxsize=4)
@@ -2920,7 +2935,7 @@ class Swapper(FaceSwapping):
         aux *= np.float32(1.0 / 255.0)
         mask = np.ascontiguousarray(aux[..., 0] * coverage)
         weight = aux[..., 1]
-        kept = _profile_kept(target_face, u_map, v_map, opts.uv_size)
+        kept = _profile_kept(target_face, u_map, v_map, model, opts.uv_size)
         if kept is not None:
             weight = weight * (1.0 - kept)
         if opts.mask_mouth:

@@ -325,10 +325,10 @@ class TestSwapper:
         )
 
     def test_a_profile_keeps_its_own_far_half_and_lower_face(self, grace_hopper_face: Face) -> None:
-        """Past PROFILE_KEEP_YAW a target keeps its far half (the narrower in the image)
-        and its face from the nose tip down; its near eye, brow and upper cheek take the
-        source. Nothing is kept under the ramp, half midway up it, and a face turned the
-        other way keeps the other half."""
+        """Past PROFILE_KEEP_YAW a target keeps its far half (the narrower in the image),
+        its face from the nose tip down and its near eye; its near brow, temple and upper
+        cheek take the source. Nothing is kept under the ramp, half midway up it, and a
+        face turned the other way keeps the other half."""
         size = 385
         u, v = np.meshgrid(np.arange(size, dtype=np.float32), np.arange(size, dtype=np.float32))
 
@@ -349,31 +349,34 @@ class TestSwapper:
         mirrored = squeeze(model.uv[:478, 0] > 0.5)
 
         lo, hi = swap_module.PROFILE_KEEP_YAW
-        assert swap_module._profile_kept(at(squeezed, lo), u, v, size) is None
-        kept = swap_module._profile_kept(at(squeezed, -(hi + 5.0)), u, v, size)
+        assert swap_module._profile_kept(at(squeezed, lo), u, v, model, size) is None
+        kept = swap_module._profile_kept(at(squeezed, -(hi + 5.0)), u, v, model, size)
         assert kept is not None and kept.shape == (size, size) and kept.dtype == np.float32
 
         def texel(uu: float, vv: float) -> tuple[int, int]:
             return round(vv * (size - 1)), round(uu * (size - 1))
 
         assert kept[texel(0.3, 0.35)] == 1.0  # the far eye
-        assert kept[texel(0.7, 0.35)] == 0.0  # the near eye
+        assert kept[texel(0.65, 0.31)] == 1.0  # the near eye
+        assert kept[texel(0.66, 0.21)] == 0.0  # the near brow
+        assert kept[texel(0.85, 0.35)] == 0.0  # the near temple
         assert kept[texel(0.8, 0.45)] == 0.0  # the near upper cheek
         assert kept[texel(0.7, 0.7)] == 1.0  # the near mouth corner
         assert kept[texel(0.5, 0.9)] == 1.0  # the chin
-        other = swap_module._profile_kept(at(mirrored, hi + 5.0), u, v, size)
+        other = swap_module._profile_kept(at(mirrored, hi + 5.0), u, v, model, size)
         assert other is not None
         np.testing.assert_allclose(other, kept[:, ::-1], atol=0.03)
-        half = swap_module._profile_kept(at(squeezed, (lo + hi) / 2), u, v, size)
+        half = swap_module._profile_kept(at(squeezed, (lo + hi) / 2), u, v, model, size)
         assert half is not None
         np.testing.assert_allclose(half, 0.5 * kept, atol=1e-6)
 
     def test_a_profile_target_keeps_its_own_mouth(
         self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
     ) -> None:
-        """A target read as turned past PROFILE_KEEP_YAW shows its own lips and chin (its
-        mesh lays the source's mouth on the cheek of a real profile), while its near
-        eye still takes the source's."""
+        """A target read as turned past PROFILE_KEEP_YAW shows its own lips, chin and
+        eyes (its mesh lays the source's mouth on the cheek of a real profile, and a
+        frontal photo's eye region squeezed onto the profile's smudged it), while its
+        near brow and upper cheek still take the source's."""
         pose = dataclasses.replace(grace_hopper_face.pose, yaw=60.0)
         turned = dataclasses.replace(grace_hopper_face, pose=pose)
         out = swapper.swap(grace_hopper, [turned]).astype(np.int16)
@@ -388,10 +391,11 @@ class TestSwapper:
         # Lips (13, 14), chin (152 is the oval's edge: just above it, 199): a few grey
         # levels of the upper face's change spread by the blend (3-5 measured; 21-31
         # when they were swapped).
-        for index in (13, 14, 199):
+        for index in (13, 14, 199, 159, 386):
             assert change_around(index) < 8.0, index
-        # One eye (the near one) is the source's.
-        assert max(change_around(159), change_around(386)) > 8.0
+        # One brow and upper cheek (the near ones) are the source's (10-17 measured).
+        assert max(change_around(66), change_around(296)) > 8.0
+        assert max(change_around(117), change_around(346)) > 8.0
         # Frontal, the same places are swapped.
         out = swapper.swap(grace_hopper, [grace_hopper_face]).astype(np.int16)
         for index in (13, 14, 199):
