@@ -3816,7 +3816,8 @@ def _target_occluders(
     occl = cv2.GaussianBlur(occl, (3, 3), 0)
     occl = np.asarray(cv2.resize(occl, (w, h), interpolation=cv2.INTER_LINEAR) * edge, np.float32)
     if turn > 0.0 and target is not None:
-        typical = float(np.median(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)[skin_small > 0.9]))
+        # The skin's median grey, from the skin pixels gathered above.
+        typical = float(np.median(cv2.cvtColor(pixels.reshape(-1, 1, 3), cv2.COLOR_BGR2GRAY)))
         lo, hi = TARGET_DARK
         grey = cv2.cvtColor(target, cv2.COLOR_BGR2GRAY).astype(np.float32)
         dark = np.clip((lo * typical - grey) / max((lo - hi) * typical, 1e-3), 0.0, 1.0)
