@@ -47,6 +47,7 @@ from numpy.typing import NDArray
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core import creases, eyeball, lighting
+from faceweave.core.brows import BrowLift, brow_lifts
 from faceweave.core.facemodel import (
     HOLE_EYE_LEFT,
     HOLE_EYE_RIGHT,
@@ -372,6 +373,11 @@ def _skin_vertices(model: FaceModel) -> NDArray[np.int32]:
 @functools.lru_cache(maxsize=4)
 def _identity_shape(model: FaceModel) -> IdentityShape:
     return IdentityShape(model)  # a dense Laplace solve: once per face model
+
+
+@functools.lru_cache(maxsize=4)
+def _brow_lift(model: FaceModel) -> BrowLift:
+    return BrowLift(model)  # a dense Laplace solve: once per face model
 
 
 @functools.lru_cache(maxsize=4)
@@ -2699,6 +2705,7 @@ class Swapper(FaceSwapping):
         )
         self._hole_codes = np.append(self.model.hole_of_triangle, np.int8(-1))  # [-1] -> -1
         self.identity = _identity_shape(self.model)
+        self.brow_lift = _brow_lift(self.model)
         # OpenCV builds its float Lab tables on first use (~0.1 s): pay it here, not on frame one.
         cv2.cvtColor(np.zeros((1, 1, 3), np.float32), cv2.COLOR_BGR2Lab)
 
@@ -2805,9 +2812,37 @@ class Swapper(FaceSwapping):
         raised brow or a frown came through at 1 - ``shape`` of its height. A
         target read as turned past PROFILE_SHAPE_YAW takes less of it, none beyond.
         A still's eyes that ``frame`` (default: the face's own) shows shut are
-        closed (see LID_MEET)."""
-        shut = self._lids_shut(target_face, target_face.frame if frame is None else frame)
+        closed (see LID_MEET), and its brows are where it shows them (see
+        :meth:`_lift_brows`)."""
+        frame = target_face.frame if frame is None else frame
+        target_face = self._lift_brows(target_face, frame, follow=False)
+        shut = self._lids_shut(target_face, frame)
         return self._output_geometry(target_face, shut)
+
+    def _lift_brows(self, target_face: Face, frame: Frame | None, follow: bool = True) -> Face:
+        """The target face with its mesh's brows moved up to where ``frame`` shows them
+        (:func:`faceweave.core.brows.brow_lifts`): the mesh follows a raised brow only
+        part of the way, and the swap then warped the target's real brows above the
+        swapped ones, where its own forehead shows (under a source's fringe: two
+        pairs of brows). A video track's lifts are followed over its frames
+        (BROW_FOLLOW a frame, in its track state; ``follow`` False reads them without
+        a step), so a raise eases in and out rather than jumping."""
+        if frame is None or fusion_mix(self.options.fusion) <= 0.0:
+            return target_face
+        state = target_face.track_state
+        memory = None if state is None else state.setdefault("brows", {})
+        if memory is not None and not follow and "lifts" in memory:
+            lifts = memory["lifts"]
+        else:
+            lifts = brow_lifts(frame, target_face.landmarks_478, self.model, target_face.pose.yaw)
+            if memory is not None and follow:
+                last = memory.get("lifts", (0.0, 0.0))
+                lifts = tuple(a + BROW_FOLLOW * (b - a) for a, b in zip(last, lifts, strict=True))
+                memory["lifts"] = lifts
+        if max(lifts) < BROW_LIFT_MIN:
+            return target_face
+        landmarks = self.brow_lift.apply(target_face.landmarks_478, target_face.pose, lifts)
+        return replace(target_face, landmarks_478=landmarks)
 
     def _output_geometry(self, target_face: Face, shut: float) -> NDArray[np.float32]:
         amount = self._shape_amount(target_face)
@@ -2844,6 +2879,7 @@ class Swapper(FaceSwapping):
     def _swap_into(self, out: Frame, target_face: Face) -> None:
         """Swap one target face, writing into ``out`` (which holds the target frame)."""
         frame = out
+        target_face = self._lift_brows(target_face, frame)
         opts = self.options
         model = self.model
         shut = self._lids_shut(target_face, frame)
@@ -3911,6 +3947,10 @@ EDGE_SPREAD = 0.12
 EDGE_BAND = 0.08
 EDGE_MAX_OFFSET = 25.0
 EDGE_FOLLOW = 0.1
+# A tracked face's brow lifts (see Swapper._lift_brows) move BROW_FOLLOW of the way to
+# each frame's; lifts under BROW_LIFT_MIN (inter-ocular distances) leave the mesh as it is.
+BROW_FOLLOW = 0.5
+BROW_LIFT_MIN = 0.005
 
 
 def _edge_memory(target_face: Face, source: object) -> dict[str, Any] | None:
