@@ -2812,33 +2812,38 @@ class Swapper(FaceSwapping):
         raised brow or a frown came through at 1 - ``shape`` of its height. A
         target read as turned past PROFILE_SHAPE_YAW takes less of it, none beyond.
         A still's eyes that ``frame`` (default: the face's own) shows shut are
-        closed (see LID_MEET), and its brows are where it shows them (see
-        :meth:`_lift_brows`)."""
-        frame = target_face.frame if frame is None else frame
-        target_face = self._lift_brows(target_face, frame, follow=False)
-        shut = self._lids_shut(target_face, frame)
+        closed (see LID_MEET)."""
+        shut = self._lids_shut(target_face, target_face.frame if frame is None else frame)
         return self._output_geometry(target_face, shut)
 
-    def _lift_brows(self, target_face: Face, frame: Frame | None, follow: bool = True) -> Face:
+    def target_geometry(self, target_face: Face, frame: Frame | None = None) -> NDArray[np.float32]:
+        """(478, 3) where the swap finds the target's pixels: its mesh, with the brows
+        where ``frame`` (default: the face's own) shows them (see :meth:`_lift_brows`;
+        a video track's eased lifts are read, not moved on)."""
+        frame = target_face.frame if frame is None else frame
+        if frame is None:
+            return np.asarray(target_face.landmarks_478, np.float32)
+        return np.asarray(self._lift_brows(target_face, frame, follow=False).landmarks_478)
+
+    def _lift_brows(self, target_face: Face, frame: Frame, follow: bool = True) -> Face:
         """The target face with its mesh's brows moved up to where ``frame`` shows them
-        (:func:`faceweave.core.brows.brow_lifts`): the mesh follows a raised brow only
-        part of the way, and the swap then warped the target's real brows above the
-        swapped ones, where its own forehead shows (under a source's fringe: two
-        pairs of brows). A video track's lifts are followed over its frames
-        (BROW_FOLLOW a frame, in its track state; ``follow`` False reads them without
-        a step), so a raise eases in and out rather than jumping."""
-        if frame is None or fusion_mix(self.options.fusion) <= 0.0:
-            return target_face
+        (:func:`faceweave.core.brows.brow_lifts`), for finding its pixels: the mesh
+        follows a raised brow only part of the way, and the swap's warp of the target
+        left its real brows above the output's, where its own forehead shows (under a
+        source's fringe: two pairs of brows). The output mesh keeps the brows the
+        mesh gives (lifted with them, a source's glasses frames kept in its texture
+        were stretched up). A video track's lifts are followed over its frames
+        (BROW_FOLLOW a frame, in its track state), so a raise eases in and out rather
+        than jumping (``follow`` False reads them without a step)."""
         state = target_face.track_state
-        memory = None if state is None else state.setdefault("brows", {})
-        if memory is not None and not follow and "lifts" in memory:
-            lifts = memory["lifts"]
+        if state is not None and not follow and "brow_lifts" in state:
+            lifts = state["brow_lifts"]
         else:
             lifts = brow_lifts(frame, target_face.landmarks_478, self.model, target_face.pose.yaw)
-            if memory is not None and follow:
-                last = memory.get("lifts", (0.0, 0.0))
+            if state is not None and follow:
+                last = state.get("brow_lifts", (0.0, 0.0))
                 lifts = tuple(a + BROW_FOLLOW * (b - a) for a, b in zip(last, lifts, strict=True))
-                memory["lifts"] = lifts
+                state["brow_lifts"] = lifts
         if max(lifts) < BROW_LIFT_MIN:
             return target_face
         landmarks = self.brow_lift.apply(target_face.landmarks_478, target_face.pose, lifts)
@@ -2879,12 +2884,13 @@ class Swapper(FaceSwapping):
     def _swap_into(self, out: Frame, target_face: Face) -> None:
         """Swap one target face, writing into ``out`` (which holds the target frame)."""
         frame = out
-        target_face = self._lift_brows(target_face, frame)
         opts = self.options
         model = self.model
         shut = self._lids_shut(target_face, frame)
         out_verts = model.extend(self._output_geometry(target_face, shut))
-        tgt_verts = model.extend(target_face.landmarks_478)
+        # Where the target's pixels are: its brows where the frame shows them.
+        lifted = self._lift_brows(target_face, frame)
+        tgt_verts = model.extend(lifted.landmarks_478)
         h, w = frame.shape[:2]
         # Crop: the output mesh's box with a margin for the blend.
         x0f, y0f = out_verts[:, :2].min(0)
@@ -2917,9 +2923,7 @@ class Swapper(FaceSwapping):
         # Where each output pixel finds the target: lids it shows shut are closed there
         # as in the output (its pixels there stay its own; only the mesh read them open).
         tgt_found = (
-            tgt_verts
-            if shut <= 0
-            else model.extend(close_lids(target_face.landmarks_478, model, shut))
+            tgt_verts if shut <= 0 else model.extend(close_lids(lifted.landmarks_478, model, shut))
         )
         columns = [
             model.uv * (opts.uv_size - 1),
