@@ -2812,8 +2812,12 @@ class Swapper(FaceSwapping):
         raised brow or a frown came through at 1 - ``shape`` of its height. A
         target read as turned past PROFILE_SHAPE_YAW takes less of it, none beyond.
         A still's eyes that ``frame`` (default: the face's own) shows shut are
-        closed (see LID_MEET)."""
-        shut = self._lids_shut(target_face, target_face.frame if frame is None else frame)
+        closed (see LID_MEET), and its brows go where it shows them (see
+        :meth:`_lift_brows`; not for a source whose glasses stay in its texture)."""
+        frame = target_face.frame if frame is None else frame
+        shut = self._lids_shut(target_face, frame)
+        if frame is not None and not self.source.glasses:
+            target_face = self._lift_brows(target_face, frame, follow=False)
         return self._output_geometry(target_face, shut)
 
     def target_geometry(self, target_face: Face, frame: Frame | None = None) -> NDArray[np.float32]:
@@ -2827,14 +2831,12 @@ class Swapper(FaceSwapping):
 
     def _lift_brows(self, target_face: Face, frame: Frame, follow: bool = True) -> Face:
         """The target face with its mesh's brows moved up to where ``frame`` shows them
-        (:func:`faceweave.core.brows.brow_lifts`), for finding its pixels: the mesh
-        follows a raised brow only part of the way, and the swap's warp of the target
-        left its real brows above the output's, where its own forehead shows (under a
-        source's fringe: two pairs of brows). The output mesh keeps the brows the
-        mesh gives (lifted with them, a source's glasses frames kept in its texture
-        were stretched up). A video track's lifts are followed over its frames
-        (BROW_FOLLOW a frame, in its track state), so a raise eases in and out rather
-        than jumping (``follow`` False reads them without a step)."""
+        (:func:`faceweave.core.brows.brow_lifts`): the mesh follows a raised brow only
+        part of the way, and the output's brows stayed below the target's real ones,
+        which showed above them where the target's own forehead does (under a source's
+        fringe: two pairs of brows). A video track's lifts are followed over its
+        frames (BROW_FOLLOW a frame, in its track state), so a raise eases in and out
+        rather than jumping (``follow`` False reads them without a step)."""
         state = target_face.track_state
         if state is not None and not follow and "brow_lifts" in state:
             lifts = state["brow_lifts"]
@@ -2886,10 +2888,13 @@ class Swapper(FaceSwapping):
         frame = out
         opts = self.options
         model = self.model
-        shut = self._lids_shut(target_face, frame)
-        out_verts = model.extend(self._output_geometry(target_face, shut))
-        # Where the target's pixels are: its brows where the frame shows them.
+        # The target with its brows where the frame shows them: there its pixels are
+        # found, and there the output's brows go unless the source's glasses stay in
+        # its texture (lifting its brows would stretch their frames up).
         lifted = self._lift_brows(target_face, frame)
+        shut = self._lids_shut(target_face, frame)
+        shaped = target_face if self.source.glasses else lifted
+        out_verts = model.extend(self._output_geometry(shaped, shut))
         tgt_verts = model.extend(lifted.landmarks_478)
         h, w = frame.shape[:2]
         # Crop: the output mesh's box with a margin for the blend.
