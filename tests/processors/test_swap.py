@@ -64,6 +64,13 @@ def _polygon_mask(points: np.ndarray, shape: tuple[int, ...], erode: int = 0) ->
     return mask.astype(bool)
 
 
+def _brows_lowered(face: Face, by: float = 0.12) -> Face:
+    """``face`` with its mesh's brows ``by`` inter-ocular distances lower down the face
+    (as a mesh lagging a brow raise has them)."""
+    points = BrowLift(load_face_model()).apply(face.landmarks_478, face.pose, (-by, -by))
+    return dataclasses.replace(face, landmarks_478=points)
+
+
 @pytest.fixture(scope="module")
 def swapper(astronaut_face: Face) -> Swapper:
     return Swapper(astronaut_face)
@@ -451,12 +458,7 @@ class TestSwapper:
         a half of her own swap's (5.6 without)."""
         model = load_face_model()
         brows = np.concatenate([model.regions["left_eyebrow"], model.regions["right_eyebrow"]])
-        lagging = dataclasses.replace(
-            grace_hopper_face,
-            landmarks_478=BrowLift(model).apply(
-                grace_hopper_face.landmarks_478, grace_hopper_face.pose, (-0.12, -0.12)
-            ),
-        )
+        lagging = _brows_lowered(grace_hopper_face)
         true = grace_hopper_face.landmarks_478
         found = swapper.target_geometry(lagging, grace_hopper)
         assert float(np.abs(found[brows, 1] - true[brows, 1]).mean()) < 2.0
@@ -499,12 +501,7 @@ class TestSwapper:
         swapper = Swapper(grace_hopper_face)
         assert swapper.source.glasses
         model = load_face_model()
-        lagging = dataclasses.replace(
-            astronaut_face,
-            landmarks_478=BrowLift(model).apply(
-                astronaut_face.landmarks_478, astronaut_face.pose, (-0.12, -0.12)
-            ),
-        )
+        lagging = _brows_lowered(astronaut_face)
         found = swapper.target_geometry(lagging, astronaut)
         assert float(np.abs(found - lagging.landmarks_478).max()) > 5.0
         # (A flat frame shows no brows, and no open eyes: compare the brows.)
@@ -520,13 +517,11 @@ class TestSwapper:
     ) -> None:
         """In a video the lift moves BROW_FOLLOW of the way to each frame's, kept in the
         track's state: a raise eases in rather than jumping in one frame."""
-        model = load_face_model()
-        points = BrowLift(model).apply(
-            grace_hopper_face.landmarks_478, grace_hopper_face.pose, (-0.12, -0.12)
-        )
         state: dict[str, Any] = {}
-        tracked = dataclasses.replace(grace_hopper_face, landmarks_478=points, track_state=state)
-        full = brow_lifts(grace_hopper, points, model, grace_hopper_face.pose.yaw)
+        tracked = dataclasses.replace(_brows_lowered(grace_hopper_face), track_state=state)
+        full = brow_lifts(
+            grace_hopper, tracked.landmarks_478, load_face_model(), grace_hopper_face.pose.yaw
+        )
         assert min(full) > 0.05
         for frames in (1, 2, 3):
             swapper.swap(grace_hopper, tracked)
