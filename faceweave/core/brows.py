@@ -93,9 +93,10 @@ def brow_lifts(
     model: FaceModel,
     yaw: float = 0.0,
 ) -> tuple[float, float]:
-    """How far each brow (the model's left, then right) lies above the mesh's, in
-    inter-ocular distances; 0 where it is not clearly above it (see LIFT_MIN,
-    RIDGE_MIN, RIDGE_GAIN) or the face is too small or turned to tell.
+    """How far to lift each brow of the mesh (the model's left, then right), in
+    inter-ocular distances: the step up the face at which its dark band was found,
+    plus LIFT_BIAS; 0 where the band is not clearly above the mesh's brow (see
+    LIFT_MIN, RIDGE_MIN, RIDGE_GAIN) or the face is too small or turned to tell.
 
     Shape:
         - image: (H, W, 3) BGR or (H, W) grey, uint8.
@@ -175,6 +176,8 @@ class BrowLift:
         eye_y = float(model.canonical[model.regions["left_eye"], 1].mean())
         fixed |= set(np.flatnonzero(model.canonical[:478, 1] > eye_y).tolist())
         self.fill = HarmonicFill(model, anchors, fixed)
+        # Each brow's rows among the fill's anchors.
+        self.rows = [np.isin(self.fill.anchors, ids) for ids in self.brows]
         eyes = model.canonical[[33, 263]]
         self.iod = float(np.linalg.norm(eyes[1, :2] - eyes[0, :2]))
 
@@ -185,8 +188,8 @@ class BrowLift:
         if not any(lifts):
             return np.asarray(landmarks, np.float32)
         at = np.zeros((len(self.fill.anchors), 3), np.float64)
-        for ids, lift in zip(self.brows, lifts, strict=True):
+        for rows, lift in zip(self.rows, lifts, strict=True):
             # Canonical y grows down the face.
-            at[np.isin(self.fill.anchors, ids), 1] = -lift * self.iod
+            at[rows, 1] = -lift * self.iod
         moved = to_pose_space(landmarks, pose) + self.fill.spread(at)
         return np.asarray(from_pose_space(moved, pose), np.float32)
