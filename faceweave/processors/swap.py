@@ -195,7 +195,8 @@ class SwapOptions:
             edge, fading inward (Poisson cloning does that by itself); in video it is
             followed over a tracked face's frames, so that it does not flicker.
         mask_mouth: keep the target's mouth interior (teeth, tongue) and the inner edge
-            of its lips, cut at full resolution.
+            of its lips, cut at full resolution, and where its lips meet (a closed
+            mouth), the line between them.
         mask_eyes: always keep the target's eyes (eyeballs, gaze) inside the lids; they
             are kept anyway where the source's eyes are not seen (see eyes_seen).
         gaze: where the source's irises look: ``target`` (they follow the target's
@@ -397,7 +398,8 @@ class UVMasks:
     Attributes:
         face: (S, S) float32 feathered face mask (soft towards the face oval).
         source_weight: (S, S) float32 where the source's texture may be used
-            (0 in the mouth interior and, with ``mask_eyes``, the eyes).
+            (0 in the mouth opening with ``mask_mouth`` and in the eyes' with
+            ``mask_eyes``).
         skin: (S, S) bool texels used for colour statistics.
         edge: (S, S) float32, 1 at the face oval fading to 0 inwards: where the
             target's own hair, hands or background may overlap the fitted mesh.
@@ -436,6 +438,12 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         weight[_uv_eye_openings(model, size)] = 0.0
     k = max(3, int(size * 0.012) | 1)
     weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
+    if options.mask_mouth:
+        # Where a closed mouth's lips meet, the line between them is the target's own:
+        # the source's opening (a smiling photo's teeth) squeezed into that line drew
+        # it pale (the source's texels there are no lips). Cut after the blur, so the
+        # lips keep their own edge; an open mouth is cut in image space as well.
+        weight[_uv_holes(model, size) == HOLE_MOUTH] = 0.0
     skin = _uv_skin(model, size) & (face > 0.5)
     return UVMasks(
         face=face,

@@ -2918,6 +2918,32 @@ class TestMaskMouth:
         replaced = band_error(swapper.with_options(mask_mouth=False).swap(frame, face))
         assert kept < 0.4 * replaced, (kept, replaced)
 
+    def test_a_closed_mouth_keeps_the_line_where_its_lips_meet(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        """The astronaut smiles with her teeth showing; Grace Hopper's mouth is closed.
+        The line where Grace Hopper's lips meet stays hers, a dark line, not the
+        astronaut's teeth squeezed into it (a pale line between the lips)."""
+        points = grace_hopper_face.landmarks_478[:, :2]
+        upper, lower = [80, 81, 82, 13, 312, 311, 310], [88, 178, 87, 14, 317, 402, 318]
+        line = np.zeros(grace_hopper.shape[:2], np.uint8)
+        middle = np.round((points[upper] + points[lower]) / 2).astype(np.int32)
+        cv2.polylines(line, [middle], False, 1, 2)
+        lips = _polygon_mask(points[list(swap_module.OUTER_LIPS)], grace_hopper.shape)
+        lips &= cv2.dilate(line, np.ones((7, 7), np.uint8)) == 0
+
+        def contrast(out: np.ndarray) -> float:
+            grey = cv2.cvtColor(out, cv2.COLOR_BGR2GRAY).astype(np.float32)
+            return float(grey[lips].mean() - grey[line > 0].mean())
+
+        own = contrast(grace_hopper)
+        kept = contrast(swapper.swap(grace_hopper, grace_hopper_face))
+        replaced = contrast(
+            swapper.with_options(mask_mouth=False).swap(grace_hopper, grace_hopper_face)
+        )
+        assert own > 40.0, own  # her own lips meet in a dark line
+        assert kept > 22.0 and kept > replaced + 15.0, (own, kept, replaced)
+
 
 class TestCutMouth:
     """The mouth opening is cut from the source's weight at full resolution."""
