@@ -129,6 +129,7 @@ FACE_ORDER_CHOICES = ORDERS
 DEFAULT_FACE_ORDER = "large-small"
 DEFAULT_MAX_FACES = 8
 DEFAULT_MASK_MOUTH = _SWAP_DEFAULTS.mask_mouth
+DEFAULT_MASK_LIPS = _SWAP_DEFAULTS.mask_lips
 DEFAULT_MASK_EYES = _SWAP_DEFAULTS.mask_eyes
 DEFAULT_MASK_GLASSES = _SWAP_DEFAULTS.mask_glasses
 DEFAULT_MASK_PADDING = _SWAP_DEFAULTS.mask_padding
@@ -723,6 +724,14 @@ def _add_look_and_selection_options(
     # None when absent: a video-only option for swap (see _VIDEO_OPTIONS)
     parser.add_argument("--creases", type=unit_interval, default=None, help=CREASES_HELP)
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
+    parser.add_argument(
+        "--mask-lips",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_MASK_LIPS,
+        help="keep the target's own lips, as Deep-Live-Cam's mouth mask: the mouth moves "
+        "and shapes crisply as the target's (a smiling source's lips, stretched thin, "
+        "go soft on a talking mouth), at the cost of part of the source's likeness",
+    )
     parser.add_argument(
         "--face-selector",
         choices=selectors,
@@ -1557,7 +1566,7 @@ def _run_live(args: argparse.Namespace) -> int:
     )
     for _, path in reads:
         read_image(path, max_pixels=args.max_pixels)
-    options = SwapOptions.from_settings(args)  # live has no mask options: defaults
+    options = SwapOptions.from_settings(args)  # live has --mask-lips; the other masks: defaults
     engine = engine_settings(args, options)
     _check_execution_provider(args, engine)
 

@@ -24,7 +24,8 @@ The models' contracts, checked when they load (another signature is one clear li
   to unit length.
 
 Around the model, faceweave's own steps: the face mask from the 478-point mesh (face
-oval, ``mask_padding``, the mouth's opening kept with ``mask_mouth``), feathered in
+oval, ``mask_padding``, the mouth's opening kept with ``mask_mouth``, the lips with
+``mask_lips``), feathered in
 the aligned crop (which continues the frame beyond its edges); the colour
 match (``color``: none, rct, lct) on that mask; the blend (``blend``: alpha,
 multiband, poisson). ``pixel_boost`` n > 1 aligns the face at n*S px and runs the
@@ -70,6 +71,7 @@ from faceweave.errors import BackendError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
     COLOR_GAIN_RANGE,
     COLOR_RIDGE,
+    OUTER_LIPS,
     FaceSwapping,
     SwapOptions,
     Swapper,
@@ -284,10 +286,12 @@ def oval_mask(
     feather: float,
     padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0),
     mouth: bool = False,
+    lips: bool = False,
 ) -> NDArray[np.float32]:
     """(size, size) float32 mask in an aligned crop (``matrix`` takes frame pixels to
     it): the face's mesh oval less ``padding`` (top, right, bottom, left fractions of
-    the oval's height and width) and, with ``mouth``, the mouth's opening; feathered
+    the oval's height and width), with ``mouth`` the mouth's opening and with ``lips``
+    the lips (their outer contour, the opening inside it); feathered
     inward from the oval's edge over ``FEATHER_RAMP * feather * size`` pixels, eased,
     at most EDGE_RAMP_MAX of the way to its middle (a core always stays)."""
     model = load_face_model()
@@ -320,6 +324,14 @@ def oval_mask(
         ring = points[model.loops[2]] * (1 << shift)
         cv2.fillPoly(opening, [np.round(ring).astype(np.int32)], 255, cv2.LINE_AA, shift)
         soft *= 1.0 - cv2.GaussianBlur(opening.astype(np.float32) / 255.0, (0, 0), 0.5)
+    if lips:
+        # The target's own lips, their edge softened over about a hundredth of the crop
+        # (a pixel at the model's 128).
+        kept = np.zeros_like(hard)
+        ring = points[list(OUTER_LIPS)] * (1 << shift)
+        cv2.fillPoly(kept, [np.round(ring).astype(np.int32)], 255, cv2.LINE_AA, shift)
+        sigma = max(0.5, 0.008 * size)
+        soft *= 1.0 - cv2.GaussianBlur(kept.astype(np.float32) / 255.0, (0, 0), sigma)
     return np.clip(soft, 0.0, 1.0).astype(np.float32)
 
 
@@ -565,7 +577,7 @@ class NeuralSwapper(FaceSwapping):
         pixel_boost: 1 (the model's own size) to 4 (see the module).
         **options: swap options (:class:`~faceweave.SwapOptions`). This engine uses
             ``fusion``, ``color`` (none, rct, lct), ``blend``, ``feather``,
-            ``mask_mouth`` and ``mask_padding``; the others belong to the embedded
+            ``mask_mouth``, ``mask_lips`` and ``mask_padding``; the others belong to the embedded
             engine, and setting one is a UsageError.
     """
 
@@ -639,7 +651,7 @@ class NeuralSwapper(FaceSwapping):
         self, target_face: Face, matrix: NDArray[np.float64], size: int
     ) -> NDArray[np.float32]:
         """(size, size) float32 mask in the aligned crop (see :func:`oval_mask`), with
-        this swapper's feather, padding and mouth."""
+        this swapper's feather, padding, mouth and lips."""
         opts = self.options
         return oval_mask(
             target_face,
@@ -648,6 +660,7 @@ class NeuralSwapper(FaceSwapping):
             feather=opts.feather,
             padding=opts.mask_padding,
             mouth=opts.mask_mouth,
+            lips=opts.mask_lips,
         )
 
     def _swap_into(self, out: Frame, target_face: Face) -> None:

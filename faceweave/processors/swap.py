@@ -197,6 +197,10 @@ class SwapOptions:
         mask_mouth: keep the target's mouth interior (teeth, tongue) and the inner edge
             of its lips, cut at full resolution, and where its lips meet (a closed
             mouth), the line between them.
+        mask_lips: keep the target's own lips, as Deep-Live-Cam's mouth mask does: the
+            mouth moves and shapes as the target's does, crisp (a smiling source's lips
+            are stretched thin and go soft when drawn onto a relaxed or talking
+            mouth), at the cost of the source's lips, part of its likeness.
         mask_eyes: always keep the target's eyes (eyeballs, gaze) inside the lids; they
             are kept anyway where the source's eyes are not seen (see eyes_seen).
         gaze: where the source's irises look: ``target`` (they follow the target's
@@ -245,6 +249,7 @@ class SwapOptions:
     color: str = "lct"
     blend: str = "multiband"
     mask_mouth: bool = True
+    mask_lips: bool = False
     mask_eyes: bool = False
     gaze: str = "target"
     mask_glasses: bool = True
@@ -398,8 +403,8 @@ class UVMasks:
     Attributes:
         face: (S, S) float32 feathered face mask (soft towards the face oval).
         source_weight: (S, S) float32 where the source's texture may be used
-            (0 in the mouth opening with ``mask_mouth`` and in the eyes' with
-            ``mask_eyes``).
+            (0 in the mouth opening with ``mask_mouth``, on the lips with
+            ``mask_lips`` and in the eyes' openings with ``mask_eyes``).
         skin: (S, S) bool texels used for colour statistics.
         edge: (S, S) float32, 1 at the face oval fading to 0 inwards: where the
             target's own hair, hands or background may overlap the fitted mesh.
@@ -443,6 +448,9 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         # the source's opening (a smiling photo's teeth) squeezed into that line drew
         # it pale (the source's texels there are no lips). Cut after the blur, so the
         # lips keep their own edge; an open mouth is cut in image space as well.
+        weight[_uv_holes(model, size) == HOLE_MOUTH] = 0.0
+    if options.mask_lips:
+        weight *= 1.0 - _uv_lips_band(model, size)
         weight[_uv_holes(model, size) == HOLE_MOUTH] = 0.0
     skin = _uv_skin(model, size) & (face > 0.5)
     return UVMasks(
@@ -2589,8 +2597,8 @@ class Swapper(FaceSwapping):
             (it carries its image), or a prepared :class:`SourceModel`; or a list of
             them, several photos of the same person, merged by :func:`merge_sources`
             (the first leads; a turned photo gives the far side its own texture).
-        fusion, shape, color, blend, mask_mouth, mask_eyes, mask_glasses, feather,
-        mask_padding, uv_size, work_size: see :class:`SwapOptions`.
+        fusion, shape, color, blend, mask_mouth, mask_lips, mask_eyes, mask_glasses,
+        feather, mask_padding, uv_size, work_size: see :class:`SwapOptions`.
 
     Example:
         >>> swapper = Swapper(source_face, fusion=0.7, blend="poisson")  # doctest: +SKIP

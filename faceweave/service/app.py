@@ -339,6 +339,7 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "max_faces": {"type": "integer", "minimum": 1, "maximum": 32},
     "reference_distance": {"type": "number", "minimum": 0, "maximum": 10},
     "mask_mouth": {"type": "boolean"},
+    "mask_lips": {"type": "boolean"},
     "mask_eyes": {"type": "boolean"},
     "mask_glasses": {"type": "boolean"},
     "mask_padding": {

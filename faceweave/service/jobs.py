@@ -89,6 +89,8 @@ class JobOptions:
             (frown lines, crow's feet) the swapped face takes, 0 to 1.
         shape: 0 keeps the target's face geometry, 1 takes the source's face shape.
         mask_mouth: keep the target's open mouth.
+        mask_lips: keep the target's own lips (crisp lip movement in a video; less of
+            the source's likeness).
         mask_eyes: keep the target's eyes.
         mask_glasses: keep the target's glasses frames and tinted lenses in front of the
             swapped face.
@@ -118,6 +120,7 @@ class JobOptions:
     max_faces: int = 8
     reference_distance: float = 0.6
     mask_mouth: bool = _ENGINE.mask_mouth
+    mask_lips: bool = _ENGINE.mask_lips
     mask_eyes: bool = _ENGINE.mask_eyes
     mask_glasses: bool = _ENGINE.mask_glasses
     mask_padding: tuple[float, float, float, float] = _ENGINE.mask_padding

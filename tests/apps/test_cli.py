@@ -447,6 +447,7 @@ def test_defaults_live_in_module_constants() -> None:
     assert args.face_order == cli.DEFAULT_FACE_ORDER
     assert args.max_faces == cli.DEFAULT_MAX_FACES
     assert args.mask_mouth is cli.DEFAULT_MASK_MOUTH
+    assert args.mask_lips is cli.DEFAULT_MASK_LIPS is False
     assert args.mask_eyes is cli.DEFAULT_MASK_EYES
     assert args.mask_glasses is cli.DEFAULT_MASK_GLASSES is True
     assert args.quality is None  # absent: DEFAULT_QUALITY for images (videos take --crf)
@@ -462,6 +463,9 @@ def test_defaults_live_in_module_constants() -> None:
         ["swap", "-s", "a", "-t", "b", "-o", "c.png", "--gaze", "source"]
     )
     assert SwapOptions.from_settings(eye_contact).gaze == "source"
+    for command in (["swap", "-o", "c.png", "-t", "b"], ["live"]):
+        lips = cli.build_parser().parse_args([*command, "-s", "a", "--mask-lips"])
+        assert SwapOptions.from_settings(lips).mask_lips is True, command
     assert args.mask_padding == cli.DEFAULT_MASK_PADDING == (0.0, 0.0, 0.0, 0.0)
     assert args.feather == cli.DEFAULT_FEATHER
 

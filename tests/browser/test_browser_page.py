@@ -161,6 +161,7 @@ def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
         assert not page.get_by_label(label).is_visible(), label
     assert page.get_by_label("Fusion").is_visible()
     assert page.get_by_label("Keep the target's open mouth").is_visible()
+    assert page.get_by_label("Keep the target's lips").is_visible()  # the model's lips too
     assert page.locator("#color option[value='sh']").count() == 0  # removed, not hidden
     assert page.locator("#color").input_value() == "lct"
     page.get_by_label("Source face (image)").set_input_files(str(source))
@@ -171,7 +172,9 @@ def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
     sent = page.evaluate("() => Array.from(formData().keys())")
     for name in ("light", "shape", "creases", "gaze", "mask_eyes", "mask_glasses"):
         assert name not in sent, sent
-    assert {"fusion", "color", "blend", "mask_mouth", "face_selector"} <= set(sent), sent
+    assert {"fusion", "color", "blend", "mask_mouth", "mask_lips", "face_selector"} <= set(sent), (
+        sent
+    )
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("img", name="The swapped result").wait_for(state="visible", timeout=60_000)
     assert "done" in page.locator("#current-state").inner_text()

@@ -204,6 +204,29 @@ def test_the_target_mouth_opening_and_padding_stay_the_targets(
     assert np.abs(padded - astronaut)[below].max() == 0
 
 
+def test_mask_lips_keeps_the_targets_lips(
+    models: dict, grace_hopper: np.ndarray, grace_hopper_face: Face, astronaut_face: Face
+) -> None:
+    """With mask_lips Grace Hopper's lips stay hers; without it they are the model's."""
+    from faceweave.processors.swap import OUTER_LIPS
+
+    lips = np.zeros(grace_hopper.shape[:2], np.uint8)
+    ring = grace_hopper_face.landmarks_478[list(OUTER_LIPS), :2]
+    cv2.fillPoly(lips, [np.round(ring).astype(np.int32)], 1)
+    lips = cv2.erode(lips, np.ones((3, 3), np.uint8)).astype(bool)
+    assert lips.sum() > 300
+    swapper = _swapper(models, astronaut_face, color="none", blend="alpha")
+    swapped = swapper.swap(grace_hopper, grace_hopper_face).astype(float)
+    kept = swapper.with_options(mask_lips=True).swap(grace_hopper, grace_hopper_face)
+    kept = kept.astype(float)
+    assert np.abs(swapped - grace_hopper)[lips].mean() > 20
+    assert np.abs(kept - grace_hopper)[lips].mean() < 3
+    face = _face_region(grace_hopper_face, grace_hopper.shape) & ~cv2.dilate(
+        lips.astype(np.uint8), np.ones((25, 25), np.uint8)
+    ).astype(bool)
+    assert np.abs(kept - swapped)[face].max() <= 1  # the rest of the face as before
+
+
 def test_pixel_boost_keeps_more_of_a_large_face(
     models: dict, astronaut: np.ndarray, analyser: fw.FaceAnalyser, grace_hopper_face: Face
 ) -> None:

@@ -2944,6 +2944,27 @@ class TestMaskMouth:
         assert own > 40.0, own  # her own lips meet in a dark line
         assert kept > 22.0 and kept > replaced + 15.0, (own, kept, replaced)
 
+    def test_mask_lips_keeps_the_targets_lips(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        """With mask_lips Grace Hopper's lips stay hers (the astronaut's, stretched in a
+        smile, are not drawn over them); the face around them is swapped as before."""
+        points = grace_hopper_face.landmarks_478
+        lips = _polygon_mask(points[list(swap_module.OUTER_LIPS)], grace_hopper.shape, erode=3)
+        near = cv2.dilate(lips.astype(np.uint8), np.ones((31, 31), np.uint8)).astype(bool)
+        cheeks = _polygon_mask(points[[50, 101, 118, 123, 147, 187, 205]], grace_hopper.shape)
+        swapped = swapper.swap(grace_hopper, grace_hopper_face).astype(np.float32)
+        kept = swapper.with_options(mask_lips=True).swap(grace_hopper, grace_hopper_face)
+        kept = kept.astype(np.float32)
+        own = grace_hopper.astype(np.float32)
+        swapped_error = float(np.abs(swapped - own)[lips].mean())
+        kept_error = float(np.abs(kept - own)[lips].mean())
+        # (Not to the grey level: the target's lips are resampled at the processing size,
+        # and the multiband blend spreads the swapped skin's low frequencies over them.)
+        assert swapped_error > 18.0 and kept_error < 13.0, (swapped_error, kept_error)
+        assert kept_error < 0.5 * swapped_error, (swapped_error, kept_error)
+        assert float(np.abs(kept - swapped)[cheeks & ~near].mean()) < 0.5
+
 
 class TestCutMouth:
     """The mouth opening is cut from the source's weight at full resolution."""

@@ -153,6 +153,7 @@ def test_options_from_form() -> None:
     assert (options.fusion, options.mask_eyes, options.max_faces) == (0.25, True, 3)
     assert options.mask_glasses is True  # the default
     assert JobOptions.from_form({"mask_glasses": "false"}).mask_glasses is False
+    assert JobOptions.from_form({"mask_lips": "true"}).mask_lips is True
     for bad in (
         {"fusion": "-1"},
         {"max_faces": "1.5"},
@@ -209,6 +210,7 @@ def test_look_options_reach_the_engine_with_its_defaults() -> None:
     assert {"fusion", "color", "blend", "gaze", "detail", "light", "shape", "mask_eyes"} <= set(
         shared
     )
+    assert "mask_lips" in shared
     for name in shared:
         assert getattr(JobOptions(), name) == getattr(engine, name), name
     options = JobOptions.from_form({"light": "0.9", "shape": "0.2"})
