@@ -25,7 +25,8 @@ multi-person clip.
    does). A strip of every 15th frame's face, input above output, is written
    for each clip under ``out/`` to look at (internal use, as below; with
    ``--creases 0`` against the default, the creases of the target's expression
-   on the output's skin).
+   on the output's skin; ``--mask-lips`` measures the swap that keeps the
+   target's lips).
 3. **Dynamic frame sampling** (same clips): ``--frame-skip 2`` and ``3`` and
    ``--static-threshold 1`` against analysing every frame: the tracking analysis's
    milliseconds per frame run alone, the frames actually fitted and the job's
@@ -462,6 +463,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=fw.SwapOptions().creases,
         help="the swap's --creases (default %(default)s; 0 to measure the swap without)",
     )
+    parser.add_argument(
+        "--mask-lips",
+        action="store_true",
+        help="the swap's --mask-lips (the target's own lips kept)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR / "video")
     return parser.parse_args(argv)
 
@@ -477,8 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         print("scikit-image and matplotlib are needed for the test faces", file=sys.stderr)
         return 2
     face = fw.FaceAnalyser().get_faces(images[args.source])[0]
-    default = args.creases == fw.SwapOptions().creases
-    source = face if default else fw.Swapper(face, creases=args.creases)
+    default = args.creases == fw.SwapOptions().creases and not args.mask_lips
+    source = face if default else fw.Swapper(face, creases=args.creases, mask_lips=args.mask_lips)
     analyser = fw.FaceAnalyser(mode="video")  # frames in sequence, as the CLI does
     report: dict[str, Any] = {"benchmark": "video", "environment": env}
     print("throughput (decode + track + swap + encode + audio copy):", flush=True)
