@@ -396,6 +396,45 @@ def _uv_skin(model: FaceModel, size: int) -> NDArray[np.bool_]:
     return np.asarray(raster.covered & skin_tri[np.maximum(raster.triangle, 0)])
 
 
+# Each brow's outline on the mesh: its lower contour out to in, its upper one back.
+BROW_OUTLINES = (
+    (46, 53, 52, 65, 55, 107, 66, 105, 63, 70),
+    (276, 283, 282, 295, 285, 336, 296, 334, 293, 300),
+)
+# The brows left out of the light match's skin, grown by this fraction of the texture.
+LIT_BROW_GROW = 0.005
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_lit(model: FaceModel, size: int) -> NDArray[np.bool_]:
+    """Texels whose light the light match compares (see _match_light): the skin
+    triangles and those touching a brow's outline, less the brows themselves (their
+    outlines, grown by LIT_BROW_GROW). Skin-only triangles leave out the skin between
+    the brows and along their ridges, whose light the match then took from the nose
+    bridge's: a source's bright brow ridges and glabella (the astronaut's) were
+    brightened further on a target lit evenly, a pale band round the brows."""
+    exclude: set[int] = set()
+    for name in ("lips", "left_eye", "right_eye", "irises"):
+        exclude.update(model.regions[name].tolist())
+    for loop in model.loops:
+        exclude.update(loop.tolist())
+    keep = np.ones(len(model.canonical_extended), bool)
+    keep[list(exclude)] = False
+    keep[468:] = False  # the irises and the holes' centres
+    tris = model.render_triangles
+    raster = model.uv_raster(size)
+    lit = raster.covered & keep[tris].all(axis=1)[np.maximum(raster.triangle, 0)]
+    brows = np.zeros((size, size), np.uint8)
+    for outline in BROW_OUTLINES:
+        corners = np.round(model.uv[list(outline)] * (size - 1)).astype(np.int32)
+        cv2.fillPoly(brows, [corners], 1)
+    grow = 2 * max(1, int(round(LIT_BROW_GROW * size))) + 1
+    brows = cv2.dilate(brows, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (grow, grow)))
+    lit = np.asarray(lit & (brows == 0))
+    lit.setflags(write=False)
+    return lit
+
+
 @dataclass(frozen=True, eq=False)
 class UVMasks:
     """Face-space masks for one set of options, at the UV resolution.
@@ -412,6 +451,9 @@ class UVMasks:
             over them: where the target's own fringe may hang (see _target_occluders).
         cheeks: (S, S) bool skin texels below the eyes: the target's skin colour is
             measured there, clear of a fringe.
+        lit: (S, S) bool texels the light match compares the two faces' light on:
+            ``skin`` and the skin around the brows (the brow ridges, the skin between
+            them), not the brows themselves.
         glasses: (S, S) float32 where spectacle frames sit: a ring around each eye
             (brows included), the nose bridge between them and the temples out to
             the face's edge.
@@ -424,6 +466,7 @@ class UVMasks:
     glasses: NDArray[np.float32]
     forehead: NDArray[np.float32]
     cheeks: NDArray[np.bool_]
+    lit: NDArray[np.bool_]
 
 
 def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
@@ -461,6 +504,7 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         glasses=_uv_glasses_band_at(model, size),
         forehead=_uv_forehead(model, size),
         cheeks=skin & (_uv_y(model, size) > float(model.canonical[model.loops[0], 1].max())),
+        lit=_uv_lit(model, size) & (face > 0.5),
     )
 
 
@@ -2659,8 +2703,9 @@ class Swapper(FaceSwapping):
         # and 1/255 steps are finer than anything these masks or the photo resolve.
         aux = np.dstack([face_mask, source_weight, self.masks.skin, self.masks.edge])
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
-        # Where a target's fringe is looked for, and the skin its colour is measured on.
-        zones = np.dstack([self.masks.forehead, self.masks.cheeks])
+        # Where a target's fringe is looked for, the skin its colour is measured on, and
+        # the skin the light match compares (smooth: the coarse grid is enough for it).
+        zones = np.dstack([self.masks.forehead, self.masks.cheeks, self.masks.lit])
         self._uv_zones = np.round(zones * 255.0).astype(np.uint8)
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         # The same band feathered, for a source whose glasses stay in its texture.
@@ -3099,8 +3144,9 @@ class Swapper(FaceSwapping):
                 anchor_black=COLOR_ANCHOR_BLACK,
             )
         if opts.light > 0 and opts.color != "sh":
-            # Skin seen in both: 255 where the source's own texels are used.
-            on = cv2.compare(skin, 0.5, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
+            # Skin seen in both (see _uv_lit): 255 where the source's own texels are used.
+            lit = cv2.resize(zones[..., 2], (pw, ph), interpolation=cv2.INTER_LINEAR)
+            on = cv2.compare(lit, 127, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
             source = _match_light(source, target_proc, on, opts.light)
         if "target" in self._eye_spaces:
             # After the colour and light match: the eyeballs take the target's white

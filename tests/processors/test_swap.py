@@ -2604,6 +2604,60 @@ class TestLight:
         assert abs(relit - target) < 0.5 * abs(flat - target), (target, flat, relit)
         assert relit < half < flat, (relit, half, flat)
 
+    def test_the_skin_round_the_brows_is_compared_but_not_the_brows(self) -> None:
+        """The light match compares the skin between the brows and along their ridges
+        too (skin triangles alone leave it out: none of them touches a brow), but not
+        the brows themselves."""
+        model = load_face_model()
+        size = 384
+        skin = swap_module._uv_skin(model, size)
+        lit = swap_module._uv_lit(model, size)
+        assert not (skin & ~lit).any()  # all of the skin
+
+        def texel(point: np.ndarray) -> tuple[int, int]:
+            x, y = np.round(point * (size - 1)).astype(int)
+            return y, x
+
+        glabella = texel(model.uv[[107, 336]].mean(axis=0))
+        assert lit[glabella] and not skin[glabella]
+        for outline in swap_module.BROW_OUTLINES:
+            middle = texel(model.uv[list(outline)].mean(axis=0))
+            assert not lit[middle] and not skin[middle]
+
+    def test_a_sources_bright_glabella_is_matched_to_the_targets_light(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        analyser: FaceAnalyser,
+        astronaut: np.ndarray,
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+    ) -> None:
+        """A light spot between the astronaut's brows (a shine): matched to Grace
+        Hopper's light there, it comes out darker than when the match leaves that
+        skin out and takes its light from the nose bridge."""
+        points = analyser.get_faces(astronaut)[0].landmarks_478[:, :2]
+        spread = float(np.linalg.norm(points[33] - points[263]))
+        spot = np.zeros(astronaut.shape[:2], np.float32)
+        for index in (9, 8, 107, 336):
+            cv2.circle(spot, tuple(int(v) for v in points[index]), int(0.12 * spread), 1.0, -1)
+        spot = cv2.GaussianBlur(spot, (0, 0), 0.05 * spread)
+        shiny = np.clip(astronaut + 45.0 * spot[..., None], 0, 255).astype(np.uint8)
+        source = analyser.get_faces(shiny)[0]
+        target = grace_hopper_face.landmarks_478[:, :2]
+        between = np.zeros(grace_hopper.shape[:2], np.uint8)
+        radius = int(0.08 * float(np.linalg.norm(target[33] - target[263])))
+        cv2.circle(between, tuple(int(v) for v in target[9]), radius, 1, -1)
+
+        def glabella(out: np.ndarray) -> float:
+            grey = cv2.cvtColor(out, cv2.COLOR_BGR2GRAY).astype(np.float32)
+            return float(grey[between > 0].mean())
+
+        matched = glabella(Swapper(source).swap(grace_hopper, grace_hopper_face))
+        monkeypatch.setattr(swap_module, "_uv_lit", swap_module._uv_skin)
+        skin_only = glabella(Swapper(source).swap(grace_hopper, grace_hopper_face))
+        own = glabella(grace_hopper)
+        assert matched < skin_only - 4.0, (own, matched, skin_only)
+
 
 def _cheeks(face: Face, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Masks of the two cheeks (mesh points below the eyes, beside the nose)."""
