@@ -396,12 +396,8 @@ def _uv_skin(model: FaceModel, size: int) -> NDArray[np.bool_]:
     return np.asarray(raster.covered & skin_tri[np.maximum(raster.triangle, 0)])
 
 
-# Each brow's outline on the mesh: its lower contour out to in, its upper one back.
-BROW_OUTLINES = (
-    (46, 53, 52, 65, 55, 107, 66, 105, 63, 70),
-    (276, 283, 282, 295, 285, 336, 296, 334, 293, 300),
-)
-# The brows left out of the light match's skin, grown by this fraction of the texture.
+# The brows (BROW_OUTLINES) left out of the light match's skin, grown by this fraction
+# of the texture.
 LIT_BROW_GROW = 0.005
 
 
