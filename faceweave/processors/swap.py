@@ -409,14 +409,10 @@ def _uv_lit(model: FaceModel, size: int) -> NDArray[np.bool_]:
     the brows and along their ridges, whose light the match then took from the nose
     bridge's: a source's bright brow ridges and glabella (the astronaut's) were
     brightened further on a target lit evenly, a pale band round the brows."""
-    exclude: set[int] = set()
-    for name in ("lips", "left_eye", "right_eye", "irises"):
-        exclude.update(model.regions[name].tolist())
-    for loop in model.loops:
-        exclude.update(loop.tolist())
-    keep = np.ones(len(model.canonical_extended), bool)
-    keep[list(exclude)] = False
-    keep[468:] = False  # the irises and the holes' centres
+    keep = np.zeros(len(model.canonical_extended), bool)
+    keep[_skin_vertices(model)] = True
+    for name in ("left_eyebrow", "right_eyebrow"):
+        keep[model.regions[name]] = True
     tris = model.render_triangles
     raster = model.uv_raster(size)
     lit = raster.covered & keep[tris].all(axis=1)[np.maximum(raster.triangle, 0)]
@@ -482,14 +478,13 @@ def build_uv_masks(model: FaceModel, options: SwapOptions) -> UVMasks:
         weight[_uv_eye_openings(model, size)] = 0.0
     k = max(3, int(size * 0.012) | 1)
     weight = np.minimum(cv2.GaussianBlur(weight, (k, k), 0), covered.astype(np.float32))
-    if options.mask_mouth:
+    if options.mask_lips:
+        weight *= 1.0 - _uv_lips_band(model, size)
+    if options.mask_mouth or options.mask_lips:
         # Where a closed mouth's lips meet, the line between them is the target's own:
         # the source's opening (a smiling photo's teeth) squeezed into that line drew
         # it pale (the source's texels there are no lips). Cut after the blur, so the
         # lips keep their own edge; an open mouth is cut in image space as well.
-        weight[_uv_holes(model, size) == HOLE_MOUTH] = 0.0
-    if options.mask_lips:
-        weight *= 1.0 - _uv_lips_band(model, size)
         weight[_uv_holes(model, size) == HOLE_MOUTH] = 0.0
     skin = _uv_skin(model, size) & (face > 0.5)
     return UVMasks(
