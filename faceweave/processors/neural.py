@@ -317,21 +317,22 @@ def oval_mask(
     ramp = min(FEATHER_RAMP * feather * size, EDGE_RAMP_MAX * float(distance.max()))
     t = np.minimum(distance / np.float32(max(ramp, 1.0)), 1.0)
     soft = t * t * (3.0 - 2.0 * t)
+
+    def give_back(ring: NDArray[np.float64], sigma: float) -> None:
+        """Give the target back what lies inside ``ring``, its edge blurred by ``sigma``."""
+        inside = np.zeros_like(hard)
+        corners = np.round(ring * (1 << shift)).astype(np.int32)
+        cv2.fillPoly(inside, [corners], 255, cv2.LINE_AA, shift)
+        soft[...] *= 1.0 - cv2.GaussianBlur(inside.astype(np.float32) / 255.0, (0, 0), sigma)
+
     if mouth:
         # The target's mouth opening (teeth, tongue), cut with an edge of about a
         # pixel: the lips around it are the model's.
-        opening = np.zeros_like(hard)
-        ring = points[model.loops[2]] * (1 << shift)
-        cv2.fillPoly(opening, [np.round(ring).astype(np.int32)], 255, cv2.LINE_AA, shift)
-        soft *= 1.0 - cv2.GaussianBlur(opening.astype(np.float32) / 255.0, (0, 0), 0.5)
+        give_back(points[model.loops[2]], 0.5)
     if lips:
         # The target's own lips, their edge softened over about a hundredth of the crop
         # (a pixel at the model's 128).
-        kept = np.zeros_like(hard)
-        ring = points[list(OUTER_LIPS)] * (1 << shift)
-        cv2.fillPoly(kept, [np.round(ring).astype(np.int32)], 255, cv2.LINE_AA, shift)
-        sigma = max(0.5, 0.008 * size)
-        soft *= 1.0 - cv2.GaussianBlur(kept.astype(np.float32) / 255.0, (0, 0), sigma)
+        give_back(points[list(OUTER_LIPS)], max(0.5, 0.008 * size))
     return np.clip(soft, 0.0, 1.0).astype(np.float32)
 
 
