@@ -2868,9 +2868,16 @@ class Swapper(FaceSwapping):
         :meth:`_lift_brows`; not for a source whose glasses stay in its texture)."""
         frame = target_face.frame if frame is None else frame
         shut = self._lids_shut(target_face, frame)
-        if frame is not None and not self.source.glasses:
+        if frame is not None and self._lifts_output_brows:
             target_face = self._lift_brows(target_face, frame, follow=False)
         return self._output_geometry(target_face, shut)
+
+    @property
+    def _lifts_output_brows(self) -> bool:
+        """Whether the output's brows go where a lift puts the target's: not for a
+        source whose glasses stay in its texture (lifting its brows would stretch
+        their frames up; the target's brows are drawn down to them instead)."""
+        return not self.source.glasses
 
     def target_geometry(self, target_face: Face, frame: Frame | None = None) -> NDArray[np.float32]:
         """(478, 3) where the swap finds the target's pixels: its mesh, with the brows
@@ -2941,11 +2948,10 @@ class Swapper(FaceSwapping):
         opts = self.options
         model = self.model
         # The target with its brows where the frame shows them: there its pixels are
-        # found, and there the output's brows go unless the source's glasses stay in
-        # its texture (lifting its brows would stretch their frames up).
+        # found, and there the output's brows go (see _lifts_output_brows).
         lifted = self._lift_brows(target_face, frame)
         shut = self._lids_shut(target_face, frame)
-        shaped = target_face if self.source.glasses else lifted
+        shaped = lifted if self._lifts_output_brows else target_face
         out_verts = model.extend(self._output_geometry(shaped, shut))
         tgt_verts = model.extend(lifted.landmarks_478)
         h, w = frame.shape[:2]
