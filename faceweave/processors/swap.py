@@ -3087,6 +3087,8 @@ class Swapper(FaceSwapping):
         mask *= keep_target
         weight = weight * keep_target  # also in the texture: no glow across the blend
         # Else the output mesh is the target's.
+        rewarped = 0.0  # how much of the target the output shows is its re-warped copy
+        rewarped_proc = target_proc
         if self._shape_amount(target_face) > 0 or shut > 0:
             warped = cv2.remap(
                 target_proc,
@@ -3098,6 +3100,7 @@ class Swapper(FaceSwapping):
             # Off the mesh the maps mean nothing: the target itself (a masked copy in
             # bytes is 4x cheaper than numpy's copyto on floats).
             cv2.copyTo(target_proc, (coverage <= 0).astype(np.uint8), warped)
+            rewarped_proc = warped
             warped_target = warped.astype(np.float32)
             # The re-warp resamples the target through maps interpolated on a coarse
             # grid: even for a mesh moved by nothing it softens and shifts the eyes',
@@ -3106,6 +3109,7 @@ class Swapper(FaceSwapping):
             # a jump to its resampled copy; the mesh has then moved by a fraction of a
             # pixel.
             share = min(1.0, fusion_mix(opts.fusion) / FUSION_REWARP)
+            rewarped = share
             if share < 1.0:
                 warped_target = cv2.addWeighted(
                     warped_target, share, target_proc.astype(np.float32), 1.0 - share, 0.0
@@ -3183,7 +3187,19 @@ class Swapper(FaceSwapping):
         )
         fused = cv2.blendLinear(source, warped_target, alpha, np.float32(1.0) - alpha)
         blended = blend_ops.blend(fused, target_proc, mask, mode=opts.blend)
+
+        def rewarp_detail(
+            coarse: Frame | None,
+        ) -> list[tuple[tuple[slice, slice], NDArray[np.int16]]]:
+            if rewarped <= 0.0:
+                return []
+            shown = mask * (np.float32(1.0) - alpha) * np.float32(rewarped)
+            openings = [eye_points[loop] for loop in model.loops]
+            return _rewarp_detail(target_crop, rewarped_proc, maps, shown, openings, coarse)
+
         if (pw, ph) == (cw, ch):
+            for box, detail in rewarp_detail(None):
+                blended[box] = cv2.add(blended[box], detail, dtype=cv2.CV_8U)
             out[y0:y1, x0:x1] = blended
             return
         support = (
@@ -3193,6 +3209,8 @@ class Swapper(FaceSwapping):
             # Composite the upsampled swap with the full-resolution target: outside the
             # mask the target keeps every pixel of its own detail.
             up = cv2.resize(blended, (cw, ch), interpolation=cv2.INTER_LINEAR)
+            for box, detail in rewarp_detail(None):
+                up[box] = cv2.add(up[box], detail, dtype=cv2.CV_8U)
             m = cv2.resize(support, (cw, ch), interpolation=cv2.INTER_LINEAR)
             out[y0:y1, x0:x1] = cv2.blendLinear(up, target_crop, m, 1.0 - m)
             return
@@ -3211,6 +3229,8 @@ class Swapper(FaceSwapping):
             dtype=cv2.CV_16S,
         )
         change = cv2.resize(change, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        for box, detail in rewarp_detail(coarse):
+            change[box] = cv2.add(change[box], detail)
         # S texels a crop pixel spans: the mesh's extent in the texture over its extent in
         # the crop (the larger: a turned face is foreshortened).
         texels_per_px = (self.options.uv_size - 1) * max(
@@ -3389,6 +3409,99 @@ CREASE_FACE_PX = (48.0, 96.0)
 # neighbours, and by at least FOLD_MIN_TEXELS texels.
 FOLD_STEP = 4.0
 FOLD_MIN_TEXELS = 12.0
+
+
+# Boxes round the eye and mouth openings (see _rewarp_detail) grow by this share of
+# their size plus REWARP_DETAIL_PAD crop pixels; a box where the output shows under
+# REWARP_DETAIL_MIN of the re-warped target is left as it is (the lids' edges of
+# swapped eyes show about 0.07 of it).
+REWARP_DETAIL_GROW = 0.25
+REWARP_DETAIL_PAD = 3
+REWARP_DETAIL_MIN = 0.25
+
+
+def _rewarp_detail(
+    target_crop: Frame,
+    rewarped_proc: Frame,
+    maps: NDArray[np.float32],
+    shown: NDArray[np.float32],
+    openings: list[NDArray[np.float32]],
+    coarse: Frame | None,
+) -> list[tuple[tuple[slice, slice], NDArray[np.int16]]]:
+    """The full-resolution detail of the target's pixels that the output shows
+    re-warped to its mesh (an open mouth's teeth and tongue, eyes it keeps): int16
+    changes to add to the upsampled output in boxes of the crop, as ``(box, change)``.
+
+    Inside the openings the output shows the target re-warped at the processing size
+    (``rewarped_proc``, through the processing size's ``maps``), and upsampled: the
+    teeth came out soft beside the frame's (the spread of their Laplacian 15 against
+    the frame's 23, vid_p03 at 1.47x). Around each opening (``openings``: its loop's
+    points in processing pixels) the crop itself is re-warped at full resolution,
+    bicubic (bilinear's sub-pixel shifts softened the teeth about as much: 17), and
+    its difference from the upsampled copy goes in by ``shown`` (processing size: the
+    share of the output that is the re-warped target). With ``coarse`` (the upsampled
+    unwarped target: the composite has added the target's own detail, ``target_crop
+    - coarse``, where it shows the target) that detail is taken back out: it lay where
+    the warp took it from. Bicubic remapping is slow in OpenCV (2.2 ms for a whole 330
+    px crop), hence the boxes.
+    """
+    ph, pw = shown.shape[:2]
+    ch, cw = target_crop.shape[:2]
+    # Crop pixel -> processing pixel as cv2.resize aligns them (pixel centres); the
+    # maps' positions are in processing pixels of the crop's corners.
+    fx, fy = pw / cw, ph / ch
+    to_crop = np.array([(cw - 1) / max(pw - 1, 1), (ch - 1) / max(ph - 1, 1)], np.float32)
+    changes = []
+    for points in openings:
+        lo, hi = points.min(0), points.max(0)
+        grow = REWARP_DETAIL_GROW * (hi - lo) + REWARP_DETAIL_PAD * np.array([fx, fy])
+        x0p, y0p = np.floor(np.maximum(lo - grow, 0.0)).astype(int)
+        x1p, y1p = np.ceil(np.minimum(hi + grow, [pw - 1, ph - 1])).astype(int)
+        if x1p - x0p < 2 or y1p - y0p < 2:
+            continue
+        if float(shown[y0p : y1p + 1, x0p : x1p + 1].max()) < REWARP_DETAIL_MIN:
+            continue
+        bx0, by0 = int(x0p / fx), int(y0p / fy)
+        bx1, by1 = min(cw, int(np.ceil((x1p + 1) / fx))), min(ch, int(np.ceil((y1p + 1) / fy)))
+        xs = (np.arange(bx0, bx1, dtype=np.float32) + 0.5) * np.float32(fx) - 0.5
+        ys = (np.arange(by0, by1, dtype=np.float32) + 0.5) * np.float32(fy) - 0.5
+        # The processing pixels these read (cv2.remap needs contiguous images, and a
+        # copy of the whole maps' two channels cost 0.7 ms).
+        wx0, wy0 = max(int(xs[0]) - 1, 0), max(int(ys[0]) - 1, 0)
+        wx1, wy1 = min(int(xs[-1]) + 3, pw), min(int(ys[-1]) + 3, ph)
+        window = (slice(wy0, wy1), slice(wx0, wx1))
+        grid_x = np.ascontiguousarray(np.broadcast_to(xs[None, :] - wx0, (ys.size, xs.size)))
+        grid_y = np.ascontiguousarray(np.broadcast_to(ys[:, None] - wy0, (ys.size, xs.size)))
+
+        def up(
+            image: NDArray[np.generic],
+            window: tuple[slice, slice] = window,
+            grid: tuple[NDArray[np.float32], NDArray[np.float32]] = (grid_x, grid_y),
+        ) -> NDArray[np.generic]:
+            part = np.ascontiguousarray(image[window])
+            return np.asarray(
+                cv2.remap(part, *grid, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            )
+
+        at = np.asarray(up(maps[..., 2:4]), np.float32) * to_crop
+        sharp = cv2.remap(
+            target_crop,
+            np.ascontiguousarray(at[..., 0]),
+            np.ascontiguousarray(at[..., 1]),
+            cv2.INTER_CUBIC,
+            borderMode=cv2.BORDER_REPLICATE,
+        )
+        change = cv2.subtract(sharp, up(rewarped_proc), dtype=cv2.CV_16S)
+        box = (slice(by0, by1), slice(bx0, bx1))
+        if coarse is not None:
+            change = cv2.subtract(
+                change, cv2.subtract(target_crop[box], coarse[box], dtype=cv2.CV_16S)
+            )
+        weight = up(shown)
+        changes.append(
+            (box, cv2.multiply(change, cv2.merge([weight, weight, weight]), dtype=cv2.CV_16S))
+        )
+    return changes
 
 
 def _uv_folds(maps: NDArray[np.float32], covered: NDArray[np.bool_]) -> NDArray[np.bool_] | None:

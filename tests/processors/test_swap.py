@@ -2722,11 +2722,45 @@ class TestLargeFaces:
             return float((grey - cv2.GaussianBlur(grey, (0, 0), 1.5))[eyes].std())
 
         keep_eyes = swapper.with_options(mask_eyes=True)
-        # 0.85-0.92 as the photo (and so the mesh) is shifted by -1 to 2 pixels.
+        # 0.85-1.1 as the photo (and so the mesh) is shifted by -1 to 2 pixels.
         assert grain(keep_eyes.swap(frame, face)) > 0.8 * grain(frame)
-        # Compositing the upsampled swap itself (as below 1.5x) loses it.
+        # Compositing the upsampled swap itself (as below 1.5x) keeps it too: the eyes
+        # the output keeps are the target re-warped at full resolution.
         monkeypatch.setattr(swap_module, "DETAIL_RESTORE_SCALE", np.inf)
-        assert grain(keep_eyes.swap(frame, face)) < 0.7 * grain(frame)  # about 0.56
+        assert grain(keep_eyes.swap(frame, face)) > 0.8 * grain(frame)  # about 1.1
+        # Without that the upsampled copy loses it.
+        monkeypatch.setattr(swap_module, "_rewarp_detail", lambda *args: [])
+        assert grain(keep_eyes.swap(frame, face)) < 0.7 * grain(frame)  # about 0.6
+
+    @pytest.mark.parametrize("scale", [1.0, 2.0])
+    def test_an_open_mouths_teeth_keep_their_detail(
+        self,
+        analyser: FaceAnalyser,
+        astronaut: np.ndarray,
+        grace_hopper_face: Face,
+        scale: float,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # The astronaut's teeth (her face about 100 and 200 px wide: swapped at its
+        # size, and upsampled about 1.2x) through the re-warp to Grace Hopper's shape.
+        frame = cv2.resize(astronaut, None, fx=scale, fy=scale, interpolation=cv2.INTER_CUBIC)
+        face = analyser.get_faces(frame)[0]
+        mouth = np.zeros(frame.shape[:2], np.uint8)
+        inner_lips = face.landmarks_478[load_face_model().loops[2], :2]
+        cv2.fillPoly(mouth, [np.round(inner_lips).astype(np.int32)], 1)
+        teeth = cv2.erode(mouth, np.ones((3, 3), np.uint8)).astype(bool)
+        assert teeth.sum() > 100
+
+        def sharpness(image: np.ndarray) -> float:
+            grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+            return float(cv2.Laplacian(grey, cv2.CV_32F)[teeth].std())
+
+        swapper = Swapper(grace_hopper_face)
+        # About 0.99 and 1.07 of the frame's.
+        assert sharpness(swapper.swap(frame, face)) > 0.93 * sharpness(frame)
+        # Re-warped at the processing size only: about 0.84 and 0.74.
+        monkeypatch.setattr(swap_module, "_rewarp_detail", lambda *args: [])
+        assert sharpness(swapper.swap(frame, face)) < 0.88 * sharpness(frame)
 
 
 @pytest.fixture(scope="module")
