@@ -80,6 +80,8 @@ BLEND_MODES = ("alpha", "multiband", "poisson")
 # full-resolution detail where the output shows the target (see _swap_into's end); closer
 # to the processing size the upsampling loses under a pixel of it.
 DETAIL_RESTORE_SCALE = 1.5
+# How a face processed below its size is upsampled for the composite.
+COMPOSITE_UPSAMPLING = cv2.INTER_CUBIC
 # The colour match raises the face's contrast by at most 1.25x and lowers it by at most
 # 1.5x. A target's skin spread is mostly its light (carried by the light match), and
 # matching it in full blew a source's brows, lashes and make-up up to black on hard-lit
@@ -3193,9 +3195,10 @@ class Swapper(FaceSwapping):
         ) -> list[tuple[tuple[slice, slice], NDArray[np.int16]]]:
             if rewarped <= 0.0:
                 return []
-            shown = mask * (np.float32(1.0) - alpha) * np.float32(rewarped)
             openings = [eye_points[loop] for loop in model.loops]
-            return _rewarp_detail(target_crop, rewarped_proc, maps, shown, openings, coarse)
+            return _rewarp_detail(
+                target_crop, rewarped_proc, maps, (mask, alpha, rewarped), openings, coarse
+            )
 
         if (pw, ph) == (cw, ch):
             for box, detail in rewarp_detail(None):
@@ -3208,7 +3211,7 @@ class Swapper(FaceSwapping):
         if max(cw / pw, ch / ph) < DETAIL_RESTORE_SCALE:
             # Composite the upsampled swap with the full-resolution target: outside the
             # mask the target keeps every pixel of its own detail.
-            up = cv2.resize(blended, (cw, ch), interpolation=cv2.INTER_LINEAR)
+            up = cv2.resize(blended, (cw, ch), interpolation=COMPOSITE_UPSAMPLING)
             for box, detail in rewarp_detail(None):
                 up[box] = cv2.add(up[box], detail, dtype=cv2.CV_8U)
             m = cv2.resize(support, (cw, ch), interpolation=cv2.INTER_LINEAR)
@@ -3221,14 +3224,14 @@ class Swapper(FaceSwapping):
         # shows, the target's detail finer than the processing size is taken out (blended
         # with its own upsampled copy): it belongs to the target's features.
         source_share = cv2.resize(support * alpha, (cw, ch), interpolation=cv2.INTER_LINEAR)
-        coarse = cv2.resize(target_proc, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        coarse = cv2.resize(target_proc, (cw, ch), interpolation=COMPOSITE_UPSAMPLING)
         base = cv2.blendLinear(coarse, target_crop, source_share, 1.0 - source_share)
         change = cv2.multiply(
             cv2.subtract(blended, target_proc, dtype=cv2.CV_32F),
             cv2.merge([support, support, support]),
             dtype=cv2.CV_16S,
         )
-        change = cv2.resize(change, (cw, ch), interpolation=cv2.INTER_LINEAR)
+        change = cv2.resize(change, (cw, ch), interpolation=COMPOSITE_UPSAMPLING)
         for box, detail in rewarp_detail(coarse):
             change[box] = cv2.add(change[box], detail)
         # S texels a crop pixel spans: the mesh's extent in the texture over its extent in
@@ -3418,13 +3421,16 @@ FOLD_MIN_TEXELS = 12.0
 REWARP_DETAIL_GROW = 0.25
 REWARP_DETAIL_PAD = 3
 REWARP_DETAIL_MIN = 0.25
+# An opening under this area (over its width squared) is shut: a closed mouth's is
+# about 0.001, an open one's 0.13-0.29, an open eye's about 0.25.
+REWARP_DETAIL_MIN_OPEN = 0.02
 
 
 def _rewarp_detail(
     target_crop: Frame,
     rewarped_proc: Frame,
     maps: NDArray[np.float32],
-    shown: NDArray[np.float32],
+    shares: tuple[NDArray[np.float32], NDArray[np.float32], float],
     openings: list[NDArray[np.float32]],
     coarse: Frame | None,
 ) -> list[tuple[tuple[slice, slice], NDArray[np.int16]]]:
@@ -3433,20 +3439,27 @@ def _rewarp_detail(
     changes to add to the upsampled output in boxes of the crop, as ``(box, change)``.
 
     Inside the openings the output shows the target re-warped at the processing size
-    (``rewarped_proc``, through the processing size's ``maps``), and upsampled: the
+    (``rewarped_proc``, through the processing size's ``maps``), then upsampled: the
     teeth came out soft beside the frame's (the spread of their Laplacian 15 against
     the frame's 23, vid_p03 at 1.47x). Around each opening (``openings``: its loop's
     points in processing pixels) the crop itself is re-warped at full resolution,
     bicubic (bilinear's sub-pixel shifts softened the teeth about as much: 17), and
-    its difference from the upsampled copy goes in by ``shown`` (processing size: the
-    share of the output that is the re-warped target). With ``coarse`` (the upsampled
-    unwarped target: the composite has added the target's own detail, ``target_crop
-    - coarse``, where it shows the target) that detail is taken back out: it lay where
-    the warp took it from. Bicubic remapping is slow in OpenCV (2.2 ms for a whole 330
-    px crop), hence the boxes.
+    its difference from the re-warped copy, upsampled as the composite upsamples,
+    goes in by the share of the output that is the re-warped target. ``shares`` holds
+    what makes that share up: the blend's mask and the source's share (processing
+    size), and how much of the target is re-warped (see FUSION_REWARP). With
+    ``coarse`` (the unwarped target upsampled: the composite has added the target's
+    own detail, ``target_crop - coarse``, where the output shows the target) that
+    detail is taken back out: it lay where the warp took the target from. Bicubic
+    remapping is slow in OpenCV (2.2 ms for a whole 330 px crop), hence the boxes.
     """
-    ph, pw = shown.shape[:2]
+    mask, alpha, rewarped = shares
+    ph, pw = mask.shape[:2]
     ch, cw = target_crop.shape[:2]
+
+    def shown(box: tuple[slice, slice]) -> NDArray[np.float32]:
+        return np.asarray(mask[box] * (np.float32(1.0) - alpha[box]) * np.float32(rewarped))
+
     # Crop pixel -> processing pixel as cv2.resize aligns them (pixel centres); the
     # maps' positions are in processing pixels of the crop's corners.
     fx, fy = pw / cw, ph / ch
@@ -3454,12 +3467,14 @@ def _rewarp_detail(
     changes = []
     for points in openings:
         lo, hi = points.min(0), points.max(0)
+        if cv2.contourArea(points) < REWARP_DETAIL_MIN_OPEN * float(hi[0] - lo[0]) ** 2:
+            continue  # shut: nothing of the target shows through it
         grow = REWARP_DETAIL_GROW * (hi - lo) + REWARP_DETAIL_PAD * np.array([fx, fy])
         x0p, y0p = np.floor(np.maximum(lo - grow, 0.0)).astype(int)
         x1p, y1p = np.ceil(np.minimum(hi + grow, [pw - 1, ph - 1])).astype(int)
         if x1p - x0p < 2 or y1p - y0p < 2:
             continue
-        if float(shown[y0p : y1p + 1, x0p : x1p + 1].max()) < REWARP_DETAIL_MIN:
+        if float(shown((slice(y0p, y1p + 1), slice(x0p, x1p + 1))).max()) < REWARP_DETAIL_MIN:
             continue
         bx0, by0 = int(x0p / fx), int(y0p / fy)
         bx1, by1 = min(cw, int(np.ceil((x1p + 1) / fx))), min(ch, int(np.ceil((y1p + 1) / fy)))
@@ -3475,12 +3490,13 @@ def _rewarp_detail(
 
         def up(
             image: NDArray[np.generic],
+            interpolation: int = cv2.INTER_LINEAR,
             window: tuple[slice, slice] = window,
             grid: tuple[NDArray[np.float32], NDArray[np.float32]] = (grid_x, grid_y),
         ) -> NDArray[np.generic]:
             part = np.ascontiguousarray(image[window])
             return np.asarray(
-                cv2.remap(part, *grid, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+                cv2.remap(part, *grid, interpolation, borderMode=cv2.BORDER_REPLICATE)
             )
 
         at = np.asarray(up(maps[..., 2:4]), np.float32) * to_crop
@@ -3491,13 +3507,16 @@ def _rewarp_detail(
             cv2.INTER_CUBIC,
             borderMode=cv2.BORDER_REPLICATE,
         )
-        change = cv2.subtract(sharp, up(rewarped_proc), dtype=cv2.CV_16S)
+        # (Upsampled as the composite upsamples the output.)
+        change = cv2.subtract(sharp, up(rewarped_proc, COMPOSITE_UPSAMPLING), dtype=cv2.CV_16S)
         box = (slice(by0, by1), slice(bx0, bx1))
         if coarse is not None:
             change = cv2.subtract(
                 change, cv2.subtract(target_crop[box], coarse[box], dtype=cv2.CV_16S)
             )
-        weight = up(shown)
+        weight = cv2.remap(
+            shown(window), grid_x, grid_y, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
         changes.append(
             (box, cv2.multiply(change, cv2.merge([weight, weight, weight]), dtype=cv2.CV_16S))
         )

