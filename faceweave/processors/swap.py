@@ -80,8 +80,11 @@ BLEND_MODES = ("alpha", "multiband", "poisson")
 # full-resolution detail where the output shows the target (see _swap_into's end); closer
 # to the processing size the upsampling loses under a pixel of it.
 DETAIL_RESTORE_SCALE = 1.5
-# How a face processed below its size is upsampled for the composite.
-COMPOSITE_UPSAMPLING = cv2.INTER_CUBIC
+# How a face processed below its size is upsampled for the composite. Bicubic looked
+# crisper at 1.2-1.5x (vid_p03's eyes and nose), but the output then changed more from
+# frame to frame: flicker +4% on each of the five development clips (vid_p03, nearly
+# still, 0.99 -> 1.03).
+COMPOSITE_UPSAMPLING = cv2.INTER_LINEAR
 # The colour match raises the face's contrast by at most 1.25x and lowers it by at most
 # 1.5x. A target's skin spread is mostly its light (carried by the light match), and
 # matching it in full blew a source's brows, lashes and make-up up to black on hard-lit
