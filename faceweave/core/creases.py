@@ -60,8 +60,11 @@ def crease_zone(model: FaceModel, size: int = CREASE_SIZE) -> NDArray[np.float32
     """(S, S) weights in [0, 1] of the texels where creases are taken (read-only).
 
     The face's skin minus: the outline's band (``size`` / 32 texels), the brows, the
-    eye openings, the lips and the nose's tip and wings (each a convex hull of its
-    vertices, grown by a few texels), feathered by a Gaussian of ``size`` / 96."""
+    eyes' lids (see :func:`_lids`), the lips and the nose's tip and wings (each a
+    convex hull of its vertices, grown by a few texels), feathered by a Gaussian of
+    ``size`` / 96. The lids move over the face: with only the openings cut, eye
+    make-up moving with them (eyeliner under a lower lid) read as creases and ringed
+    a swapped face's eyes in dark when the target widened hers (vid_p04)."""
     raster = model.uv_raster(size)
     grow = max(1, size // 64)
     edge = 2 * (size // 32) + 1
@@ -73,8 +76,8 @@ def crease_zone(model: FaceModel, size: int = CREASE_SIZE) -> NDArray[np.float32
     cuts: list[tuple[NDArray[np.integer], int]] = [
         (model.regions["left_eyebrow"], grow),
         (model.regions["right_eyebrow"], grow),
-        (model.loops[0], grow + 1),
-        (model.loops[1], grow + 1),
+        (_lids(model, model.loops[0]), grow),
+        (_lids(model, model.loops[1]), grow),
         (model.regions["lips"], grow + 2),
         (_NOSE_TIP, grow + 1),
     ]
@@ -89,6 +92,24 @@ def crease_zone(model: FaceModel, size: int = CREASE_SIZE) -> NDArray[np.float32
     weights = np.clip(cv2.GaussianBlur(zone.astype(np.float32), (0, 0), size / 96.0), 0.0, 1.0)
     weights.setflags(write=False)
     return weights
+
+
+def _lids(model: FaceModel, loop: NDArray[np.integer]) -> NDArray[np.intp]:
+    """An eye opening's loop, the ring of vertices round it (sharing a triangle with
+    it: the lids, from the lashes up to the crease and the lower lid's band) and, no
+    further out to the sides than the eye's corners, the next ring (below the lower
+    lid, where make-up sits; beside the corners the crow's feet stay)."""
+    loop = np.asarray(loop)
+
+    def grown(ring: NDArray[np.intp]) -> NDArray[np.intp]:
+        touching = np.isin(model.triangles, ring).any(1)
+        return np.unique(np.concatenate([ring, model.triangles[touching].reshape(-1)]))
+
+    lids = grown(loop)
+    around = grown(lids)
+    x = model.canonical[:, 0]
+    within = (x[around] >= x[loop].min()) & (x[around] <= x[loop].max())
+    return np.unique(np.concatenate([lids, around[within]]))
 
 
 @functools.lru_cache(maxsize=4)

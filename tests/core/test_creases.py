@@ -39,11 +39,16 @@ class TestZone:
         assert zone.shape == (creases.CREASE_SIZE,) * 2
         assert 0.0 <= float(zone.min()) and float(zone.max()) <= 1.0
         # Between the brows, the forehead, the nose's bridge, beside the eyes' outer
-        # corners (crow's feet) and the cheeks.
-        for vertex in (9, 151, 168, 6, 226, 446, 143, 372, 205, 425):
+        # corners (crow's feet), under the eyes and the cheeks.
+        for vertex in (9, 151, 168, 6, 143, 372, 139, 368, 111, 340, 205, 425):
             assert zone[_texel(model, vertex)] > 0.8, vertex
         # The brows, the lids' edges, the lips, the nose's tip, the face's outline.
         for vertex in (107, 336, 159, 145, 33, 263, 13, 14, 0, 17, 1, 4, 10, 152, 234, 454):
+            assert zone[_texel(model, vertex)] < 0.15, vertex
+        # The lids: up to the crease above and the band under the lower lid, where
+        # eye make-up moves with them (read as creases, it ringed a swapped face's
+        # eyes in dark on a target's widened eyes, vid_p04).
+        for vertex in (27, 257, 23, 253, 230, 450):
             assert zone[_texel(model, vertex)] < 0.15, vertex
         with pytest.raises(ValueError):
             zone[0, 0] = 1.0  # shared and cached: read-only
