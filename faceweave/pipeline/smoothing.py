@@ -106,11 +106,20 @@ class MeshSmoother:
     rigid vertices, so the light mesh's head jitter stays out of the shape it lends.
     With equal settings the result is the hard filter's.
 
+    The light filter still reads a blink's first frames as noise (its speed estimate
+    is itself smoothed), and the lids lag a frame or two behind a fast one. The
+    ``bounded`` vertices (the lids) are kept within ``max_lag`` of this frame's own
+    shape (the mesh as given, taken out of its own pose): a filtered vertex further
+    from it is moved onto the sphere of that radius round it. Noise smaller than
+    that passes the filter as before.
+
     Args:
         canonical: (N, 3) the canonical face the poses are fitted to.
         weights: (N,) weight of each vertex in the pose fits (rigid ones weigh more).
         min_cutoff, beta: the head's One-Euro filter (see :class:`OneEuroFilter`).
         expression_cutoff, expression_beta, expression_d_cutoff: the shape's.
+        bounded: indices of the vertices whose lag is bounded (None: none).
+        max_lag: the bound, in the canonical face's units (0: none).
 
     Shape:
         - points: (N, 3) in pixels; output: (N, 3) float64.
@@ -126,11 +135,15 @@ class MeshSmoother:
         expression_cutoff: float = 1.0,
         expression_beta: float = 0.05,
         expression_d_cutoff: float = 1.0,
+        bounded: NDArray[np.integer] | None = None,
+        max_lag: float = 0.0,
     ) -> None:
         self.canonical = np.asarray(canonical, np.float64)
         self.weights = np.asarray(weights, np.float64)
         self.head = OneEuroFilter(min_cutoff, beta)
         self.expression = OneEuroFilter(expression_cutoff, expression_beta, expression_d_cutoff)
+        self.bounded = None if bounded is None else np.asarray(bounded, np.intp)
+        self.max_lag = float(max_lag)
 
     def reset(self) -> None:
         """Forget the history: the next mesh passes through unchanged."""
@@ -143,4 +156,12 @@ class MeshSmoother:
         lively = self.expression(points, t)
         head = estimate_pose(steady, self.canonical, weights=self.weights)
         own = estimate_pose(lively, self.canonical, weights=self.weights)
-        return from_pose_space(to_pose_space(lively, own), head)
+        shape = to_pose_space(lively, own)
+        if self.bounded is not None and self.max_lag > 0.0:
+            raw = np.asarray(points, np.float64)
+            now = to_pose_space(raw, estimate_pose(raw, self.canonical, weights=self.weights))
+            at = self.bounded
+            lag = shape[at] - now[at]
+            size = np.sqrt(np.einsum("ij,ij->i", lag, lag))[:, None]
+            shape[at] = now[at] + lag * np.minimum(1.0, self.max_lag / np.maximum(size, 1e-12))
+        return from_pose_space(shape, head)

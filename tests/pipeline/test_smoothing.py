@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -120,7 +122,7 @@ def _gap(mesh: np.ndarray) -> float:
 
 
 class TestMeshSmoother:
-    def _smoother(self, **expression: float) -> MeshSmoother:
+    def _smoother(self, **expression: Any) -> MeshSmoother:
         model = load_face_model()
         return MeshSmoother(model.canonical, model.rigid_weights, **HEAD, **expression)
 
@@ -152,6 +154,28 @@ class TestMeshSmoother:
             steps = np.diff(out[10:, :, :2].mean(1), axis=0)
             assert steps.std() < 0.5 * raw_steps.std()
         np.testing.assert_allclose(split[10:, :, :2].mean(1), plain[10:, :, :2].mean(1), atol=1.0)
+
+    def test_a_blinks_lids_lag_no_more_than_the_bound(self) -> None:
+        model = load_face_model()
+        meshes = _blinking_head(60, BLINK)
+        ts = np.arange(60) / FPS
+        lids = _upper_lids(model)
+        free = _run(self._smoother(), meshes, ts)
+        bound = 0.02
+        bounded = _run(self._smoother(bounded=lids, max_lag=bound), meshes, ts)
+        # Before the blink the shape does not change (the head only moves): the bound
+        # leaves the filtered mesh as it was.
+        np.testing.assert_allclose(bounded[: min(BLINK)], free[: min(BLINK)], atol=1e-6)
+        # 200 px across the canonical face: the bound is this many pixels (per lid
+        # vertex; the lower lid does not move, so the gap is off by as much).
+        px = bound * 200.0 / float(np.ptp(model.canonical[:, 0]))
+        first = min(BLINK) + 1  # the first closed frame
+        assert abs(_gap(bounded[first]) - _gap(meshes[first])) < px + 0.5
+        # Unbounded, the filter lags by several times that on the first closed frame.
+        assert abs(_gap(free[first]) - _gap(meshes[first])) > 3 * px
+        # The rest of the mesh is filtered as before.
+        rest = np.setdiff1d(np.arange(len(model.canonical)), lids)
+        np.testing.assert_allclose(bounded[:, rest], free[:, rest], atol=1e-6)
 
     def test_reset_restarts_both_filters(self) -> None:
         meshes = _blinking_head(3, {})

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.core import creases
 from faceweave.errors import UsageError
+from faceweave.pipeline import tracking
 from faceweave.pipeline.tracking import FaceTracker, TrackedFace
 from faceweave.pipeline.video_job import FILE_SMOOTHING_BETA, FILE_SMOOTHING_MIN_CUTOFF
 from faceweave.types import BBox, Face, Frame
@@ -235,9 +236,12 @@ class TestSmoothing:
             spread[smoothing] = np.stack(meshes)[20:, :, :2].std(axis=0).mean()
         assert spread[True] < spread[False] / 2
 
-    def test_a_blink_survives_the_file_jobs_smoothing(self) -> None:
+    def test_a_blink_survives_the_file_jobs_smoothing(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         # The file job's hard smoothing of the head must not smooth a blink away: the
-        # face's shape has its own, lighter filter.
+        # face's shape has its own, lighter filter, and its lids are kept within
+        # LID_MAX_LAG of the mesh (either alone follows this blink).
         blink = {20: 0.5, 21: 1.0, 22: 1.0, 23: 0.5}
         fake = FakeAnalyser()
         fake.faces = [(300, 240, 200)]
@@ -261,9 +265,12 @@ class TestSmoothing:
 
         fake.mesh = mesh  # type: ignore[method-assign]
         depths = {}
-        for expression in ("own", "head's"):
+        bound = tracking.LID_MAX_LAG
+        assert bound > 0.0
+        for expression in ("own", "head's", "head's, lids bounded"):
             settings = {"min_cutoff": FILE_SMOOTHING_MIN_CUTOFF, "beta": FILE_SMOOTHING_BETA}
-            if expression == "head's":
+            monkeypatch.setattr(tracking, "LID_MAX_LAG", 0.0 if expression == "head's" else bound)
+            if expression != "own":
                 settings |= {
                     "expression_cutoff": FILE_SMOOTHING_MIN_CUTOFF,
                     "expression_beta": FILE_SMOOTHING_BETA,
@@ -279,6 +286,7 @@ class TestSmoothing:
             depths[expression] = (gaps[19] - min(gaps[20:25])) / (raw[19] - min(raw[20:25]))
         assert depths["own"] > 0.85
         assert depths["head's"] < 0.65
+        assert depths["head's, lids bounded"] > 0.85
 
     def test_faces_carry_their_shape_at_rest(self) -> None:
         # Brows raised for 2 s of a 14 s clip: the shape at rest (the median of the
