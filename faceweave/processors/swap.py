@@ -3059,6 +3059,11 @@ class Swapper(FaceSwapping):
             # is about 1.8x), and an area filter costs 0.5 ms more here.
             else cv2.resize(target_crop, (pw, ph), interpolation=cv2.INTER_LINEAR)
         )
+        if opts.mask_mouth and MOUTH_GAP_Z[0] > 0.0:
+            outer_lips = (
+                tgt_verts[list(OUTER_LIPS), :2] - np.array([x0, y0], np.float32)
+            ) * to_proc
+            _cut_mouth_gap(weight, target_proc, outer_lips, inner_lips)
         # Measured on the coarse grid, where it is smooth.
         target_small = _shrink(target_proc, (rw, rh))
         occluders, colour, skin_bgr = _target_occluders(
@@ -4510,6 +4515,74 @@ def _cut_mouth(weight: NDArray[np.float32], inner_lips: NDArray[np.float32]) -> 
         thickness = int(round(2.0 * grow))
         cv2.polylines(cut, [contour], True, 255, thickness, cv2.LINE_AA, shift=4)
     keep = cv2.GaussianBlur(cut, (0, 0), max(0.5 * grow, 1.0)).astype(np.float32)
+    region = weight[y0:y1, x0:x1]
+    region *= 1.0 - keep * np.float32(1.0 / 255.0)
+
+
+# The target's mouth opening as its pixels show it (see _cut_mouth_gap): inside its
+# outer lips, pixels darker than its lips by MOUTH_GAP_Z[0] robust deviations (the
+# gap between them), or less red by MOUTH_GAP_Z[1] and not darker (teeth), joined to
+# the mesh's opening. The deviations are at least MOUTH_GAP_SPREAD (Lab L, a).
+MOUTH_GAP_Z = (2.5, 2.5)
+MOUTH_GAP_SPREAD = (3.0, 2.0)
+
+
+def _cut_mouth_gap(
+    weight: NDArray[np.float32],
+    image: NDArray[np.generic],
+    outer_lips: NDArray[np.float32],
+    inner_lips: NDArray[np.float32],
+) -> None:
+    """Zero the source's weight where ``image`` (the target, in ``weight``'s pixels)
+    shows its mouth open beyond the mesh's opening (``inner_lips``), in place.
+
+    The mesh reads a talking mouth's opening smaller than it is: the gap of lips
+    pushed forward as a line, the upper teeth under its upper lip. There the source's
+    lips were drawn over the target's teeth and gap, and the output's mouth opened
+    less than the target's. The target's lips are measured between its mesh's outer
+    and inner lip lines (their median and spread in Lab); inside the outer line, the
+    pixels darker than them (the gap) or less red and not darker (teeth) that join
+    the mesh's opening stay the target's."""
+    h, w = weight.shape
+    x0, y0 = np.maximum(np.floor(outer_lips.min(0)).astype(int) - 2, 0)
+    x1, y1 = np.minimum(np.ceil(outer_lips.max(0)).astype(int) + 3, (w, h))
+    if x1 - x0 < 4 or y1 - y0 < 4:
+        return
+    crop = np.ascontiguousarray(image[y0:y1, x0:x1], np.float32)
+    crop *= np.float32(1.0 / 255.0)
+    lab = cv2.cvtColor(crop, cv2.COLOR_BGR2Lab)
+    kernel = np.ones((3, 3), np.uint8)
+
+    def filled(points: NDArray[np.float32]) -> NDArray[np.uint8]:
+        inside = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        contour = np.round((points - np.array([x0, y0], np.float32)) * 16).astype(np.int32)
+        cv2.fillPoly(inside, [contour], 255, cv2.LINE_8, shift=4)
+        return inside
+
+    outer = cv2.erode(filled(outer_lips), kernel)
+    opening = filled(inner_lips)
+    lips = lab[(outer > 0) & (cv2.dilate(opening, kernel) == 0)]
+    if len(lips) < 20:
+        return
+    middle = np.median(lips, axis=0)
+    spread = np.median(np.abs(lips - middle), axis=0) * 1.4826
+    dev_l = max(float(spread[0]), MOUTH_GAP_SPREAD[0])
+    dev_a = max(float(spread[1]), MOUTH_GAP_SPREAD[1])
+    light, red = lab[..., 0], lab[..., 1]
+    gap = light < middle[0] - MOUTH_GAP_Z[0] * dev_l
+    teeth = (red < middle[1] - MOUTH_GAP_Z[1] * dev_a) & (light > middle[0] - dev_l)
+    found = (((gap | teeth) & (outer > 0)) | (opening > 0)).astype(np.uint8)
+    # Only what joins the mesh's opening (its line, for lips the mesh reads as shut).
+    seed = opening.copy()
+    contour = np.round((inner_lips - np.array([x0, y0], np.float32)) * 16).astype(np.int32)
+    cv2.polylines(seed, [contour], True, 255, 1, cv2.LINE_8, shift=4)
+    count, labels = cv2.connectedComponents(found, connectivity=8)
+    joined = np.zeros(count, np.uint8)
+    joined[labels[(seed > 0) & (found > 0)]] = 255
+    joined[0] = 0
+    keep = joined[labels]
+    keep = cv2.morphologyEx(keep, cv2.MORPH_CLOSE, kernel)
+    keep = cv2.GaussianBlur(keep, (0, 0), 0.7).astype(np.float32)
     region = weight[y0:y1, x0:x1]
     region *= 1.0 - keep * np.float32(1.0 / 255.0)
 

@@ -35,6 +35,7 @@ from faceweave.processors.swap import (
     source_advice,
 )
 from faceweave.processors.swap import _cut_mouth as _cut_mouth
+from faceweave.processors.swap import _cut_mouth_gap as _cut_mouth_gap
 from faceweave.processors.swap import _match_light as _match_light
 from faceweave.types import Face
 
@@ -3096,6 +3097,67 @@ class TestCutMouth:
         weight = np.ones((40, 40), np.float32)
         _cut_mouth(weight, np.full((20, 2), 10.0, np.float32))  # no width
         _cut_mouth(weight, self._lips(10.0) + 500.0)  # off the crop
+        np.testing.assert_array_equal(weight, 1.0)
+
+
+class TestCutMouthGap:
+    """Where the target's pixels show its mouth open beyond the mesh's opening, the
+    source's weight is cut too."""
+
+    @staticmethod
+    def _ring(cx: float, cy: float, rx: float, ry: float) -> np.ndarray:
+        angle = np.linspace(0.0, 2.0 * np.pi, 24, endpoint=False)
+        return np.stack([cx + rx * np.cos(angle), cy + ry * np.sin(angle)], 1).astype(np.float32)
+
+    def _mouth(self, seed: int = 0) -> np.ndarray:
+        """A 120x100 patch of skin with red lips (an ellipse 40 x 18 px round (60, 50))
+        parted by a dark gap 30 px wide and 6 px high, a row of teeth above it: a
+        talking mouth whose gap the mesh (see the tests) reads as a thin line."""
+        rng = np.random.default_rng(seed)
+        image = np.full((100, 120, 3), (150, 170, 215), np.float32)  # skin, BGR
+        lips = np.zeros((100, 120), np.uint8)
+        cv2.ellipse(lips, (60, 50), (40, 18), 0, 0, 360, 255, -1)
+        image[lips > 0] = (110, 100, 190)  # lips
+        image[47:53, 45:76] = (40, 35, 50)  # the dark gap
+        image[42:47, 48:73] = (215, 225, 230)  # upper teeth
+        image += rng.normal(0.0, 3.0, image.shape)
+        return np.clip(image, 0, 255).astype(np.uint8)
+
+    def test_the_gap_and_teeth_the_mesh_missed_stay_the_targets(self) -> None:
+        image = self._mouth()
+        outer = self._ring(60, 50, 40, 18)
+        inner = self._ring(60, 50, 14, 1)  # the mesh's opening: a line
+        weight = np.ones((100, 120), np.float32)
+        _cut_mouth_gap(weight, image, outer, inner)
+        assert weight[49:52, 48:73].max() < 0.1  # the gap
+        assert weight[43:46, 50:71].max() < 0.1  # the teeth
+        # The lips around them keep the source (their rows above the teeth and below
+        # the gap), and nothing outside the outer lips changes.
+        assert weight[36:40, 45:76].min() > 0.95
+        assert weight[57:64, 40:81].min() > 0.95
+        np.testing.assert_array_equal(weight[:30], 1.0)
+        np.testing.assert_array_equal(weight[72:], 1.0)
+
+    def test_a_dark_spot_apart_from_the_opening_is_kept(self) -> None:
+        image = self._mouth()
+        image[58:62, 30:34] = (40, 35, 50)  # a dark spot on the lower lip, apart
+        weight = np.ones((100, 120), np.float32)
+        _cut_mouth_gap(weight, image, self._ring(60, 50, 40, 18), self._ring(60, 50, 14, 1))
+        assert weight[58:62, 30:34].min() > 0.95
+
+    def test_closed_lips_cut_nothing_but_their_line(self) -> None:
+        image = self._mouth()
+        image[42:53, 45:76] = (110, 100, 190)  # lips where gap and teeth were
+        image[49:51, 40:81] = (70, 60, 120)  # the darker line where they meet
+        weight = np.ones((100, 120), np.float32)
+        _cut_mouth_gap(weight, image, self._ring(60, 50, 40, 18), self._ring(60, 50, 14, 1))
+        assert weight[:46].min() > 0.95 and weight[54:].min() > 0.95
+
+    def test_degenerate_input_changes_nothing(self) -> None:
+        image = self._mouth()
+        weight = np.ones((100, 120), np.float32)
+        _cut_mouth_gap(weight, image, self._ring(60, 50, 1, 1), self._ring(60, 50, 1, 0.5))
+        _cut_mouth_gap(weight, image, self._ring(500, 50, 40, 18), self._ring(500, 50, 14, 1))
         np.testing.assert_array_equal(weight, 1.0)
 
 
