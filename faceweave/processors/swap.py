@@ -200,8 +200,9 @@ class SwapOptions:
             edge, fading inward (Poisson cloning does that by itself); in video it is
             followed over a tracked face's frames, so that it does not flicker.
         mask_mouth: keep the target's mouth interior (teeth, tongue) and the inner edge
-            of its lips, cut at full resolution, and where its lips meet (a closed
-            mouth), the line between them.
+            of its lips, cut at full resolution, as far as the frame shows it open
+            (see _cut_mouth_gap), and where its lips meet (a closed mouth), the line
+            between them.
         mask_lips: keep the target's own lips, as Deep-Live-Cam's mouth mask does: the
             mouth moves and shapes as the target's does, crisp (a smiling source's lips
             are stretched thin and go soft when drawn onto a relaxed or talking
