@@ -100,13 +100,8 @@ def _lids(model: FaceModel, loop: NDArray[np.integer]) -> NDArray[np.intp]:
     further out to the sides than the eye's corners, the next ring (below the lower
     lid, where make-up sits; beside the corners the crow's feet stay)."""
     opening = np.asarray(loop, np.intp)
-
-    def grown(ring: NDArray[np.intp]) -> NDArray[np.intp]:
-        touching = np.isin(model.triangles, ring).any(1)
-        return np.unique(np.concatenate([ring, model.triangles[touching].reshape(-1)]))
-
-    lids = grown(opening)
-    around = grown(lids)
+    lids = model.around(opening)
+    around = model.around(lids)
     x = model.canonical[:, 0]
     within = (x[around] >= x[opening].min()) & (x[around] <= x[opening].max())
     return np.unique(np.concatenate([lids, around[within]]))

@@ -112,6 +112,13 @@ class FaceModel:
     regions: dict[str, NDArray[np.int32]]
     rigid_weights: NDArray[np.float64]
 
+    def around(self, vertices: NDArray[np.integer]) -> NDArray[np.intp]:
+        """The ``vertices`` and every vertex sharing a mesh triangle with one of
+        them (sorted, unique): a region grown by one ring."""
+        region = np.asarray(vertices, np.intp)
+        touching = np.isin(self.triangles, region).any(1)
+        return np.unique(np.concatenate([region, self.triangles[touching].reshape(-1)]))
+
     def extend(self, points: NDArray[np.floating]) -> NDArray[np.float32]:
         """Append the three hole centres to a (478, D) vertex array -> (481, D)."""
         p = np.asarray(points, np.float32)

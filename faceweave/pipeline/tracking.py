@@ -483,6 +483,4 @@ class FaceTracker:
 def _lid_vertices(model: FaceModel) -> NDArray[np.intp]:
     """The eye openings' loops and the ring of vertices round them (sharing a triangle
     with a loop): the lids, from the lashes to the crease and the lower lid's band."""
-    openings = np.concatenate([np.asarray(loop, np.intp) for loop in model.loops[:2]])
-    touching = np.isin(model.triangles, openings).any(1)
-    return np.unique(np.concatenate([openings, model.triangles[touching].reshape(-1)]))
+    return model.around(np.concatenate(model.loops[:2]))

@@ -1216,11 +1216,10 @@ def _lid_layout(
             np.asarray(sorted(arc, key=lambda v: float(canonical[v, 0])), np.intp) for arc in arcs
         )
         rank = np.rint(np.linspace(0, len(lower) - 1, len(upper))).astype(np.intp)
-        touching = np.isin(model.triangles, upper).any(1)
         crease = np.asarray(
             sorted(
                 v
-                for v in {int(v) for v in model.triangles[touching].ravel()} - loops
+                for v in set(model.around(upper).tolist()) - loops
                 if canonical[v, 1] < canonical[upper, 1].mean()
             ),
             np.intp,
