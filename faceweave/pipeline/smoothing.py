@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from faceweave.core.geometry import estimate_pose, from_pose_space, to_pose_space
+from faceweave.types import Pose
 
 
 def _alpha(cutoff: NDArray[np.float64] | float, dt: float) -> NDArray[np.float64]:
@@ -150,8 +151,12 @@ class MeshSmoother:
         self.head.reset()
         self.expression.reset()
 
-    def __call__(self, points: ArrayLike, t: float) -> NDArray[np.float64]:
-        """Filter one mesh taken at time ``t`` (seconds)."""
+    def __call__(
+        self, points: ArrayLike, t: float, pose: Pose | None = None
+    ) -> NDArray[np.float64]:
+        """Filter one mesh taken at time ``t`` (seconds). ``pose``: the mesh's own pose
+        against ``canonical`` where the caller has it (a Face's; it is fitted here
+        otherwise, for the ``bounded`` vertices)."""
         steady = self.head(points, t)
         lively = self.expression(points, t)
         head = estimate_pose(steady, self.canonical, weights=self.weights)
@@ -159,7 +164,9 @@ class MeshSmoother:
         shape = to_pose_space(lively, own)
         if self.bounded is not None and self.max_lag > 0.0:
             raw = np.asarray(points, np.float64)
-            now = to_pose_space(raw, estimate_pose(raw, self.canonical, weights=self.weights))
+            if pose is None:
+                pose = estimate_pose(raw, self.canonical, weights=self.weights)
+            now = to_pose_space(raw, pose)
             at = self.bounded
             lag = shape[at] - now[at]
             size = np.sqrt(np.einsum("ij,ij->i", lag, lag))[:, None]

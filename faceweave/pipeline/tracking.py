@@ -399,7 +399,7 @@ class FaceTracker:
                 track.rest_detail = None
                 track.state.clear()
         if track.smoother is not None:
-            points = track.smoother(face.landmarks_478, time).astype(np.float32)
+            points = track.smoother(face.landmarks_478, time, face.pose).astype(np.float32)
             face = self.analyser.face_from_landmarks(frame, points, track.score)
         return self._at_rest(track, face, frame, time)
 
