@@ -6,6 +6,7 @@ colour order) and post-processing (back to frame pixels) are plain numpy.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -124,6 +125,21 @@ DETECT_SIDE = 640
 TILE_SIDE = 960
 # Tiles overlap: each is this share of the frame's side over the grid's n.
 TILE_OVERLAP = 1.35
+# BlazeFace sees a square: a long frame or tile is letterboxed into it, and its faces
+# shrink with its long side. A frame longer than WHOLE_MAX_ASPECT times its width (a
+# panorama, a strip of portraits) is looked at in overlapping parts along its long side
+# as well as whole, and a grid of tiles (n along the short side) has as many along the
+# long side as keep each tile within TILE_MAX_ASPECT, at most MAX_TILES_ALONG (or n,
+# if more). (Parts of a frame under 3:1 found false faces at a cut photo's edge.)
+WHOLE_MAX_ASPECT = 3.0
+TILE_MAX_ASPECT = 2.0
+MAX_TILES_ALONG = 8
+# BlazeFace's full-range model finds a face about 6% as wide as what it looks at (4%
+# half the time). A large photo's tiles are kept to at most TILE_MOST_PX of its pixels
+# on their short side (more tiles: n grows from the detector's ``tiles`` with the
+# photo, to at most MAX_TILES_ALONG), so a 12-megapixel group photo's faces of 60-100
+# px are found, not only those over about 160 px.
+TILE_MOST_PX = 768
 # In a video (adaptive), tiles are looked at on one in this many frames where the whole
 # frame shows no face (the first of them, then every 10th: a third of a second at 30 fps).
 TILE_EVERY_EMPTY = 10
@@ -169,6 +185,53 @@ def _mirrored_out(
     shifted = matrix.copy()
     shifted[:, 2] -= matrix[:, 0] * left
     return padded, shifted
+
+
+def _part_share(count: int) -> float:
+    """A part's side as a share of the frame's, the side split into ``count`` parts."""
+    return 1.0 if count == 1 else TILE_OVERLAP / count
+
+
+def tiles_across(height: int, width: int, tiles: int) -> int:
+    """How many tiles a detector of ``tiles`` (n > 1; 1: none) looks at a ``height``
+    x ``width`` frame in along its short side: ``tiles``, or more on a large frame
+    (:data:`TILE_MOST_PX`), at most :data:`MAX_TILES_ALONG`."""
+    if tiles <= 1:
+        return tiles
+    needed = math.ceil(min(height, width) * TILE_OVERLAP / TILE_MOST_PX - 1e-9)
+    return max(tiles, min(needed, MAX_TILES_ALONG))
+
+
+def tile_counts(height: int, width: int, n: int) -> tuple[int, int]:
+    """How many parts (across, down) BlazeFace looks at a ``height`` x ``width`` frame
+    in: ``n`` along the short side (1: the whole side), and along the long side ``n`` or
+    more, as many as keep each part's long side within :data:`TILE_MAX_ASPECT` times its
+    short one (:data:`WHOLE_MAX_ASPECT` for ``n`` = 1), at most :data:`MAX_TILES_ALONG`
+    (or ``n``). A square-ish frame is split n x n, as its parts are near square."""
+    ratio = max(height, width) / max(1, min(height, width))
+    limit = WHOLE_MAX_ASPECT if n == 1 else TILE_MAX_ASPECT
+    along = n
+    while (
+        along < max(n, MAX_TILES_ALONG)
+        and ratio * _part_share(along) > limit * _part_share(n) + 1e-9
+    ):
+        along += 1
+    return (along, n) if width >= height else (n, along)
+
+
+def tile_grid(height: int, width: int, across: int, down: int) -> list[tuple[int, int, int, int]]:
+    """Overlapping parts (x, y, width, height) of a ``height`` x ``width`` image,
+    ``across`` by ``down``, rows first: each side split into ``count`` parts of
+    :data:`TILE_OVERLAP` / ``count`` of it (the whole side for one), spread evenly from
+    one end to the other."""
+
+    def spans(size: int, count: int) -> list[tuple[int, int]]:
+        if count == 1:
+            return [(0, size)]
+        part = min(size, int(size / count * TILE_OVERLAP))
+        return [(int(at), part) for at in np.linspace(0, size - part, count)]
+
+    return [(x, y, tw, th) for y, th in spans(height, down) for x, tw in spans(width, across)]
 
 
 @register_detector("mediapipe")
@@ -232,22 +295,35 @@ class BlazeFaceDetector:
         (fitting their meshes) overlaps the rest of that pass, on a second core. The
         tiles (if any) are looked at after ``early`` has returned."""
         h, w = frame.shape[:2]
-        small = shrink_to_side(frame, DETECT_SIDE)
-        rgb_small = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
-        sh, sw = small.shape[:2]
+        # The whole frame, and a long one in parts along it too (see WHOLE_MAX_ASPECT;
+        # a face too large for a part is found whole).
+        whole, (fx, fy) = self._parts(frame, 1, DETECT_SIDE, split=False)
+        views = [(whole, fx, fy)]
+        if tile_counts(h, w, 1) != (1, 1):
+            parts, (px, py) = self._parts(frame, 1, DETECT_SIDE)
+            views.append((parts, px, py))
         if self.adaptive:
-            found = self._detect_rgb(rgb_small, (0, 0), short=False)
+            found = [
+                d.scaled(sx, sy)
+                for images, sx, sy in views
+                for rgb, at in images
+                for d in self._detect_rgb(rgb, at, short=False)
+            ]
         else:
             hand_over = (
-                None
-                if early is None
-                else lambda dets: early([d.scaled(w / sw, h / sh) for d in dets])
+                None if early is None else lambda dets: early([d.scaled(fx, fy) for d in dets])
             )
-            found = self._both_models([(rgb_small, (0, 0))], on_short=hand_over)
+            found = [d.scaled(fx, fy) for d in self._both_models(whole, on_short=hand_over)]
+            for images, sx, sy in views[1:]:
+                found += [d.scaled(sx, sy) for d in self._both_models(images)]
         self._calls += 1
         if self.adaptive and (not found or self._calls % self.every == 1 % self.every):
-            found += self._detect_rgb(rgb_small, (0, 0), full=False)
-        found = [d.scaled(w / sw, h / sh) for d in found]
+            found += [
+                d.scaled(sx, sy)
+                for images, sx, sy in views
+                for rgb, at in images
+                for d in self._detect_rgb(rgb, at, full=False)
+            ]
         # A video's frames (adaptive) look at tiles only while the whole frame shows no
         # face: on the first such frame and every TILE_EVERY_EMPTY-th after it, so a
         # small face in a wide shot is found within a third of a second, and frames
@@ -257,18 +333,32 @@ class BlazeFaceDetector:
         if self.tiles > 1 and max(h, w) >= 480 and tiled:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
-            n = self.tiles
-            large = shrink_to_side(frame, int(TILE_SIDE * n / TILE_OVERLAP))
-            lh, lw = large.shape[:2]
-            rgb = cv2.cvtColor(large, cv2.COLOR_BGR2RGB)
-            th, tw = int(lh / n * TILE_OVERLAP), int(lw / n * TILE_OVERLAP)
-            tiles = [
-                (np.ascontiguousarray(rgb[ty : ty + th, tx : tx + tw]), (int(tx), int(ty)))
-                for ty in np.linspace(0, lh - th, n).astype(int)
-                for tx in np.linspace(0, lw - tw, n).astype(int)
-            ]
-            found += [d.scaled(w / lw, h / lh) for d in self._both_models(tiles)]
+            n = tiles_across(h, w, self.tiles)
+            tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE)
+            found += [d.scaled(fx, fy) for d in self._both_models(tiles)]
         return nms(found, 0.4)
+
+    @staticmethod
+    def _parts(
+        frame: Frame, n: int, side: int, *, split: bool = True
+    ) -> tuple[list[tuple[NDArray[np.uint8], tuple[int, int]]], tuple[float, float]]:
+        """The parts (RGB image, offset) of ``frame`` for BlazeFace, ``n`` along its
+        short side (:func:`tile_counts`; without ``split``, the frame whole), cut from
+        one copy of it shrunk so that no part is over ``side`` px; and the factors
+        (x, y) from that copy's pixels back to the frame's."""
+        h, w = frame.shape[:2]
+        across, down = tile_counts(h, w, n) if split else (1, 1)
+        ratio = max(h, w) / max(1, min(h, w))
+        # The frame's long side when its parts' longest side is ``side``.
+        long_side = int(side / max(_part_share(max(across, down)), _part_share(n) / ratio))
+        small = shrink_to_side(frame, long_side)
+        rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
+        sh, sw = small.shape[:2]
+        parts = [
+            (np.ascontiguousarray(rgb[y : y + th, x : x + tw]), (x, y))
+            for x, y, tw, th in tile_grid(sh, sw, across, down)
+        ]
+        return parts, (w / sw, h / sh)
 
     def _both_models(
         self,

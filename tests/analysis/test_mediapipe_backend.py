@@ -145,3 +145,123 @@ def test_video_looks_at_tiles_only_on_frames_without_a_face(
     for _ in range(mb.TILE_EVERY_EMPTY + 1):  # a face over the whole frame: never tiles
         assert detector.detect(close_up)
     assert tiled == []
+
+
+@pytest.mark.parametrize(
+    ("size", "n", "counts"),
+    [
+        ((512, 512), 1, (1, 1)),
+        ((512, 512), 2, (2, 2)),
+        ((3000, 4000), 2, (2, 2)),  # 4:3, 3:2 and 16:9 frames: n x n, as before
+        ((4000, 6000), 2, (2, 2)),
+        ((720, 1280), 1, (1, 1)),
+        ((720, 1280), 2, (2, 2)),
+        ((512, 1100), 2, (3, 2)),  # over 2:1: three tiles across
+        ((512, 1100), 1, (1, 1)),  # 2:1 (a phone's screen): whole
+        ((512, 1600), 1, (2, 1)),  # over 3:1: in parts too
+        ((512, 4096), 1, (4, 1)),
+        ((4096, 512), 1, (1, 4)),
+        ((512, 4096), 2, (8, 2)),  # at most MAX_TILES_ALONG along
+        ((100, 9000), 8, (8, 8)),
+    ],
+)
+def test_tile_counts(size: tuple[int, int], n: int, counts: tuple[int, int]) -> None:
+    from faceweave.analysis.mediapipe_backend import tile_counts
+
+    assert tile_counts(*size, n) == counts
+
+
+@pytest.mark.parametrize("size", [(512, 512), (720, 1280), (1080, 1920), (355, 2844), (2844, 355)])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_tile_grid_covers_the_frame_in_near_square_overlapping_parts(
+    size: tuple[int, int], n: int
+) -> None:
+    from faceweave.analysis import mediapipe_backend as mb
+
+    h, w = size
+    across, down = mb.tile_counts(h, w, n)
+    parts = mb.tile_grid(h, w, across, down)
+    assert len(parts) == across * down
+    covered = np.zeros(size, np.int32)
+    for x, y, tw, th in parts:
+        assert 0 <= x and x + tw <= w and 0 <= y and y + th <= h
+        covered[y : y + th, x : x + tw] += 1
+        if across * down > 1 and max(across, down) < mb.MAX_TILES_ALONG:
+            limit = mb.WHOLE_MAX_ASPECT if n == 1 else mb.TILE_MAX_ASPECT
+            assert max(tw, th) / min(tw, th) <= limit + 0.01, (tw, th)
+    assert covered.min() >= 1  # every pixel in a part
+    if across * down > 1:  # neighbours overlap, so a face on a seam is whole in one
+        assert (covered >= 2).mean() > 0.1
+
+
+def test_tiles_grow_with_a_large_photo() -> None:
+    from faceweave.analysis import mediapipe_backend as mb
+
+    assert mb.tiles_across(720, 1280, 1) == 1  # no tiles stays none
+    assert mb.tiles_across(1080, 1920, 2) == 2  # a 1080p frame: as asked
+    assert mb.tiles_across(3000, 4000, 2) > 2  # a 12-megapixel photo: more
+    assert mb.tiles_across(3000, 4000, 2) * mb.TILE_MOST_PX >= 3000 * mb.TILE_OVERLAP
+    assert mb.tiles_across(100_000, 100_000, 2) == mb.MAX_TILES_ALONG
+    assert mb.tiles_across(3000, 4000, 8) == 8
+
+
+def _strip(faces: list[np.ndarray], side: int = 512) -> np.ndarray:
+    return np.hstack([cv2.resize(f, (side, side), interpolation=cv2.INTER_AREA) for f in faces])
+
+
+def test_a_long_frame_is_looked_at_in_parts(
+    astronaut: np.ndarray, grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six portraits side by side (3072 x 512): whole, BlazeFace sees each face about
+    10 px wide and finds few; in parts along the strip too, all six, each where it is."""
+    from faceweave.analysis import mediapipe_backend as mb
+
+    strip = _strip([astronaut, grace_hopper] * 3)
+
+    def faces_found() -> list[int]:
+        detector = mb.BlazeFaceDetector(adaptive=False)
+        try:  # which portrait each sure detection is in
+            return sorted(
+                int(d.bbox[0] + d.bbox[2]) // 2 // 512
+                for d in detector.detect(strip)
+                if d.score > 0.7
+            )
+        finally:
+            detector.close()
+
+    assert faces_found() == [0, 1, 2, 3, 4, 5]
+    monkeypatch.setattr(mb, "WHOLE_MAX_ASPECT", 1e9)  # the whole strip at once
+    assert len(faces_found()) < 4
+
+
+def test_a_large_group_photos_small_faces_are_found(
+    astronaut: np.ndarray, grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 12-megapixel photo with faces about 110 px wide: 2 x 2 tiles show them to
+    BlazeFace at about 8 px; tiles kept to TILE_MOST_PX of the photo, at about 25."""
+    from faceweave.analysis import mediapipe_backend as mb
+
+    photo = np.full((3000, 4000, 3), 150, np.uint8)
+    at = [(300, 400), (1700, 500), (3100, 1300), (900, 2200), (2500, 2300)]
+    for i, (x, y) in enumerate(at):
+        face = (astronaut, grace_hopper)[i % 2]
+        photo[y : y + 300, x : x + 300] = cv2.resize(face, (300, 300), interpolation=cv2.INTER_AREA)
+
+    def portraits_found() -> set[int]:
+        detector = mb.BlazeFaceDetector(adaptive=False, tiles=2)
+        try:
+            found = detector.detect(photo)
+        finally:
+            detector.close()
+        return {
+            i
+            for i, (x, y) in enumerate(at)
+            for d in found
+            if d.score > 0.7
+            and x < (d.bbox[0] + d.bbox[2]) / 2 < x + 300
+            and y < (d.bbox[1] + d.bbox[3]) / 2 < y + 300
+        }
+
+    assert portraits_found() == set(range(len(at)))
+    monkeypatch.setattr(mb, "TILE_MOST_PX", 10**6)  # 2 x 2 tiles, whatever the size
+    assert len(portraits_found()) <= 1
