@@ -260,9 +260,11 @@ class FaceAnalyser:
         detector_model: the model file of an ONNX detector backend.
         execution_provider: onnxruntime provider of ONNX backends (``cpu``, ``cuda``...).
         with_embedding: attach dlib's identity descriptor (computed lazily on first use).
-        detect_tiles: detect on an n x n grid of overlapping tiles too (n from 2 to
-            MAX_DETECT_TILES, 8; 1: none): finds the small faces of group photos, at
-            n*n times the detection cost. For still images; live video keeps 1.
+        detect_tiles: detect on a grid of overlapping tiles too, n along the frame's
+            short side (n from 2 to MAX_DETECT_TILES, 8; 1: none; a detector may use
+            more on a large or long frame, as BlazeFace's does): finds the small faces
+            of group photos, at n*n times the detection cost or more. For still
+            images; live video keeps 1.
         detect_edges: also look for faces cut by the frame's sides (see
             :func:`detect_cut`): three more detector runs. For still images; video
             keeps it off.

@@ -137,8 +137,8 @@ MAX_TILES_ALONG = 8
 # BlazeFace's full-range model finds a face about 6% as wide as what it looks at (4%
 # half the time). A large photo's tiles are kept to at most TILE_MOST_PX of its pixels
 # on their short side (more tiles: n grows from the detector's ``tiles`` with the
-# photo, to at most MAX_TILES_ALONG), so a 12-megapixel group photo's faces of 60-100
-# px are found, not only those over about 160 px.
+# photo, to at most MAX_TILES_ALONG): a 12-megapixel photo's faces of 80 px and more
+# are found, and most of 60 px (2 x 2 tiles found few under 160 px).
 TILE_MOST_PX = 768
 # In a video (adaptive), tiles are looked at on one in this many frames where the whole
 # frame shows no face (the first of them, then every 10th: a third of a second at 30 fps).
@@ -247,10 +247,12 @@ class BlazeFaceDetector:
         min_score: detection confidence threshold.
         adaptive: run the short-range pass only when needed (see above).
         every: with ``adaptive``, run the short-range pass at least every N calls.
-        tiles: also detect on an n x n grid of overlapping tiles (n > 1) for small
-            faces in group photos; costs n*n more detector runs (both models). With
-            ``adaptive`` (video), only on frames where the whole frame shows no face,
-            one in TILE_EVERY_EMPTY of them.
+        tiles: also detect on a grid of overlapping tiles, n (> 1) along the frame's
+            short side, for small faces in group photos: n x n, more on a large frame
+            (:func:`tiles_across`) and more along a long one (:func:`tile_counts`);
+            each costs a detector run more (both models). With ``adaptive`` (video),
+            only on frames where the whole frame shows no face, one in
+            TILE_EVERY_EMPTY of them.
     """
 
     def __init__(

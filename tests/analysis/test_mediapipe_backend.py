@@ -213,7 +213,7 @@ def test_a_long_frame_is_looked_at_in_parts(
     astronaut: np.ndarray, grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Six portraits side by side (3072 x 512): whole, BlazeFace sees each face about
-    10 px wide and finds few; in parts along the strip too, all six, each where it is."""
+    8 px wide and finds few; in parts along the strip too, all six, each where it is."""
     from faceweave.analysis import mediapipe_backend as mb
 
     strip = _strip([astronaut, grace_hopper] * 3)
@@ -238,7 +238,7 @@ def test_a_large_group_photos_small_faces_are_found(
     astronaut: np.ndarray, grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 12-megapixel photo with faces about 110 px wide: 2 x 2 tiles show them to
-    BlazeFace at about 8 px; tiles kept to TILE_MOST_PX of the photo, at about 25."""
+    BlazeFace at about 8 px; tiles kept to TILE_MOST_PX of the photo, at about 23."""
     from faceweave.analysis import mediapipe_backend as mb
 
     photo = np.full((3000, 4000, 3), 150, np.uint8)
