@@ -94,9 +94,12 @@ from faceweave.io import (
     make_output_dir,
     output_path_for,
     read_image,
+    read_image_and_alpha,
+    restore_alpha,
     write_bytes_atomic,
     write_image,
 )
+from faceweave.io.image import ALPHA_EXTENSIONS
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
 from faceweave.processors.neural import AnySwapper
@@ -104,6 +107,9 @@ from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, Swap
 from faceweave.runtime import STOP_SIGNALS, StopSignal, handling_signals
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    from numpy.typing import NDArray
+
     import faceweave as fw
     from faceweave.pipeline.video_job import VideoJobStats
     from faceweave.types import Face, Frame
@@ -660,18 +666,29 @@ def _new_job_id() -> str:
     return "c" + secrets.token_hex(3)
 
 
-def _write_output(path: Path, frame: Frame, quality: int, job_id: str | None) -> None:
-    """Write a swapped image; with a job id, watermarked and labelled (BMP: watermark only)."""
-    if job_id is None:
-        write_image(path, frame, quality=quality)
-        return
-    from faceweave.provenance import embed_watermark, image_labels, write_labeled_image
+def _write_output(
+    path: Path,
+    frame: Frame,
+    quality: int,
+    job_id: str | None,
+    alpha: NDArray[np.uint8] | None = None,
+) -> None:
+    """Write a swapped image; with a job id, watermarked and labelled (BMP: watermark
+    only). ``alpha``: the target's transparency, kept where the format holds one (PNG,
+    WebP; elsewhere the picture stays over white)."""
+    if job_id is not None:
+        from faceweave.provenance import embed_watermark
 
-    marked = embed_watermark(frame, job_id)
-    if path.suffix.lower() == ".bmp":  # BMP holds no metadata
-        write_image(path, marked, quality=quality)
+        frame = embed_watermark(frame, job_id)
+    if alpha is not None and path.suffix.lower() in ALPHA_EXTENSIONS:
+        # (Marked before: shown over white, as a viewer shows it, the mark is whole.)
+        frame = restore_alpha(frame, alpha)
+    if job_id is None or path.suffix.lower() == ".bmp":  # BMP holds no metadata
+        write_image(path, frame, quality=quality)
     else:
-        write_labeled_image(path, marked, image_labels(job_id), quality=quality)
+        from faceweave.provenance import image_labels, write_labeled_image
+
+        write_labeled_image(path, frame, image_labels(job_id), quality=quality)
 
 
 def _add_watermark_option(parser: argparse.ArgumentParser, what: str = "the output") -> None:
@@ -831,10 +848,10 @@ class _SwapJob:
         target_path: Path,
         output_path: Path,
         debug_path: Path | None,
-        target_frame: Frame | None = None,
+        target: tuple[Frame, NDArray[np.uint8] | None] | None = None,
     ) -> str | None:
-        """Swap the faces of one target image (``target_frame``: it, read already) and
-        write the result.
+        """Swap the faces of one target image (``target``: it and its transparency,
+        read already) and write the result; a transparent PNG or WebP stays so.
 
         Returns:
             A note for the user when the target was written unchanged or a --map entry
@@ -844,8 +861,9 @@ class _SwapJob:
         from faceweave.pipeline.tracking import TrackedFace
         from faceweave.pipeline.video_job import FaceRouter, SwapTarget, swap_targets
 
-        if target_frame is None:
-            target_frame = read_image(target_path, max_pixels=self.max_pixels)
+        if target is None:
+            target = read_image_and_alpha(target_path, max_pixels=self.max_pixels)
+        target_frame, alpha = target
         faces = _faces_in(self.analyser, target_frame, target_path)
         targets: list[SwapTarget]
         if self.map_references is not None:
@@ -879,10 +897,13 @@ class _SwapJob:
             if not self.skip_no_face:
                 nearest = self._nearest(faces, unmatched)  # (no face was taken)
                 raise NoFaceError(f"{target_path}: {what} found in the target{nearest}")
-            write_image(output_path, target_frame, quality=self.quality)
+            unchanged = target_frame
+            if alpha is not None and output_path.suffix.lower() in ALPHA_EXTENSIONS:
+                unchanged = restore_alpha(target_frame, alpha)
+            write_image(output_path, unchanged, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
         output_frame = swap_targets(target_frame, targets, self.swappers)
-        _write_output(output_path, output_frame, self.quality, self.watermark)
+        _write_output(output_path, output_frame, self.quality, self.watermark, alpha)
         if unmatched:  # --map: the entries that found nobody, while others were swapped
             entries = ", ".join(str(index + 1) for index, _ in unmatched)
             taken = {id(t.face) for t in targets}
@@ -1101,7 +1122,7 @@ def _run_swap(args: argparse.Namespace) -> int:
             read_image(path, max_pixels=args.max_pixels)
         # The target image too (it had been read after the source's analysis and its
         # advice: a truncated target failed after a warning about the source).
-        target_frame = None if batch else read_image(target_path, max_pixels=args.max_pixels)
+        target = None if batch else read_image_and_alpha(target_path, max_pixels=args.max_pixels)
 
         analyser = _still_analyser(args)
         source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
@@ -1123,7 +1144,7 @@ def _run_swap(args: argparse.Namespace) -> int:
             watermark=None if args.no_watermark else _new_job_id(),
         )
         if not batch:
-            note = job.run(target_path, output_path, args.debug, target_frame)
+            note = job.run(target_path, output_path, args.debug, target)
             if note is not None and not args.quiet:
                 _note(note)
             return EXIT_OK

@@ -5,6 +5,7 @@ numpy conversion happens here only: everything returned is a
 """
 
 from faceweave.io.image import (
+    ALPHA_EXTENSIONS,
     DEFAULT_MAX_PIXELS,
     DEFAULT_QUALITY,
     IMAGE_EXTENSIONS,
@@ -14,11 +15,14 @@ from faceweave.io.image import (
     make_output_dir,
     output_path_for,
     read_image,
+    read_image_and_alpha,
+    restore_alpha,
     write_bytes_atomic,
     write_image,
 )
 
 __all__ = [
+    "ALPHA_EXTENSIONS",
     "DEFAULT_MAX_PIXELS",
     "DEFAULT_QUALITY",
     "IMAGE_EXTENSIONS",
@@ -28,6 +32,8 @@ __all__ = [
     "make_output_dir",
     "output_path_for",
     "read_image",
+    "read_image_and_alpha",
+    "restore_alpha",
     "write_bytes_atomic",
     "write_image",
 ]

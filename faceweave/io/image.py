@@ -44,12 +44,17 @@ __all__ = [
     "list_images",
     "make_output_dir",
     "output_path_for",
+    "ALPHA_EXTENSIONS",
     "read_image",
+    "read_image_and_alpha",
+    "restore_alpha",
     "write_bytes_atomic",
     "write_image",
 ]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+# The formats we write with an alpha channel (a transparent photo keeps its transparency).
+ALPHA_EXTENSIONS = (".png", ".webp")
 DEFAULT_MAX_PIXELS = 64_000_000
 DEFAULT_QUALITY = 95
 
@@ -93,6 +98,24 @@ def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame
         >>> frame.shape, frame.dtype  # doctest: +SKIP
         ((512, 512, 3), dtype('uint8'))
     """
+    return read_image_and_alpha(path, max_pixels=max_pixels)[0]
+
+
+def read_image_and_alpha(
+    path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> tuple[Frame, NDArray[np.uint8] | None]:
+    """:func:`read_image`, and the picture's transparency: its alpha channel, or None
+    where every pixel is opaque (no alpha channel, or one at 255 throughout).
+
+    The frame is the picture over white, as :func:`read_image` gives it; with
+    :func:`restore_alpha` a frame made from it is written transparent again.
+
+    Shape:
+        - Output: :math:`(H, W, 3)` ``uint8`` BGR, and :math:`(H, W)` ``uint8`` or None.
+
+    Raises:
+        As :func:`read_image`.
+    """
     if not isinstance(path, str | bytes | os.PathLike):
         # (os.fsdecode's own TypeError, unlike every other bad input here.)
         raise InputError(f"an image path is a str or a Path, got {type(path).__name__}")
@@ -103,6 +126,32 @@ def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
         return _decode(handle, path, max_pixels)
+
+
+def restore_alpha(frame: Frame, alpha: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    """The BGRA picture that, shown over white, is ``frame``: ``alpha`` as the
+    transparency, and the colours taken back out of their blend with white (a frame
+    from :func:`read_image_and_alpha` gives the file's picture back, within a grey
+    level where it is at least half opaque). Fully transparent pixels are black.
+
+    Shape:
+        - frame: :math:`(H, W, 3)`, ``uint8``; alpha: :math:`(H, W)`, ``uint8``.
+        - Output: :math:`(H, W, 4)`, ``uint8`` BGRA.
+
+    Raises:
+        InputError: the shapes do not match.
+    """
+    _check_frame(frame)
+    if frame.ndim != 3 or not isinstance(alpha, np.ndarray) or alpha.shape != frame.shape[:2]:
+        raise InputError(
+            f"alpha must be (H, W) for a (H, W, 3) frame, got "
+            f"{getattr(alpha, 'shape', type(alpha).__name__)} for {frame.shape}"
+        )
+    a = alpha.astype(np.float32)[:, :, None] / 255.0
+    over_white = _ALPHA_BACKGROUND * (1.0 - a)
+    colour = (frame.astype(np.float32) - over_white) / np.maximum(a, 1e-6)
+    colour = np.where(a > 0, np.clip(np.rint(colour), 0, 255), 0).astype(np.uint8)
+    return np.ascontiguousarray(np.dstack([colour, alpha.astype(np.uint8)]))
 
 
 def check_input_file(path: PathLike, what: str) -> Path:
@@ -140,16 +189,21 @@ def write_image(path: PathLike, frame: Frame, *, quality: int = DEFAULT_QUALITY)
         quality: 1..100 for JPEG and WebP; ignored by PNG and BMP (lossless).
 
     Shape:
-        - frame: :math:`(H, W, 3)` BGR or :math:`(H, W)` grayscale, ``uint8``.
+        - frame: :math:`(H, W, 3)` BGR or :math:`(H, W)` grayscale, ``uint8``; or
+          :math:`(H, W, 4)` BGRA (:func:`restore_alpha`) for a format of
+          :data:`ALPHA_EXTENSIONS`.
 
     Raises:
         UnsupportedFormatError: the extension is not one we write.
-        InputError: ``frame`` is not a uint8 image or ``quality`` is out of range.
+        InputError: ``frame`` is not a uint8 image or ``quality`` is out of range, or
+            it has an alpha channel that the format cannot hold.
         OutputError: the directory is missing or not writable, or the write failed.
     """
     path = Path(path)
     extension = image_extension(path)
-    _check_frame(frame)
+    _check_frame(frame, alpha=True)
+    if frame.ndim == 3 and frame.shape[2] == 4 and extension not in ALPHA_EXTENSIONS:
+        raise InputError(f"{path}: {extension} cannot hold an alpha channel")
     if not 1 <= quality <= 100:
         raise InputError(f"quality must be in 1..100, got {quality}")
     data = _encode(frame, extension, quality, path)
@@ -279,7 +333,9 @@ def output_path_for(
 # --- reading ---------------------------------------------------------------------------------
 
 
-def _decode(handle: BinaryIO, path: Path, max_pixels: int) -> Frame:
+def _decode(
+    handle: BinaryIO, path: Path, max_pixels: int
+) -> tuple[Frame, NDArray[np.uint8] | None]:
     try:
         with warnings.catch_warnings():
             # We enforce our own limit below; Pillow's warning would only be noise.
@@ -324,37 +380,44 @@ def _apply_orientation(image: Image.Image) -> Image.Image:
         return image
 
 
-def _to_bgr(image: Image.Image, path: Path) -> Frame:
+def _to_bgr(image: Image.Image, path: Path) -> tuple[Frame, NDArray[np.uint8] | None]:
+    """The picture over white, and its alpha channel (None where all opaque)."""
     mode = image.mode
     if mode.startswith("I;16") or mode == "I":
         samples = np.asarray(image).astype(np.float32)
         gray = np.clip(np.rint(samples / 257.0), 0, 255).astype(np.uint8)
-        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2))
+        return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2)), None
     has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
         mode in ("P", "L", "RGB") and "transparency" in image.info
     )
+    opacity: NDArray[np.uint8] | None = None
     try:
         if has_alpha:
-            rgba = np.asarray(image.convert("RGBA"), dtype=np.float32)
+            rgba_u8 = np.asarray(image.convert("RGBA"), dtype=np.uint8)
+            rgba = rgba_u8.astype(np.float32)
             alpha = rgba[:, :, 3:4] / 255.0
             rgb = rgba[:, :, :3] * alpha + _ALPHA_BACKGROUND * (1.0 - alpha)
             rgb_u8 = np.clip(np.rint(rgb), 0, 255).astype(np.uint8)
+            if rgba_u8[:, :, 3].min() < 255:
+                opacity = np.ascontiguousarray(rgba_u8[:, :, 3])
         else:
             rgb_u8 = np.asarray(image.convert("RGB"), dtype=np.uint8)
     except (OSError, ValueError) as exc:
         raise UnsupportedFormatError(f"{path}: unsupported pixel mode {mode}") from exc
     bgr: Frame = np.ascontiguousarray(rgb_u8[:, :, ::-1])
-    return bgr
+    return bgr, opacity
 
 
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _check_frame(frame: NDArray[np.generic]) -> None:
+def _check_frame(frame: NDArray[np.generic], *, alpha: bool = False) -> None:
+    """``alpha``: a (H, W, 4) BGRA frame passes too."""
     if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
         dtype = getattr(frame, "dtype", type(frame).__name__)
         raise InputError(f"frame must be a uint8 numpy array, got {dtype}")
-    if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] == 3)):
+    channels = (3, 4) if alpha else (3,)
+    if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] in channels)):
         raise InputError(f"frame must have shape (H, W, 3) or (H, W), got {frame.shape}")
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise InputError(f"frame has no pixels: {frame.shape}")

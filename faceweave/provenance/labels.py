@@ -45,7 +45,13 @@ import numpy as np
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
 from faceweave.errors import InputError, OutputError, UnsupportedFormatError
-from faceweave.io.image import DEFAULT_QUALITY, PathLike, _atomic_write, image_extension
+from faceweave.io.image import (
+    ALPHA_EXTENSIONS,
+    DEFAULT_QUALITY,
+    PathLike,
+    _atomic_write,
+    image_extension,
+)
 from faceweave.io.video import VIDEO_EXTENSIONS, _open_input
 from faceweave.provenance.watermark import STATEMENT, watermark_id
 from faceweave.types import Frame, check_frame
@@ -141,21 +147,28 @@ def write_labeled_image(
         quality: 1..100 for JPEG and WebP; ignored by PNG.
 
     Shape:
-        - frame: :math:`(H, W, 3)`, ``uint8``, BGR.
+        - frame: :math:`(H, W, 3)`, ``uint8``, BGR; or :math:`(H, W, 4)` BGRA
+          (:func:`faceweave.io.image.restore_alpha`) for PNG and WebP.
 
     Raises:
         UnsupportedFormatError: an extension that cannot hold labels.
-        InputError: bad frame, labels or quality.
+        InputError: bad frame, labels or quality, or an alpha channel for JPEG.
         OutputError: the file cannot be written.
     """
     path = Path(path)
     extension = image_extension(path)
     if extension not in LABELED_IMAGE_EXTENSIONS:
         raise UnsupportedFormatError(f"{path}: {extension} cannot hold metadata labels")
-    check_frame(frame)
+    rgba = isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[2] == 4
+    if rgba and extension not in ALPHA_EXTENSIONS:
+        raise InputError(f"{path}: {extension} cannot hold an alpha channel")
+    check_frame(frame[:, :, :3] if rgba else frame)
     if not 1 <= quality <= 100:
         raise InputError(f"quality must be in 1..100, got {quality}")
-    image = Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]), "RGB")
+    if rgba:
+        image = Image.fromarray(np.ascontiguousarray(frame[:, :, [2, 1, 0, 3]]), "RGBA")
+    else:
+        image = Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]), "RGB")
     xmp = _xmp_packet(labels)
     buffer = io.BytesIO()
     try:

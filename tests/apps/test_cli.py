@@ -1098,6 +1098,45 @@ def test_batch_exit_code_and_skip_no_face(images: Images, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+def test_a_transparent_target_stays_transparent(images: Images, tmp_path: Path) -> None:
+    """A cut-out portrait (transparent round it, a soft edge) swapped to PNG and WebP
+    keeps its alpha and, marked, its watermark; to JPEG it is over white, as before."""
+    hopper = np.asarray(Image.open(images.target_png).convert("RGB"))
+    h, w = hopper.shape[:2]
+    yy, xx = np.mgrid[:h, :w]
+    reach = np.hypot((xx - w / 2) / (0.45 * w), (yy - h / 2) / (0.5 * h))
+    alpha = np.clip((1.1 - reach) * 255 / 0.2, 0, 255).astype(np.uint8)
+    target = tmp_path / "cut_out.png"
+    Image.fromarray(np.dstack([hopper, alpha]), mode="RGBA").save(target)
+    for name in ("out.png", "out.webp", "out.jpg"):
+        result = _run(
+            "swap", "-s", images.source_png, "-t", target, "-o", name, cwd=tmp_path, marked=True
+        )
+        assert result.returncode == EXIT_OK, result.stderr
+    for name in ("out.png", "out.webp"):
+        out = np.asarray(Image.open(tmp_path / name))
+        assert out.shape == (h, w, 4), name
+        alpha_error = np.abs(out[:, :, 3].astype(int) - alpha)
+        assert alpha_error.max() <= (0 if name == "out.png" else 8), name
+        report = _run("verify", name, cwd=tmp_path)
+        assert report.returncode == EXIT_OK and "FOUND" in report.stdout, report.stdout
+    # The face is swapped (over white, as a viewer shows it, the JPEG's picture).
+    assert np.asarray(Image.open(tmp_path / "out.jpg")).shape == (h, w, 3)
+    shown = read_image(tmp_path / "out.png").astype(int)
+    assert np.abs(shown - read_image(tmp_path / "out.jpg").astype(int)).mean() < 3
+    assert np.abs(shown - read_image(target).astype(int)).mean() > 1
+    # A target with no face, passed through, keeps its transparency too.
+    blank = np.zeros((64, 64, 4), np.uint8)
+    blank[16:48, 16:48] = (90, 120, 150, 255)
+    Image.fromarray(blank, mode="RGBA").save(tmp_path / "blank.png")
+    result = _run(
+        "swap", "-s", images.source_png, "-t", "blank.png", "-o", "blank_out.png",
+        "--skip-no-face", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "blank_out.png")), blank)
+
+
 def test_swap_marks_output_by_default_and_verify_reports_it(images: Images, tmp_path: Path) -> None:
     marked = tmp_path / "marked.png"
     result = _run(

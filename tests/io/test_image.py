@@ -157,6 +157,53 @@ def test_half_transparent_pixels_blend(tmp_path: Path) -> None:
     assert np.all(np.abs(frame.astype(int) - 127) <= 1)
 
 
+def test_transparency_is_read_apart_and_restored(tmp_path: Path) -> None:
+    """The frame is the picture over white; its alpha comes with it, and restore_alpha
+    gives the file's picture back (colours within a grey level where at least half
+    opaque), which PNG and WebP write with its transparency."""
+    from faceweave.io import read_image_and_alpha, restore_alpha
+
+    rng = np.random.default_rng(0)
+    rgba = rng.integers(0, 256, (16, 24, 4), dtype=np.uint8)
+    rgba[:, :4, 3] = 0
+    rgba[:, 4:8, 3] = 255
+    Image.fromarray(rgba, mode="RGBA").save(tmp_path / "cut_out.png")
+    frame, alpha = read_image_and_alpha(tmp_path / "cut_out.png")
+    assert alpha is not None
+    np.testing.assert_array_equal(alpha, rgba[:, :, 3])
+    np.testing.assert_array_equal(frame, read_image(tmp_path / "cut_out.png"))
+    assert frame[:, :4].min() == 255  # the transparent band, over white
+    back = restore_alpha(frame, alpha)
+    assert back.shape == (16, 24, 4)
+    np.testing.assert_array_equal(back[:, :, 3], rgba[:, :, 3])
+    half = rgba[:, :, 3] >= 128
+    error = np.abs(back[:, :, :3].astype(int) - rgba[:, :, 2::-1].astype(int))
+    assert error[half].max() <= 1
+    assert back[:, :4, :3].max() == 0  # no colour where nothing shows
+    for name in ("back.png", "back.webp"):
+        write_image(tmp_path / name, back, quality=100)
+        stored = np.asarray(Image.open(tmp_path / name))
+        assert stored.shape == (16, 24, 4)
+        np.testing.assert_array_equal(stored[:, :, 3], rgba[:, :, 3])
+    with pytest.raises(InputError, match="alpha"):
+        write_image(tmp_path / "back.jpg", back)
+    assert not (tmp_path / "back.jpg").exists()
+    with pytest.raises(InputError, match="alpha"):
+        restore_alpha(frame, alpha[:8])
+
+
+def test_an_opaque_picture_has_no_alpha(tmp_path: Path) -> None:
+    from faceweave.io import read_image_and_alpha
+
+    rgba = np.full((4, 4, 4), 200, np.uint8)
+    rgba[:, :, 3] = 255  # an alpha channel, opaque throughout
+    Image.fromarray(rgba, mode="RGBA").save(tmp_path / "opaque.png")
+    Image.fromarray(rgba[:, :, :3], mode="RGB").save(tmp_path / "rgb.png")
+    for name in ("opaque.png", "rgb.png"):
+        frame, alpha = read_image_and_alpha(tmp_path / name)
+        assert alpha is None and frame.shape == (4, 4, 3)
+
+
 def test_palette_with_transparency(tmp_path: Path) -> None:
     image = Image.new("P", (4, 4), 0)
     image.putpalette([255, 0, 0, 0, 255, 0] + [0] * 762)

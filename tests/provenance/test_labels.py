@@ -58,6 +58,23 @@ def test_round_trip(
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.parametrize("extension", [".png", ".webp"])
+def test_a_transparent_picture_keeps_its_alpha_and_labels(
+    tmp_path: Path, astronaut: np.ndarray, labels: dict[str, str], extension: str
+) -> None:
+    bgra = np.dstack([astronaut, np.tile(np.arange(512, dtype=np.uint8)[None, :] // 2, (512, 1))])
+    path = tmp_path / f"out{extension}"
+    write_labeled_image(path, bgra, labels, quality=100)
+    assert read_labels(path) == labels
+    stored = np.asarray(Image.open(path))
+    assert stored.shape == (512, 512, 4)
+    assert np.abs(stored[:, :, 3].astype(int) - bgra[:, :, 3]).max() <= (
+        0 if extension == ".png" else 2
+    )
+    with pytest.raises(InputError, match="alpha"):
+        write_labeled_image(tmp_path / "out.jpg", bgra, labels)
+
+
 def test_png_has_text_chunks_and_xmp(tmp_path: Path, astronaut: np.ndarray) -> None:
     labels = image_labels("job-ü", version="1")  # non-Latin-1 values go to iTXt
     path = tmp_path / "out.png"
