@@ -434,7 +434,7 @@ def test_write_unsupported_extension(tmp_path: Path) -> None:
     "frame",
     [
         np.zeros((4, 4, 3), dtype=np.float32),
-        np.zeros((4, 4, 4), dtype=np.uint8),
+        np.zeros((4, 4, 2), dtype=np.uint8),  # (4 channels: BGRA, for PNG and WebP)
         np.zeros((0, 4, 3), dtype=np.uint8),
     ],
 )
