@@ -418,7 +418,8 @@ def _check_frame(frame: NDArray[np.generic], *, alpha: bool = False) -> None:
         raise InputError(f"frame must be a uint8 numpy array, got {dtype}")
     channels = (3, 4) if alpha else (3,)
     if not (frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] in channels)):
-        raise InputError(f"frame must have shape (H, W, 3) or (H, W), got {frame.shape}")
+        shapes = "(H, W, 3), (H, W, 4)" if alpha else "(H, W, 3)"
+        raise InputError(f"frame must have shape {shapes} or (H, W), got {frame.shape}")
     if frame.shape[0] == 0 or frame.shape[1] == 0:
         raise InputError(f"frame has no pixels: {frame.shape}")
 
