@@ -23,11 +23,18 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from numpy.typing import NDArray
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import BackendError, FaceweaveError, NoFaceError, OutputError
-from faceweave.io.image import read_image, write_image
+from faceweave.io.image import (
+    ALPHA_EXTENSIONS,
+    read_image,
+    read_image_and_alpha,
+    restore_alpha,
+    write_image,
+)
 from faceweave.processors.engines import SwapEngine, swapper_advice
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import SwapOptions
@@ -88,9 +95,20 @@ def mark_frame(frame: Frame, job_id: str) -> Frame:
     return embed_watermark(frame, job_id)
 
 
-def write_result(path: Path, frame: Frame, *, job_id: str, quality: int) -> None:
-    """Write a result image, watermarked and labelled, atomically."""
+def write_result(
+    path: Path,
+    frame: Frame,
+    *,
+    job_id: str,
+    quality: int,
+    alpha: NDArray[np.uint8] | None = None,
+) -> None:
+    """Write a result image, watermarked and labelled, atomically. ``alpha``: the
+    target's transparency, kept in a PNG or WebP result (marked before it is put back,
+    so the picture over white carries the whole mark)."""
     marked = mark_frame(frame, job_id)
+    if alpha is not None and path.suffix.lower() in ALPHA_EXTENSIONS:
+        marked = restore_alpha(marked, alpha)
     try:
         from faceweave.provenance import image_labels, write_labeled_image
     except ImportError:  # only when require_provenance is off
@@ -243,11 +261,11 @@ def run_job(
     if job.kind == "video":
         _run_video(engine, store, job, swapper, reference_face, result_path, progress)
     else:
-        target = read_image(store.input_path(job, "target"), max_pixels=max_pixels)
+        target, alpha = read_image_and_alpha(store.input_path(job, "target"), max_pixels=max_pixels)
         progress(0.3, force=True)
         output = engine.swap_image(swapper, target, options, reference_face)
         progress(0.8, force=True)
-        write_result(result_path, output, job_id=job.id, quality=options.quality)
+        write_result(result_path, output, job_id=job.id, quality=options.quality, alpha=alpha)
     return ext, _sha256(result_path), (*notes, *swapper_advice(swapper))
 
 

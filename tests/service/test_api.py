@@ -162,6 +162,33 @@ def test_png_target_gives_png_and_output_format_is_honoured(
         assert Image.open(io.BytesIO(content)).format == kind
 
 
+def test_a_transparent_target_gives_a_transparent_result(
+    service: tuple[TestClient, Path], source_png: bytes, grace_hopper_rgb: np.ndarray
+) -> None:
+    """A cut-out portrait (transparent round it, a soft edge): the PNG result keeps
+    its alpha, and its watermark over white, as a viewer shows it."""
+    from faceweave.io import read_image
+    from faceweave.provenance import detect_watermark, watermark_id
+
+    client, data_dir = service
+    key = make_key(data_dir, "transparent")
+    h, w = grace_hopper_rgb.shape[:2]
+    yy, xx = np.mgrid[:h, :w]
+    reach = np.hypot((xx - w / 2) / (0.45 * w), (yy - h / 2) / (0.5 * h))
+    alpha = np.clip((1.1 - reach) * 255 / 0.2, 0, 255).astype(np.uint8)
+    cut_out = io.BytesIO()
+    Image.fromarray(np.dstack([grace_hopper_rgb, alpha]), mode="RGBA").save(cut_out, format="PNG")
+    job = submit(client, key, source_png, cut_out.getvalue(), names=("a.png", "b.png")).json()
+    done = wait_for(client, job["id"], key)
+    assert done["state"] == "done", done
+    content = client.get(done["result"]["url"], headers=auth(key)).content
+    result = np.asarray(Image.open(io.BytesIO(content)))
+    assert result.shape == (h, w, 4)
+    np.testing.assert_array_equal(result[:, :, 3], alpha)
+    found = detect_watermark(read_image(data_dir / "jobs" / job["id"] / "result.png"))
+    assert found.found and found.payload == watermark_id(job["id"]), found
+
+
 def test_results_carry_provenance(
     service: tuple[TestClient, Path], source_png: bytes, target_jpeg: bytes
 ) -> None:
