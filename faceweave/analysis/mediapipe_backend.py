@@ -304,13 +304,17 @@ class BlazeFaceDetector:
         if tile_counts(h, w, 1) != (1, 1):
             parts, (px, py) = self._parts(frame, 1, DETECT_SIDE)
             views.append((parts, px, py))
-        if self.adaptive:
-            found = [
+
+        def one_model(*, short: bool) -> list[Detection]:  # (adaptive: one at a time)
+            return [
                 d.scaled(sx, sy)
                 for images, sx, sy in views
                 for rgb, at in images
-                for d in self._detect_rgb(rgb, at, short=False)
+                for d in self._detect_rgb(rgb, at, short=short, full=not short)
             ]
+
+        if self.adaptive:
+            found = one_model(short=False)
         else:
             hand_over = (
                 None if early is None else lambda dets: early([d.scaled(fx, fy) for d in dets])
@@ -320,12 +324,7 @@ class BlazeFaceDetector:
                 found += [d.scaled(sx, sy) for d in self._both_models(images)]
         self._calls += 1
         if self.adaptive and (not found or self._calls % self.every == 1 % self.every):
-            found += [
-                d.scaled(sx, sy)
-                for images, sx, sy in views
-                for rgb, at in images
-                for d in self._detect_rgb(rgb, at, full=False)
-            ]
+            found += one_model(short=True)
         # A video's frames (adaptive) look at tiles only while the whole frame shows no
         # face: on the first such frame and every TILE_EVERY_EMPTY-th after it, so a
         # small face in a wide shot is found within a third of a second, and frames
