@@ -90,16 +90,15 @@ from faceweave.io import (
     DEFAULT_QUALITY,
     IMAGE_EXTENSIONS,
     check_output_path,
+    keep_alpha,
     list_images,
     make_output_dir,
     output_path_for,
     read_image,
     read_image_and_alpha,
-    restore_alpha,
     write_bytes_atomic,
     write_image,
 )
-from faceweave.io.image import ALPHA_EXTENSIONS
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
 from faceweave.processors.neural import AnySwapper
@@ -680,9 +679,8 @@ def _write_output(
         from faceweave.provenance import embed_watermark
 
         frame = embed_watermark(frame, job_id)
-    if alpha is not None and path.suffix.lower() in ALPHA_EXTENSIONS:
-        # (Marked before: shown over white, as a viewer shows it, the mark is whole.)
-        frame = restore_alpha(frame, alpha)
+    # (Marked before: shown over white, as a viewer shows it, the mark is whole.)
+    frame = keep_alpha(frame, alpha, path)
     if job_id is None or path.suffix.lower() == ".bmp":  # BMP holds no metadata
         write_image(path, frame, quality=quality)
     else:
@@ -897,9 +895,7 @@ class _SwapJob:
             if not self.skip_no_face:
                 nearest = self._nearest(faces, unmatched)  # (no face was taken)
                 raise NoFaceError(f"{target_path}: {what} found in the target{nearest}")
-            unchanged = target_frame
-            if alpha is not None and output_path.suffix.lower() in ALPHA_EXTENSIONS:
-                unchanged = restore_alpha(target_frame, alpha)
+            unchanged = keep_alpha(target_frame, alpha, output_path)
             write_image(output_path, unchanged, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
         output_frame = swap_targets(target_frame, targets, self.swappers)

@@ -45,6 +45,7 @@ __all__ = [
     "make_output_dir",
     "output_path_for",
     "ALPHA_EXTENSIONS",
+    "keep_alpha",
     "read_image",
     "read_image_and_alpha",
     "restore_alpha",
@@ -152,6 +153,16 @@ def restore_alpha(frame: Frame, alpha: NDArray[np.uint8]) -> NDArray[np.uint8]:
     colour = (frame.astype(np.float32) - over_white) / np.maximum(a, 1e-6)
     colour = np.where(a > 0, np.clip(np.rint(colour), 0, 255), 0).astype(np.uint8)
     return np.ascontiguousarray(np.dstack([colour, alpha.astype(np.uint8)]))
+
+
+def keep_alpha(frame: Frame, alpha: NDArray[np.uint8] | None, path: PathLike) -> NDArray[np.uint8]:
+    """``frame`` to write to ``path`` with the picture's transparency ``alpha``
+    (:func:`read_image_and_alpha`): BGRA (:func:`restore_alpha`) where ``path``'s
+    format holds an alpha channel (:data:`ALPHA_EXTENSIONS`) and there is one, else
+    ``frame`` as it is (over white)."""
+    if alpha is None or Path(path).suffix.lower() not in ALPHA_EXTENSIONS:
+        return frame
+    return restore_alpha(frame, alpha)
 
 
 def check_input_file(path: PathLike, what: str) -> Path:

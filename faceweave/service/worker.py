@@ -28,13 +28,7 @@ from numpy.typing import NDArray
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import BackendError, FaceweaveError, NoFaceError, OutputError
-from faceweave.io.image import (
-    ALPHA_EXTENSIONS,
-    read_image,
-    read_image_and_alpha,
-    restore_alpha,
-    write_image,
-)
+from faceweave.io.image import keep_alpha, read_image, read_image_and_alpha, write_image
 from faceweave.processors.engines import SwapEngine, swapper_advice
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import SwapOptions
@@ -106,9 +100,7 @@ def write_result(
     """Write a result image, watermarked and labelled, atomically. ``alpha``: the
     target's transparency, kept in a PNG or WebP result (marked before it is put back,
     so the picture over white carries the whole mark)."""
-    marked = mark_frame(frame, job_id)
-    if alpha is not None and path.suffix.lower() in ALPHA_EXTENSIONS:
-        marked = restore_alpha(marked, alpha)
+    marked = keep_alpha(mark_frame(frame, job_id), alpha, path)
     try:
         from faceweave.provenance import image_labels, write_labeled_image
     except ImportError:  # only when require_provenance is off
