@@ -28,7 +28,7 @@ from typing import BinaryIO
 import cv2
 import numpy as np
 from numpy.typing import NDArray
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageOps, TiffImagePlugin, UnidentifiedImageError
 
 from faceweave.errors import ImageTooLargeError, InputError, OutputError, UnsupportedFormatError
 from faceweave.types import Frame
@@ -53,28 +53,33 @@ __all__ = [
     "write_image",
 ]
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
 # The formats we write with an alpha channel (a transparent photo keeps its transparency).
-ALPHA_EXTENSIONS = (".png", ".webp")
+ALPHA_EXTENSIONS = (".png", ".webp", ".tif", ".tiff")
 DEFAULT_MAX_PIXELS = 64_000_000
 DEFAULT_QUALITY = 95
 
 # Pillow decoders we use; the JPEG one also opens the multi-picture (MPO) files phones write.
-_READ_FORMATS = ("BMP", "JPEG", "PNG", "WEBP")
+_READ_FORMATS = ("BMP", "JPEG", "PNG", "TIFF", "WEBP")
 # Background for transparent pixels: white, as image viewers and browsers show them.
 _ALPHA_BACKGROUND = 255.0
 _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
+# TIFF: Deflate (Adobe), lossless, read by every TIFF reader; smaller than OpenCV's LZW default.
+_TIFF_COMPRESSION = 8
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*")
 _TEMP_ATTEMPTS = 8
 
 PathLike = str | os.PathLike[str]
 
 
 def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame:
-    """Read a PNG, JPEG, WebP or BMP file as a BGR frame.
+    """Read a PNG, JPEG, WebP, BMP or TIFF file as a BGR frame.
 
-    Grayscale is expanded to three channels, 16-bit samples are scaled to 8 bits,
+    Grayscale is expanded to three channels, 16-bit samples are scaled to 8 bits
+    (floating-point grey, as scientific TIFFs hold it, from 0..1 or 0..255),
     transparent pixels are composited over white and EXIF orientation is applied,
-    so the frame looks like the picture a viewer shows.
+    so the frame looks like the picture a viewer shows. Of a multi-page TIFF, the
+    first page is read.
 
     Args:
         path: the image file.
@@ -197,7 +202,7 @@ def write_image(path: PathLike, frame: Frame, *, quality: int = DEFAULT_QUALITY)
     Args:
         path: destination; its extension is one of :data:`IMAGE_EXTENSIONS`.
         frame: the image to write.
-        quality: 1..100 for JPEG and WebP; ignored by PNG and BMP (lossless).
+        quality: 1..100 for JPEG and WebP; ignored by PNG, BMP and TIFF (lossless).
 
     Shape:
         - frame: :math:`(H, W, 3)` BGR or :math:`(H, W)` grayscale, ``uint8``; or
@@ -349,8 +354,10 @@ def _decode(
 ) -> tuple[Frame, NDArray[np.uint8] | None]:
     try:
         with warnings.catch_warnings():
-            # We enforce our own limit below; Pillow's warning would only be noise.
+            # We enforce our own limit below, and a header too broken to open gets its
+            # own error: Pillow's warnings (bomb, "Corrupt EXIF data") would be noise.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            warnings.simplefilter("ignore", UserWarning)
             image = Image.open(handle, formats=_READ_FORMATS)
     except Image.DecompressionBombError as exc:
         # Pillow's own, higher limit tripped first: say ours, as the check below does.
@@ -362,8 +369,10 @@ def _decode(
     except UnidentifiedImageError as exc:
         if path.stat().st_size == 0:
             raise UnsupportedFormatError(f"{path}: empty file") from exc
+        if _starts_with(handle, _TIFF_MAGIC):
+            raise _tiff_error(handle, path) from exc
         raise UnsupportedFormatError(
-            f"{path}: not a supported image (PNG, JPEG, WebP or BMP)"
+            f"{path}: not a supported image (PNG, JPEG, WebP, BMP or TIFF)"
         ) from exc
     except (OSError, ValueError, SyntaxError) as exc:  # Pillow's broken-header errors
         raise InputError(f"{path}: corrupt image header: {_one_line(exc)}") from exc
@@ -384,6 +393,36 @@ def _decode(
         return _to_bgr(upright, path)
 
 
+def _starts_with(handle: BinaryIO, prefixes: tuple[bytes, ...]) -> bool:
+    try:
+        handle.seek(0)
+        head = handle.read(max(len(prefix) for prefix in prefixes))
+    except OSError:
+        return False
+    return head.startswith(prefixes)
+
+
+def _tiff_error(handle: BinaryIO, path: Path) -> InputError:
+    """Why Pillow could not open a file with a TIFF header: a sample layout it does not
+    decode (it reads 8- and 16-bit samples, grey floats, CMYK and palettes, not
+    floating-point colour), or a broken or cut-off file."""
+    handle.seek(0)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Corrupt EXIF data": the reason follows
+            TiffImagePlugin.TiffImageFile(handle).close()
+    except Exception as exc:  # noqa: BLE001 - any failure is the reason we report
+        reason = _one_line(exc)
+    else:
+        reason = "unknown"
+    if "pixel mode" in reason:
+        return UnsupportedFormatError(
+            f"{path}: a TIFF sample layout we cannot read ({reason}; floating-point "
+            "colour, for one); save it with 8- or 16-bit samples"
+        )
+    return InputError(f"{path}: truncated or corrupt TIFF: {reason}")
+
+
 def _apply_orientation(image: Image.Image) -> Image.Image:
     try:
         return ImageOps.exif_transpose(image)
@@ -394,9 +433,15 @@ def _apply_orientation(image: Image.Image) -> Image.Image:
 def _to_bgr(image: Image.Image, path: Path) -> tuple[Frame, NDArray[np.uint8] | None]:
     """The picture over white, and its alpha channel (None where all opaque)."""
     mode = image.mode
-    if mode.startswith("I;16") or mode == "I":
+    if mode.startswith("I;16") or mode == "I" or mode == "F":
         samples = np.asarray(image).astype(np.float32)
-        gray = np.clip(np.rint(samples / 257.0), 0, 255).astype(np.uint8)
+        if mode == "F":
+            # Floating-point grey: 0..1 (the usual range) or already 0..255.
+            samples = np.nan_to_num(samples, nan=0.0, posinf=0.0, neginf=0.0)
+            scale = 255.0 if samples.max(initial=0.0) <= 1.0 else 1.0
+        else:
+            scale = 1.0 / 257.0
+        gray = np.clip(np.rint(samples * scale), 0, 255).astype(np.uint8)
         return np.ascontiguousarray(np.repeat(gray[:, :, None], 3, axis=2)), None
     has_alpha = mode in ("RGBA", "LA", "PA", "RGBa", "La") or (
         mode in ("P", "L", "RGB") and "transparency" in image.info
@@ -443,6 +488,8 @@ def _encode(frame: Frame, extension: str, quality: int, path: Path) -> bytes:
         params = [cv2.IMWRITE_WEBP_QUALITY, quality]
     elif extension == ".png":
         params = [cv2.IMWRITE_PNG_COMPRESSION, _PNG_COMPRESSION]
+    elif extension in (".tif", ".tiff"):
+        params = [cv2.IMWRITE_TIFF_COMPRESSION, _TIFF_COMPRESSION]
     try:
         ok, buffer = cv2.imencode(extension, np.ascontiguousarray(frame), params)
     except cv2.error as exc:

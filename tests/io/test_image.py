@@ -90,7 +90,7 @@ def test_round_trip_each_format(tmp_path: Path, extension: str) -> None:
     assert back.shape == frame.shape
     assert back.flags.c_contiguous
     error = np.abs(back.astype(np.int16) - frame.astype(np.int16))
-    if extension in (".png", ".bmp"):
+    if extension in (".png", ".bmp", ".tif", ".tiff"):
         assert error.max() == 0
     else:
         assert error.mean() < 2.0
@@ -180,7 +180,7 @@ def test_transparency_is_read_apart_and_restored(tmp_path: Path) -> None:
     error = np.abs(back[:, :, :3].astype(int) - rgba[:, :, 2::-1].astype(int))
     assert error[half].max() <= 1
     assert back[:, :4, :3].max() == 0  # no colour where nothing shows
-    for name in ("back.png", "back.webp"):
+    for name in ("back.png", "back.webp", "back.tif"):
         write_image(tmp_path / name, back, quality=100)
         stored = np.asarray(Image.open(tmp_path / name))
         assert stored.shape == (16, 24, 4)
@@ -245,6 +245,64 @@ def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     # After a clockwise quarter turn the stored top-left lands at the top-right.
     assert frame[2, 17, 2] > 200 and frame[2, 17, 0] < 60
     assert frame[37, 2, 2] < 60
+
+
+def test_tiff_variants_read_as_a_viewer_shows_them(tmp_path: Path) -> None:
+    """16-bit colour, floating-point grey (0..1 and 0..255), CMYK, a JPEG-compressed
+    TIFF and the first page of a multi-page one: all the 8-bit BGR picture."""
+    bgr16 = np.zeros((2, 3, 3), dtype=np.uint16)
+    bgr16[..., 0] = 65535
+    bgr16[..., 2] = 32896
+    assert cv2.imwrite(str(tmp_path / "deep.tif"), bgr16)
+    assert np.all(np.abs(read_image(tmp_path / "deep.tif")[0, 0].astype(int) - [255, 0, 128]) <= 1)
+
+    unit = np.array([[0.0, 0.5, 1.0, np.nan]], dtype=np.float32)
+    assert cv2.imwrite(str(tmp_path / "unit.tif"), unit)
+    assert read_image(tmp_path / "unit.tif")[0, :, 1].tolist() == [0, 128, 255, 0]
+    bytes_range = np.array([[0.0, 100.0, 255.0, 300.0]], dtype=np.float32)
+    assert cv2.imwrite(str(tmp_path / "wide.tif"), bytes_range)
+    assert read_image(tmp_path / "wide.tif")[0, :, 1].tolist() == [0, 100, 255, 255]
+
+    Image.new("CMYK", (4, 4), (0, 255, 255, 0)).save(tmp_path / "print.tif")  # red ink
+    assert read_image(tmp_path / "print.tif")[0, 0].tolist() == [0, 0, 255]
+
+    smooth = _smooth_frame()
+    Image.fromarray(smooth[:, :, ::-1]).save(tmp_path / "jpeg.tif", compression="jpeg")
+    assert np.abs(read_image(tmp_path / "jpeg.tif").astype(int) - smooth).mean() < 3.0
+
+    pages = [Image.new("RGB", (5, 4), colour) for colour in ((255, 0, 0), (0, 255, 0))]
+    pages[0].save(tmp_path / "pages.tiff", save_all=True, append_images=pages[1:])
+    assert read_image(tmp_path / "pages.tiff")[0, 0].tolist() == [0, 0, 255]  # page one
+
+
+def test_tiff_written_with_deflate_and_alpha(tmp_path: Path) -> None:
+    from faceweave.io import read_image_and_alpha
+
+    rgba = np.dstack([_smooth_frame(), np.full((48, 64), 77, np.uint8)])
+    write_image(tmp_path / "cut.tiff", rgba)
+    with Image.open(tmp_path / "cut.tiff") as stored:
+        assert stored.format == "TIFF" and stored.mode == "RGBA"
+        assert stored.info["compression"] == "tiff_adobe_deflate"
+    frame, alpha = read_image_and_alpha(tmp_path / "cut.tiff")
+    assert alpha is not None and alpha.min() == alpha.max() == 77
+    assert frame.shape == (48, 64, 3)
+
+
+def test_unreadable_tiffs_say_why(tmp_path: Path) -> None:
+    # Floating-point colour: a layout Pillow does not decode, named as such.
+    assert cv2.imwrite(str(tmp_path / "hdr.tif"), np.full((4, 4, 3), 0.5, np.float32))
+    with pytest.raises(UnsupportedFormatError, match="TIFF sample layout.*8- or 16-bit"):
+        read_image(tmp_path / "hdr.tif")
+    # Cut in half (its directory, written last, is gone) or garbage after the magic.
+    ok, encoded = cv2.imencode(".tif", _noise_frame())
+    assert ok
+    (tmp_path / "cut.tif").write_bytes(encoded.tobytes()[: encoded.size // 2])
+    (tmp_path / "junk.tif").write_bytes(b"MM\x00*" + b"\xff" * 60)
+    for name in ("cut.tif", "junk.tif"):
+        with pytest.raises(InputError, match="truncated or corrupt TIFF") as info:
+            read_image(tmp_path / name)
+        assert not isinstance(info.value, UnsupportedFormatError)
+        assert "\n" not in str(info.value)
 
 
 # --- broken and unsupported files ------------------------------------------------------------
@@ -423,8 +481,8 @@ def test_decompression_bomb_refused_before_decoding(tmp_path: Path, side: int) -
 
 
 def test_write_unsupported_extension(tmp_path: Path) -> None:
-    with pytest.raises(UnsupportedFormatError, match="tiff"):
-        write_image(tmp_path / "out.tiff", _smooth_frame())
+    with pytest.raises(UnsupportedFormatError, match="gif"):
+        write_image(tmp_path / "out.gif", _smooth_frame())
     with pytest.raises(UnsupportedFormatError):
         write_image(tmp_path / "out", _smooth_frame())
     assert list(tmp_path.iterdir()) == []
@@ -576,7 +634,8 @@ def test_output_path_for() -> None:
     assert output_path_for("in/face.JPG", "out") == Path("out/face.JPG")
     assert output_path_for(Path("in/face.webp"), Path("out")) == Path("out/face.webp")
     assert output_path_for("in/face.jpg", "out", keep_format=False) == Path("out/face.png")
-    assert output_path_for("in/face.tif", "out") == Path("out/face.png")
+    assert output_path_for("in/face.tif", "out") == Path("out/face.tif")
+    assert output_path_for("in/face.gif", "out") == Path("out/face.png")
     assert output_path_for("in/face.jpg", "out", keep_format=False, default_extension=".bmp") == (
         Path("out/face.bmp")
     )
