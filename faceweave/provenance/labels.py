@@ -18,7 +18,9 @@ Where they go:
 * **PNG**: one ``tEXt``/``iTXt`` chunk per label, plus an XMP packet in the standard
   ``XML:com.adobe.xmp`` iTXt chunk.
 * **JPEG / WebP**: the XMP packet (APP1 / XMP chunk) and EXIF ``ImageDescription`` and
-  ``Software``. BMP has no metadata: :func:`write_labeled_image` refuses it.
+  ``Software``.
+* **TIFF**: the same three as baseline TIFF tags (``XMP`` 700, ``ImageDescription`` 270,
+  ``Software`` 305). BMP has no metadata: :func:`write_labeled_image` refuses it.
 * **Video**: container tags (:func:`video_metadata`). MP4 and MOV keep only the tags
   they know (``comment``, ``description``, ``title``...; checked with PyAV 18 / FFmpeg
   Lavf 62), MKV and WebM keep any: the labels travel as ``key=value`` pairs in
@@ -42,7 +44,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
-from PIL import Image, PngImagePlugin, UnidentifiedImageError
+from PIL import Image, PngImagePlugin, TiffImagePlugin, UnidentifiedImageError
 
 from faceweave.errors import InputError, OutputError, UnsupportedFormatError
 from faceweave.io.image import (
@@ -66,7 +68,7 @@ __all__ = [
 ]
 
 DIGITAL_SOURCE_TYPE = "http://cv.iptc.org/newscodes/digitalsourcetype/compositeSynthetic"
-LABELED_IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp")
+LABELED_IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff")
 
 _PREFIX = "faceweave:"
 _SOURCE_TYPE_KEY = "Iptc4xmpExt:DigitalSourceType"
@@ -76,6 +78,8 @@ _SENTENCE_START = "Synthetic media"
 _XMP_NS = "urn:faceweave:xmp:1.0/"
 _EXIF_DESCRIPTION = 0x010E  # ImageDescription
 _EXIF_SOFTWARE = 0x0131  # Software
+_TIFF_XMP = 700  # XMP packet, BYTE type (Adobe's XMP specification, part 3)
+_TIFF_BYTE = 1
 _COMMENT_SEPARATOR = "; "
 # Tags MP4 / MOV / MKV / WebM / AVI all keep, and the ones only some keep.
 _VIDEO_COMMENT = "comment"
@@ -140,15 +144,16 @@ def write_labeled_image(
     same temporary-file, fsync and rename path as every other image faceweave writes.
 
     Args:
-        path: ``.png``, ``.jpg``/``.jpeg`` or ``.webp`` (BMP cannot hold labels).
+        path: ``.png``, ``.jpg``/``.jpeg``, ``.webp`` or ``.tif``/``.tiff`` (BMP cannot
+            hold labels).
         frame: the picture.
         labels: from :func:`image_labels` (any ``str -> str`` works; keys are
             PNG keywords, so at most 79 Latin-1 characters).
-        quality: 1..100 for JPEG and WebP; ignored by PNG.
+        quality: 1..100 for JPEG and WebP; ignored by PNG and TIFF.
 
     Shape:
         - frame: :math:`(H, W, 3)`, ``uint8``, BGR; or :math:`(H, W, 4)` BGRA
-          (:func:`faceweave.io.image.restore_alpha`) for PNG and WebP.
+          (:func:`faceweave.io.image.restore_alpha`) for PNG, WebP and TIFF.
 
     Raises:
         UnsupportedFormatError: an extension that cannot hold labels.
@@ -181,15 +186,18 @@ def write_labeled_image(
                     info.add_itxt(key, value)
             info.add_itxt(_XMP_PNG_KEY, xmp.decode("utf-8"))
             image.save(buffer, format="PNG", pnginfo=info, compress_level=3)
+        elif extension in (".tif", ".tiff"):
+            tags = TiffImagePlugin.ImageFileDirectory_v2()
+            for tag, value in _description_tags(labels).items():
+                tags[tag] = value
+            tags[_TIFF_XMP] = xmp
+            tags.tagtype[_TIFF_XMP] = _TIFF_BYTE
+            # Deflate, as faceweave.io.image writes TIFF without labels.
+            image.save(buffer, format="TIFF", tiffinfo=tags, compression="tiff_adobe_deflate")
         else:
             exif = Image.Exif()
-            description = labels.get(_DESCRIPTION_KEY, STATEMENT)
-            exif[_EXIF_DESCRIPTION] = description
-            software = " ".join(
-                v for v in (labels.get(f"{_PREFIX}tool"), labels.get(f"{_PREFIX}version")) if v
-            )
-            if software:
-                exif[_EXIF_SOFTWARE] = software
+            for tag, value in _description_tags(labels).items():
+                exif[tag] = value
             kind = "JPEG" if extension in (".jpg", ".jpeg") else "WEBP"
             image.save(buffer, format=kind, quality=quality, exif=exif, xmp=xmp)
     except (ValueError, TypeError, UnicodeError) as exc:
@@ -225,6 +233,17 @@ def read_labels(path: PathLike) -> dict[str, str]:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _description_tags(labels: dict[str, str]) -> dict[int, str]:
+    """EXIF / TIFF ``ImageDescription`` (the sentence) and ``Software`` (tool version)."""
+    tags = {_EXIF_DESCRIPTION: labels.get(_DESCRIPTION_KEY, STATEMENT)}
+    software = " ".join(
+        v for v in (labels.get(f"{_PREFIX}tool"), labels.get(f"{_PREFIX}version")) if v
+    )
+    if software:
+        tags[_EXIF_SOFTWARE] = software
+    return tags
 
 
 def _latin1(text: str) -> bool:

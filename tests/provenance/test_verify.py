@@ -34,6 +34,20 @@ def test_marked_labelled_jpeg(tmp_path: Path, astronaut: np.ndarray) -> None:
     assert watermark_id(LONG_JOB) in text and "faceweave:synthetic=true" in text
 
 
+def test_marked_labelled_tiff_even_without_its_extension(
+    tmp_path: Path, astronaut: np.ndarray
+) -> None:
+    """A TIFF output (Deflate, XMP and description tags) verifies as an image, also
+    renamed without an extension (sniffed as a TIFF, not handed to FFmpeg)."""
+    path = tmp_path / "swap.tiff"
+    write_labeled_image(path, embed_watermark(astronaut, JOB), image_labels(JOB))
+    reports = [verify(path), verify(path.rename(tmp_path / "swap"))]
+    for report in reports:
+        assert report.kind == "image" and report.size == (512, 512)
+        assert report.marked and report.watermark.payload == JOB
+        assert report.labels["faceweave:job"] == JOB and report.labels_agree is True
+
+
 def test_stripped_and_resized_copy_still_marked(tmp_path: Path, astronaut: np.ndarray) -> None:
     """Metadata gone, picture halved and re-encoded: the watermark still speaks."""
     small = cv2.resize(embed_watermark(astronaut, JOB), (256, 256), interpolation=cv2.INTER_AREA)
