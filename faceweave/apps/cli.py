@@ -674,7 +674,7 @@ def _write_output(
 ) -> None:
     """Write a swapped image; with a job id, watermarked and labelled (BMP: watermark
     only). ``alpha``: the target's transparency, kept where the format holds one (PNG,
-    WebP; elsewhere the picture stays over white)."""
+    WebP, TIFF; elsewhere the picture stays over white)."""
     if job_id is not None:
         from faceweave.provenance import embed_watermark
 
@@ -849,7 +849,7 @@ class _SwapJob:
         target: tuple[Frame, NDArray[np.uint8] | None] | None = None,
     ) -> str | None:
         """Swap the faces of one target image (``target``: it and its transparency,
-        read already) and write the result; a transparent PNG or WebP stays so.
+        read already) and write the result; a transparent PNG, WebP or TIFF stays so.
 
         Returns:
             A note for the user when the target was written unchanged or a --map entry
@@ -989,7 +989,7 @@ def _check_quality_used(args: argparse.Namespace, outputs: list[Path]) -> None:
     if args.quality is not None and not any(
         path.suffix.lower() in _LOSSY_IMAGE_EXTENSIONS for path in outputs
     ):
-        raise UsageError("--quality is for JPEG and WebP outputs (PNG and BMP are lossless)")
+        raise UsageError("--quality is for JPEG and WebP outputs (PNG, BMP and TIFF are lossless)")
 
 
 def _check_execution_provider(args: argparse.Namespace, engine: EngineSettings | None) -> None:

@@ -353,6 +353,7 @@ def test_batch_output_must_differ_from_target(
     [
         (["-o", "o.png", "--quality", "80"], "--quality is for JPEG and WebP outputs"),
         (["-o", "o.bmp", "--quality", "80"], "--quality is for JPEG and WebP outputs"),
+        (["-o", "o.tiff", "--quality", "80"], "TIFF are lossless"),
         (["-o", "o.png", "--execution-provider", "cuda"], "--execution-provider cuda runs ONNX"),
     ],
 )
@@ -1099,8 +1100,9 @@ def test_batch_exit_code_and_skip_no_face(images: Images, tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_a_transparent_target_stays_transparent(images: Images, tmp_path: Path) -> None:
-    """A cut-out portrait (transparent round it, a soft edge) swapped to PNG and WebP
-    keeps its alpha and, marked, its watermark; to JPEG it is over white, as before."""
+    """A cut-out portrait (transparent round it, a soft edge) swapped to PNG, WebP and
+    TIFF keeps its alpha and, marked, its watermark; to JPEG it is over white, as
+    before. A TIFF target in a folder gives a TIFF output."""
     hopper = np.asarray(Image.open(images.target_png).convert("RGB"))
     h, w = hopper.shape[:2]
     yy, xx = np.mgrid[:h, :w]
@@ -1113,17 +1115,26 @@ def test_a_transparent_target_stays_transparent(images: Images, tmp_path: Path) 
             "swap", "-s", images.source_png, "-t", target, "-o", name, cwd=tmp_path, marked=True
         )
         assert result.returncode == EXIT_OK, result.stderr
-    for name in ("out.png", "out.webp"):
+    (tmp_path / "tiffs").mkdir()
+    Image.open(target).save(tmp_path / "tiffs" / "cut_out.tif")
+    result = _run(
+        "swap", "-s", images.source_png, "-t", "tiffs", "-o", "swapped", cwd=tmp_path, marked=True
+    )
+    assert result.returncode == EXIT_OK, result.stderr
+    assert [p.name for p in (tmp_path / "swapped").iterdir()] == ["cut_out.tif"]
+    for name in ("out.png", "out.webp", "swapped/cut_out.tif"):
         out = np.asarray(Image.open(tmp_path / name))
         assert out.shape == (h, w, 4), name
         alpha_error = np.abs(out[:, :, 3].astype(int) - alpha)
-        assert alpha_error.max() <= (0 if name == "out.png" else 8), name
+        assert alpha_error.max() <= (8 if name == "out.webp" else 0), name
         report = _run("verify", name, cwd=tmp_path)
         assert report.returncode == EXIT_OK and "FOUND" in report.stdout, report.stdout
     # The face is swapped (over white, as a viewer shows it, the JPEG's picture).
     assert np.asarray(Image.open(tmp_path / "out.jpg")).shape == (h, w, 3)
     shown = read_image(tmp_path / "out.png").astype(int)
     assert np.abs(shown - read_image(tmp_path / "out.jpg").astype(int)).mean() < 3
+    # (Within the two runs' different watermarks.)
+    assert np.abs(shown - read_image(tmp_path / "swapped/cut_out.tif").astype(int)).mean() < 2
     assert np.abs(shown - read_image(target).astype(int)).mean() > 1
     # A target with no face, passed through, keeps its transparency too.
     blank = np.zeros((64, 64, 4), np.uint8)
