@@ -42,6 +42,8 @@ from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, Swap
 from faceweave.service import audit
 from faceweave.service.auth import ApiKey, RateLimiter, authenticate, load_pepper
 from faceweave.service.checks import (
+    IMAGE_TYPES,
+    VIDEO_TYPES,
     MediaType,
     ReceivedFile,
     Upload,
@@ -98,6 +100,8 @@ _MEDIA_TYPES = {
     ".mkv": "video/x-matroska",
     ".webm": "video/webm",
 }
+# The types an input may have (its stored extension -> MIME type).
+_INPUT_TYPES = {media.ext: media.mime for media in (*IMAGE_TYPES.values(), *VIDEO_TYPES.values())}
 
 
 # --- state built by the lifespan -----------------------------------------------------------------
@@ -272,7 +276,7 @@ def _job_out(job: Job) -> JobOut:
         inputs={
             role: InputOut(
                 name=item.name,
-                type=_MEDIA_TYPES.get(item.ext, "image/bmp"),
+                type=_INPUT_TYPES.get(item.ext, "application/octet-stream"),
                 size=item.size,
                 sha256=item.sha256,
             )

@@ -2,8 +2,8 @@
 
 - Uploads are parsed as they stream in and written to disk in chunks, off the
   event loop; a file larger than the limit aborts the request with 413 at once.
-- The type comes from the content's magic bytes (PNG, JPEG, WebP, BMP; MP4, MOV,
-  Matroska, WebM), never from the file name or the client's ``Content-Type``.
+- The type comes from the content's magic bytes (PNG, JPEG, WebP, BMP, TIFF; MP4,
+  MOV, Matroska, WebM), never from the file name or the client's ``Content-Type``.
 - Images are decoded once with :func:`~faceweave.io.read_image`: the pixel limit
   is checked on the header first (decompression bombs), truncated or corrupt
   files are refused. Videos are probed for their length; a trim range must hold
@@ -68,6 +68,7 @@ IMAGE_TYPES = {
     "jpeg": MediaType("image", ".jpg", "image/jpeg"),
     "webp": MediaType("image", ".webp", "image/webp"),
     "bmp": MediaType("image", ".bmp", "image/bmp"),
+    "tiff": MediaType("image", ".tiff", "image/tiff"),
 }
 VIDEO_TYPES = {
     "mp4": MediaType("video", ".mp4", "video/mp4"),
@@ -104,6 +105,8 @@ def sniff(head: bytes) -> MediaType | None:
     if head[:2] == b"BM" and len(head) >= 18:
         if int.from_bytes(head[14:18], "little") in _BMP_HEADER_SIZES:
             return IMAGE_TYPES["bmp"]
+    if head[:4] in (b"II*\x00", b"MM\x00*"):  # little- and big-endian TIFF
+        return IMAGE_TYPES["tiff"]
     if head[4:8] == b"ftyp":
         brand = head[8:12]
         if brand in _HEIF_BRANDS:  # a phone's photo in the MP4 family's box format
@@ -356,7 +359,7 @@ def check_media(received: ReceivedFile, allowed: tuple[str, ...]) -> MediaType:
         )
     if media is None or media.kind not in allowed:
         wanted = " or ".join(
-            "an image (PNG, JPEG, WebP, BMP)"
+            "an image (PNG, JPEG, WebP, BMP, TIFF)"
             if kind == "image"
             else "a video (MP4, MOV, MKV, WebM)"
             for kind in allowed

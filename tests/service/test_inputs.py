@@ -240,6 +240,8 @@ def test_video_as_source_is_refused(door: tuple[TestClient, str, Path]) -> None:
         (b"\xff\xd8\xff\xe0" + bytes(28), ".jpg"),
         (b"RIFF\x00\x00\x00\x00WEBPVP8 " + bytes(16), ".webp"),
         (b"BM" + bytes(12) + b"\x28\x00\x00\x00" + bytes(14), ".bmp"),
+        (b"II*\x00\x08\x00\x00\x00" + bytes(24), ".tiff"),
+        (b"MM\x00*\x00\x00\x00\x08" + bytes(24), ".tiff"),
         (b"\x00\x00\x00\x20ftypisom" + bytes(20), ".mp4"),
         (b"\x00\x00\x00\x14ftypqt  " + bytes(20), ".mov"),
         (b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01\x42\x82\x84webm" + bytes(16), ".webm"),

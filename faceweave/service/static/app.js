@@ -82,6 +82,8 @@ function showThumb(input, img) {
   const file = input.files[0];
   if (img.src) URL.revokeObjectURL(img.src);
   if (file && file.type.startsWith("image/")) {
+    // A format the browser does not draw (TIFF outside Safari) gets no thumbnail.
+    img.onerror = () => { img.hidden = true; };
     img.src = URL.createObjectURL(file);
     img.alt = `Selected ${input.id}: ${file.name}`;
     img.hidden = false;
