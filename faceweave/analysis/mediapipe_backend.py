@@ -135,11 +135,16 @@ WHOLE_MAX_ASPECT = 3.0
 TILE_MAX_ASPECT = 2.0
 MAX_TILES_ALONG = 8
 # BlazeFace's full-range model finds a face about 6% as wide as what it looks at (4%
-# half the time). A large photo's tiles are kept to at most TILE_MOST_PX of its pixels
-# on their short side (more tiles: n grows from the detector's ``tiles`` with the
-# photo, to at most MAX_TILES_ALONG): a 12-megapixel photo's faces of 80 px and more
-# are found, and most of 60 px (2 x 2 tiles found few under 160 px).
-TILE_MOST_PX = 768
+# half the time). A still's tiles are kept to at most TILE_MOST_PX of its pixels on
+# their short side (more tiles: n grows from the detector's ``tiles`` with the photo,
+# to at most MAX_TILES_ALONG; a 16:9 frame's tiles are then within about 960 px on their
+# long side): a 1080p photo's faces of 60 px and most of 40 px are found (4 x 4 tiles;
+# within 768 px, 2 x 2, found 2 of 6 at 60 px and none at 40, at 62 ms less of
+# detection), a 12-megapixel photo's of 80 px and most of 60 px. A video's tiles (a
+# frame with no face, one in TILE_EVERY_EMPTY) stay within VIDEO_TILE_MOST_PX: four
+# times the tiles would stall a live stream by about 100 ms each time.
+TILE_MOST_PX = 480
+VIDEO_TILE_MOST_PX = 768
 # In a video (adaptive), tiles are looked at on one in this many frames where the whole
 # frame shows no face (the first of them, then every 10th: a third of a second at 30 fps).
 TILE_EVERY_EMPTY = 10
@@ -192,13 +197,15 @@ def _part_share(count: int) -> float:
     return 1.0 if count == 1 else TILE_OVERLAP / count
 
 
-def tiles_across(height: int, width: int, tiles: int) -> int:
+def tiles_across(height: int, width: int, tiles: int, most_px: int | None = None) -> int:
     """How many tiles a detector of ``tiles`` (n > 1; 1: none) looks at a ``height``
     x ``width`` frame in along its short side: ``tiles``, or more on a large frame
-    (:data:`TILE_MOST_PX`), at most :data:`MAX_TILES_ALONG`."""
+    (each within ``most_px`` on its short side, :data:`TILE_MOST_PX` by default), at
+    most :data:`MAX_TILES_ALONG`."""
     if tiles <= 1:
         return tiles
-    needed = math.ceil(min(height, width) * TILE_OVERLAP / TILE_MOST_PX - 1e-9)
+    most = TILE_MOST_PX if most_px is None else most_px
+    needed = math.ceil(min(height, width) * TILE_OVERLAP / most - 1e-9)
     return max(tiles, min(needed, MAX_TILES_ALONG))
 
 
@@ -334,7 +341,7 @@ class BlazeFaceDetector:
         if self.tiles > 1 and max(h, w) >= 480 and tiled:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
-            n = tiles_across(h, w, self.tiles)
+            n = tiles_across(h, w, self.tiles, VIDEO_TILE_MOST_PX if self.adaptive else None)
             tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE)
             found += [d.scaled(fx, fy) for d in self._both_models(tiles)]
         return nms(found, 0.4)

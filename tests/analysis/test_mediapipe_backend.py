@@ -198,11 +198,50 @@ def test_tiles_grow_with_a_large_photo() -> None:
     from faceweave.analysis import mediapipe_backend as mb
 
     assert mb.tiles_across(720, 1280, 1) == 1  # no tiles stays none
-    assert mb.tiles_across(1080, 1920, 2) == 2  # a 1080p frame: as asked
+    assert mb.tiles_across(480, 854, 2) == 2  # a 480p frame: as asked
+    assert mb.tiles_across(1080, 1920, 2) == 4  # a 1080p still: tiles within 480 px
+    assert mb.tiles_across(1080, 1920, 2, mb.VIDEO_TILE_MOST_PX) == 2  # in a video, 2
     assert mb.tiles_across(3000, 4000, 2) > 2  # a 12-megapixel photo: more
-    assert mb.tiles_across(3000, 4000, 2) * mb.TILE_MOST_PX >= 3000 * mb.TILE_OVERLAP
+    assert mb.tiles_across(2000, 3000, 2) * mb.TILE_MOST_PX >= 2000 * mb.TILE_OVERLAP  # 6 MP
     assert mb.tiles_across(100_000, 100_000, 2) == mb.MAX_TILES_ALONG
     assert mb.tiles_across(3000, 4000, 8) == 8
+
+
+def test_a_1080p_photos_small_faces_are_found(
+    astronaut: np.ndarray, grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six portraits in a 1080p frame, the astronaut's face about 50 px wide, Grace
+    Hopper's about 90: tiles within TILE_MOST_PX find all six; 2 x 2 tiles (a video's,
+    VIDEO_TILE_MOST_PX) show the small ones to BlazeFace at 3-4% and find few."""
+    from faceweave.analysis import mediapipe_backend as mb
+
+    frame = np.full((1080, 1920, 3), 150, np.uint8)
+    at = [(150, 150), (800, 120), (1450, 200), (300, 650), (950, 700), (1550, 620)]
+    side = 260
+    for i, (x, y) in enumerate(at):
+        face = (astronaut, grace_hopper)[i % 2]
+        frame[y : y + side, x : x + side] = cv2.resize(
+            face, (side, side), interpolation=cv2.INTER_AREA
+        )
+
+    def portraits_found() -> set[int]:
+        detector = mb.BlazeFaceDetector(adaptive=False, tiles=2)
+        try:
+            found = detector.detect(frame)
+        finally:
+            detector.close()
+        return {
+            i
+            for i, (x, y) in enumerate(at)
+            for d in found
+            if d.score > 0.7
+            and x < (d.bbox[0] + d.bbox[2]) / 2 < x + side
+            and y < (d.bbox[1] + d.bbox[3]) / 2 < y + side
+        }
+
+    assert portraits_found() == set(range(len(at)))
+    monkeypatch.setattr(mb, "TILE_MOST_PX", mb.VIDEO_TILE_MOST_PX)
+    assert len(portraits_found()) <= 3
 
 
 def _strip(faces: list[np.ndarray], side: int = 512) -> np.ndarray:
