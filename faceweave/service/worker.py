@@ -1,7 +1,7 @@
 """Worker threads that run queued jobs, the models they use, and the retention sweep.
 
-Each worker thread owns one :class:`Engine` (a face analyser with its models,
-loaded once at start-up), so no model is ever shared between threads. Workers
+Each worker thread owns one :class:`Engine` (face analysers with their models,
+loaded once), so no model is ever shared between threads. Workers
 take jobs from the :class:`~faceweave.service.jobs.JobStore` until stopped;
 a job queued in this process wakes an idle worker at once, one queued by another
 process is found within ``poll_interval_s``.
@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.analyser import STILL_DETECT_EDGES, STILL_DETECT_TILES, FaceAnalyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import BackendError, FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import keep_alpha, read_image, read_image_and_alpha, write_image
@@ -45,6 +45,7 @@ from faceweave.types import Face, Frame
 __all__ = [
     "Engine",
     "JobCancelled",
+    "image_analyser",
     "Sweeper",
     "WorkerPool",
     "mark_frame",
@@ -57,6 +58,28 @@ __all__ = [
 logger = logging.getLogger("faceweave.service")
 
 ANALYSER_MAX_FACES = 32
+
+
+def image_analyser() -> FaceAnalyser:
+    """The analyser of a job's photos, as the command line's: a group's small faces
+    (tiles) and faces cut by the frame's sides are found too."""
+    return FaceAnalyser(
+        max_faces=ANALYSER_MAX_FACES,
+        detect_tiles=STILL_DETECT_TILES,
+        detect_edges=STILL_DETECT_EDGES,
+    )
+
+
+def video_analyser() -> FaceAnalyser:
+    """The analyser of a video job's frames, as the command line's: the video mode
+    (MediaPipe's tracking mesh; tiles only on frames with no face), no search for
+    faces cut by the sides (a face coming in from the side would get a swap on a
+    sliver of it for a few frames)."""
+    from faceweave.pipeline.video_job import VIDEO_DETECT_TILES
+
+    return FaceAnalyser(max_faces=ANALYSER_MAX_FACES, mode="video", detect_tiles=VIDEO_DETECT_TILES)
+
+
 _PROGRESS_EVERY_S = 0.25  # at most this often a running job's progress is written
 
 
@@ -122,8 +145,10 @@ def video_supported() -> bool:
 
 
 class Engine:
-    """The models one thread uses: a face analyser (detector, mesh, identity), and the
-    swap engine (shared by every thread: its ONNX models, if any, load once).
+    """The models one thread uses: the photos' face analyser (detector, mesh, identity;
+    :func:`image_analyser`), the video frames' (:meth:`video_analyser`, built on the
+    first video job), and the swap engine (shared by every thread: its ONNX models, if
+    any, load once).
 
     Args:
         swap_engine: the swap engine (default: the embedded one).
@@ -139,14 +164,23 @@ class Engine:
         self, swap_engine: SwapEngine | None = None, *, preload_identity: bool = True
     ) -> None:
         self.swap_engine = swap_engine or SwapEngine()
-        # Still images: faces cut by the frame's sides too (a group selfie's outer
-        # ones); video jobs turn that off (_run_video).
-        self.analyser = FaceAnalyser(max_faces=ANALYSER_MAX_FACES, detect_edges=True)
+        self.analyser = image_analyser()
         # Load the detector and mesh models now: a blank frame has no face but runs both.
         self.analyser.get_faces(np.zeros((64, 64, 3), np.uint8))
         _ = self.analyser.landmarker
         if preload_identity:
             _ = self.analyser.identity
+        self._video_analyser: FaceAnalyser | None = None
+
+    def video_analyser(self) -> FaceAnalyser:
+        """This thread's analyser of video frames (built on the first video job), ready
+        for a new clip: nothing of the last one's frames steers it. It shares the
+        identity model with :attr:`analyser`."""
+        if self._video_analyser is None:
+            self._video_analyser = video_analyser()
+            self._video_analyser.identity = self.analyser.identity
+        self._video_analyser.reset()
+        return self._video_analyser
 
     def first_face(self, frame: Frame, role: str, notes: list[str] | None = None) -> Face:
         """The largest face; with ``notes``, a line added there when there are others."""
@@ -279,30 +313,24 @@ def _run_video(
         progress(start + span * fraction)
 
     # Every frame is watermarked before it is encoded and the container is labelled:
-    # one encode, written atomically. Frames are not searched for faces cut by the
-    # frame's sides, as on the command line: a face coming in from the side would get
-    # a swap on a sliver of it for a few frames. (The engine is this thread's own.)
-    edges, engine.analyser.detect_edges = engine.analyser.detect_edges, False
-    try:
-        stats = swap_video(
-            [swapper],
-            store.input_path(job, "target"),
-            result_path,
-            analyser=engine.analyser,
-            selector=options.face_selector,
-            references=[reference_face] if reference_face is not None else [],
-            reference_distance=options.reference_distance,
-            face_order=options.face_order,
-            max_faces=options.max_faces,
-            progress=lambda done, total: on_progress(0.1, 0.89, done, total),
-            watermark=job.id if provenance_available() else None,
-            keep_faceless=options.skip_no_face,
-            keep_audio=options.keep_audio,
-            trim_start=options.trim_start or None,
-            trim_end=options.trim_end or None,
-        )
-    finally:
-        engine.analyser.detect_edges = edges
+    # one encode, written atomically. (The engine is this thread's own.)
+    stats = swap_video(
+        [swapper],
+        store.input_path(job, "target"),
+        result_path,
+        analyser=engine.video_analyser(),
+        selector=options.face_selector,
+        references=[reference_face] if reference_face is not None else [],
+        reference_distance=options.reference_distance,
+        face_order=options.face_order,
+        max_faces=options.max_faces,
+        progress=lambda done, total: on_progress(0.1, 0.89, done, total),
+        watermark=job.id if provenance_available() else None,
+        keep_faceless=options.skip_no_face,
+        keep_audio=options.keep_audio,
+        trim_start=options.trim_start or None,
+        trim_end=options.trim_end or None,
+    )
     if stats.frames_swapped == 0 and not options.skip_no_face:
         raise NoFaceError("no (matching) face found in any frame of the target")
 

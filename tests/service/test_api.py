@@ -534,3 +534,60 @@ def test_a_malformed_live_offer_is_a_bad_offer(service: tuple[TestClient, Path])
         assert response.status_code == 422, (sdp, response.text)
         error = response.json()["error"]
         assert error["code"] == "bad_offer" and error["message"], (sdp, error)
+
+
+def test_an_image_job_swaps_a_groups_small_faces(
+    service: tuple[TestClient, Path],
+    astronaut_rgb: np.ndarray,
+    grace_hopper_rgb: np.ndarray,
+    target_jpeg: bytes,
+) -> None:
+    """Image jobs look at a photo in tiles, as the command line does: in a 1080p
+    frame of six portraits the astronaut's faces, about 50 px wide, are swapped (a
+    look at the whole frame alone found no face, not even Grace Hopper's 90 px)."""
+    import cv2
+
+    client, data_dir = service
+    key = make_key(data_dir, "group")
+    frame = np.full((1080, 1920, 3), 150, np.uint8)
+    at = [(150, 150), (800, 120), (1450, 200), (300, 650), (950, 700), (1550, 620)]
+    side = 260
+    for i, (x, y) in enumerate(at):
+        face = (astronaut_rgb, grace_hopper_rgb)[i % 2]
+        frame[y : y + side, x : x + side] = cv2.resize(
+            face, (side, side), interpolation=cv2.INTER_AREA
+        )
+    buffer = io.BytesIO()
+    Image.fromarray(frame).save(buffer, format="PNG")
+    response = submit(
+        client, key, target_jpeg, buffer.getvalue(), names=("me.jpg", "group.png"),
+        face_selector="many",
+    )  # fmt: skip
+    assert response.status_code == 202, response.text
+    done = wait_for(client, response.json()["id"], key)
+    assert done["state"] == "done", done
+    result = client.get(done["result"]["url"], headers=auth(key))
+    image = np.asarray(Image.open(io.BytesIO(result.content)).convert("RGB"), np.int16)
+    # The astronaut's face sits at about (0.35-0.53, 0.14-0.35) of her portrait.
+    for x, y in at[0::2]:
+        box = (slice(y + 40, y + 90), slice(x + 95, x + 135))
+        assert np.abs(image[box] - frame[box]).mean() > 4, (x, y)
+
+
+def test_video_jobs_analyse_frames_as_the_command_line() -> None:
+    """A video job's analyser is the video mode's (tracking mesh, tiles only on frames
+    with no face, no search for faces cut by the sides), one per worker, reset for
+    each clip, sharing the identity model with the photos' analyser."""
+    from faceweave.service.worker import Engine
+
+    engine = Engine(preload_identity=False)
+    assert engine.analyser.detect_tiles > 1 and engine.analyser.detect_edges
+    first = engine.video_analyser()
+    assert first.mode == "video" and not first.detect_edges
+    assert first.identity is engine.analyser.identity
+    frame = np.zeros((64, 64, 3), np.uint8)
+    first.get_faces(frame)
+    calls = first.detector._calls  # type: ignore[attr-defined]
+    assert calls > 0
+    assert engine.video_analyser() is first
+    assert first.detector._calls == 0  # type: ignore[attr-defined]  # reset: a new clip

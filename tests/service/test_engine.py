@@ -29,7 +29,7 @@ from faceweave.processors.swap import SwapOptions  # noqa: E402
 from faceweave.service.errors import ENGINE_ERROR_MESSAGE, ServiceError  # noqa: E402
 from faceweave.service.jobs import JobOptions  # noqa: E402
 from faceweave.service.live import LiveSessions  # noqa: E402
-from faceweave.service.worker import ANALYSER_MAX_FACES  # noqa: E402
+from faceweave.service.worker import image_analyser  # noqa: E402
 
 from .conftest import AppFactory, auth, make_key, submit, wait_for  # noqa: E402
 
@@ -69,7 +69,7 @@ def _neural(models: dict[str, Path], **more: object) -> EngineSettings:
 
 def _expected(settings: EngineSettings, source: bytes, target: bytes) -> np.ndarray:
     """The swap the job should give: the same engine and options, run here."""
-    analyser = FaceAnalyser(max_faces=ANALYSER_MAX_FACES, detect_edges=True)
+    analyser = image_analyser()  # as the job's engine finds faces
     source_face = analyser.get_faces(decode_image(source))[0]
     frame = decode_image(target)
     options = SwapOptions.from_settings(JobOptions())
