@@ -141,10 +141,11 @@ MAX_TILES_ALONG = 8
 # long side): a 1080p photo's faces of 60 px and most of 40 px are found (4 x 4 tiles;
 # within 768 px, 2 x 2, found 2 of 6 at 60 px and none at 40, at 62 ms less of
 # detection), a 12-megapixel photo's of 80 px and most of 60 px. A video's tiles (a
-# frame with no face, one in TILE_EVERY_EMPTY) stay within VIDEO_TILE_MOST_PX: four
-# times the tiles would stall a live stream by about 100 ms each time.
+# frame with no face, one in TILE_EVERY_EMPTY) stay within COARSE_TILE_MOST_PX: four
+# times the tiles would stall a live stream by about 100 ms each time. So do a still's
+# turned passes (see FaceAnalyser), which every faceless photo gets.
 TILE_MOST_PX = 480
-VIDEO_TILE_MOST_PX = 768
+COARSE_TILE_MOST_PX = 768
 # In a video (adaptive), tiles are looked at on one in this many frames where the whole
 # frame shows no face (the first of them, then every 10th: a third of a second at 30 fps).
 TILE_EVERY_EMPTY = 10
@@ -260,6 +261,9 @@ class BlazeFaceDetector:
             each costs a detector run more (both models). With ``adaptive`` (video),
             only on frames where the whole frame shows no face, one in
             TILE_EVERY_EMPTY of them.
+        tile_most_px: the most pixels of the frame a tile spans on its short side
+            (:func:`tiles_across`); None: :data:`TILE_MOST_PX`, and with ``adaptive``
+            :data:`COARSE_TILE_MOST_PX`.
     """
 
     def __init__(
@@ -269,10 +273,12 @@ class BlazeFaceDetector:
         adaptive: bool = True,
         every: int = 3,
         tiles: int = 1,
+        tile_most_px: int | None = None,
     ) -> None:
         mp = _import_mediapipe()
         self.tiles = tiles
         self.adaptive = adaptive
+        self.tile_most_px = tile_most_px or (COARSE_TILE_MOST_PX if adaptive else TILE_MOST_PX)
         self.every = max(1, every)
         self._calls = 0
         self._empty = 0  # calls in a row that found no face
@@ -341,7 +347,7 @@ class BlazeFaceDetector:
         if self.tiles > 1 and max(h, w) >= 480 and tiled:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
-            n = tiles_across(h, w, self.tiles, VIDEO_TILE_MOST_PX if self.adaptive else None)
+            n = tiles_across(h, w, self.tiles, self.tile_most_px)
             tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE)
             found += [d.scaled(fx, fy) for d in self._both_models(tiles)]
         return nms(found, 0.4)

@@ -200,7 +200,7 @@ def test_tiles_grow_with_a_large_photo() -> None:
     assert mb.tiles_across(720, 1280, 1) == 1  # no tiles stays none
     assert mb.tiles_across(480, 854, 2) == 2  # a 480p frame: as asked
     assert mb.tiles_across(1080, 1920, 2) == 4  # a 1080p still: tiles within 480 px
-    assert mb.tiles_across(1080, 1920, 2, mb.VIDEO_TILE_MOST_PX) == 2  # in a video, 2
+    assert mb.tiles_across(1080, 1920, 2, mb.COARSE_TILE_MOST_PX) == 2  # in a video, 2
     assert mb.tiles_across(3000, 4000, 2) > 2  # a 12-megapixel photo: more
     assert mb.tiles_across(2000, 3000, 2) * mb.TILE_MOST_PX >= 2000 * mb.TILE_OVERLAP  # 6 MP
     assert mb.tiles_across(100_000, 100_000, 2) == mb.MAX_TILES_ALONG
@@ -212,7 +212,7 @@ def test_a_1080p_photos_small_faces_are_found(
 ) -> None:
     """Six portraits in a 1080p frame, the astronaut's face about 50 px wide, Grace
     Hopper's about 90: tiles within TILE_MOST_PX find all six; 2 x 2 tiles (a video's,
-    VIDEO_TILE_MOST_PX) show the small ones to BlazeFace at 3-4% and find few."""
+    COARSE_TILE_MOST_PX) show the small ones to BlazeFace at 3-4% and find few."""
     from faceweave.analysis import mediapipe_backend as mb
 
     frame = np.full((1080, 1920, 3), 150, np.uint8)
@@ -240,7 +240,7 @@ def test_a_1080p_photos_small_faces_are_found(
         }
 
     assert portraits_found() == set(range(len(at)))
-    monkeypatch.setattr(mb, "TILE_MOST_PX", mb.VIDEO_TILE_MOST_PX)
+    monkeypatch.setattr(mb, "TILE_MOST_PX", mb.COARSE_TILE_MOST_PX)
     assert len(portraits_found()) <= 3
 
 

@@ -206,3 +206,21 @@ class TestLooseBoxes:
         beside = (x1 + 0.5 * width, y0, x1 + 1.5 * width, y1)
         assert self._faces_from(analyser, astronaut, beside) == []
         assert len(self._faces_from(analyser, astronaut, astronaut_face.bbox)) == 1
+
+
+def test_a_stills_turned_passes_look_at_coarser_tiles() -> None:
+    """The three turns every faceless photo gets look at tiles within 768 px (a 1080p
+    photo 2 x 2), the upright pass within 480 (4 x 4): a faceless 1080p photo had taken
+    2.5x as long with the finer tiles in every turn. Without tiles, one detector."""
+    from faceweave.analysis import mediapipe_backend as mb
+
+    analyser = FaceAnalyser(detect_tiles=2)
+    upright, turned = analyser.detector, analyser._turned_detector
+    assert upright is not turned
+    assert upright.tile_most_px == mb.TILE_MOST_PX  # type: ignore[attr-defined]
+    assert turned.tile_most_px == mb.COARSE_TILE_MOST_PX  # type: ignore[attr-defined]
+    assert mb.tiles_across(1080, 1920, 2, turned.tile_most_px) == 2  # type: ignore[attr-defined]
+    plain = FaceAnalyser()
+    assert plain._turned_detector is plain.detector
+    video = FaceAnalyser(detect_tiles=2, mode="video")
+    assert video.detector.tile_most_px == mb.COARSE_TILE_MOST_PX  # type: ignore[attr-defined]
