@@ -133,7 +133,7 @@ def is_single_face(row: dict[str, str]) -> bool:
 
 
 # Still images taken from a folder without a MANIFEST.tsv.
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".avif")
 
 
 def folder_images(folder: Path) -> list[tuple[FaceImage, str]]:

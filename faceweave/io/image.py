@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import secrets
@@ -45,7 +46,9 @@ __all__ = [
     "make_output_dir",
     "output_path_for",
     "ALPHA_EXTENSIONS",
+    "HEIC_BRANDS",
     "keep_alpha",
+    "pil_image",
     "read_image",
     "read_image_and_alpha",
     "restore_alpha",
@@ -53,27 +56,30 @@ __all__ = [
     "write_image",
 ]
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".avif")
 # The formats we write with an alpha channel (a transparent photo keeps its transparency).
-ALPHA_EXTENSIONS = (".png", ".webp", ".tif", ".tiff")
+ALPHA_EXTENSIONS = (".png", ".webp", ".tif", ".tiff", ".avif")
 DEFAULT_MAX_PIXELS = 64_000_000
 DEFAULT_QUALITY = 95
 
 # Pillow decoders we use; the JPEG one also opens the multi-picture (MPO) files phones write.
-_READ_FORMATS = ("BMP", "JPEG", "PNG", "TIFF", "WEBP")
+_READ_FORMATS = ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP")
 # Background for transparent pixels: white, as image viewers and browsers show them.
 _ALPHA_BACKGROUND = 255.0
 _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
 # TIFF: Deflate (Adobe), lossless, read by every TIFF reader; smaller than OpenCV's LZW default.
 _TIFF_COMPRESSION = 8
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*")
+# ``ftyp`` brands of HEIF photos coded in HEVC (an iPhone's HEIC), which no decoder
+# here reads (Pillow's AVIF plugin reads the AV1 ones).
+HEIC_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"hevm", b"hevs")
 _TEMP_ATTEMPTS = 8
 
 PathLike = str | os.PathLike[str]
 
 
 def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame:
-    """Read a PNG, JPEG, WebP, BMP or TIFF file as a BGR frame.
+    """Read a PNG, JPEG, WebP, BMP, TIFF or AVIF file as a BGR frame.
 
     Grayscale is expanded to three channels, 16-bit samples are scaled to 8 bits
     (floating-point grey, as scientific TIFFs hold it, from 0..1 or 0..255),
@@ -202,7 +208,7 @@ def write_image(path: PathLike, frame: Frame, *, quality: int = DEFAULT_QUALITY)
     Args:
         path: destination; its extension is one of :data:`IMAGE_EXTENSIONS`.
         frame: the image to write.
-        quality: 1..100 for JPEG and WebP; ignored by PNG, BMP and TIFF (lossless).
+        quality: 1..100 for JPEG, WebP and AVIF; ignored by PNG, BMP and TIFF (lossless).
 
     Shape:
         - frame: :math:`(H, W, 3)` BGR or :math:`(H, W)` grayscale, ``uint8``; or
@@ -371,8 +377,13 @@ def _decode(
             raise UnsupportedFormatError(f"{path}: empty file") from exc
         if _starts_with(handle, _TIFF_MAGIC):
             raise _tiff_error(handle, path) from exc
+        if _is_heic(handle):
+            raise UnsupportedFormatError(
+                f"{path}: a HEIC photo (an iPhone's), which is not supported: save it as "
+                "JPEG (the iPhone's Settings > Camera > Formats > Most Compatible)"
+            ) from exc
         raise UnsupportedFormatError(
-            f"{path}: not a supported image (PNG, JPEG, WebP, BMP or TIFF)"
+            f"{path}: not a supported image (PNG, JPEG, WebP, BMP, TIFF or AVIF)"
         ) from exc
     except (OSError, ValueError, SyntaxError) as exc:  # Pillow's broken-header errors
         raise InputError(f"{path}: corrupt image header: {_one_line(exc)}") from exc
@@ -400,6 +411,15 @@ def _starts_with(handle: BinaryIO, prefixes: tuple[bytes, ...]) -> bool:
     except OSError:
         return False
     return head.startswith(prefixes)
+
+
+def _is_heic(handle: BinaryIO) -> bool:
+    try:
+        handle.seek(0)
+        head = handle.read(12)
+    except OSError:
+        return False
+    return head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS
 
 
 def _tiff_error(handle: BinaryIO, path: Path) -> InputError:
@@ -480,7 +500,23 @@ def _check_frame(frame: NDArray[np.generic], *, alpha: bool = False) -> None:
         raise InputError(f"frame has no pixels: {frame.shape}")
 
 
+def pil_image(frame: NDArray[np.uint8]) -> Image.Image:
+    """A Pillow image of a BGR, BGRA or grayscale frame (RGB, RGBA or L)."""
+    if frame.ndim == 2:
+        return Image.fromarray(np.ascontiguousarray(frame), "L")
+    if frame.shape[2] == 4:
+        return Image.fromarray(np.ascontiguousarray(frame[:, :, [2, 1, 0, 3]]), "RGBA")
+    return Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]), "RGB")
+
+
 def _encode(frame: Frame, extension: str, quality: int, path: Path) -> bytes:
+    if extension == ".avif":  # (OpenCV's wheels have no AVIF codec: Pillow's libavif)
+        encoded = io.BytesIO()
+        try:
+            pil_image(frame).save(encoded, format="AVIF", quality=quality)
+        except (OSError, ValueError) as exc:
+            raise OutputError(f"{path}: cannot encode image: {_one_line(exc)}") from exc
+        return encoded.getvalue()
     params: list[int] = []
     if extension in (".jpg", ".jpeg"):
         params = [cv2.IMWRITE_JPEG_QUALITY, quality]

@@ -288,6 +288,35 @@ def test_tiff_written_with_deflate_and_alpha(tmp_path: Path) -> None:
     assert frame.shape == (48, 64, 3)
 
 
+def test_avif_read_and_written_with_alpha_and_quality(tmp_path: Path) -> None:
+    """AVIF (a phone's or a browser's photo) through Pillow's libavif: colour, a
+    transparent cut-out's alpha, and --quality, as for WebP."""
+    from faceweave.io import read_image_and_alpha
+
+    smooth = _smooth_frame()
+    ramp = np.tile(np.linspace(0, 255, 64).astype(np.uint8), (48, 1))
+    write_image(tmp_path / "cut.avif", np.dstack([smooth, ramp]))
+    with Image.open(tmp_path / "cut.avif") as stored:
+        assert stored.format == "AVIF" and stored.mode == "RGBA"
+    frame, alpha = read_image_and_alpha(tmp_path / "cut.avif")
+    assert alpha is not None and np.abs(alpha.astype(int) - ramp).max() <= 8
+    opaque = alpha > 250
+    assert np.abs(frame.astype(int) - smooth)[opaque].mean() < 3.0
+    noise = _noise_frame()
+    write_image(tmp_path / "low.avif", noise, quality=20)
+    write_image(tmp_path / "high.avif", noise, quality=95)
+    assert (tmp_path / "low.avif").stat().st_size < (tmp_path / "high.avif").stat().st_size
+
+
+def test_a_heic_photo_is_named_as_one(tmp_path: Path) -> None:
+    """An iPhone's HEIC (HEVC inside a HEIF box) is no format read here: the error says
+    what it is and how to get a JPEG instead."""
+    path = tmp_path / "IMG_0001.HEIC"
+    path.write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(200))
+    with pytest.raises(UnsupportedFormatError, match="HEIC photo.*JPEG"):
+        read_image(path)
+
+
 def test_unreadable_tiffs_say_why(tmp_path: Path) -> None:
     # Floating-point colour: a layout Pillow does not decode, named as such.
     assert cv2.imwrite(str(tmp_path / "hdr.tif"), np.full((4, 4, 3), 0.5, np.float32))
