@@ -17,8 +17,8 @@ Where they go:
 
 * **PNG**: one ``tEXt``/``iTXt`` chunk per label, plus an XMP packet in the standard
   ``XML:com.adobe.xmp`` iTXt chunk.
-* **JPEG / WebP**: the XMP packet (APP1 / XMP chunk) and EXIF ``ImageDescription`` and
-  ``Software``.
+* **JPEG / WebP / AVIF**: the XMP packet (APP1 / XMP chunk / XMP item) and EXIF
+  ``ImageDescription`` and ``Software``.
 * **TIFF**: the same three as baseline TIFF tags (``XMP`` 700, ``ImageDescription`` 270,
   ``Software`` 305). BMP has no metadata: :func:`write_labeled_image` refuses it.
 * **Video**: container tags (:func:`video_metadata`). MP4 and MOV keep only the tags
@@ -53,6 +53,7 @@ from faceweave.io.image import (
     PathLike,
     _atomic_write,
     image_extension,
+    pil_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, _open_input
 from faceweave.provenance.watermark import STATEMENT, watermark_id
@@ -68,7 +69,7 @@ __all__ = [
 ]
 
 DIGITAL_SOURCE_TYPE = "http://cv.iptc.org/newscodes/digitalsourcetype/compositeSynthetic"
-LABELED_IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff")
+LABELED_IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".avif")
 
 _PREFIX = "faceweave:"
 _SOURCE_TYPE_KEY = "Iptc4xmpExt:DigitalSourceType"
@@ -144,16 +145,16 @@ def write_labeled_image(
     same temporary-file, fsync and rename path as every other image faceweave writes.
 
     Args:
-        path: ``.png``, ``.jpg``/``.jpeg``, ``.webp`` or ``.tif``/``.tiff`` (BMP cannot
-            hold labels).
+        path: ``.png``, ``.jpg``/``.jpeg``, ``.webp``, ``.tif``/``.tiff`` or ``.avif``
+            (BMP cannot hold labels).
         frame: the picture.
         labels: from :func:`image_labels` (any ``str -> str`` works; keys are
             PNG keywords, so at most 79 Latin-1 characters).
-        quality: 1..100 for JPEG and WebP; ignored by PNG and TIFF.
+        quality: 1..100 for JPEG, WebP and AVIF; ignored by PNG and TIFF.
 
     Shape:
         - frame: :math:`(H, W, 3)`, ``uint8``, BGR; or :math:`(H, W, 4)` BGRA
-          (:func:`faceweave.io.image.restore_alpha`) for PNG, WebP and TIFF.
+          (:func:`faceweave.io.image.restore_alpha`) for PNG, WebP, TIFF and AVIF.
 
     Raises:
         UnsupportedFormatError: an extension that cannot hold labels.
@@ -170,10 +171,7 @@ def write_labeled_image(
     check_frame(frame[:, :, :3] if rgba else frame)
     if not 1 <= quality <= 100:
         raise InputError(f"quality must be in 1..100, got {quality}")
-    if rgba:
-        image = Image.fromarray(np.ascontiguousarray(frame[:, :, [2, 1, 0, 3]]), "RGBA")
-    else:
-        image = Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]), "RGB")
+    image = pil_image(frame)
     xmp = _xmp_packet(labels)
     buffer = io.BytesIO()
     try:
@@ -198,7 +196,7 @@ def write_labeled_image(
             exif = Image.Exif()
             for tag, value in _description_tags(labels).items():
                 exif[tag] = value
-            kind = "JPEG" if extension in (".jpg", ".jpeg") else "WEBP"
+            kind = {".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".avif": "AVIF"}[extension]
             image.save(buffer, format=kind, quality=quality, exif=exif, xmp=xmp)
     except (ValueError, TypeError, UnicodeError) as exc:
         raise InputError(f"{path}: cannot store these labels: {exc}") from exc

@@ -77,7 +77,7 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
     """Look for the faceweave watermark and labels in an image or a video file.
 
     Args:
-        path: a PNG, JPEG, WebP, BMP or TIFF image, or a video faceweave reads.
+        path: a PNG, JPEG, WebP, BMP, TIFF or AVIF image, or a video faceweave reads.
         video_frames: for a video, how many frames to decode, spread evenly over its
             length (each needs a seek; their soft bits are combined).
 
@@ -142,7 +142,7 @@ def format_report(report: VerifyReport) -> str:
 def _is_image(path: Path) -> bool:
     try:
         with Image.open(path) as image:
-            return image.format in ("BMP", "JPEG", "PNG", "TIFF", "WEBP", "MPO")
+            return image.format in ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP", "MPO")
     except Image.DecompressionBombError:
         return True  # an image: read_image refuses it as too large, in one line
     except (UnidentifiedImageError, OSError):

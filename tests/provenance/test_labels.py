@@ -46,7 +46,7 @@ def test_image_labels_default_version() -> None:
         image_labels("")
 
 
-@pytest.mark.parametrize("extension", [".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff"])
+@pytest.mark.parametrize("extension", [".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".avif"])
 def test_round_trip(
     tmp_path: Path, astronaut: np.ndarray, labels: dict[str, str], extension: str
 ) -> None:
@@ -58,7 +58,7 @@ def test_round_trip(
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-@pytest.mark.parametrize("extension", [".png", ".webp", ".tiff"])
+@pytest.mark.parametrize("extension", [".png", ".webp", ".tiff", ".avif"])
 def test_a_transparent_picture_keeps_its_alpha_and_labels(
     tmp_path: Path, astronaut: np.ndarray, labels: dict[str, str], extension: str
 ) -> None:
@@ -69,7 +69,7 @@ def test_a_transparent_picture_keeps_its_alpha_and_labels(
     stored = np.asarray(Image.open(path))
     assert stored.shape == (512, 512, 4)
     assert np.abs(stored[:, :, 3].astype(int) - bgra[:, :, 3]).max() <= (
-        2 if extension == ".webp" else 0
+        {".webp": 2, ".avif": 8}.get(extension, 0)
     )
     with pytest.raises(InputError, match="alpha"):
         write_labeled_image(tmp_path / "out.jpg", bgra, labels)

@@ -34,14 +34,16 @@ def test_marked_labelled_jpeg(tmp_path: Path, astronaut: np.ndarray) -> None:
     assert watermark_id(LONG_JOB) in text and "faceweave:synthetic=true" in text
 
 
-def test_marked_labelled_tiff_even_without_its_extension(
+def test_marked_labelled_tiff_and_avif_even_without_their_extension(
     tmp_path: Path, astronaut: np.ndarray
 ) -> None:
-    """A TIFF output (Deflate, XMP and description tags) verifies as an image, also
-    renamed without an extension (sniffed as a TIFF, not handed to FFmpeg)."""
-    path = tmp_path / "swap.tiff"
-    write_labeled_image(path, embed_watermark(astronaut, JOB), image_labels(JOB))
-    reports = [verify(path), verify(path.rename(tmp_path / "swap"))]
+    """TIFF and AVIF outputs verify as images, also renamed without an extension
+    (opened as images, not handed to FFmpeg: an AVIF is in MP4's box format)."""
+    reports = []
+    for extension in (".tiff", ".avif"):
+        path = tmp_path / f"swap{extension}"
+        write_labeled_image(path, embed_watermark(astronaut, JOB), image_labels(JOB))
+        reports += [verify(path), verify(path.rename(tmp_path / f"swap_{extension[1:]}"))]
     for report in reports:
         assert report.kind == "image" and report.size == (512, 512)
         assert report.marked and report.watermark.payload == JOB
