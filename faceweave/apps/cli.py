@@ -451,7 +451,7 @@ def _add_swap_parser(commands: Any) -> None:
         "--quality",
         type=_quality,
         default=None,  # None when absent: an image-only option (a video's is --crf)
-        help=f"JPEG/WebP quality 1..100 (default {DEFAULT_QUALITY}; videos: --crf)",
+        help=f"JPEG/WebP/AVIF quality 1..100 (default {DEFAULT_QUALITY}; videos: --crf)",
     )
     swap.add_argument(
         "--quiet", "-q", action="store_true", help="no progress bar or notes (warnings stay)"
@@ -674,7 +674,7 @@ def _write_output(
 ) -> None:
     """Write a swapped image; with a job id, watermarked and labelled (BMP: watermark
     only). ``alpha``: the target's transparency, kept where the format holds one (PNG,
-    WebP, TIFF; elsewhere the picture stays over white)."""
+    WebP, TIFF, AVIF; elsewhere the picture stays over white)."""
     if job_id is not None:
         from faceweave.provenance import embed_watermark
 
@@ -849,7 +849,7 @@ class _SwapJob:
         target: tuple[Frame, NDArray[np.uint8] | None] | None = None,
     ) -> str | None:
         """Swap the faces of one target image (``target``: it and its transparency,
-        read already) and write the result; a transparent PNG, WebP or TIFF stays so.
+        read already) and write the result; a transparent PNG, WebP, TIFF or AVIF stays so.
 
         Returns:
             A note for the user when the target was written unchanged or a --map entry
@@ -981,15 +981,18 @@ def _load_source_photos(
     return [_load_faces(analyser, photos, "source", max_pixels) for photos in sources]
 
 
-_LOSSY_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".webp")
+_LOSSY_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".webp", ".avif")
 
 
 def _check_quality_used(args: argparse.Namespace, outputs: list[Path]) -> None:
-    """``--quality`` where no output is JPEG or WebP is a usage error: it would do nothing."""
+    """``--quality`` where no output is JPEG, WebP or AVIF is a usage error: it would do
+    nothing."""
     if args.quality is not None and not any(
         path.suffix.lower() in _LOSSY_IMAGE_EXTENSIONS for path in outputs
     ):
-        raise UsageError("--quality is for JPEG and WebP outputs (PNG, BMP and TIFF are lossless)")
+        raise UsageError(
+            "--quality is for JPEG, WebP and AVIF outputs (PNG, BMP and TIFF are lossless)"
+        )
 
 
 def _check_execution_provider(args: argparse.Namespace, engine: EngineSettings | None) -> None:

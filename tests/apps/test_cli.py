@@ -351,8 +351,8 @@ def test_batch_output_must_differ_from_target(
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [
-        (["-o", "o.png", "--quality", "80"], "--quality is for JPEG and WebP outputs"),
-        (["-o", "o.bmp", "--quality", "80"], "--quality is for JPEG and WebP outputs"),
+        (["-o", "o.png", "--quality", "80"], "--quality is for JPEG, WebP and AVIF outputs"),
+        (["-o", "o.bmp", "--quality", "80"], "--quality is for JPEG, WebP and AVIF outputs"),
         (["-o", "o.tiff", "--quality", "80"], "TIFF are lossless"),
         (["-o", "o.png", "--execution-provider", "cuda"], "--execution-provider cuda runs ONNX"),
     ],
@@ -1100,8 +1100,8 @@ def test_batch_exit_code_and_skip_no_face(images: Images, tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_a_transparent_target_stays_transparent(images: Images, tmp_path: Path) -> None:
-    """A cut-out portrait (transparent round it, a soft edge) swapped to PNG, WebP and
-    TIFF keeps its alpha and, marked, its watermark; to JPEG it is over white, as
+    """A cut-out portrait (transparent round it, a soft edge) swapped to PNG, WebP, AVIF
+    and TIFF keeps its alpha and, marked, its watermark; to JPEG it is over white, as
     before. A TIFF target in a folder gives a TIFF output."""
     hopper = np.asarray(Image.open(images.target_png).convert("RGB"))
     h, w = hopper.shape[:2]
@@ -1110,7 +1110,7 @@ def test_a_transparent_target_stays_transparent(images: Images, tmp_path: Path) 
     alpha = np.clip((1.1 - reach) * 255 / 0.2, 0, 255).astype(np.uint8)
     target = tmp_path / "cut_out.png"
     Image.fromarray(np.dstack([hopper, alpha]), mode="RGBA").save(target)
-    for name in ("out.png", "out.webp", "out.jpg"):
+    for name in ("out.png", "out.webp", "out.avif", "out.jpg"):
         result = _run(
             "swap", "-s", images.source_png, "-t", target, "-o", name, cwd=tmp_path, marked=True
         )
@@ -1122,11 +1122,11 @@ def test_a_transparent_target_stays_transparent(images: Images, tmp_path: Path) 
     )
     assert result.returncode == EXIT_OK, result.stderr
     assert [p.name for p in (tmp_path / "swapped").iterdir()] == ["cut_out.tif"]
-    for name in ("out.png", "out.webp", "swapped/cut_out.tif"):
+    for name in ("out.png", "out.webp", "out.avif", "swapped/cut_out.tif"):
         out = np.asarray(Image.open(tmp_path / name))
         assert out.shape == (h, w, 4), name
         alpha_error = np.abs(out[:, :, 3].astype(int) - alpha)
-        assert alpha_error.max() <= (8 if name == "out.webp" else 0), name
+        assert alpha_error.max() <= (8 if name in ("out.webp", "out.avif") else 0), name
         report = _run("verify", name, cwd=tmp_path)
         assert report.returncode == EXIT_OK and "FOUND" in report.stdout, report.stdout
     # The face is swapped (over white, as a viewer shows it, the JPEG's picture).
