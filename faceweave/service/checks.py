@@ -2,8 +2,8 @@
 
 - Uploads are parsed as they stream in and written to disk in chunks, off the
   event loop; a file larger than the limit aborts the request with 413 at once.
-- The type comes from the content's magic bytes (PNG, JPEG, WebP, BMP, TIFF; MP4,
-  MOV, Matroska, WebM), never from the file name or the client's ``Content-Type``.
+- The type comes from the content's magic bytes (PNG, JPEG, WebP, BMP, TIFF,
+  AVIF; MP4, MOV, Matroska, WebM), never from the file name or the client's ``Content-Type``.
 - Images are decoded once with :func:`~faceweave.io.read_image`: the pixel limit
   is checked on the header first (decompression bombs), truncated or corrupt
   files are refused. Videos are probed for their length; a trim range must hold
@@ -27,7 +27,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from faceweave.errors import InputError
-from faceweave.io.image import read_image
+from faceweave.io.image import HEIC_BRANDS, read_image
 from faceweave.service.errors import ServiceError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,6 +69,7 @@ IMAGE_TYPES = {
     "webp": MediaType("image", ".webp", "image/webp"),
     "bmp": MediaType("image", ".bmp", "image/bmp"),
     "tiff": MediaType("image", ".tiff", "image/tiff"),
+    "avif": MediaType("image", ".avif", "image/avif"),
 }
 VIDEO_TYPES = {
     "mp4": MediaType("video", ".mp4", "video/mp4"),
@@ -79,12 +80,12 @@ VIDEO_TYPES = {
 # QuickTime files written without an ``ftyp`` box start with one of these atoms.
 _QUICKTIME_ATOMS = (b"moov", b"mdat", b"wide", b"free", b"skip", b"pnot")
 _BMP_HEADER_SIZES = (12, 40, 52, 56, 64, 108, 124)
-# ``ftyp`` brands of HEIF and AVIF images (an iPhone's HEIC photos): the MP4 family's
-# box format, but no video; they had been taken for one ("cannot read the video").
-_HEIF_BRANDS = (
-    b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"hevm", b"hevs",
-    b"mif1", b"msf1", b"avif", b"avis",
-)  # fmt: skip
+# ``ftyp`` brands of HEIF images: the MP4 family's box format, but no video (they had
+# been taken for one, "cannot read the video"). AVIF (AV1 inside) is read; HEIC (HEVC
+# inside, an iPhone's photos) is not. A generic HEIF brand is AVIF where its list of
+# compatible brands names AVIF.
+_AVIF_BRANDS = (b"avif", b"avis")
+_HEIF_BRANDS = (*HEIC_BRANDS, b"mif1", b"msf1")
 
 
 def sniff(head: bytes) -> MediaType | None:
@@ -109,7 +110,9 @@ def sniff(head: bytes) -> MediaType | None:
         return IMAGE_TYPES["tiff"]
     if head[4:8] == b"ftyp":
         brand = head[8:12]
-        if brand in _HEIF_BRANDS:  # a phone's photo in the MP4 family's box format
+        if brand in _AVIF_BRANDS or (brand in _HEIF_BRANDS and _compatible_avif(head)):
+            return IMAGE_TYPES["avif"]
+        if brand in _HEIF_BRANDS:  # a phone's HEIC photo in the MP4 family's box format
             return None
         return VIDEO_TYPES["mov" if brand == b"qt  " else "mp4"]
     if head[4:8] in _QUICKTIME_ATOMS:
@@ -117,6 +120,14 @@ def sniff(head: bytes) -> MediaType | None:
     if head.startswith(b"\x1a\x45\xdf\xa3"):
         return VIDEO_TYPES["webm" if b"webm" in head[:SNIFF_BYTES] else "mkv"]
     return None
+
+
+def _compatible_avif(head: bytes) -> bool:
+    """Whether an ``ftyp`` box's compatible brands (after its major brand and minor
+    version) name AVIF."""
+    end = min(int.from_bytes(head[:4], "big"), len(head))
+    brands = head[16:end]
+    return any(brands[i : i + 4] in _AVIF_BRANDS for i in range(0, len(brands) - 3, 4))
 
 
 def check_filename(name: str) -> str:
@@ -354,12 +365,12 @@ def check_media(received: ReceivedFile, allowed: tuple[str, ...]) -> MediaType:
         raise ServiceError(
             415,
             "unsupported_format",
-            f"{received.field} is a HEIC or AVIF photo, which is not supported: send it as "
-            "JPEG or PNG",
+            f"{received.field} is a HEIC photo (an iPhone's), which is not supported: send "
+            "it as JPEG or PNG",
         )
     if media is None or media.kind not in allowed:
         wanted = " or ".join(
-            "an image (PNG, JPEG, WebP, BMP, TIFF)"
+            "an image (PNG, JPEG, WebP, BMP, TIFF, AVIF)"
             if kind == "image"
             else "a video (MP4, MOV, MKV, WebM)"
             for kind in allowed

@@ -343,7 +343,14 @@ _SOURCE_BODY: dict[str, Any] = {
         "content": {
             **{
                 media: {"schema": {**_PHOTO, "description": "the source photo"}}
-                for media in ("image/png", "image/jpeg", "image/webp", "image/bmp", "image/tiff")
+                for media in (
+                    "image/png",
+                    "image/jpeg",
+                    "image/webp",
+                    "image/bmp",
+                    "image/tiff",
+                    "image/avif",
+                )
             },
             "multipart/form-data": {
                 "schema": {
@@ -751,7 +758,7 @@ def create_live_router(
         openapi_extra=_SOURCE_BODY,
     )
     async def set_source(session_id: str, request: Request, key: Any = owner_dep) -> SessionOut:
-        """Set the source face: the request body is the image (PNG, JPEG, WebP, BMP, TIFF).
+        """Set the source face: the request body is the image (PNG, JPEG, WebP, BMP, TIFF, AVIF).
 
         Several photos of the same person go as ``multipart/form-data`` files named
         ``source``, ``source_2`` and ``source_3``, as for jobs: they are merged into one

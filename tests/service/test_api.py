@@ -146,19 +146,22 @@ def test_more_photos_of_the_source_person(
     assert bad.status_code in (415, 422), bad.text
 
 
-def test_png_and_tiff_targets_give_png_and_output_format_is_honoured(
+def test_png_tiff_and_avif_targets_give_png_and_output_format_is_honoured(
     service: tuple[TestClient, Path], source_png: bytes, astronaut_rgb: np.ndarray
 ) -> None:
     client, data_dir = service
     key = make_key(data_dir, "png")
-    flipped, tiff = io.BytesIO(), io.BytesIO()
+    flipped, tiff, avif = io.BytesIO(), io.BytesIO(), io.BytesIO()
     Image.fromarray(np.ascontiguousarray(astronaut_rgb[:, ::-1])).save(flipped, format="PNG")
     Image.fromarray(astronaut_rgb).save(tiff, format="TIFF", compression="tiff_lzw")
+    Image.fromarray(astronaut_rgb).save(avif, format="AVIF", quality=90)
     auto = submit(client, key, source_png, flipped.getvalue(), names=("a.png", "b.png")).json()
     webp = submit(client, key, source_png, flipped.getvalue(), output_format="webp").json()
     from_tiff = submit(client, key, source_png, tiff.getvalue(), names=("a.png", "b.tif")).json()
     assert from_tiff["inputs"]["target"]["type"] == "image/tiff"
-    for job, kind in ((auto, "PNG"), (webp, "WEBP"), (from_tiff, "PNG")):
+    from_avif = submit(client, key, source_png, avif.getvalue(), names=("a.png", "b.avif")).json()
+    assert from_avif["inputs"]["target"]["type"] == "image/avif"
+    for job, kind in ((auto, "PNG"), (webp, "WEBP"), (from_tiff, "PNG"), (from_avif, "PNG")):
         done = wait_for(client, job["id"], key)
         assert done["state"] == "done", done
         content = client.get(done["result"]["url"], headers=auth(key)).content

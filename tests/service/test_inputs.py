@@ -184,15 +184,29 @@ def test_video_target_that_is_garbage(door: tuple[TestClient, str, Path]) -> Non
 def test_a_heic_photo_is_named_as_one_not_as_a_broken_video(
     door: tuple[TestClient, str, Path],
 ) -> None:
-    """HEIC (an iPhone's photos) and AVIF share MP4's box format: sniffed as a video,
-    they had been refused as "cannot read the video"."""
+    """HEIC (an iPhone's photos) shares MP4's box format: sniffed as a video, it had
+    been refused as "cannot read the video". (AVIF, the same box format, is read.)"""
     client, key, _ = door
-    for brand in (b"heic", b"mif1", b"avif"):
+    for brand in (b"heic", b"mif1"):
         photo = b"\x00\x00\x00\x18ftyp" + brand + b"\x00\x00\x00\x00mif1heic" + bytes(500)
         assert sniff(photo) is None
         error = _post_target(client, key, photo, "IMG_0001.HEIC")
         assert (error["status"], error["code"]) == (415, "unsupported_format"), error
-        assert "HEIC or AVIF photo" in error["message"] and "JPEG or PNG" in error["message"]
+        assert "HEIC photo" in error["message"] and "JPEG or PNG" in error["message"]
+    _server_alive(client)
+
+
+def test_an_avif_photo_is_sniffed_and_read(door: tuple[TestClient, str, Path]) -> None:
+    """AVIF, by its major brand or a generic HEIF one whose compatible brands name it:
+    an image; a broken one is refused as an image that cannot be read."""
+    for major, compatible in ((b"avif", b"mif1miaf"), (b"mif1", b"avifmiaf"), (b"avis", b"")):
+        size = (16 + len(compatible)).to_bytes(4, "big")
+        head = size + b"ftyp" + major + bytes(4) + compatible + bytes(40)
+        media = sniff(head)
+        assert media is not None and (media.ext, media.mime) == (".avif", "image/avif"), major
+    client, key, _ = door
+    error = _post_target(client, key, b"\x00\x00\x00\x14ftypavif" + bytes(500), "a.avif")
+    assert error["status"] in (415, 422), error
     _server_alive(client)
 
 
