@@ -5,6 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from portraits import SMALL_AT_1080P, portrait_frame, portraits_found  # tests/portraits.py
 
 from faceweave.analysis.mediapipe_backend import _process
 
@@ -207,6 +208,18 @@ def test_tiles_grow_with_a_large_photo() -> None:
     assert mb.tiles_across(3000, 4000, 8) == 8
 
 
+def _sure_portraits(frame: np.ndarray, at: list[tuple[int, int]], side: int) -> set[int]:
+    """The portraits a still's BlazeFace (2 tiles asked for) finds surely (over 0.7)."""
+    from faceweave.analysis import mediapipe_backend as mb
+
+    detector = mb.BlazeFaceDetector(adaptive=False, tiles=2)
+    try:
+        found = detector.detect(frame)
+    finally:
+        detector.close()
+    return portraits_found([d.bbox for d in found if d.score > 0.7], at, side)
+
+
 def test_a_1080p_photos_small_faces_are_found(
     astronaut: np.ndarray, grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,33 +228,11 @@ def test_a_1080p_photos_small_faces_are_found(
     COARSE_TILE_MOST_PX) show the small ones to BlazeFace at 3-4% and find few."""
     from faceweave.analysis import mediapipe_backend as mb
 
-    frame = np.full((1080, 1920, 3), 150, np.uint8)
-    at = [(150, 150), (800, 120), (1450, 200), (300, 650), (950, 700), (1550, 620)]
-    side = 260
-    for i, (x, y) in enumerate(at):
-        face = (astronaut, grace_hopper)[i % 2]
-        frame[y : y + side, x : x + side] = cv2.resize(
-            face, (side, side), interpolation=cv2.INTER_AREA
-        )
-
-    def portraits_found() -> set[int]:
-        detector = mb.BlazeFaceDetector(adaptive=False, tiles=2)
-        try:
-            found = detector.detect(frame)
-        finally:
-            detector.close()
-        return {
-            i
-            for i, (x, y) in enumerate(at)
-            for d in found
-            if d.score > 0.7
-            and x < (d.bbox[0] + d.bbox[2]) / 2 < x + side
-            and y < (d.bbox[1] + d.bbox[3]) / 2 < y + side
-        }
-
-    assert portraits_found() == set(range(len(at)))
+    at = SMALL_AT_1080P
+    frame = portrait_frame([astronaut, grace_hopper], (1080, 1920), at, 260)
+    assert _sure_portraits(frame, at, 260) == set(range(len(at)))
     monkeypatch.setattr(mb, "TILE_MOST_PX", mb.COARSE_TILE_MOST_PX)
-    assert len(portraits_found()) <= 3
+    assert len(_sure_portraits(frame, at, 260)) <= 3
 
 
 def _strip(faces: list[np.ndarray], side: int = 512) -> np.ndarray:
@@ -280,27 +271,8 @@ def test_a_large_group_photos_small_faces_are_found(
     BlazeFace at about 8 px; tiles kept to TILE_MOST_PX of the photo, at about 23."""
     from faceweave.analysis import mediapipe_backend as mb
 
-    photo = np.full((3000, 4000, 3), 150, np.uint8)
     at = [(300, 400), (1700, 500), (3100, 1300), (900, 2200), (2500, 2300)]
-    for i, (x, y) in enumerate(at):
-        face = (astronaut, grace_hopper)[i % 2]
-        photo[y : y + 300, x : x + 300] = cv2.resize(face, (300, 300), interpolation=cv2.INTER_AREA)
-
-    def portraits_found() -> set[int]:
-        detector = mb.BlazeFaceDetector(adaptive=False, tiles=2)
-        try:
-            found = detector.detect(photo)
-        finally:
-            detector.close()
-        return {
-            i
-            for i, (x, y) in enumerate(at)
-            for d in found
-            if d.score > 0.7
-            and x < (d.bbox[0] + d.bbox[2]) / 2 < x + 300
-            and y < (d.bbox[1] + d.bbox[3]) / 2 < y + 300
-        }
-
-    assert portraits_found() == set(range(len(at)))
+    photo = portrait_frame([astronaut, grace_hopper], (3000, 4000), at, 300)
+    assert _sure_portraits(photo, at, 300) == set(range(len(at)))
     monkeypatch.setattr(mb, "TILE_MOST_PX", 10**6)  # 2 x 2 tiles, whatever the size
-    assert len(portraits_found()) <= 1
+    assert len(_sure_portraits(photo, at, 300)) <= 1

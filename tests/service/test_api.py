@@ -548,18 +548,12 @@ def test_an_image_job_swaps_a_groups_small_faces(
     """Image jobs look at a photo in tiles, as the command line does: in a 1080p
     frame of six portraits the astronaut's faces, about 50 px wide, are swapped (a
     look at the whole frame alone found no face, not even Grace Hopper's 90 px)."""
-    import cv2
+    from portraits import SMALL_AT_1080P, portrait_frame  # tests/portraits.py
 
     client, data_dir = service
     key = make_key(data_dir, "group")
-    frame = np.full((1080, 1920, 3), 150, np.uint8)
-    at = [(150, 150), (800, 120), (1450, 200), (300, 650), (950, 700), (1550, 620)]
-    side = 260
-    for i, (x, y) in enumerate(at):
-        face = (astronaut_rgb, grace_hopper_rgb)[i % 2]
-        frame[y : y + side, x : x + side] = cv2.resize(
-            face, (side, side), interpolation=cv2.INTER_AREA
-        )
+    at = SMALL_AT_1080P
+    frame = portrait_frame([astronaut_rgb, grace_hopper_rgb], (1080, 1920), at, 260)
     buffer = io.BytesIO()
     Image.fromarray(frame).save(buffer, format="PNG")
     response = submit(
