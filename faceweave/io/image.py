@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from glob import escape as glob_escape
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import cv2
 import numpy as np
@@ -47,6 +47,8 @@ __all__ = [
     "output_path_for",
     "ALPHA_EXTENSIONS",
     "HEIC_BRANDS",
+    "TIFF_COMPRESSION",
+    "TIFF_PREDICTOR",
     "keep_alpha",
     "pil_image",
     "read_image",
@@ -67,8 +69,12 @@ _READ_FORMATS = ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP")
 # Background for transparent pixels: white, as image viewers and browsers show them.
 _ALPHA_BACKGROUND = 255.0
 _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
-# TIFF: Deflate (Adobe), lossless, read by every TIFF reader; smaller than OpenCV's LZW default.
-_TIFF_COMPRESSION = 8
+# TIFF: written by Pillow, which marks an alpha channel as such (ExtraSamples:
+# unassociated; OpenCV's TIFFs have no ExtraSamples tag, and readers other than Pillow
+# may show them opaque); Deflate with horizontal differencing (Predictor 2): lossless,
+# read by every TIFF reader, the size of OpenCV's (and 25% under Deflate alone).
+TIFF_COMPRESSION = "tiff_adobe_deflate"
+TIFF_PREDICTOR = {317: 2}
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*")
 # ``ftyp`` brands of HEIF photos coded in HEVC (an iPhone's HEIC), which no decoder
 # here reads (Pillow's AVIF plugin reads the AV1 ones).
@@ -404,21 +410,21 @@ def _decode(
         return _to_bgr(upright, path)
 
 
-def _starts_with(handle: BinaryIO, prefixes: tuple[bytes, ...]) -> bool:
+def _head(handle: BinaryIO, size: int) -> bytes:
+    """The first ``size`` bytes of the file (fewer, or none, where it cannot say)."""
     try:
         handle.seek(0)
-        head = handle.read(max(len(prefix) for prefix in prefixes))
+        return handle.read(size)
     except OSError:
-        return False
-    return head.startswith(prefixes)
+        return b""
+
+
+def _starts_with(handle: BinaryIO, prefixes: tuple[bytes, ...]) -> bool:
+    return _head(handle, max(len(prefix) for prefix in prefixes)).startswith(prefixes)
 
 
 def _is_heic(handle: BinaryIO) -> bool:
-    try:
-        handle.seek(0)
-        head = handle.read(12)
-    except OSError:
-        return False
+    head = _head(handle, 12)
     return head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS
 
 
@@ -510,10 +516,15 @@ def pil_image(frame: NDArray[np.uint8]) -> Image.Image:
 
 
 def _encode(frame: Frame, extension: str, quality: int, path: Path) -> bytes:
+    pillow: dict[str, Any] | None = None
     if extension == ".avif":  # (OpenCV's wheels have no AVIF codec: Pillow's libavif)
+        pillow = {"format": "AVIF", "quality": quality}
+    elif extension in (".tif", ".tiff"):
+        pillow = {"format": "TIFF", "compression": TIFF_COMPRESSION, "tiffinfo": TIFF_PREDICTOR}
+    if pillow is not None:
         encoded = io.BytesIO()
         try:
-            pil_image(frame).save(encoded, format="AVIF", quality=quality)
+            pil_image(frame).save(encoded, **pillow)
         except (OSError, ValueError) as exc:
             raise OutputError(f"{path}: cannot encode image: {_one_line(exc)}") from exc
         return encoded.getvalue()
@@ -524,8 +535,6 @@ def _encode(frame: Frame, extension: str, quality: int, path: Path) -> bytes:
         params = [cv2.IMWRITE_WEBP_QUALITY, quality]
     elif extension == ".png":
         params = [cv2.IMWRITE_PNG_COMPRESSION, _PNG_COMPRESSION]
-    elif extension in (".tif", ".tiff"):
-        params = [cv2.IMWRITE_TIFF_COMPRESSION, _TIFF_COMPRESSION]
     try:
         ok, buffer = cv2.imencode(extension, np.ascontiguousarray(frame), params)
     except cv2.error as exc:

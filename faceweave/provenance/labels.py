@@ -50,6 +50,8 @@ from faceweave.errors import InputError, OutputError, UnsupportedFormatError
 from faceweave.io.image import (
     ALPHA_EXTENSIONS,
     DEFAULT_QUALITY,
+    TIFF_COMPRESSION,
+    TIFF_PREDICTOR,
     PathLike,
     _atomic_write,
     image_extension,
@@ -190,8 +192,9 @@ def write_labeled_image(
                 tags[tag] = value
             tags[_TIFF_XMP] = xmp
             tags.tagtype[_TIFF_XMP] = _TIFF_BYTE
-            # Deflate, as faceweave.io.image writes TIFF without labels.
-            image.save(buffer, format="TIFF", tiffinfo=tags, compression="tiff_adobe_deflate")
+            for tag, setting in TIFF_PREDICTOR.items():  # as faceweave.io.image writes TIFF
+                tags[tag] = setting
+            image.save(buffer, format="TIFF", tiffinfo=tags, compression=TIFF_COMPRESSION)
         else:
             exif = Image.Exif()
             for tag, value in _description_tags(labels).items():

@@ -275,7 +275,7 @@ def test_tiff_variants_read_as_a_viewer_shows_them(tmp_path: Path) -> None:
     assert read_image(tmp_path / "pages.tiff")[0, 0].tolist() == [0, 0, 255]  # page one
 
 
-def test_tiff_written_with_deflate_and_alpha(tmp_path: Path) -> None:
+def test_tiff_written_with_deflate_and_marked_alpha(tmp_path: Path) -> None:
     from faceweave.io import read_image_and_alpha
 
     rgba = np.dstack([_smooth_frame(), np.full((48, 64), 77, np.uint8)])
@@ -283,6 +283,10 @@ def test_tiff_written_with_deflate_and_alpha(tmp_path: Path) -> None:
     with Image.open(tmp_path / "cut.tiff") as stored:
         assert stored.format == "TIFF" and stored.mode == "RGBA"
         assert stored.info["compression"] == "tiff_adobe_deflate"
+        tags = stored.tag_v2  # type: ignore[attr-defined]
+        # Alpha marked as unassociated (other readers show a TIFF without it opaque),
+        # Deflate with horizontal differencing.
+        assert tags[338] == (2,) and tags[317] == 2
     frame, alpha = read_image_and_alpha(tmp_path / "cut.tiff")
     assert alpha is not None and alpha.min() == alpha.max() == 77
     assert frame.shape == (48, 64, 3)
