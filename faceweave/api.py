@@ -15,7 +15,7 @@ from typing import cast
 
 import numpy as np
 
-from faceweave.analysis.analyser import STILL_DETECT_EDGES, STILL_DETECT_TILES, FaceAnalyser
+from faceweave.analysis.analyser import FaceAnalyser, photo_analyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
 from faceweave.errors import FaceweaveError, NoFaceError, UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings, SwapEngine
@@ -79,7 +79,7 @@ def still_analyser() -> FaceAnalyser:
     """A shared analyser that finds all of a photo's faces, as ``faceweave swap`` does:
     a group's small faces and faces cut by the frame's sides too (seven more detector
     runs than :func:`default_analyser`'s)."""
-    return FaceAnalyser(detect_tiles=STILL_DETECT_TILES, detect_edges=STILL_DETECT_EDGES)
+    return photo_analyser()
 
 
 def get_one_face(frame: Frame) -> Face | None:

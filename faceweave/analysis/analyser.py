@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -569,3 +570,10 @@ class FaceAnalyser:
             frame=frame,
             _embedding_fn=embed_fn,
         )
+
+
+def photo_analyser(**options: Any) -> FaceAnalyser:
+    """An analyser that finds a photo's faces as ``faceweave swap`` does: a group's
+    small faces (tiles) and faces cut by the frame's sides too. ``options``: any other
+    :class:`FaceAnalyser` arguments (``max_faces``, a detector...)."""
+    return FaceAnalyser(detect_tiles=STILL_DETECT_TILES, detect_edges=STILL_DETECT_EDGES, **options)

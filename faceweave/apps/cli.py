@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from faceweave.analysis.analyser import DETECTOR_ANGLES, STILL_DETECT_EDGES, STILL_DETECT_TILES
+from faceweave.analysis.analyser import DETECTOR_ANGLES, photo_analyser
 from faceweave.analysis.base import create_detector, detector_names
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS, face_distance
@@ -1359,16 +1359,10 @@ def _video_job(
     options: SwapOptions | None = None,
 ) -> int:
     """Swap one video with a progress bar (frames, fps, ETA); its exit code."""
-    import faceweave as fw
-    from faceweave.pipeline.video_job import VIDEO_DETECT_TILES, swap_video
+    from faceweave.pipeline.video_job import swap_video, video_analyser
 
     # A video's own analyser: its tracking mode follows one clip's frames.
-    frame_analyser = fw.FaceAnalyser(
-        max_faces=args.max_faces,
-        mode="video",
-        detect_tiles=VIDEO_DETECT_TILES,  # only where no face is found (a wide shot)
-        **_detector(args),
-    )
+    frame_analyser = video_analyser(max_faces=args.max_faces, **_detector(args))
     from tqdm import tqdm
 
     desc = PROG if args.target == target_path else f"{PROG} {target_path.name}"
@@ -1794,14 +1788,7 @@ _REFERENCE_LOOKBACK_S = 1.0
 def _still_analyser(args: argparse.Namespace) -> fw.FaceAnalyser:
     """The analyser of photos and single frames: a group's small faces and faces cut by
     the frame's sides are found too (as :func:`faceweave.api.still_analyser`)."""
-    import faceweave as fw
-
-    return fw.FaceAnalyser(
-        max_faces=args.max_faces,
-        detect_tiles=STILL_DETECT_TILES,
-        detect_edges=STILL_DETECT_EDGES,
-        **_detector(args),
-    )
+    return photo_analyser(max_faces=args.max_faces, **_detector(args))
 
 
 def _face_in_video(

@@ -64,6 +64,7 @@ __all__ = [
     "build_swappers",
     "swap_targets",
     "swap_video",
+    "video_analyser",
 ]
 
 ROUTER_MODES = (*SELECTORS, "map")
@@ -336,6 +337,16 @@ def swap_targets(
 # of them (BlazeFaceDetector's adaptive mode): a 55 px face in a 720p wide shot.
 VIDEO_DETECT_TILES = 2
 
+
+def video_analyser(**options: Any) -> FaceAnalyser:
+    """An analyser of a video file's frames, as ``faceweave swap`` has: the video mode
+    (MediaPipe's tracking mesh), tiles only on frames where no face is found (a wide
+    shot), no search for faces cut by the sides (a face coming in from the side would
+    get a swap on a sliver of it for a few frames). ``options``: any other
+    :class:`FaceAnalyser` arguments."""
+    return FaceAnalyser(mode="video", detect_tiles=VIDEO_DETECT_TILES, **options)
+
+
 # The head's pose in files (the face's expression has its own, lighter filter: see
 # smoothing.MeshSmoother). Files are not interactive: the head is smoothed harder than
 # live (less jitter, a little lag on fast head turns). At 0.1 Hz and 0.005 a talking
@@ -532,9 +543,7 @@ def swap_video(
     )
     swappers = build_swappers(sources if mode == "map" else list(sources)[:1], options)
     # Tiles on frames with no face found (see BlazeFaceDetector): a wide shot's small face.
-    analyser = analyser or FaceAnalyser(
-        max_faces=max_faces, mode="video", detect_tiles=VIDEO_DETECT_TILES
-    )
+    analyser = analyser or video_analyser(max_faces=max_faces)
     tracker = FaceTracker(
         analyser,
         redetect_every=redetect_every,

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.analyser import STILL_DETECT_EDGES, STILL_DETECT_TILES, FaceAnalyser
+from faceweave.analysis.analyser import FaceAnalyser, photo_analyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import BackendError, FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import keep_alpha, read_image, read_image_and_alpha, write_image
@@ -61,23 +61,9 @@ ANALYSER_MAX_FACES = 32
 
 
 def image_analyser() -> FaceAnalyser:
-    """The analyser of a job's photos, as the command line's: a group's small faces
-    (tiles) and faces cut by the frame's sides are found too."""
-    return FaceAnalyser(
-        max_faces=ANALYSER_MAX_FACES,
-        detect_tiles=STILL_DETECT_TILES,
-        detect_edges=STILL_DETECT_EDGES,
-    )
-
-
-def video_analyser() -> FaceAnalyser:
-    """The analyser of a video job's frames, as the command line's: the video mode
-    (MediaPipe's tracking mesh; tiles only on frames with no face), no search for
-    faces cut by the sides (a face coming in from the side would get a swap on a
-    sliver of it for a few frames)."""
-    from faceweave.pipeline.video_job import VIDEO_DETECT_TILES
-
-    return FaceAnalyser(max_faces=ANALYSER_MAX_FACES, mode="video", detect_tiles=VIDEO_DETECT_TILES)
+    """The analyser of a job's photos: the command line's (see
+    :func:`~faceweave.analysis.analyser.photo_analyser`)."""
+    return photo_analyser(max_faces=ANALYSER_MAX_FACES)
 
 
 _PROGRESS_EVERY_S = 0.25  # at most this often a running job's progress is written
@@ -177,7 +163,9 @@ class Engine:
         for a new clip: nothing of the last one's frames steers it. It shares the
         identity model with :attr:`analyser`."""
         if self._video_analyser is None:
-            self._video_analyser = video_analyser()
+            from faceweave.pipeline.video_job import video_analyser
+
+            self._video_analyser = video_analyser(max_faces=ANALYSER_MAX_FACES)
             self._video_analyser.identity = self.analyser.identity
         self._video_analyser.reset()
         return self._video_analyser
