@@ -1,9 +1,10 @@
 """Still images: read any common file into a :data:`~faceweave.types.Frame`, write one back.
 
-Reading goes through Pillow: it reports the size from the header before decoding
-(so decompression bombs are refused cheaply), it refuses truncated files instead
-of padding them with grey (``ImageFile.LOAD_TRUNCATED_IMAGES`` must stay at its
-default ``False``; faceweave never changes it), and it applies EXIF orientation.
+Reading goes through Pillow (HEIC through pi-heif's plugin for it): it reports the
+size from the header before decoding (so decompression bombs are refused cheaply), it
+refuses truncated files instead of padding them with grey
+(``ImageFile.LOAD_TRUNCATED_IMAGES`` must stay at its default ``False``; faceweave
+never changes it), and it applies EXIF orientation.
 Writing goes through OpenCV, encoding in memory and replacing the destination
 atomically, so a crash or a full disk never leaves half an image behind.
 
@@ -15,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -47,6 +49,8 @@ __all__ = [
     "output_path_for",
     "ALPHA_EXTENSIONS",
     "HEIC_BRANDS",
+    "HEIF_EXTENSIONS",
+    "READ_IMAGE_EXTENSIONS",
     "TIFF_COMPRESSION",
     "TIFF_PREDICTOR",
     "keep_alpha",
@@ -59,13 +63,19 @@ __all__ = [
 ]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".avif")
+# HEIF photos coded in HEVC (an iPhone's HEIC): read (pi-heif decodes them), not written
+# (no package here encodes HEVC); a folder's HEIC photos are written as JPEG.
+HEIF_EXTENSIONS = (".heic", ".heif", ".hif")
+READ_IMAGE_EXTENSIONS = (*IMAGE_EXTENSIONS, *HEIF_EXTENSIONS)
+_HEIF_WRITTEN_AS = ".jpg"
 # The formats we write with an alpha channel (a transparent photo keeps its transparency).
 ALPHA_EXTENSIONS = (".png", ".webp", ".tif", ".tiff", ".avif")
 DEFAULT_MAX_PIXELS = 64_000_000
 DEFAULT_QUALITY = 95
 
 # Pillow decoders we use; the JPEG one also opens the multi-picture (MPO) files phones write.
-_READ_FORMATS = ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP")
+# HEIF last: AVIF files with a generic HEIF brand are Pillow's AVIF plugin's.
+_READ_FORMATS = ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP", "HEIF")
 # Background for transparent pixels: white, as image viewers and browsers show them.
 _ALPHA_BACKGROUND = 255.0
 _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
@@ -76,8 +86,8 @@ _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
 TIFF_COMPRESSION = "tiff_adobe_deflate"
 TIFF_PREDICTOR = {317: 2}
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*")
-# ``ftyp`` brands of HEIF photos coded in HEVC (an iPhone's HEIC), which no decoder
-# here reads (Pillow's AVIF plugin reads the AV1 ones).
+# ``ftyp`` brands of HEIF photos coded in HEVC (an iPhone's HEIC; Pillow's AVIF plugin
+# reads the AV1 ones).
 HEIC_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"hevm", b"hevs")
 _TEMP_ATTEMPTS = 8
 
@@ -85,13 +95,14 @@ PathLike = str | os.PathLike[str]
 
 
 def read_image(path: PathLike, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Frame:
-    """Read a PNG, JPEG, WebP, BMP, TIFF or AVIF file as a BGR frame.
+    """Read a PNG, JPEG, WebP, BMP, TIFF, AVIF or HEIC file as a BGR frame.
 
     Grayscale is expanded to three channels, 16-bit samples are scaled to 8 bits
-    (floating-point grey, as scientific TIFFs hold it, from 0..1 or 0..255),
-    transparent pixels are composited over white and EXIF orientation is applied,
-    so the frame looks like the picture a viewer shows. Of a multi-page TIFF, the
-    first page is read.
+    (floating-point grey, as scientific TIFFs hold it, from 0..1 or 0..255; a HEIC's
+    10-bit ones too), transparent pixels are composited over white and EXIF
+    orientation (a HEIC's rotation and mirroring) is applied, so the frame looks like
+    the picture a viewer shows. Of a multi-page TIFF, the first page is read; of a
+    HEIC holding several pictures (a burst), its primary one.
 
     Args:
         path: the image file.
@@ -245,6 +256,11 @@ def image_extension(path: PathLike) -> str:
         UnsupportedFormatError: any other extension.
     """
     extension = Path(path).suffix.lower()
+    if extension in HEIF_EXTENSIONS:
+        raise UnsupportedFormatError(
+            f"{path}: HEIC is read but not written (no HEVC encoder here); "
+            "write .jpg, or .avif for a smaller file of the same quality"
+        )
     if extension not in IMAGE_EXTENSIONS:
         supported = ", ".join(IMAGE_EXTENSIONS)
         shown = extension or "no extension"
@@ -305,7 +321,7 @@ def list_images(directory: PathLike) -> list[Path]:
     Raises:
         InputError: ``directory`` is missing or not a directory.
     """
-    return list_files(directory, IMAGE_EXTENSIONS)
+    return list_files(directory, READ_IMAGE_EXTENSIONS)
 
 
 def list_files(directory: PathLike, extensions: Iterable[str]) -> list[Path]:
@@ -339,8 +355,9 @@ def output_path_for(
     Args:
         source_path: the input image.
         output_dir: the batch's output directory.
-        keep_format: keep the input's extension when faceweave writes it;
-            otherwise (or when it does not) use ``default_extension``.
+        keep_format: keep the input's extension when faceweave writes it (a HEIC
+            photo, which it reads but does not write, becomes a JPEG); otherwise
+            use ``default_extension``.
         default_extension: one of :data:`IMAGE_EXTENSIONS`.
 
     Example:
@@ -348,12 +365,16 @@ def output_path_for(
         'out/a.JPG'
         >>> output_path_for("in/a.jpg", "out", keep_format=False).as_posix()
         'out/a.png'
+        >>> output_path_for("in/IMG_0001.HEIC", "out").as_posix()
+        'out/IMG_0001.jpg'
     """
     source_path = Path(source_path)
     if default_extension.lower() not in IMAGE_EXTENSIONS:
         raise UnsupportedFormatError(f"unsupported default extension {default_extension!r}")
     name = source_path.name
-    if not (keep_format and source_path.suffix.lower() in IMAGE_EXTENSIONS):
+    if keep_format and source_path.suffix.lower() in HEIF_EXTENSIONS:
+        name = source_path.stem + _HEIF_WRITTEN_AS
+    elif not (keep_format and source_path.suffix.lower() in IMAGE_EXTENSIONS):
         name = source_path.stem + default_extension
     return Path(output_dir) / name
 
@@ -361,16 +382,28 @@ def output_path_for(
 # --- reading ---------------------------------------------------------------------------------
 
 
+@functools.cache
+def _heif_reader() -> bool:
+    """Register pi-heif's HEIF plugin with Pillow (once); False where it is missing."""
+    try:
+        import pi_heif
+    except ImportError:
+        return False
+    pi_heif.register_heif_opener()
+    return True
+
+
 def _decode(
     handle: BinaryIO, path: Path, max_pixels: int
 ) -> tuple[Frame, NDArray[np.uint8] | None]:
+    heif = _heif_reader()
     try:
         with warnings.catch_warnings():
             # We enforce our own limit below, and a header too broken to open gets its
             # own error: Pillow's warnings (bomb, "Corrupt EXIF data") would be noise.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             warnings.simplefilter("ignore", UserWarning)
-            image = Image.open(handle, formats=_READ_FORMATS)
+            image = Image.open(handle, formats=_READ_FORMATS if heif else _READ_FORMATS[:-1])
     except Image.DecompressionBombError as exc:
         # Pillow's own, higher limit tripped first: say ours, as the check below does.
         found = re.search(r"\((\d+) pixels\)", str(exc))
@@ -384,12 +417,15 @@ def _decode(
         if _starts_with(handle, _TIFF_MAGIC):
             raise _tiff_error(handle, path) from exc
         if _is_heic(handle):
+            if heif:
+                raise _heif_error(handle, path) from exc
             raise UnsupportedFormatError(
-                f"{path}: a HEIC photo (an iPhone's), which is not supported: save it as "
-                "JPEG (the iPhone's Settings > Camera > Formats > Most Compatible)"
+                f"{path}: a HEIC photo (an iPhone's), which this installation cannot "
+                "read (pi-heif is missing: pip install pi-heif), or save it as JPEG "
+                "(the iPhone's Settings > Camera > Formats > Most Compatible)"
             ) from exc
         raise UnsupportedFormatError(
-            f"{path}: not a supported image (PNG, JPEG, WebP, BMP, TIFF or AVIF)"
+            f"{path}: not a supported image (PNG, JPEG, WebP, BMP, TIFF, AVIF or HEIC)"
         ) from exc
     except (OSError, ValueError, SyntaxError) as exc:  # Pillow's broken-header errors
         raise InputError(f"{path}: corrupt image header: {_one_line(exc)}") from exc
@@ -404,7 +440,8 @@ def _decode(
             raise InputError(f"{path}: image has no pixels ({width}x{height})")
         try:
             image.load()
-        except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        except (OSError, ValueError, SyntaxError, EOFError, RuntimeError) as exc:
+            # (RuntimeError: libheif's, through pi-heif, for HEVC data it cannot decode.)
             raise InputError(f"{path}: truncated or corrupt image: {_one_line(exc)}") from exc
         upright = _apply_orientation(image)
         return _to_bgr(upright, path)
@@ -426,6 +463,20 @@ def _starts_with(handle: BinaryIO, prefixes: tuple[bytes, ...]) -> bool:
 def _is_heic(handle: BinaryIO) -> bool:
     head = _head(handle, 12)
     return head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS
+
+
+def _heif_error(handle: BinaryIO, path: Path) -> InputError:
+    """Why pi-heif could not open a file with a HEIC brand: libheif's own reason."""
+    import pi_heif
+
+    handle.seek(0)
+    try:
+        pi_heif.open_heif(handle)
+    except Exception as exc:  # noqa: BLE001 - any failure is the reason we report
+        reason = _one_line(exc)
+    else:
+        reason = "unknown"
+    return InputError(f"{path}: truncated or corrupt HEIC: {reason}")
 
 
 def _tiff_error(handle: BinaryIO, path: Path) -> InputError:

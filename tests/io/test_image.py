@@ -312,13 +312,83 @@ def test_avif_read_and_written_with_alpha_and_quality(tmp_path: Path) -> None:
     assert (tmp_path / "low.avif").stat().st_size < (tmp_path / "high.avif").stat().st_size
 
 
-def test_a_heic_photo_is_named_as_one(tmp_path: Path) -> None:
-    """An iPhone's HEIC (HEVC inside a HEIF box) is no format read here: the error says
-    what it is and how to get a JPEG instead."""
+HEIC_DIR = Path(__file__).resolve().parent / "data"  # tools/make_heic_fixtures.py
+
+
+def _astronaut_crop(size: int = 256) -> np.ndarray:
+    """The picture the HEIC test files hold (BGR), from scikit-image's astronaut."""
+    skimage_data = pytest.importorskip("skimage.data")
+    crop = cv2.cvtColor(skimage_data.astronaut()[:256, 100:356], cv2.COLOR_RGB2BGR)
+    return crop if size == 256 else cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA)
+
+
+def test_heic_photos_are_read_upright_and_in_8_bits() -> None:
+    """An iPhone's HEIC (HEVC in a HEIF box) is read through pi-heif: the picture, its
+    rotation applied (a phone held sideways), 10-bit samples brought to 8."""
+    expected = _astronaut_crop().astype(np.int16)
+    plain = read_image(HEIC_DIR / "astronaut.heic")
+    assert plain.shape == (256, 256, 3) and plain.dtype == np.uint8
+    assert np.abs(plain - expected).mean() < 6.0
+    # Stored a quarter turn clockwise with a rotation that turns it back.
+    turned = read_image(HEIC_DIR / "astronaut_rotated.heic")
+    assert turned.shape == (256, 256, 3) and np.abs(turned - expected).mean() < 6.0
+    assert np.abs(np.rot90(turned, 1) - expected).mean() > 20.0  # not merely symmetric
+    deep = read_image(HEIC_DIR / "astronaut_10bit.heic")
+    assert deep.shape == (96, 96, 3) and deep.dtype == np.uint8
+    small = cv2.resize(plain, (96, 96), interpolation=cv2.INTER_AREA).astype(np.int16)
+    assert np.abs(deep - small).mean() < 8.0
+
+
+def test_a_transparent_heic_keeps_its_alpha() -> None:
+    from faceweave.io import read_image_and_alpha
+
+    frame, alpha = read_image_and_alpha(HEIC_DIR / "astronaut_alpha.heic")
+    assert alpha is not None and alpha.shape == (96, 96)
+    yy, xx = np.mgrid[:96, :96]
+    inside = (yy - 47.5) ** 2 + (xx - 47.5) ** 2 <= 36**2
+    outside = (yy - 47.5) ** 2 + (xx - 47.5) ** 2 >= 44**2
+    assert alpha[inside].min() > 240 and alpha[outside].max() < 15
+    assert frame[outside].min() > 240  # over white, as a viewer shows it
+
+
+def test_broken_heics_say_why(tmp_path: Path) -> None:
+    data = (HEIC_DIR / "astronaut.heic").read_bytes()
+    (tmp_path / "cut.heic").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="truncated or corrupt"):
+        read_image(tmp_path / "cut.heic")
+    # A HEIC brand and nothing a decoder can use.
     path = tmp_path / "IMG_0001.HEIC"
     path.write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(200))
-    with pytest.raises(UnsupportedFormatError, match="HEIC photo.*JPEG"):
+    with pytest.raises(InputError, match="truncated or corrupt HEIC: ") as caught:
         read_image(path)
+    assert not isinstance(caught.value, UnsupportedFormatError)
+    assert "\n" not in str(caught.value)
+
+
+def test_without_pi_heif_a_heic_photo_is_named_as_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installation without pi-heif says what the file is and what to do, rather
+    than "not a supported image"."""
+    monkeypatch.setattr(image_io, "_heif_reader", lambda: False)
+    with pytest.raises(UnsupportedFormatError, match="HEIC photo.*pi-heif.*JPEG"):
+        read_image(HEIC_DIR / "astronaut.heic")
+
+
+def test_heic_is_read_not_written(tmp_path: Path) -> None:
+    """No HEVC encoder: a HEIC output is refused up front, saying what to write
+    instead; a folder's HEIC photos are written as JPEG; folders list them."""
+    for name in ("out.heic", "out.HEIF"):
+        with pytest.raises(UnsupportedFormatError, match="read but not written.*\\.jpg"):
+            check_output_path(tmp_path / name)
+        with pytest.raises(UnsupportedFormatError, match="read but not written"):
+            write_image(tmp_path / name, _smooth_frame())
+    assert not list(tmp_path.iterdir())
+    assert output_path_for("in/IMG_0001.HEIC", "out") == Path("out/IMG_0001.jpg")
+    assert output_path_for("in/a.heif", "out", keep_format=False) == Path("out/a.png")
+    (tmp_path / "IMG_0001.HEIC").write_bytes(b"")
+    (tmp_path / "b.hif").write_bytes(b"")
+    assert [p.name for p in list_images(tmp_path)] == ["IMG_0001.HEIC", "b.hif"]
 
 
 def test_unreadable_tiffs_say_why(tmp_path: Path) -> None:
