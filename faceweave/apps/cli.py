@@ -41,6 +41,7 @@ are synthetic (``--no-watermark`` turns both off).
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import logging
@@ -88,7 +89,8 @@ from faceweave.errors import (
 from faceweave.io import (
     DEFAULT_MAX_PIXELS,
     DEFAULT_QUALITY,
-    IMAGE_EXTENSIONS,
+    HEIF_EXTENSIONS,
+    READ_IMAGE_EXTENSIONS,
     check_output_path,
     keep_alpha,
     list_images,
@@ -1060,7 +1062,7 @@ def _run_swap(args: argparse.Namespace) -> int:
             )
         targets = list_images(target_path)
         if not targets and not videos:
-            kinds = ", ".join((*IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS))
+            kinds = ", ".join((*READ_IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS))
             raise InputError(f"{target_path}: no images or videos ({kinds})")
         if _same_file(output_path, target_path):
             raise UsageError("--output must not be the --target directory")
@@ -1257,19 +1259,30 @@ def _batch_plan(
 ) -> list[tuple[Path, Path, Path | None]]:
     """(target, output, overlay or None) per target of a batch. An overlay is named by
     its target's stem as PNG, or by its whole name as PNG where two targets share a stem
-    (``a.jpg`` and ``a.png``), so no overlay replaces another."""
+    (``a.jpg`` and ``a.png``), so no overlay replaces another. A HEIC photo's output is
+    a JPEG of its stem, or of its whole name where another target's output has that
+    name (``IMG_1.HEIC`` beside ``IMG_1.JPG`` gives ``IMG_1.HEIC.jpg``)."""
     stems: dict[str, int] = {}
     for target in targets:
         stems[target.stem] = stems.get(target.stem, 0) + 1
+    outputs = [output_path_for(target, output_dir) for target in targets]
+    # (Case-blind: on macOS and Windows IMG_1.jpg and IMG_1.JPG are one file.)
+    names = collections.Counter(output.name.casefold() for output in outputs)
+    outputs = [
+        output_dir / f"{target.name}{output.suffix}"
+        if target.suffix.lower() in HEIF_EXTENSIONS and names[output.name.casefold()] > 1
+        else output
+        for target, output in zip(targets, outputs, strict=True)
+    ]
     return [
         (
             target,
-            output_path_for(target, output_dir),
+            output,
             None
             if debug_dir is None
             else debug_dir / f"{target.stem if stems[target.stem] == 1 else target.name}.png",
         )
-        for target in targets
+        for target, output in zip(targets, outputs, strict=True)
     ]
 
 
@@ -1542,7 +1555,7 @@ def _run_live(args: argparse.Namespace) -> int:
         raise UsageError("--width, --height and --fps set the camera; not used with --input")
     if args.loop and args.input is None:
         raise UsageError("--loop is for --input")
-    if args.input is not None and args.input.suffix.lower() in IMAGE_EXTENSIONS:
+    if args.input is not None and args.input.suffix.lower() in READ_IMAGE_EXTENSIONS:
         # (It had played as a one-frame video: a 0.2 s session, and no word why.)
         raise UsageError(
             f"--input plays a video as the camera; {args.input} is an image (swap it with "

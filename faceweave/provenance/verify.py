@@ -25,7 +25,13 @@ from typing import Literal
 from PIL import Image, UnidentifiedImageError
 
 from faceweave.errors import InputError
-from faceweave.io.image import IMAGE_EXTENSIONS, PathLike, check_input_file, read_image
+from faceweave.io.image import (
+    HEIC_BRANDS,
+    READ_IMAGE_EXTENSIONS,
+    PathLike,
+    check_input_file,
+    read_image,
+)
 from faceweave.io.video import VIDEO_EXTENSIONS, VideoReader
 from faceweave.provenance.labels import read_labels
 from faceweave.provenance.watermark import (
@@ -77,7 +83,8 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
     """Look for the faceweave watermark and labels in an image or a video file.
 
     Args:
-        path: a PNG, JPEG, WebP, BMP, TIFF or AVIF image, or a video faceweave reads.
+        path: a PNG, JPEG, WebP, BMP, TIFF, AVIF or HEIC image, or a video faceweave
+            reads.
         video_frames: for a video, how many frames to decode, spread evenly over its
             length (each needs a seek; their soft bits are combined).
 
@@ -91,7 +98,7 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
     suffix = path.suffix.lower()
     # A file named as an image is read as one (a broken one is refused as such, not
     # handed to FFmpeg, which reads even a text file as a "video" of its characters).
-    if suffix in IMAGE_EXTENSIONS or (suffix not in VIDEO_EXTENSIONS and _is_image(path)):
+    if suffix in READ_IMAGE_EXTENSIONS or (suffix not in VIDEO_EXTENSIONS and _is_image(path)):
         frame = read_image(path)
         return VerifyReport(
             path=str(path),
@@ -141,6 +148,10 @@ def format_report(report: VerifyReport) -> str:
 
 def _is_image(path: Path) -> bool:
     try:
+        with path.open("rb") as handle:
+            head = handle.read(12)
+        if head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS:
+            return True  # a HEIC photo (read_image decodes it, or says why not)
         with Image.open(path) as image:
             return image.format in ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP", "MPO")
     except Image.DecompressionBombError:

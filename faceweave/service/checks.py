@@ -3,7 +3,7 @@
 - Uploads are parsed as they stream in and written to disk in chunks, off the
   event loop; a file larger than the limit aborts the request with 413 at once.
 - The type comes from the content's magic bytes (PNG, JPEG, WebP, BMP, TIFF,
-  AVIF; MP4, MOV, Matroska, WebM), never from the file name or the client's ``Content-Type``.
+  AVIF, HEIC; MP4, MOV, Matroska, WebM), never from the file name or the client's ``Content-Type``.
 - Images are decoded once with :func:`~faceweave.io.read_image`: the pixel limit
   is checked on the header first (decompression bombs), truncated or corrupt
   files are refused. Videos are probed for their length; a trim range must hold
@@ -70,6 +70,7 @@ IMAGE_TYPES = {
     "bmp": MediaType("image", ".bmp", "image/bmp"),
     "tiff": MediaType("image", ".tiff", "image/tiff"),
     "avif": MediaType("image", ".avif", "image/avif"),
+    "heic": MediaType("image", ".heic", "image/heic"),
 }
 VIDEO_TYPES = {
     "mp4": MediaType("video", ".mp4", "video/mp4"),
@@ -81,9 +82,9 @@ VIDEO_TYPES = {
 _QUICKTIME_ATOMS = (b"moov", b"mdat", b"wide", b"free", b"skip", b"pnot")
 _BMP_HEADER_SIZES = (12, 40, 52, 56, 64, 108, 124)
 # ``ftyp`` brands of HEIF images: the MP4 family's box format, but no video (they had
-# been taken for one, "cannot read the video"). AVIF (AV1 inside) is read; HEIC (HEVC
-# inside, an iPhone's photos) is not. A generic HEIF brand is AVIF where its list of
-# compatible brands names AVIF.
+# been taken for one, "cannot read the video"): AVIF (AV1 inside) and HEIC (HEVC inside,
+# an iPhone's photos). A generic HEIF brand is AVIF where its list of compatible brands
+# names AVIF, else HEIC.
 _AVIF_BRANDS = (b"avif", b"avis")
 _HEIF_BRANDS = (*HEIC_BRANDS, b"mif1", b"msf1")
 
@@ -113,7 +114,7 @@ def sniff(head: bytes) -> MediaType | None:
         if brand in _AVIF_BRANDS or (brand in _HEIF_BRANDS and _compatible_avif(head)):
             return IMAGE_TYPES["avif"]
         if brand in _HEIF_BRANDS:  # a phone's HEIC photo in the MP4 family's box format
-            return None
+            return IMAGE_TYPES["heic"]
         return VIDEO_TYPES["mov" if brand == b"qt  " else "mp4"]
     if head[4:8] in _QUICKTIME_ATOMS:
         return VIDEO_TYPES["mov"]
@@ -361,16 +362,9 @@ def check_media(received: ReceivedFile, allowed: tuple[str, ...]) -> MediaType:
     if received.size == 0:
         raise ServiceError(422, "empty_file", f"{received.field} is empty")
     media = sniff(received.head)
-    if media is None and received.head[4:8] == b"ftyp" and received.head[8:12] in _HEIF_BRANDS:
-        raise ServiceError(
-            415,
-            "unsupported_format",
-            f"{received.field} is a HEIC photo (an iPhone's), which is not supported: send "
-            "it as JPEG or PNG",
-        )
     if media is None or media.kind not in allowed:
         wanted = " or ".join(
-            "an image (PNG, JPEG, WebP, BMP, TIFF, AVIF)"
+            "an image (PNG, JPEG, WebP, BMP, TIFF, AVIF, HEIC)"
             if kind == "image"
             else "a video (MP4, MOV, MKV, WebM)"
             for kind in allowed

@@ -99,7 +99,7 @@ class JobOptions:
         feather: width of the face mask's soft edge, as a fraction of the face.
         skip_no_face: a target without a (matching) face is returned unchanged
             instead of failing the job.
-        output_format: ``auto`` (JPEG for JPEG targets, PNG otherwise; the
+        output_format: ``auto`` (JPEG for JPEG and HEIC targets, PNG otherwise; the
             target's container for videos), ``png``, ``jpg`` or ``webp``.
         quality: JPEG/WebP quality 1..100.
         keep_audio: a video's sound is kept (all its tracks); false leaves it out.

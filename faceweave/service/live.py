@@ -350,6 +350,7 @@ _SOURCE_BODY: dict[str, Any] = {
                     "image/bmp",
                     "image/tiff",
                     "image/avif",
+                    "image/heic",
                 )
             },
             "multipart/form-data": {
@@ -758,7 +759,8 @@ def create_live_router(
         openapi_extra=_SOURCE_BODY,
     )
     async def set_source(session_id: str, request: Request, key: Any = owner_dep) -> SessionOut:
-        """Set the source face: the request body is the image (PNG, JPEG, WebP, BMP, TIFF, AVIF).
+        """Set the source face: the request body is the image (PNG, JPEG, WebP, BMP, TIFF,
+        AVIF, HEIC).
 
         Several photos of the same person go as ``multipart/form-data`` files named
         ``source``, ``source_2`` and ``source_3``, as for jobs: they are merged into one

@@ -218,7 +218,8 @@ def result_extension(job: Job) -> str:
         return target_ext
     if job.options.output_format != "auto":
         return "." + job.options.output_format
-    return ".jpg" if target_ext == ".jpg" else ".png"
+    # (A HEIC photo, which is read but not written, gives a JPEG as a JPEG does.)
+    return ".jpg" if target_ext in (".jpg", ".heic") else ".png"
 
 
 # --- running one job -----------------------------------------------------------------------------

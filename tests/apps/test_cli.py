@@ -339,6 +339,20 @@ def test_unsupported_output_format(tmp_path: Path, capsys: pytest.CaptureFixture
     assert err.count("\n") == 1
 
 
+def test_a_heic_output_is_refused_up_front(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HEIC is read, not written: the error says what to write instead, before any work."""
+    target = tmp_path / "t.png"
+    write_image(target, np.zeros((8, 8, 3), dtype=np.uint8))
+    argv = ["swap", "-s", str(target), "-t", str(target), "-o", str(tmp_path / "o.heic")]
+    assert cli.main(argv) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("faceweave: error: ") and err.count("\n") == 1
+    assert "HEIC is read but not written" in err and ".jpg" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.png"]
+
+
 def test_batch_output_must_differ_from_target(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -617,6 +631,18 @@ def test_batch_overlays_of_targets_sharing_a_name() -> None:
         Path("in/a.png"): "a.png.png",
         Path("in/b.png"): "b.png",
     }
+
+
+def test_batch_heic_photos_beside_their_jpegs() -> None:
+    """An iPhone folder often holds IMG_1.HEIC and the IMG_1.JPG made of it: the HEIC's
+    JPEG output must not replace the JPEG's (nor the JPEG's it)."""
+    targets = [Path("in/IMG_1.HEIC"), Path("in/IMG_1.JPG"), Path("in/IMG_2.heic")]
+    plan = cli._batch_plan(targets, Path("out"), None)
+    assert [output for _, output, _ in plan] == [
+        Path("out/IMG_1.HEIC.jpg"),
+        Path("out/IMG_1.JPG"),
+        Path("out/IMG_2.jpg"),
+    ]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
@@ -1096,6 +1122,35 @@ def test_batch_exit_code_and_skip_no_face(images: Images, tmp_path: Path) -> Non
     assert result.returncode == EXIT_OK, result.stderr
     assert sorted(p.name for p in (tmp_path / "out2").iterdir()) == ["face.png", "grey.png"]
     _assert_no_temp_files(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_folder_of_iphone_photos(images: Images, tmp_path: Path) -> None:
+    """A folder's HEIC photos (an iPhone's) are read, swapped and written as JPEG
+    (no HEVC encoder here), marked, beside its other images in their own formats."""
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    heic = Path(__file__).resolve().parents[1] / "io" / "data" / "astronaut.heic"
+    (photos / "IMG_0001.HEIC").write_bytes(heic.read_bytes())
+    Image.open(images.target_png).save(photos / "hopper.png")
+    result = _run(
+        "swap", "-s", images.source_png, "-t", "photos", "-o", "swapped", cwd=tmp_path, marked=True
+    )  # fmt: skip
+    assert result.returncode == EXIT_OK, result.stderr
+    assert sorted(p.name for p in (tmp_path / "swapped").iterdir()) == [
+        "IMG_0001.jpg",
+        "hopper.png",
+    ]
+    with Image.open(tmp_path / "swapped" / "IMG_0001.jpg") as out:
+        assert out.format == "JPEG" and out.size == (256, 256)
+    swapped = read_image(tmp_path / "swapped" / "IMG_0001.jpg").astype(int)
+    assert np.abs(swapped - read_image(photos / "IMG_0001.HEIC").astype(int)).mean() > 1
+    report = _run("verify", "swapped/IMG_0001.jpg", cwd=tmp_path)
+    assert report.returncode == EXIT_OK and "FOUND" in report.stdout, report.stdout
+    # verify reads a HEIC too (no mark in it).
+    report = _run("verify", "photos/IMG_0001.HEIC", cwd=tmp_path)
+    assert report.returncode == cli.EXIT_NOT_MARKED, report.stdout
+    assert "image 256x256" in report.stdout and "labels: none" in report.stdout
 
 
 @pytest.mark.slow

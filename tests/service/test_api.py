@@ -146,7 +146,7 @@ def test_more_photos_of_the_source_person(
     assert bad.status_code in (415, 422), bad.text
 
 
-def test_png_tiff_and_avif_targets_give_png_and_output_format_is_honoured(
+def test_png_tiff_avif_and_heic_targets_and_output_format_is_honoured(
     service: tuple[TestClient, Path], source_png: bytes, astronaut_rgb: np.ndarray
 ) -> None:
     client, data_dir = service
@@ -161,7 +161,17 @@ def test_png_tiff_and_avif_targets_give_png_and_output_format_is_honoured(
     assert from_tiff["inputs"]["target"]["type"] == "image/tiff"
     from_avif = submit(client, key, source_png, avif.getvalue(), names=("a.png", "b.avif")).json()
     assert from_avif["inputs"]["target"]["type"] == "image/avif"
-    for job, kind in ((auto, "PNG"), (webp, "WEBP"), (from_tiff, "PNG"), (from_avif, "PNG")):
+    # An iPhone's HEIC photo (read, not written): a JPEG, as from a JPEG.
+    heic = (Path(__file__).resolve().parents[1] / "io" / "data" / "astronaut.heic").read_bytes()
+    from_heic = submit(client, key, source_png, heic, names=("a.png", "IMG_1.HEIC")).json()
+    assert from_heic["inputs"]["target"]["type"] == "image/heic"
+    for job, kind in (
+        (auto, "PNG"),
+        (webp, "WEBP"),
+        (from_tiff, "PNG"),
+        (from_avif, "PNG"),
+        (from_heic, "JPEG"),
+    ):
         done = wait_for(client, job["id"], key)
         assert done["state"] == "done", done
         content = client.get(done["result"]["url"], headers=auth(key)).content

@@ -52,6 +52,9 @@ def _small_png() -> bytes:
     return buffer.getvalue()
 
 
+HEIC_DIR = Path(__file__).resolve().parents[1] / "io" / "data"
+
+
 def _post_target(client: TestClient, key: str, target: bytes, name: str = "t.png") -> dict:
     response = client.post(
         "/v1/jobs",
@@ -181,18 +184,22 @@ def test_video_target_that_is_garbage(door: tuple[TestClient, str, Path]) -> Non
     _server_alive(client)
 
 
-def test_a_heic_photo_is_named_as_one_not_as_a_broken_video(
+def test_a_heic_photo_is_sniffed_and_read_not_taken_for_a_video(
     door: tuple[TestClient, str, Path],
 ) -> None:
     """HEIC (an iPhone's photos) shares MP4's box format: sniffed as a video, it had
-    been refused as "cannot read the video". (AVIF, the same box format, is read.)"""
+    been refused as "cannot read the video". It is an image, read as one; a broken
+    one is refused as an image that cannot be read."""
+    for brand in (b"heic", b"heix", b"mif1"):
+        head = b"\x00\x00\x00\x18ftyp" + brand + b"\x00\x00\x00\x00mif1heic" + bytes(40)
+        media = sniff(head)
+        assert media is not None and (media.ext, media.mime) == (".heic", "image/heic"), brand
     client, key, _ = door
-    for brand in (b"heic", b"mif1"):
-        photo = b"\x00\x00\x00\x18ftyp" + brand + b"\x00\x00\x00\x00mif1heic" + bytes(500)
-        assert sniff(photo) is None
-        error = _post_target(client, key, photo, "IMG_0001.HEIC")
-        assert (error["status"], error["code"]) == (415, "unsupported_format"), error
-        assert "HEIC photo" in error["message"] and "JPEG or PNG" in error["message"]
+    photo = (HEIC_DIR / "astronaut.heic").read_bytes()
+    assert _post_target(client, key, photo, "IMG_0001.HEIC")["status"] == 202
+    broken = b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(500)
+    error = _post_target(client, key, broken, "IMG_0002.HEIC")
+    assert error["status"] == 422 and "corrupt HEIC" in error["message"], error
     _server_alive(client)
 
 
