@@ -3044,11 +3044,13 @@ class Swapper(FaceSwapping):
         )
         zones[~raster.covered] = 0
         coverage = raster.covered.astype(np.float32)
+        outline = coverage  # the mask's edge (see _outline_coverage)
         if (rw, rh) != (pw, ph):
             folds = _uv_folds(maps, raster.covered)
             # Normalised upsampling: uncovered grid pixels carry no weight, so values
             # next to the mesh border are not pulled towards a placeholder.
             maps = cv2.resize(maps, (pw, ph), interpolation=cv2.INTER_LINEAR)
+            outline = _outline_coverage(coverage, (pw, ph))
             coverage = cv2.resize(coverage, (pw, ph), interpolation=cv2.INTER_LINEAR)
             # Only the mesh's rim needs it: inside, the coverage is 1 (outside 0, and
             # the values 0): a division over the whole crop cost 0.25 ms.
@@ -3067,7 +3069,7 @@ class Swapper(FaceSwapping):
             self._uv_aux, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
         ).astype(np.float32)
         aux *= np.float32(1.0 / 255.0)
-        mask = np.ascontiguousarray(aux[..., 0] * coverage)
+        mask = np.ascontiguousarray(aux[..., 0] * outline)
         weight = aux[..., 1]
         kept = _profile_kept(target_face, u_map, v_map, model, opts.uv_size)
         if kept is not None:
@@ -3438,6 +3440,31 @@ class Swapper(FaceSwapping):
             band = cv2.addWeighted(band, gain, noise, grain_gain, 0.0, dtype=cv2.CV_32F)
             gain = 1.0
         return np.asarray(cv2.multiply(band, share, scale=gain, dtype=cv2.CV_16S), np.int16)
+
+
+# The coarse grid's coverage is blurred by this many cells before it is upsampled to
+# the processing size for the masks (see _outline_coverage): its edge then follows the
+# mesh's outline, not the cells' staircase.
+COVERAGE_BLUR = 1.0
+COVERAGE_RAMP = (0.35, 0.65)
+
+
+def _outline_coverage(covered: NDArray[np.float32], size: tuple[int, int]) -> NDArray[np.float32]:
+    """The mesh's coverage of the coarse grid (0 or 1 per cell) at ``size`` (w, h), 0 to
+    1 over a few pixels across its outline: the face mask's edge there. The grid's
+    staircase is smoothed first (COVERAGE_BLUR): its cells are 3-4 pixels of the
+    processing size, and upsampled as they were, where the face mask reaches the
+    outline (a turned face's far cheek, foreshortened) the steps showed along the
+    swapped face's edge. (The skin the colour, light and detail are measured on keeps
+    the unsmoothed coverage.)"""
+    smooth = cv2.GaussianBlur(covered, (0, 0), COVERAGE_BLUR)
+    up = cv2.resize(smooth, size, interpolation=cv2.INTER_LINEAR)
+    # Half way on the outline (where the smoothed coverage is 0.5), over about a cell:
+    # the masks reach as far into the rim as they did unsmoothed.
+    low, high = COVERAGE_RAMP
+    scale = np.float32(1.0 / (high - low))
+    # (np.minimum/maximum: np.clip's own overhead is most of its cost on these.)
+    return np.asarray(np.minimum(np.maximum((up - low) * scale, 0.0), 1.0), np.float32)
 
 
 # A target face's creases (see Swapper._lay_creases) fade in between these sizes (px):

@@ -3338,6 +3338,39 @@ def _uv_plane(shape: tuple[int, int], slope: float = 2.0) -> np.ndarray:
     return np.dstack([u, v])
 
 
+def test_the_meshs_outline_is_no_staircase() -> None:
+    """The coarse grid's coverage of a straight outline (cells whose centres lie under a
+    line of slope 0.6), upsampled 3.5 times as a face is processed: the masks' edge
+    follows the line within a pixel. Upsampled as it was (bilinear, no smoothing), it
+    zigzagged by half a cell (1.6 px) with the cells' steps."""
+    w, h, scale = 64, 64, 3.5
+    size = (int(w * scale), int(h * scale))
+    y, x = np.mgrid[:h, :w].astype(np.float32)
+    covered = (y > 0.6 * x + 5.0).astype(np.float32)
+
+    def edge_error(coverage: np.ndarray) -> float:
+        # Per column (away from the sides), where coverage crosses 0.5, against the line
+        # in the fine grid's pixels (OpenCV's resize: coarse = (fine + 0.5) / scale - 0.5).
+        errors = []
+        for col in range(20, size[0] - 40):
+            column = coverage[:, col]
+            row = int(np.argmax(column >= 0.5))
+            below, above = column[row - 1], column[row]
+            crossing = row - 1 + (0.5 - below) / max(above - below, 1e-6)
+            coarse_x = (col + 0.5) / scale - 0.5
+            truth = (0.6 * coarse_x + 5.0 + 0.5) * scale - 0.5
+            errors.append(crossing - truth)
+        residual = np.asarray(errors)
+        return float(np.abs(residual - residual.mean()).max())
+
+    coverage = swap_module._outline_coverage(covered, size)
+    assert coverage.shape == (size[1], size[0]) and coverage.dtype == np.float32
+    assert float(coverage.min()) == 0.0 and float(coverage.max()) == 1.0
+    old = np.clip((cv2.resize(covered, size, interpolation=cv2.INTER_LINEAR) - 0.5) * 2, 0, 1)
+    assert edge_error(old) > 1.2
+    assert edge_error(coverage) < 0.6
+
+
 class TestFolds:
     """A turned head's nose hides part of its far cheek: the coarse raster's texture
     map folds there, and upsampled bilinearly it drew the texels in between (the
