@@ -275,6 +275,10 @@ class FaceAnalyser:
             mode also the other three turns when no face found upright scores
             :data:`SURE_UPRIGHT_SCORE` or more (sideways and upside-down
             photos), so a photo of clear upright faces costs nothing more.
+        tile_most_px: with ``detect_tiles``, BlazeFace's tiles span at most this many
+            of the frame's pixels on their short side (more tiles on a larger frame;
+            see :func:`~faceweave.analysis.mediapipe_backend.tiles_across`); None: its
+            own default, 480 in ``image`` mode, 768 in ``video`` mode.
         mode: ``image`` (every call stands alone: both BlazeFace models and the
             static mesh, the same image always gives the same faces) or ``video``
             (frames in sequence: the full-range detector with the short-range one
@@ -298,6 +302,7 @@ class FaceAnalyser:
         detect_tiles: int = 1,
         detect_edges: bool = False,
         detector_angles: tuple[int, ...] | None = None,
+        tile_most_px: int | None = None,
         mode: str = "image",
     ) -> None:
         if mode not in ANALYSER_MODES:
@@ -312,6 +317,10 @@ class FaceAnalyser:
             raise UsageError(
                 f"detect_tiles must be a whole number from 1 to {MAX_DETECT_TILES}, "
                 f"got {detect_tiles!r}"
+            )
+        if tile_most_px is not None and (not is_whole_number(tile_most_px) or tile_most_px < 64):
+            raise UsageError(
+                f"tile_most_px must be a whole number of 64 or more, got {tile_most_px!r}"
             )
         for name, switch in (("with_embedding", with_embedding), ("detect_edges", detect_edges)):
             if not isinstance(switch, bool | np.bool_):
@@ -346,6 +355,7 @@ class FaceAnalyser:
         self.detector_model = detector_model
         self.execution_provider = execution_provider
         self.detect_tiles = detect_tiles
+        self.tile_most_px = None if tile_most_px is None else int(tile_most_px)
         self.detect_edges = bool(detect_edges)
         self.with_embedding = bool(with_embedding)
         self.model = load_face_model()
@@ -356,7 +366,7 @@ class FaceAnalyser:
 
     @cached_property
     def detector(self) -> FaceDetector:
-        return self._create_detector(self.detect_tiles)
+        return self._create_detector(self.detect_tiles, tile_most_px=self.tile_most_px)
 
     @cached_property
     def _edge_detector(self) -> FaceDetector:

@@ -140,10 +140,12 @@ MAX_TILES_ALONG = 8
 # to at most MAX_TILES_ALONG; a 16:9 frame's tiles are then within about 960 px on their
 # long side): a 1080p photo's faces of 60 px and most of 40 px are found (4 x 4 tiles;
 # within 768 px, 2 x 2, found 2 of 6 at 60 px and none at 40, at 62 ms less of
-# detection), a 12-megapixel photo's of 80 px and most of 60 px. A video's tiles (a
-# frame with no face, one in TILE_EVERY_EMPTY) stay within COARSE_TILE_MOST_PX: four
-# times the tiles would stall a live stream by about 100 ms each time. So do a still's
-# turned passes (see FaceAnalyser), which every faceless photo gets.
+# detection), a 12-megapixel photo's of 80 px and most of 60 px. With ``adaptive``
+# (video: a frame with no face, one in TILE_EVERY_EMPTY) tiles stay within
+# COARSE_TILE_MOST_PX unless told otherwise: four times the tiles would stall a stream
+# by about 100 ms each time (a video file's analyser asks for TILE_MOST_PX: see
+# faceweave.pipeline.video_job). So do a still's turned passes (see FaceAnalyser),
+# which every faceless photo gets.
 TILE_MOST_PX = 480
 COARSE_TILE_MOST_PX = 768
 # In a video (adaptive), tiles are looked at on one in this many frames where the whole

@@ -37,6 +37,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.mediapipe_backend import TILE_MOST_PX
 from faceweave.analysis.selection import SELECTORS, face_distance, order_faces
 from faceweave.errors import InputError, UsageError
 from faceweave.io.image import PathLike
@@ -333,17 +334,24 @@ def swap_targets(
     return out
 
 
-# A file's frames where no face is found are also looked at in n x n tiles, one in ten
-# of them (BlazeFaceDetector's adaptive mode): a 55 px face in a 720p wide shot.
+# A file's frames where no face is found are also looked at in tiles, one in ten of
+# them (BlazeFaceDetector's adaptive mode), n x n or more, each within VIDEO_TILE_MOST_PX
+# of the frame on its short side (a still's size: a 1080p frame 4 x 4 tiles): in a
+# 1080p wide shot the faces of 50 and 70 px are found and then tracked. Within 768 px (2
+# x 2, the adaptive mode's default), none of three 50 px faces was found, and one of
+# three 70 px ones. It costs such a frame about 100 ms more, once in ten faceless frames
+# (a live stream, which must not stall, looks at no tiles).
 VIDEO_DETECT_TILES = 2
+VIDEO_TILE_MOST_PX = TILE_MOST_PX
 
 
 def video_analyser(**options: Any) -> FaceAnalyser:
     """An analyser of a video file's frames, as ``faceweave swap`` has: the video mode
     (MediaPipe's tracking mesh), tiles only on frames where no face is found (a wide
-    shot), no search for faces cut by the sides (a face coming in from the side would
-    get a swap on a sliver of it for a few frames). ``options``: any other
-    :class:`FaceAnalyser` arguments."""
+    shot; VIDEO_DETECT_TILES), no search for faces cut by the sides (a face coming in
+    from the side would get a swap on a sliver of it for a few frames). ``options``:
+    any other :class:`FaceAnalyser` arguments."""
+    options = {"tile_most_px": VIDEO_TILE_MOST_PX, **options}
     return FaceAnalyser(mode="video", detect_tiles=VIDEO_DETECT_TILES, **options)
 
 

@@ -527,6 +527,28 @@ def test_a_small_face_in_a_wide_shot_is_swapped(
     assert stats.frames_swapped >= 10, stats
 
 
+def test_a_files_wide_shot_is_looked_at_in_a_stills_tiles(
+    astronaut: np.ndarray, grace_hopper: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six portraits in a 1080p frame with no face the whole frame's detector sees (the
+    astronaut's face about 50 px wide, Grace Hopper's about 90): a video file's analyser
+    looks at tiles within a still's 480 px and finds all six on the first frame; within
+    768 px (the adaptive mode's own default, 2 x 2 tiles) at most three."""
+    from portraits import SMALL_AT_1080P, portrait_frame, portraits_found  # tests/portraits.py
+
+    at = SMALL_AT_1080P
+    frame = portrait_frame([astronaut, grace_hopper], (1080, 1920), at, 260)
+
+    def found() -> set[int]:
+        analyser = video_job.video_analyser(with_embedding=False)
+        assert analyser.mode == "video"
+        return portraits_found([f.bbox for f in analyser.get_faces(frame)], at, 260)
+
+    assert found() == set(range(len(at)))
+    monkeypatch.setattr(video_job, "VIDEO_TILE_MOST_PX", 768)
+    assert len(found()) <= 3
+
+
 @pytest.mark.parametrize(
     ("input_fps", "output_fps", "kept"),
     [
