@@ -52,7 +52,9 @@ __all__ = [
     "HEIF_EXTENSIONS",
     "READ_IMAGE_EXTENSIONS",
     "TIFF_COMPRESSION",
+    "TIFF_MAGIC",
     "TIFF_PREDICTOR",
+    "is_heic",
     "keep_alpha",
     "pil_image",
     "read_image",
@@ -85,7 +87,7 @@ _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
 # read by every TIFF reader, the size of OpenCV's (and 25% under Deflate alone).
 TIFF_COMPRESSION = "tiff_adobe_deflate"
 TIFF_PREDICTOR = {317: 2}
-_TIFF_MAGIC = (b"II*\x00", b"MM\x00*")
+TIFF_MAGIC = (b"II*\x00", b"MM\x00*")  # little- and big-endian
 # ``ftyp`` brands of HEIF photos coded in HEVC (an iPhone's HEIC; Pillow's AVIF plugin
 # reads the AV1 ones).
 HEIC_BRANDS = (b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"hevm", b"hevs")
@@ -414,9 +416,9 @@ def _decode(
     except UnidentifiedImageError as exc:
         if path.stat().st_size == 0:
             raise UnsupportedFormatError(f"{path}: empty file") from exc
-        if _starts_with(handle, _TIFF_MAGIC):
+        if _starts_with(handle, TIFF_MAGIC):
             raise _tiff_error(handle, path) from exc
-        if _is_heic(handle):
+        if is_heic(_head(handle, 12)):
             if heif:
                 raise _heif_error(handle, path) from exc
             raise UnsupportedFormatError(
@@ -460,8 +462,9 @@ def _starts_with(handle: BinaryIO, prefixes: tuple[bytes, ...]) -> bool:
     return _head(handle, max(len(prefix) for prefix in prefixes)).startswith(prefixes)
 
 
-def _is_heic(handle: BinaryIO) -> bool:
-    head = _head(handle, 12)
+def is_heic(head: bytes) -> bool:
+    """Whether a file starting with ``head`` (its first 12 bytes or more) is a HEIC
+    photo: an ``ftyp`` box with a HEVC brand (:data:`HEIC_BRANDS`)."""
     return head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS
 
 

@@ -26,10 +26,10 @@ from PIL import Image, UnidentifiedImageError
 
 from faceweave.errors import InputError
 from faceweave.io.image import (
-    HEIC_BRANDS,
     READ_IMAGE_EXTENSIONS,
     PathLike,
     check_input_file,
+    is_heic,
     read_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VideoReader
@@ -149,9 +149,8 @@ def format_report(report: VerifyReport) -> str:
 def _is_image(path: Path) -> bool:
     try:
         with path.open("rb") as handle:
-            head = handle.read(12)
-        if head[4:8] == b"ftyp" and head[8:12] in HEIC_BRANDS:
-            return True  # a HEIC photo (read_image decodes it, or says why not)
+            if is_heic(handle.read(12)):
+                return True  # a HEIC photo (read_image decodes it, or says why not)
         with Image.open(path) as image:
             return image.format in ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP", "MPO")
     except Image.DecompressionBombError:

@@ -27,7 +27,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from faceweave.errors import InputError
-from faceweave.io.image import HEIC_BRANDS, read_image
+from faceweave.io.image import HEIC_BRANDS, TIFF_MAGIC, read_image
 from faceweave.service.errors import ServiceError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,7 +107,7 @@ def sniff(head: bytes) -> MediaType | None:
     if head[:2] == b"BM" and len(head) >= 18:
         if int.from_bytes(head[14:18], "little") in _BMP_HEADER_SIZES:
             return IMAGE_TYPES["bmp"]
-    if head[:4] in (b"II*\x00", b"MM\x00*"):  # little- and big-endian TIFF
+    if head.startswith(TIFF_MAGIC):
         return IMAGE_TYPES["tiff"]
     if head[4:8] == b"ftyp":
         brand = head[8:12]
