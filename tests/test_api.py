@@ -337,6 +337,9 @@ def test_wrong_arguments_are_faceweave_errors(
         (lambda: fw.FaceAnalyser(detect_tiles=0), UsageError, "detect_tiles"),
         (lambda: fw.FaceAnalyser(tile_most_px=10), UsageError, "tile_most_px"),
         (lambda: fw.FaceAnalyser(tile_most_px=480.5), UsageError, "tile_most_px"),  # type: ignore[arg-type]
+        (lambda: fw.FaceAnalyser(sweep_tiles=1), UsageError, "sweep_tiles"),  # type: ignore[arg-type]
+        (lambda: fw.FaceAnalyser(sweep_tiles=True, detect_tiles=2), UsageError, "mode='video'"),
+        (lambda: fw.FaceAnalyser(sweep_tiles=True, mode="video"), UsageError, "detect_tiles"),
         (lambda: fw.FaceAnalyser(max_faces=True), UsageError, "max_faces"),
         (lambda: fw.FaceAnalyser(detector_angles=90), UsageError, "detector_angles"),  # type: ignore[arg-type]
         (lambda: fw.FaceAnalyser(detector="foo"), UsageError, "unknown detector 'foo'"),

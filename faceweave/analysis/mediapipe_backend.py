@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -151,6 +151,13 @@ COARSE_TILE_MOST_PX = 768
 # In a video (adaptive), tiles are looked at on one in this many frames where the whole
 # frame shows no face (the first of them, then every 10th: a third of a second at 30 fps).
 TILE_EVERY_EMPTY = 10
+# Where the whole frame does show a face, the small faces beside it (guests in a wide
+# shot next to a close speaker) were never looked for. With ``sweep``, each call that
+# found a face looks at this many of the tiles in turn, with the full-range model alone
+# (a small face's; about 4.4 ms a tile on this machine): a video file's tracker detects
+# on every 10th frame, so a 1080p frame's 16 tiles are all seen within 80 frames (2.7 s
+# at 30 fps), at about 0.9 ms a frame.
+SWEEP_TILES = 2
 
 
 # How far past a cut face's box the frame is mirrored, as a share of the box.
@@ -263,6 +270,9 @@ class BlazeFaceDetector:
             each costs a detector run more (both models). With ``adaptive`` (video),
             only on frames where the whole frame shows no face, one in
             TILE_EVERY_EMPTY of them.
+        sweep: with ``adaptive`` and ``tiles``, calls that find a face also look at
+            SWEEP_TILES of the tiles, in turn (full-range model): a small face beside
+            a large one is found within a few calls.
         tile_most_px: the most pixels of the frame a tile spans on its short side
             (:func:`tiles_across`); None: :data:`TILE_MOST_PX`, and with ``adaptive``
             :data:`COARSE_TILE_MOST_PX`.
@@ -276,10 +286,13 @@ class BlazeFaceDetector:
         every: int = 3,
         tiles: int = 1,
         tile_most_px: int | None = None,
+        sweep: bool = False,
     ) -> None:
         mp = _import_mediapipe()
         self.tiles = tiles
         self.adaptive = adaptive
+        self.sweep = sweep
+        self._swept = 0  # the next tile a sweep looks at
         self.tile_most_px = tile_most_px or (COARSE_TILE_MOST_PX if adaptive else TILE_MOST_PX)
         self.every = max(1, every)
         self._calls = 0
@@ -352,27 +365,54 @@ class BlazeFaceDetector:
             n = tiles_across(h, w, self.tiles, self.tile_most_px)
             tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE)
             found += [d.scaled(fx, fy) for d in self._both_models(tiles)]
+        elif self.sweep and self.adaptive and self.tiles > 1 and max(h, w) >= 480 and found:
+            found += self._sweep(frame)
         return nms(found, 0.4)
+
+    def _sweep(self, frame: Frame) -> list[Detection]:
+        """The faces the full-range model finds in the next SWEEP_TILES tiles of
+        ``frame``'s grid (see ``sweep``), in frame pixels."""
+        h, w = frame.shape[:2]
+        n = tiles_across(h, w, self.tiles, self.tile_most_px)
+        count = math.prod(tile_counts(h, w, n))
+        picks = [(self._swept + i) % count for i in range(min(SWEEP_TILES, count))]
+        self._swept = (picks[-1] + 1) % count
+        tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE, pick=picks)
+        return [
+            d.scaled(fx, fy) for rgb, at in tiles for d in self._detect_rgb(rgb, at, short=False)
+        ]
 
     @staticmethod
     def _parts(
-        frame: Frame, n: int, side: int, *, split: bool = True
+        frame: Frame,
+        n: int,
+        side: int,
+        *,
+        split: bool = True,
+        pick: Sequence[int] | None = None,
     ) -> tuple[list[tuple[NDArray[np.uint8], tuple[int, int]]], tuple[float, float]]:
         """The parts (RGB image, offset) of ``frame`` for BlazeFace, ``n`` along its
         short side (:func:`tile_counts`; without ``split``, the frame whole), cut from
         one copy of it shrunk so that no part is over ``side`` px; and the factors
-        (x, y) from that copy's pixels back to the frame's."""
+        (x, y) from that copy's pixels back to the frame's. ``pick``: only the parts
+        at these places in :func:`tile_grid`'s order (only they are converted)."""
         h, w = frame.shape[:2]
         across, down = tile_counts(h, w, n) if split else (1, 1)
         ratio = max(h, w) / max(1, min(h, w))
         # The frame's long side when its parts' longest side is ``side``.
         long_side = int(side / max(_part_share(max(across, down)), _part_share(n) / ratio))
         small = shrink_to_side(frame, long_side)
-        rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
         sh, sw = small.shape[:2]
+        grid = tile_grid(sh, sw, across, down)
+        if pick is not None:
+            parts = [
+                (cv2.cvtColor(small[y : y + th, x : x + tw], cv2.COLOR_BGR2RGB), (x, y))
+                for x, y, tw, th in (grid[i] for i in pick)
+            ]
+            return parts, (w / sw, h / sh)
+        rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
         parts = [
-            (np.ascontiguousarray(rgb[y : y + th, x : x + tw]), (x, y))
-            for x, y, tw, th in tile_grid(sh, sw, across, down)
+            (np.ascontiguousarray(rgb[y : y + th, x : x + tw]), (x, y)) for x, y, tw, th in grid
         ]
         return parts, (w / sw, h / sh)
 
@@ -405,6 +445,7 @@ class BlazeFaceDetector:
         """Start a new sequence: the short-range pass and tile schedules restart."""
         self._calls = 0
         self._empty = 0
+        self._swept = 0
 
     def _detect_rgb(
         self,

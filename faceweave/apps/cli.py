@@ -1375,7 +1375,9 @@ def _video_job(
     from faceweave.pipeline.video_job import swap_video, video_analyser
 
     # A video's own analyser: its tracking mode follows one clip's frames.
-    frame_analyser = video_analyser(max_faces=args.max_faces, **_detector(args))
+    frame_analyser = video_analyser(
+        max_faces=args.max_faces, all_faces=selector != "one", **_detector(args)
+    )
     from tqdm import tqdm
 
     desc = PROG if args.target == target_path else f"{PROG} {target_path.name}"

@@ -345,14 +345,17 @@ VIDEO_DETECT_TILES = 2
 VIDEO_TILE_MOST_PX = TILE_MOST_PX
 
 
-def video_analyser(**options: Any) -> FaceAnalyser:
+def video_analyser(*, all_faces: bool = False, **options: Any) -> FaceAnalyser:
     """An analyser of a video file's frames, as ``faceweave swap`` has: the video mode
-    (MediaPipe's tracking mesh), tiles only on frames where no face is found (a wide
-    shot; VIDEO_DETECT_TILES), no search for faces cut by the sides (a face coming in
-    from the side would get a swap on a sliver of it for a few frames). ``options``:
-    any other :class:`FaceAnalyser` arguments."""
+    (MediaPipe's tracking mesh), tiles on frames where no face is found (a wide shot;
+    VIDEO_DETECT_TILES), no search for faces cut by the sides (a face coming in from
+    the side would get a swap on a sliver of it for a few frames). With ``all_faces``
+    (a selector that swaps more than one face), frames with a face have a few tiles
+    looked at too, in turn (FaceAnalyser's ``sweep_tiles``): the small faces beside a
+    close one. ``options``: any other :class:`FaceAnalyser` arguments."""
     options = {"tile_most_px": VIDEO_TILE_MOST_PX, **options}
-    return FaceAnalyser(mode="video", detect_tiles=VIDEO_DETECT_TILES, **options)
+    sweep = all_faces and options.get("detector", "mediapipe") == "mediapipe"
+    return FaceAnalyser(mode="video", detect_tiles=VIDEO_DETECT_TILES, sweep_tiles=sweep, **options)
 
 
 # The head's pose in files (the face's expression has its own, lighter filter: see
@@ -551,7 +554,7 @@ def swap_video(
     )
     swappers = build_swappers(sources if mode == "map" else list(sources)[:1], options)
     # Tiles on frames with no face found (see BlazeFaceDetector): a wide shot's small face.
-    analyser = analyser or video_analyser(max_faces=max_faces)
+    analyser = analyser or video_analyser(max_faces=max_faces, all_faces=mode != "one")
     tracker = FaceTracker(
         analyser,
         redetect_every=redetect_every,

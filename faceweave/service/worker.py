@@ -156,19 +156,22 @@ class Engine:
         _ = self.analyser.landmarker
         if preload_identity:
             _ = self.analyser.identity
-        self._video_analyser: FaceAnalyser | None = None
+        self._video_analysers: dict[bool, FaceAnalyser] = {}
 
-    def video_analyser(self) -> FaceAnalyser:
-        """This thread's analyser of video frames (built on the first video job), ready
-        for a new clip: nothing of the last one's frames steers it. It shares the
+    def video_analyser(self, all_faces: bool = False) -> FaceAnalyser:
+        """This thread's analyser of video frames (built on the first video job that
+        wants it; ``all_faces``: see :func:`~faceweave.pipeline.video_job.video_analyser`),
+        ready for a new clip: nothing of the last one's frames steers it. It shares the
         identity model with :attr:`analyser`."""
-        if self._video_analyser is None:
+        analyser = self._video_analysers.get(all_faces)
+        if analyser is None:
             from faceweave.pipeline.video_job import video_analyser
 
-            self._video_analyser = video_analyser(max_faces=ANALYSER_MAX_FACES)
-            self._video_analyser.identity = self.analyser.identity
-        self._video_analyser.reset()
-        return self._video_analyser
+            analyser = video_analyser(max_faces=ANALYSER_MAX_FACES, all_faces=all_faces)
+            analyser.identity = self.analyser.identity
+            self._video_analysers[all_faces] = analyser
+        analyser.reset()
+        return analyser
 
     def first_face(self, frame: Frame, role: str, notes: list[str] | None = None) -> Face:
         """The largest face; with ``notes``, a line added there when there are others."""
@@ -307,7 +310,7 @@ def _run_video(
         [swapper],
         store.input_path(job, "target"),
         result_path,
-        analyser=engine.video_analyser(),
+        analyser=engine.video_analyser(all_faces=options.face_selector != "one"),
         selector=options.face_selector,
         references=[reference_face] if reference_face is not None else [],
         reference_distance=options.reference_distance,

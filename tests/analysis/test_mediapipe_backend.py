@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import pytest
@@ -146,6 +148,59 @@ def test_video_looks_at_tiles_only_on_frames_without_a_face(
     for _ in range(mb.TILE_EVERY_EMPTY + 1):  # a face over the whole frame: never tiles
         assert detector.detect(close_up)
     assert tiled == []
+
+
+def test_a_sweep_looks_at_the_tiles_in_turn_on_frames_with_a_face(
+    astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``sweep``, each call that finds a face looks at the next SWEEP_TILES tiles,
+    so after enough calls every tile has been seen and the small face beside the close
+    one is found; without it such frames look at no tile and the small face is missed."""
+    from faceweave.analysis import mediapipe_backend as mb
+
+    close_up = cv2.resize(astronaut, (1280, 720))
+    frame = close_up.copy()
+    small = cv2.resize(astronaut, None, fx=0.45, fy=0.45, interpolation=cv2.INTER_AREA)
+    frame[20 : 20 + small.shape[0], 20 : 20 + small.shape[1]] = small  # a face ~45 px
+
+    def small_found(dets: list) -> bool:  # type: ignore[type-arg]
+        return any(d.bbox[2] < 260 and d.bbox[3] < 260 for d in dets)
+
+    # Tiles within a still's 480 px, as a video file's analyser has them: 3 x 3 here.
+    n = mb.tiles_across(720, 1280, 2, mb.TILE_MOST_PX)
+    count = len(mb.tile_grid(720, 1280, *mb.tile_counts(720, 1280, n)))
+    calls = -(-count // mb.SWEEP_TILES)
+    for sweep in (True, False):
+        detector = mb.BlazeFaceDetector(
+            adaptive=True, tiles=2, tile_most_px=mb.TILE_MOST_PX, sweep=sweep
+        )
+        picked: list[int] = []
+        parts = detector._parts
+
+        def recording(
+            image: np.ndarray,
+            n: int,
+            side: int,
+            picked: list[int] = picked,
+            parts: Any = parts,
+            **kw: Any,
+        ) -> Any:
+            picked.extend(kw.get("pick") or [])
+            return parts(image, n, side, **kw)
+
+        monkeypatch.setattr(detector, "_parts", recording)
+        found = [detector.detect(frame) for _ in range(calls)]
+        assert all(any(d.bbox[2] - d.bbox[0] > 150 for d in f) for f in found)  # close face
+        if sweep:
+            # in turn, round the grid and on (9 tiles here: the 5th call sees 8, then 0)
+            assert picked == [i % count for i in range(calls * mb.SWEEP_TILES)]
+            assert any(small_found(f) for f in found)
+        else:
+            assert picked == [] and not any(small_found(f) for f in found)
+        detector.reset()
+        picked.clear()
+        detector.detect(frame)
+        assert picked == (list(range(mb.SWEEP_TILES)) if sweep else [])  # afresh
 
 
 @pytest.mark.parametrize(

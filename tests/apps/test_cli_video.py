@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import av
 import clips  # tests/clips.py: tests/ is on sys.path under pytest
@@ -256,6 +257,36 @@ def test_no_audio_leaves_the_sound_out(
     with av.open(str(tmp_path / "out.mkv")) as container:
         assert not container.streams.audio
     assert len(_frames(tmp_path / "out.mkv")) == 30
+
+
+@pytest.mark.parametrize(
+    ("selector", "all_faces"), [([], False), (["--face-selector", "many"], True)]
+)
+def test_a_video_that_swaps_every_face_sweeps_its_tiles(
+    files: dict[str, Path],
+    astronaut: np.ndarray,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    selector: list[str],
+    all_faces: bool,
+) -> None:
+    """Small faces beside a close one are looked for (video_analyser's ``all_faces``)
+    only where more than one face is swapped: with ``one`` they would cost a fit a
+    frame each for nothing."""
+    from faceweave.pipeline import video_job
+
+    asked: list[bool] = []
+    made = video_job.video_analyser
+
+    def recording(**options: Any) -> Any:
+        asked.append(options["all_faces"])
+        return made(**options)
+
+    monkeypatch.setattr(video_job, "video_analyser", recording)
+    clip = make_clip(tmp_path / "short.mp4", astronaut, frames=3, audio=False)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(clip), "--no-watermark", "--quiet"]
+    assert cli.main([*argv, "-o", str(tmp_path / "out.mp4"), *selector]) == EXIT_OK
+    assert asked == [all_faces]
 
 
 def test_a_folder_swaps_its_images_then_its_videos(

@@ -549,6 +549,30 @@ def test_a_files_wide_shot_is_looked_at_in_a_stills_tiles(
     assert len(found()) <= 3
 
 
+def test_small_faces_beside_a_close_one_are_found_where_every_face_is_swapped(
+    astronaut: np.ndarray, grace_hopper: np.ndarray
+) -> None:
+    """A 1080p shot of a close face (about 300 px) with five small portraits beside it
+    (faces of about 50 and 85 px), held still: the tracker's detections find the close
+    face on the whole frame and, with ``all_faces``, the small ones in the tiles they
+    sweep in turn (all within 60 frames; a detection every 10th). Without it, as for
+    a one-face swap, none of them."""
+    from portraits import portrait_frame, portraits_found  # tests/portraits.py
+
+    at = [(100, 120), (100, 700), (1500, 120), (1550, 650), (1650, 390)]
+    frame = portrait_frame([astronaut, grace_hopper], (1080, 1920), at, 250)
+    frame[100:1000, 560:1460] = cv2.resize(astronaut, (900, 900), interpolation=cv2.INTER_AREA)
+    for all_faces, wanted in ((True, set(range(len(at)))), (False, set())):
+        analyser = video_job.video_analyser(with_embedding=False, all_faces=all_faces)
+        assert analyser.sweep_tiles is all_faces
+        tracker = video_job.FaceTracker(analyser, max_faces=8)
+        for i in range(60):
+            tracked = tracker.update(frame, i / 30)
+        boxes = [t.face.bbox for t in tracked]
+        assert any(b[2] - b[0] > 150 for b in boxes)  # the close face, either way
+        assert portraits_found(boxes, at, 250) == wanted
+
+
 @pytest.mark.parametrize(
     ("input_fps", "output_fps", "kept"),
     [

@@ -598,3 +598,9 @@ def test_video_jobs_analyse_frames_as_the_command_line() -> None:
     assert calls > 0
     assert engine.video_analyser() is first
     assert first.detector._calls == 0  # type: ignore[attr-defined]  # reset: a new clip
+    # A job that swaps every face has its own, which sweeps the tiles (small faces
+    # beside a close one); a one-face job's does not.
+    every = engine.video_analyser(all_faces=True)
+    assert every is not first and every.sweep_tiles and not first.sweep_tiles
+    assert every.identity is engine.analyser.identity
+    assert engine.video_analyser(all_faces=True) is every
