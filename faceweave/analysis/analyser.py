@@ -47,6 +47,19 @@ DETECTOR_ANGLES = (0, 90, 180, 270)
 # all four turns. (Lying on their side they score up to 0.93, but their eye keypoints
 # still give the tilt the mesh crop is turned by.)
 SURE_UPRIGHT_SCORE = 0.85
+# A still's face found only by a wider search (in a tile, or the frame turned:
+# Detection.searched) with a score under this needs a mesh the model is sure of
+# (MeshLandmarker.fit's ``strict``). Those searches took a spoon in the coffee photo
+# (score 0.56-0.69), the dark audience behind a singer seen in profile (0.59-0.71,
+# boxes of 300-350 px), a painting and a stadium's banner in turned photos for faces.
+# The development photos' faces found so score 0.75 or more, or have meshes the model
+# is sure of, but two that go with them: half a face at the edge of the selfie group
+# turned upside down (0.52), and a blurred face of 60 px turned 50 degrees in a
+# 640 x 360 video frame (in a still's analysis of it: a video's tracker is not
+# affected). Faces found on the frame's sides mirrored out, half of each the mirror's,
+# are left out of it: the development photos' weak ones are real and their meshes
+# less sure (0.7-0.8).
+SURE_FACE_SCORE = 0.75
 # Faces whose mesh is under this many pixels across are dropped: BlazeFace and the mesh
 # read one into a few pixels of noise (an 8 x 8 random image), and a mirrored fit past
 # a tiny image's side did too; the smallest real faces of the development photos are
@@ -100,7 +113,7 @@ def detect_turned(
         if det.keypoints is not None:
             kx, ky = back(det.keypoints[:, 0], det.keypoints[:, 1], w, h)
             kps = np.stack([kx, ky], axis=1).astype(np.float32)
-        found.append(Detection(box, det.score, kps))
+        found.append(Detection(box, det.score, kps, searched=True))
     return found
 
 
@@ -545,7 +558,12 @@ class FaceAnalyser:
         for det in dets:
             face = _prefitted(det, prefit or [])
             if face is None:
-                face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=mirror)
+                # A weak detection of a still's wider search: only a sure mesh (see
+                # SURE_FACE_SCORE). (Video frames' faces are followed by the tracker.)
+                strict = det.searched and det.score < SURE_FACE_SCORE
+                face = self.face_from_box(
+                    frame, det.bbox, det.score, det.roll, mirror=mirror, strict=strict
+                )
             if face is None or not _inside(face.landmarks_478[_NOSE_TIP], _grown(det.bbox)):
                 continue  # no mesh, or one fitted to a neighbouring face in the crop
             if face.size < MIN_FACE_PX:
@@ -562,17 +580,18 @@ class FaceAnalyser:
         roll: float = 0.0,
         *,
         mirror: bool = True,
+        strict: bool = False,
     ) -> Face | None:
         """The face in ``bbox`` (its mesh fitted there), or None; ``roll`` as
-        :attr:`Detection.roll`; ``mirror`` as :meth:`MeshLandmarker.fit`."""
-        points = self.landmarker.fit(frame, bbox, roll, mirror=mirror)
+        :attr:`Detection.roll`; ``mirror`` and ``strict`` as :meth:`MeshLandmarker.fit`."""
+        points = self.landmarker.fit(frame, bbox, roll, mirror=mirror, strict=strict)
         if points is None:
             return None
         fitted = mesh_roll(points)
         if quarter_turns(fitted) != quarter_turns(roll):
             # The detector's keypoints misjudged a strongly tilted face: fit again with
             # the crop turned the way the mesh says, and keep that fit if it agrees.
-            again = self.landmarker.fit(frame, bbox, fitted, mirror=mirror)
+            again = self.landmarker.fit(frame, bbox, fitted, mirror=mirror, strict=strict)
             if again is not None and quarter_turns(mesh_roll(again)) == quarter_turns(fitted):
                 points = again
         return self.face_from_landmarks(frame, points, score)

@@ -20,11 +20,15 @@ class Detection:
 
     The keypoints start with the image-left then the image-right eye of an upright
     face (the subject's right, then left eye), as BlazeFace and YuNet both give them.
+    ``searched``: found by a wider search than the frame's upright pass (in a tile,
+    or the frame turned), where objects pass for faces more often: a weak one needs a
+    surer mesh (see the analyser's SURE_FACE_SCORE).
     """
 
     bbox: BBox
     score: float
     keypoints: NDArray[np.float32] | None = None
+    searched: bool = False
 
     def scaled(self, fx: float, fy: float) -> Detection:
         """The detection in an image ``fx`` by ``fy`` times this one's size (a detector's
@@ -33,7 +37,11 @@ class Detection:
             return self
         x0, y0, x1, y1 = self.bbox
         kps = None if self.keypoints is None else self.keypoints * np.array([fx, fy], np.float32)
-        return Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), self.score, kps)
+        return Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), self.score, kps, self.searched)
+
+    def found_searching(self) -> Detection:
+        """This detection marked as ``searched``."""
+        return Detection(self.bbox, self.score, self.keypoints, True)
 
     @property
     def roll(self) -> float:
@@ -62,11 +70,18 @@ class LandmarkModel(Protocol):
 
     ``roll`` is the face's in-plane angle in degrees (its eye line, clockwise), so a
     tilted or upside-down face can be fitted upright. ``mirror``: a face cut by the
-    frame's side may be fitted with the frame mirrored out past it.
+    frame's side may be fitted with the frame mirrored out past it. ``strict``: only
+    a fit the model is surer of is a face (a weak detection of a wider search).
     """
 
     def fit(
-        self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirror: bool = True
+        self,
+        frame: Frame,
+        bbox: BBox,
+        roll: float = 0.0,
+        *,
+        mirror: bool = True,
+        strict: bool = False,
     ) -> NDArray[np.float32] | None: ...
 
 
@@ -79,12 +94,20 @@ class IdentityModel(Protocol):
 
 
 def nms(dets: list[Detection], iou_threshold: float) -> list[Detection]:
-    """The best-scoring detections, none overlapping a better one by IoU >= threshold."""
+    """The best-scoring detections, none overlapping a better one by IoU >= threshold.
+    One that a plain pass found too (a dropped detection overlapping it is not
+    ``searched``) is no longer ``searched``."""
     dets = sorted(dets, key=lambda d: -d.score)
     kept: list[Detection] = []
     for d in dets:
-        if all(bbox_iou(d.bbox, k.bbox) < iou_threshold for k in kept):
+        over = [i for i, k in enumerate(kept) if bbox_iou(d.bbox, k.bbox) >= iou_threshold]
+        if not over:
             kept.append(d)
+        elif not d.searched:
+            for i in over:
+                if kept[i].searched:
+                    k = kept[i]
+                    kept[i] = Detection(k.bbox, k.score, k.keypoints)
     return kept
 
 

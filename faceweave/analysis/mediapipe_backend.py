@@ -364,7 +364,7 @@ class BlazeFaceDetector:
             # are a few pixels wide. Overlapping tiles give each face more pixels.
             n = tiles_across(h, w, self.tiles, self.tile_most_px)
             tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE)
-            found += [d.scaled(fx, fy) for d in self._both_models(tiles)]
+            found += [d.scaled(fx, fy).found_searching() for d in self._both_models(tiles)]
         elif self.sweep and self.adaptive and self.tiles > 1 and max(h, w) >= 480 and found:
             found += self._sweep(frame)
         return nms(found, 0.4)
@@ -379,7 +379,9 @@ class BlazeFaceDetector:
         self._swept = (picks[-1] + 1) % count
         tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE, pick=picks)
         return [
-            d.scaled(fx, fy) for rgb, at in tiles for d in self._detect_rgb(rgb, at, short=False)
+            d.scaled(fx, fy).found_searching()
+            for rgb, at in tiles
+            for d in self._detect_rgb(rgb, at, short=False)
         ]
 
     @staticmethod
@@ -482,6 +484,15 @@ class BlazeFaceDetector:
         self._full.close()
 
 
+# A strict fit (see MeshLandmarker.fit) is a face when the mesh model's own face
+# presence score reaches this (MediaPipe's face-mesh graph thresholds it with its
+# ``min_tracking_confidence``, in the static mode too). The development photos' faces
+# score 0.9995 or more in every quarter turn but a profile's (0.95-0.995) and those
+# cut by a side (0.7-0.8); what the wider searches took for faces scores less: a
+# spoon 0.9-0.98, a dark audience 0.5-0.95, a painting 0.5, a banner 0.9.
+STRICT_PRESENCE = 0.99
+
+
 class MeshLandmarker:
     """The 478-point face mesh (with irises), fitted per face on a square crop around its box.
 
@@ -524,19 +535,43 @@ class MeshLandmarker:
         )
         self.crop_scale = crop_scale
         self.crop_size = crop_size
+        self._min_score = min_score
+        self._strict = None  # the static graph of strict fits, built on the first
         self._lock = threading.Lock()
 
+    def _strict_graph(self):  # type: ignore[no-untyped-def]
+        """The static graph that keeps a mesh only when its face presence reaches
+        STRICT_PRESENCE (built on first use: most photos never need it)."""
+        if self._strict is None:
+            self._strict = _import_mediapipe().solutions.face_mesh.FaceMesh(
+                static_image_mode=True,
+                max_num_faces=1,
+                refine_landmarks=True,
+                min_detection_confidence=self._min_score,
+                min_tracking_confidence=max(self._min_score, STRICT_PRESENCE),
+            )
+        return self._strict
+
     def fit(
-        self, frame: Frame, bbox: BBox, roll: float = 0.0, *, mirror: bool = True
+        self,
+        frame: Frame,
+        bbox: BBox,
+        roll: float = 0.0,
+        *,
+        mirror: bool = True,
+        strict: bool = False,
     ) -> NDArray[np.float32] | None:
         """The mesh of the face in ``bbox``, in frame pixels, or None. With ``mirror``, a
         face cut by the frame's side (:func:`cut_by_side`) for which the usual crop gives
-        no mesh, or another face's, is fitted with the frame mirrored out."""
+        no mesh, or another face's, is fitted with the frame mirrored out. With
+        ``strict``, in the static mode only, and None unless the mesh model's face
+        presence reaches STRICT_PRESENCE."""
         crop, matrix = self._prepare(frame, bbox, roll)
         with self._lock:
-            res = _process(self._tracking, crop) if self.tracking else None
+            static = self._strict_graph() if strict else self._static
+            res = _process(self._tracking, crop) if self.tracking and not strict else None
             if res is None or not _fitted_here(res):
-                res = _process(self._static, crop)
+                res = _process(static, crop)
             if mirror and cut_by_side(frame, bbox, roll):
                 # A face cut by the frame's side, which the mesh does not take for one
                 # with the rest of its crop black (it finds none, or another face in
@@ -551,7 +586,7 @@ class MeshLandmarker:
                     if _fitted_here(res, in_box):
                         break
                     mirrored, mirrored_matrix = self._prepare(frame, bbox, roll, mirrored=tighter)
-                    again = _process(self._static, mirrored)
+                    again = _process(static, mirrored)
                     if again.multi_face_landmarks:
                         res, crop, matrix = again, mirrored, mirrored_matrix
         if not res.multi_face_landmarks:
@@ -608,3 +643,5 @@ class MeshLandmarker:
     def close(self) -> None:
         self._static.close()
         self._tracking.close()
+        if self._strict is not None:
+            self._strict.close()

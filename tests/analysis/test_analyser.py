@@ -328,3 +328,93 @@ class TestFitsDuringDetection:
             astronaut_face.bbox, 0.9, np.array([[x1, y0], [x0, y0]], np.float32)
         )
         assert _prefitted(shifted, [(upside_down, astronaut_face)]) is None
+
+
+class TestWiderSearchesNeedSureMeshes:
+    """A still's weak detections from tiles or turned passes (``Detection.searched``)
+    need a mesh the model is sure of (SURE_FACE_SCORE, STRICT_PRESENCE)."""
+
+    def test_searched_rides_along_and_a_plain_detection_clears_it(self) -> None:
+        from faceweave.analysis.base import Detection, nms
+
+        wide = Detection((0.0, 0.0, 10.0, 10.0), 0.9).found_searching()
+        assert wide.searched and wide.scaled(2.0, 2.0).searched
+        assert not Detection((0.0, 0.0, 10.0, 10.0), 0.9).scaled(2.0, 2.0).searched
+        plain = Detection((1.0, 0.0, 11.0, 10.0), 0.6)
+        (merged,) = nms([wide, plain], 0.4)  # the tile's box wins, the upright pass saw it
+        assert merged.score == 0.9 and not merged.searched
+        alone = nms([wide, Detection((50.0, 50.0, 60.0, 60.0), 0.6)], 0.4)
+        assert [d.searched for d in alone] == [True, False]
+        assert nms([plain, wide], 0.4)[0] is not wide  # whichever order they come in
+
+    def test_tiles_and_turns_mark_what_they_find(self, astronaut: np.ndarray) -> None:
+        from faceweave.analysis import mediapipe_backend as mb
+        from faceweave.analysis.analyser import detect_turned
+
+        small = cv2.resize(astronaut, None, fx=0.45, fy=0.45, interpolation=cv2.INTER_AREA)
+        wide = np.full((720, 1280, 3), 120, np.uint8)
+        wide[300 : 300 + small.shape[0], 700 : 700 + small.shape[1]] = small
+        (tiled,) = mb.BlazeFaceDetector(adaptive=False, tiles=2).detect(wide)
+        assert tiled.searched  # only the tiles see a face of 45 px
+        detector = mb.BlazeFaceDetector(adaptive=False)
+        assert detector.detect(astronaut) and not any(
+            d.searched for d in detector.detect(astronaut)
+        )
+        lying = cv2.rotate(astronaut, cv2.ROTATE_90_CLOCKWISE)
+        turned = detect_turned(detector, lying, 90)
+        assert turned and all(d.searched for d in turned)
+
+    def test_a_spoon_the_tiles_take_for_a_face_is_none(
+        self, astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """scikit-image's coffee photo at 1080p: the still analyser's tiles find its
+        spoon at a score under SURE_FACE_SCORE; the mesh model is not sure of it."""
+        import skimage.data
+
+        from faceweave.analysis import analyser as module
+
+        coffee = cv2.resize(
+            cv2.cvtColor(skimage.data.coffee(), cv2.COLOR_RGB2BGR), (1920, 1080), cv2.INTER_AREA
+        )
+        still = module.photo_analyser(with_embedding=False)
+        assert still.get_faces(coffee) == []
+        sure = module.SURE_FACE_SCORE
+        monkeypatch.setattr(module, "SURE_FACE_SCORE", 0.0)  # as before: any mesh counts
+        (spoon,) = still.get_faces(coffee)
+        assert spoon.score < sure
+        # A real face's mesh is sure, and the same strict or not.
+        landmarker = still.landmarker
+        face = module.FaceAnalyser(with_embedding=False).get_faces(astronaut)[0]
+        loose = landmarker.fit(astronaut, face.bbox)
+        certain = landmarker.fit(astronaut, face.bbox, strict=True)
+        assert loose is not None and certain is not None
+        assert float(np.abs(loose - certain).max()) < 1e-3
+
+    @pytest.mark.parametrize(
+        ("mode", "searched", "score", "strict"),
+        [
+            ("image", True, 0.6, True),
+            ("image", True, 0.8, False),  # a sure detection
+            ("image", False, 0.6, False),  # the upright pass's own
+            ("video", True, 0.6, True),  # a video's too, when its tracker detects
+        ],
+    )
+    def test_which_fits_are_strict(
+        self,
+        astronaut: np.ndarray,
+        monkeypatch: pytest.MonkeyPatch,
+        mode: str,
+        searched: bool,
+        score: float,
+        strict: bool,
+    ) -> None:
+        from faceweave.analysis.base import Detection
+
+        analyser = FaceAnalyser(with_embedding=False, mode=mode)
+        asked: list[bool] = []
+        monkeypatch.setattr(
+            analyser, "face_from_box", lambda *a, **kw: asked.append(kw["strict"]) or None
+        )
+        det = Detection((100.0, 100.0, 300.0, 300.0), score, None, searched)
+        assert analyser._fitted(astronaut, [det], [], mirror=False) == []
+        assert asked == [strict]

@@ -242,7 +242,13 @@ def test_every_box_is_fitted_as_it_is_before_any_is_mirrored(astronaut_face: Fac
 
     class Fits:
         def fit(
-            self, frame: Frame, bbox: object, roll: float = 0.0, *, mirror: bool = True
+            self,
+            frame: Frame,
+            bbox: object,
+            roll: float = 0.0,
+            *,
+            mirror: bool = True,
+            strict: bool = False,
         ) -> np.ndarray | None:
             calls.append(mirror)
             if bbox == cut_box:

@@ -195,7 +195,13 @@ class TestLooseBoxes:
 
         class FindsTheAstronaut:
             def fit(
-                self, frame: Frame, bbox: object, roll: float = 0.0, *, mirror: bool = True
+                self,
+                frame: Frame,
+                bbox: object,
+                roll: float = 0.0,
+                *,
+                mirror: bool = True,
+                strict: bool = False,
             ) -> np.ndarray:
                 return astronaut_face.landmarks_478.copy()
 
