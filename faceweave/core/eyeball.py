@@ -58,6 +58,12 @@ MIN_WHITE_SEEN = 0.5
 # Least lightness (8-bit luma) of the white's lighter part over the iris: 36-144
 # for the dev set's open eyes, 1-24 for closed, shadowed or tinted ones.
 MIN_CONTRAST = 25.0
+# ...and its median lightness over the iris's at least this: over the dev set's
+# accepted eyes 7-120 (Grace Hopper's, behind thick lenses, 7-12). p19's eye behind
+# rimless glasses passed the test above on a glint of the lens's edge, the rest of
+# its "white" as dark as the iris (0): balanced to a target's white, it drew a
+# grey-blue, glassy eye.
+MIN_WHITE_MEDIAN_CONTRAST = 4.0
 # The white's Lab chroma over that of the skin around the eye (the patch outside the
 # opening): 0.03-0.89 for the dev set's open eyes; 0.94-1.14 where the "white" was
 # skin or seen through a warm-tinted lens (Grace Hopper's, drawn red-orange when
@@ -331,7 +337,11 @@ def eye_patch(
         return None
     white = _lighter_mean(patch, seen_white.astype(np.uint8) * 255)
     assert white is not None  # seen_white has at least MIN_WHITE_SEEN squared radii
-    if float(white @ LUMA_BGR - patch[seen_iris].mean(0) @ LUMA_BGR) < MIN_CONTRAST:
+    iris_luma = float(patch[seen_iris].mean(0) @ LUMA_BGR)
+    if float(white @ LUMA_BGR) - iris_luma < MIN_CONTRAST:
+        return None
+    # Most of it must be lighter than the iris too (see MIN_WHITE_MEDIAN_CONTRAST).
+    if float(np.median(patch[seen_white] @ LUMA_BGR)) - iris_luma < MIN_WHITE_MEDIAN_CONTRAST:
         return None
     # A white as colourful as the lids' skin is not a white to balance on (a squint the
     # mesh read as open, a lens's tint).

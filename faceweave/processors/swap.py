@@ -1524,6 +1524,11 @@ def prepare_source(
         if seen_eyes >= 0.5
         else (None, None)
     )
+    if seen_eyes >= 0.5 and eyes == (None, None) and _glasses_found(glasses):
+        # Behind glasses, eyes that no eyeball check takes (a lens's glint read as the
+        # white: p19's) are glass and glint in the photo too: the target's own eyes
+        # stay, as for closed eyes or tinted lenses.
+        valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
     confidence = valid * np.clip(used_cos, 0.0, 1.0) * (1.0 - 0.5 * mirrored) * (1.0 - occluder)
     if kept_frames is not None:
         # Frames show no skin: merged with a photo without glasses, that photo's texels

@@ -336,6 +336,26 @@ def test_no_patch_from_a_tiny_eye() -> None:
     assert eye_patch(small, lids, iris, _corners() * scale) is None
 
 
+def test_a_glint_in_a_dark_white_is_no_white() -> None:
+    """Behind a lens, a "white" as dark as the iris but for a bright glint (a rimless
+    lens's edge) passes the lighter-part contrast test; most of it is not lighter than
+    the iris, so the photo gives no patch. The same eye with its white showing does."""
+    lids, iris = _lids(18.0), _iris_points(CENTRE)
+    dark = _draw_eye(18.0, CENTRE, white=(30.0, 50.0, 80.0))  # as dark as iris and pupil
+    cv2.line(dark, (int(CENTRE[0] + 24), 30), (int(CENTRE[0] + 24), 90), (235, 235, 235), 3)
+    pw, ph = eyeball.patch_size()
+    patch = cv2.warpAffine(
+        dark.astype(np.float32),
+        eyeball.patch_to_image(iris_affine(iris)),
+        (pw, ph),
+        flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+    )
+    lit = (patch @ eyeball.LUMA_BGR) > float(np.asarray(IRIS) @ eyeball.LUMA_BGR) + 100
+    assert lit.any()  # the glint lies in the patch, where the white is read
+    assert eye_patch(dark, lids, iris, _corners()) is None
+    assert eye_patch(_draw_eye(18.0, CENTRE), lids, iris, _corners()) is not None
+
+
 def test_any_placement_paints_finite_values_or_nothing(source_patch: eyeball.EyePatch) -> None:
     """Openings cut by the canvas's edge, tiny or huge, irises off the eye, hidden parts:
     never an error or a NaN, and a refusal changes nothing."""

@@ -2168,6 +2168,35 @@ class TestHiddenEyes:
         assert change(astronaut_face) > 16.0
 
 
+def test_eyes_behind_glasses_that_no_check_takes_stay_the_targets(
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Grace Hopper's eyes behind her glasses, with every eyeball check refusing them
+    (as p19's, a lens's glint read as their white): the target's own eyes stay, as for
+    closed eyes. Without glasses found, refused eyeballs leave the photo's eye pixels
+    in the texture (warped with the lids), as before."""
+    model = load_face_model()
+    eyes = np.zeros(astronaut.shape[:2], bool)
+    for name in ("left_eye", "right_eye"):
+        points = astronaut_face.landmarks_478[model.regions[name], :2]
+        eyes |= _polygon_mask(cv2.convexHull(points).reshape(-1, 2), eyes.shape, erode=2)
+    assert eyes.sum() > 50
+
+    def change(source: Face) -> float:
+        out = Swapper(source, shape=0.0).swap(astronaut, [astronaut_face])
+        return float(np.abs(out.astype(np.float32) - astronaut)[eyes].mean())
+
+    drawn = change(grace_hopper_face)
+    monkeypatch.setattr(swap_module, "_source_eyes", lambda *args: (None, None))
+    kept = change(grace_hopper_face)
+    assert kept < 10.0 < drawn, (kept, drawn)  # grey levels
+    monkeypatch.setattr(swap_module, "_glasses_found", lambda glasses: False)
+    assert change(grace_hopper_face) > 10.0  # her eyes' own pixels, warped with the lids
+
+
 class TestShutTargetEyes:
     """A still target whose photo shows its eyes shut (the mesh reads them open) gets
     lids closed over them, not the source's open eyes painted in."""
