@@ -47,18 +47,19 @@ DETECTOR_ANGLES = (0, 90, 180, 270)
 # all four turns. (Lying on their side they score up to 0.93, but their eye keypoints
 # still give the tilt the mesh crop is turned by.)
 SURE_UPRIGHT_SCORE = 0.85
-# A still's face found only by a wider search (in a tile, or the frame turned:
+# A face found only by a wider search (in a tile, or the frame turned:
 # Detection.searched) with a score under this needs a mesh the model is sure of
-# (MeshLandmarker.fit's ``strict``). Those searches took a spoon in the coffee photo
+# (MeshLandmarker.fit's ``strict``), in a still and in a video's detections (not in
+# its tracker's fits of the faces it follows). Those searches took a spoon in the coffee photo
 # (score 0.56-0.69), the dark audience behind a singer seen in profile (0.59-0.71,
 # boxes of 300-350 px), a painting and a stadium's banner in turned photos for faces.
 # The development photos' faces found so score 0.75 or more, or have meshes the model
 # is sure of, but two that go with them: half a face at the edge of the selfie group
 # turned upside down (0.52), and a blurred face of 60 px turned 50 degrees in a
-# 640 x 360 video frame (in a still's analysis of it: a video's tracker is not
-# affected). Faces found on the frame's sides mirrored out, half of each the mirror's,
-# are left out of it: the development photos' weak ones are real and their meshes
-# less sure (0.7-0.8).
+# 640 x 360 video frame (in a still's analysis of it; the video's tracks of her, found
+# on the whole frame, are as before). Faces found on the frame's sides mirrored out,
+# half of each the mirror's, are left out of it: the development photos' weak ones
+# are real and their meshes less sure (0.7-0.8).
 SURE_FACE_SCORE = 0.75
 # Faces whose mesh is under this many pixels across are dropped: BlazeFace and the mesh
 # read one into a few pixels of noise (an 8 x 8 random image), and a mirrored fit past
@@ -351,14 +352,14 @@ class FaceAnalyser:
         for name, switch in switches:
             if not isinstance(switch, bool | np.bool_):
                 raise UsageError(f"{name} must be True or False, got {switch!r}")
+        if detector not in detector_names():
+            raise UsageError(
+                f"unknown detector {detector!r}; choose from {', '.join(detector_names())}"
+            )
         if sweep_tiles and (mode != "video" or detect_tiles <= 1 or detector != "mediapipe"):
             raise UsageError(
                 "sweep_tiles needs mode='video', detect_tiles of 2 or more and the "
                 "mediapipe detector (it looks at the tiles of a video's frames in turn)"
-            )
-        if detector not in detector_names():
-            raise UsageError(
-                f"unknown detector {detector!r}; choose from {', '.join(detector_names())}"
             )
         if detector_angles is not None:
             if isinstance(detector_angles, str | bytes) or not isinstance(
@@ -558,8 +559,8 @@ class FaceAnalyser:
         for det in dets:
             face = _prefitted(det, prefit or [])
             if face is None:
-                # A weak detection of a still's wider search: only a sure mesh (see
-                # SURE_FACE_SCORE). (Video frames' faces are followed by the tracker.)
+                # A weak detection of a wider search (a tile, a turned frame): only a
+                # sure mesh (see SURE_FACE_SCORE).
                 strict = det.searched and det.score < SURE_FACE_SCORE
                 face = self.face_from_box(
                     frame, det.bbox, det.score, det.roll, mirror=mirror, strict=strict

@@ -536,7 +536,7 @@ class MeshLandmarker:
         self.crop_scale = crop_scale
         self.crop_size = crop_size
         self._min_score = min_score
-        self._strict = None  # the static graph of strict fits, built on the first
+        self._strict = None  # the static graph of strict fits, built on first use
         self._lock = threading.Lock()
 
     def _strict_graph(self):  # type: ignore[no-untyped-def]
