@@ -2127,6 +2127,23 @@ def _shut_eyes(image: np.ndarray, face: Face) -> np.ndarray:
     return shut
 
 
+def _eye_change(target: np.ndarray, face: Face, erode: int) -> Callable[[Face], float]:
+    """How much a swap (shape kept) onto ``face`` changes its eye openings, eroded by
+    ``erode`` px: the mean absolute difference to ``target`` there, per source."""
+    model = load_face_model()
+    eyes = np.zeros(target.shape[:2], bool)
+    for name in ("left_eye", "right_eye"):
+        points = face.landmarks_478[model.regions[name], :2]
+        eyes |= _polygon_mask(cv2.convexHull(points).reshape(-1, 2), eyes.shape, erode=erode)
+    assert eyes.sum() > 50
+
+    def change(source: Face) -> float:
+        out = Swapper(source, shape=0.0).swap(target, [face])
+        return float(np.abs(out.astype(np.float32) - target)[eyes].mean())
+
+    return change
+
+
 class TestHiddenEyes:
     def test_open_eyes_read_as_seen(self, astronaut_face: Face, grace_hopper_face: Face) -> None:
         assert eyes_seen(astronaut_face) == 1.0
@@ -2151,16 +2168,7 @@ class TestHiddenEyes:
         target's eye openings come out as they were (the shape is kept here so that
         they stay in place), while an open-eyed source replaces them."""
         shut = dataclasses.replace(astronaut_face, frame=_shut_eyes(astronaut, astronaut_face))
-        model = load_face_model()
-        eyes = np.zeros(grace_hopper.shape[:2], bool)
-        for name in ("left_eye", "right_eye"):
-            points = grace_hopper_face.landmarks_478[model.regions[name], :2]
-            eyes |= _polygon_mask(cv2.convexHull(points).reshape(-1, 2), eyes.shape, erode=3)
-        assert eyes.sum() > 100
-
-        def change(source: Face) -> float:
-            out = Swapper(source, shape=0.0).swap(grace_hopper, [grace_hopper_face])
-            return float(np.abs(out.astype(np.float32) - grace_hopper)[eyes].mean())
+        change = _eye_change(grace_hopper, grace_hopper_face, erode=3)
 
         assert change(shut) < 10.0  # grey levels; about 6 (the blend's spread)
         # About 22: the astronaut's eyeballs, drawn where Grace Hopper looks and
@@ -2178,17 +2186,7 @@ def test_eyes_behind_glasses_that_no_check_takes_stay_the_targets(
     (as p19's, a lens's glint read as their white): the target's own eyes stay, as for
     closed eyes. Without glasses found, refused eyeballs leave the photo's eye pixels
     in the texture (warped with the lids), as before."""
-    model = load_face_model()
-    eyes = np.zeros(astronaut.shape[:2], bool)
-    for name in ("left_eye", "right_eye"):
-        points = astronaut_face.landmarks_478[model.regions[name], :2]
-        eyes |= _polygon_mask(cv2.convexHull(points).reshape(-1, 2), eyes.shape, erode=2)
-    assert eyes.sum() > 50
-
-    def change(source: Face) -> float:
-        out = Swapper(source, shape=0.0).swap(astronaut, [astronaut_face])
-        return float(np.abs(out.astype(np.float32) - astronaut)[eyes].mean())
-
+    change = _eye_change(astronaut, astronaut_face, erode=2)
     drawn = change(grace_hopper_face)
     monkeypatch.setattr(swap_module, "_source_eyes", lambda *args: (None, None))
     kept = change(grace_hopper_face)
