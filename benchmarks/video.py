@@ -83,6 +83,7 @@ from faceweave.core.geometry import bbox_iou  # noqa: E402
 from faceweave.io import read_image  # noqa: E402
 from faceweave.pipeline import Packet, VideoJobStats, swap_video  # noqa: E402
 from faceweave.pipeline.tracking import FaceTracker  # noqa: E402
+from faceweave.pipeline.video_job import video_analyser  # noqa: E402
 
 RESOLUTIONS = {"480p": (854, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 FLICKER_CLIPS = (
@@ -485,7 +486,10 @@ def main(argv: list[str] | None = None) -> int:
     face = fw.FaceAnalyser().get_faces(images[args.source])[0]
     default = args.creases == fw.SwapOptions().creases and not args.mask_lips
     source = face if default else fw.Swapper(face, creases=args.creases, mask_lips=args.mask_lips)
-    analyser = fw.FaceAnalyser(mode="video")  # frames in sequence, as the CLI does
+    # A video file's analysers, as `faceweave swap` builds them: for one face, and for a
+    # selector that may swap any face (the reference selection), which also sweeps the
+    # tiles for small faces beside a close one.
+    analyser = video_analyser()
     report: dict[str, Any] = {"benchmark": "video", "environment": env}
     print("throughput (decode + track + swap + encode + audio copy):", flush=True)
     report["throughput"] = throughput(args, analyser, source, images["astronaut"])
@@ -501,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("reference selection on the Hamilton clip:", flush=True)
         report["reference_selection"] = reference_selection(
-            args.faces, analyser, source, out_dir, args.gt_every
+            args.faces, video_analyser(all_faces=True), source, out_dir, args.gt_every
         )
     else:
         print(f"shared videos skipped ({args.faces} absent or --no-shared)")
