@@ -6,12 +6,14 @@ colour order) and post-processing (back to frame pixels) are plain numpy.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
+from typing import Any
 
 import cv2
 import numpy as np
@@ -491,6 +493,28 @@ class BlazeFaceDetector:
 # cut by a side (0.7-0.8); what the wider searches took for faces scores less: a
 # spoon 0.9-0.98, a dark audience 0.5-0.95, a painting 0.5, a banner 0.9.
 STRICT_PRESENCE = 0.99
+# The strict graphs (by detection threshold), one a process: each holds about 33 MiB,
+# and a service's threads each have three analysers. Strict fits are rare (weak faces
+# of the wider searches); a lock keeps one at a time in each graph.
+_STRICT_GRAPHS: dict[float, Any] = {}
+_STRICT_LOCK = threading.Lock()
+
+
+def _strict_graph(min_score: float):  # type: ignore[no-untyped-def]
+    """The static mesh graph that keeps a mesh only when its face presence reaches
+    STRICT_PRESENCE, shared by the process (built on first use: most photos never need
+    it). Called with _STRICT_LOCK held."""
+    graph = _STRICT_GRAPHS.get(min_score)
+    if graph is None:
+        graph = _import_mediapipe().solutions.face_mesh.FaceMesh(
+            static_image_mode=True,
+            max_num_faces=1,
+            refine_landmarks=True,
+            min_detection_confidence=min_score,
+            min_tracking_confidence=max(min_score, STRICT_PRESENCE),
+        )
+        _STRICT_GRAPHS[min_score] = graph
+    return graph
 
 
 class MeshLandmarker:
@@ -536,21 +560,7 @@ class MeshLandmarker:
         self.crop_scale = crop_scale
         self.crop_size = crop_size
         self._min_score = min_score
-        self._strict = None  # the static graph of strict fits, built on first use
         self._lock = threading.Lock()
-
-    def _strict_graph(self):  # type: ignore[no-untyped-def]
-        """The static graph that keeps a mesh only when its face presence reaches
-        STRICT_PRESENCE (built on first use: most photos never need it)."""
-        if self._strict is None:
-            self._strict = _import_mediapipe().solutions.face_mesh.FaceMesh(
-                static_image_mode=True,
-                max_num_faces=1,
-                refine_landmarks=True,
-                min_detection_confidence=self._min_score,
-                min_tracking_confidence=max(self._min_score, STRICT_PRESENCE),
-            )
-        return self._strict
 
     def fit(
         self,
@@ -567,8 +577,8 @@ class MeshLandmarker:
         ``strict``, in the static mode only, and None unless the mesh model's face
         presence reaches STRICT_PRESENCE."""
         crop, matrix = self._prepare(frame, bbox, roll)
-        with self._lock:
-            static = self._strict_graph() if strict else self._static
+        with self._lock, _STRICT_LOCK if strict else contextlib.nullcontext():
+            static = _strict_graph(self._min_score) if strict else self._static
             res = _process(self._tracking, crop) if self.tracking and not strict else None
             if res is None or not _fitted_here(res):
                 res = _process(static, crop)
@@ -643,5 +653,3 @@ class MeshLandmarker:
     def close(self) -> None:
         self._static.close()
         self._tracking.close()
-        if self._strict is not None:
-            self._strict.close()
