@@ -757,7 +757,12 @@ def _add_look_and_selection_options(
         "or reference when --reference-face is given). In a video, one follows the "
         "person it chose: lost and found again, it is checked by identity; gone for "
         "half a second, or after a cut, "
-        + ("the first face in --face-order" if ordered else "the largest face"),
+        + (
+            "the first face in --face-order. In a video file, many and reference also "
+            "look for small faces beside a close one (about 1 ms a frame)"
+            if ordered
+            else "the largest face"
+        ),
     )
     parser.add_argument(
         "--reference-face",
