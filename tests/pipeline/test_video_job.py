@@ -552,7 +552,7 @@ def test_a_files_wide_shot_is_looked_at_in_a_stills_tiles(
 def test_small_faces_beside_a_close_one_are_found_where_every_face_is_swapped(
     astronaut: np.ndarray, grace_hopper: np.ndarray
 ) -> None:
-    """A 1080p shot of a close face (about 300 px) with five small portraits beside it
+    """A 1080p shot of a close face (about 160 px wide) with five small portraits beside it
     (faces of about 50 and 85 px), held still: the tracker's detections find the close
     face on the whole frame and, with ``all_faces``, the small ones in the tiles they
     sweep in turn (all within 60 frames; a detection every 10th). Without it, as for
