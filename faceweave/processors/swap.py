@@ -1492,9 +1492,16 @@ def prepare_source(
         # Its lips are stretched thin: on a target's mouth they smeared into a bulge
         # (p27's on p26, p17's on every closed mouth). The target's lips stay.
         valid = valid * (1.0 - _uv_lips_band(model, uv_size))
+    eyes = (
+        _source_eyes(model, image, source_face.landmarks_478, mirrored)
+        if seen_eyes >= 0.5
+        else (None, None)
+    )
     # Closed eyes or tinted lenses: the target's own eyes stay (they follow its lids).
     # All or nothing, as the advice says: half of each would show two pairs of eyes.
-    if seen_eyes < 0.5:
+    # So behind glasses when no eyeball check takes either eye (a lens's glint read as
+    # the white: p19's): the photo shows glass and glint there too.
+    if seen_eyes < 0.5 or (eyes == (None, None) and _glasses_found(glasses)):
         valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
     # Tinted or dark lenses: the target's own skin stays where they were, rather than
     # their tint around its eyes (whatever the swap's options: a lens is no part of
@@ -1519,16 +1526,6 @@ def prepare_source(
     if abs(source_face.pose.yaw) > 35.0:
         occluder = np.maximum(occluder, _profile_midline(model, uv_size, filled, covered))
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
-    eyes = (
-        _source_eyes(model, image, source_face.landmarks_478, mirrored)
-        if seen_eyes >= 0.5
-        else (None, None)
-    )
-    if seen_eyes >= 0.5 and eyes == (None, None) and _glasses_found(glasses):
-        # Behind glasses, eyes that no eyeball check takes (a lens's glint read as the
-        # white: p19's) are glass and glint in the photo too: the target's own eyes
-        # stay, as for closed eyes or tinted lenses.
-        valid = valid * (1.0 - _uv_hidden_eyes(model, uv_size))
     confidence = valid * np.clip(used_cos, 0.0, 1.0) * (1.0 - 0.5 * mirrored) * (1.0 - occluder)
     if kept_frames is not None:
         # Frames show no skin: merged with a photo without glasses, that photo's texels
