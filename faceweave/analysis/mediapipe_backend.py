@@ -361,21 +361,21 @@ class BlazeFaceDetector:
         # with a face cost nothing more.
         self._empty = self._empty + 1 if not found else 0
         tiled = not self.adaptive or self._empty % TILE_EVERY_EMPTY == 1 % TILE_EVERY_EMPTY
-        if self.tiles > 1 and max(h, w) >= 480 and tiled:
+        if self.tiles > 1 and max(h, w) >= 480:
             # Group photos: BlazeFace sees the frame at 128-192 px, where distant faces
             # are a few pixels wide. Overlapping tiles give each face more pixels.
             n = tiles_across(h, w, self.tiles, self.tile_most_px)
-            tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE)
-            found += [d.scaled(fx, fy).found_searching() for d in self._both_models(tiles)]
-        elif self.sweep and self.adaptive and self.tiles > 1 and max(h, w) >= 480 and found:
-            found += self._sweep(frame)
+            if tiled:
+                tiles, (fx, fy) = self._parts(frame, n, TILE_SIDE)
+                found += [d.scaled(fx, fy).found_searching() for d in self._both_models(tiles)]
+            elif self.sweep and found:  # (only a video's frames are not all tiled)
+                found += self._sweep(frame, n)
         return nms(found, 0.4)
 
-    def _sweep(self, frame: Frame) -> list[Detection]:
+    def _sweep(self, frame: Frame, n: int) -> list[Detection]:
         """The faces the full-range model finds in the next SWEEP_TILES tiles of
-        ``frame``'s grid (see ``sweep``), in frame pixels."""
+        ``frame``'s grid, ``n`` along its short side (see ``sweep``), in frame pixels."""
         h, w = frame.shape[:2]
-        n = tiles_across(h, w, self.tiles, self.tile_most_px)
         count = math.prod(tile_counts(h, w, n))
         picks = [(self._swept + i) % count for i in range(min(SWEEP_TILES, count))]
         self._swept = (picks[-1] + 1) % count
@@ -408,16 +408,16 @@ class BlazeFaceDetector:
         small = shrink_to_side(frame, long_side)
         sh, sw = small.shape[:2]
         grid = tile_grid(sh, sw, across, down)
-        if pick is not None:
+        if pick is None:  # the whole copy converted once
+            rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
+            parts = [
+                (np.ascontiguousarray(rgb[y : y + th, x : x + tw]), (x, y)) for x, y, tw, th in grid
+            ]
+        else:
             parts = [
                 (cv2.cvtColor(small[y : y + th, x : x + tw], cv2.COLOR_BGR2RGB), (x, y))
                 for x, y, tw, th in (grid[i] for i in pick)
             ]
-            return parts, (w / sw, h / sh)
-        rgb = cv2.cvtColor(small, cv2.COLOR_BGR2RGB)
-        parts = [
-            (np.ascontiguousarray(rgb[y : y + th, x : x + tw]), (x, y)) for x, y, tw, th in grid
-        ]
         return parts, (w / sw, h / sh)
 
     def _both_models(
@@ -500,19 +500,26 @@ _STRICT_GRAPHS: dict[float, Any] = {}
 _STRICT_LOCK = threading.Lock()
 
 
+def _face_mesh(*, static: bool, min_score: float, presence: float):  # type: ignore[no-untyped-def]
+    """MediaPipe's one-face mesh graph with irises: its face search (static mode) at
+    ``min_score``, and a mesh kept when its face presence reaches ``presence``."""
+    return _import_mediapipe().solutions.face_mesh.FaceMesh(
+        static_image_mode=static,
+        max_num_faces=1,
+        refine_landmarks=True,
+        min_detection_confidence=min_score,
+        min_tracking_confidence=presence,
+    )
+
+
 def _strict_graph(min_score: float):  # type: ignore[no-untyped-def]
     """The static mesh graph that keeps a mesh only when its face presence reaches
     STRICT_PRESENCE, shared by the process (built on first use: most photos never need
     it). Called with _STRICT_LOCK held."""
     graph = _STRICT_GRAPHS.get(min_score)
     if graph is None:
-        graph = _import_mediapipe().solutions.face_mesh.FaceMesh(
-            static_image_mode=True,
-            max_num_faces=1,
-            refine_landmarks=True,
-            min_detection_confidence=min_score,
-            min_tracking_confidence=max(min_score, STRICT_PRESENCE),
-        )
+        presence = max(min_score, STRICT_PRESENCE)
+        graph = _face_mesh(static=True, min_score=min_score, presence=presence)
         _STRICT_GRAPHS[min_score] = graph
     return graph
 
@@ -545,16 +552,9 @@ class MeshLandmarker:
         min_score: float = 0.5,
         tracking: bool = False,
     ) -> None:
-        mp = _import_mediapipe()
         self.tracking = tracking
         self._static, self._tracking = (
-            mp.solutions.face_mesh.FaceMesh(
-                static_image_mode=static,
-                max_num_faces=1,
-                refine_landmarks=True,
-                min_detection_confidence=min_score,
-                min_tracking_confidence=min_score,
-            )
+            _face_mesh(static=static, min_score=min_score, presence=min_score)
             for static in (True, False)
         )
         self.crop_scale = crop_scale
