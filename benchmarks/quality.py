@@ -25,7 +25,10 @@ detector runs on it (no upsampling) and the detection overlapping the expected
 box most is used for the 68 landmarks and the descriptor. When HOG finds no
 face there, the mesh box converted to a dlib-like box ``(x0, y0 + 0.22 h, x1,
 y1)`` is used instead and the fallback is recorded. Outputs are measured in the
-crop of the target's mesh box, so output and target landmarks share a frame.
+crop of the target's mesh box, so output and target landmarks share a frame. For
+a target that needed the fallback, the output's landmarks come from that same
+box (its descriptor still from its own detection): else the two landmark sets
+would differ by their boxes, as HOG often finds the swapped face.
 
 Example:
     python benchmarks/quality.py                  # package images + ../shared faces
@@ -114,6 +117,33 @@ class DlibJudge:
         self.identity = DlibIdentity()
 
     def measure(self, frame: NDArray[np.uint8], mesh_box: BBox) -> Measure:
+        crop, matrix, s = self._crop(frame, mesh_box)
+        expected = _box_to_crop(dlib_like_box(mesh_box), matrix, s)
+        detections = self.landmarker.detect(crop, upsample=0)
+        best = max(detections, key=lambda d: bbox_iou(d, expected), default=None)
+        fallback = best is None or bbox_iou(best, expected) < 0.1
+        box = expected if fallback or best is None else best
+        landmarks = self.landmarker.landmarks(crop, box)
+        embedding = self.identity.embed(crop, box)
+        back = (landmarks - matrix[:, 2].astype(np.float32)) / np.float32(s)
+        frame_box = tuple(float((v - matrix[i % 2, 2]) / s) for i, v in enumerate(box))
+        return Measure(embedding, back.astype(np.float32), frame_box, fallback, len(detections))  # type: ignore[arg-type]
+
+    def landmarks_at(
+        self, frame: NDArray[np.uint8], mesh_box: BBox, box: BBox
+    ) -> NDArray[np.float32]:
+        """The 68 landmarks from a given dlib box (frame pixels), in the crop that
+        :meth:`measure` takes around ``mesh_box``: no HOG detection."""
+        crop, matrix, s = self._crop(frame, mesh_box)
+        landmarks = self.landmarker.landmarks(crop, _box_to_crop(box, matrix, s))
+        return ((landmarks - matrix[:, 2].astype(np.float32)) / np.float32(s)).astype(np.float32)
+
+    @staticmethod
+    def _crop(
+        frame: NDArray[np.uint8], mesh_box: BBox
+    ) -> tuple[NDArray[np.uint8], NDArray[np.float64], float]:
+        """The square crop around a mesh box with the face NORM_FACE pixels wide, its
+        frame-to-crop matrix and scale."""
         x0, y0, x1, y1 = mesh_box
         size = max(x1 - x0, y1 - y0, 1.0)
         s = NORM_FACE / size
@@ -124,25 +154,16 @@ class DlibJudge:
         crop = cv2.warpAffine(
             frame, matrix, (side, side), flags=interp, borderMode=cv2.BORDER_REPLICATE
         )
+        return crop, matrix, s
 
-        def to_crop(b: BBox) -> BBox:
-            return (
-                b[0] * s + matrix[0, 2],
-                b[1] * s + matrix[1, 2],
-                b[2] * s + matrix[0, 2],
-                b[3] * s + matrix[1, 2],
-            )
 
-        expected = to_crop(dlib_like_box(mesh_box))
-        detections = self.landmarker.detect(crop, upsample=0)
-        best = max(detections, key=lambda d: bbox_iou(d, expected), default=None)
-        fallback = best is None or bbox_iou(best, expected) < 0.1
-        box = expected if fallback or best is None else best
-        landmarks = self.landmarker.landmarks(crop, box)
-        embedding = self.identity.embed(crop, box)
-        back = (landmarks - matrix[:, 2].astype(np.float32)) / np.float32(s)
-        frame_box = tuple(float((v - matrix[i % 2, 2]) / s) for i, v in enumerate(box))
-        return Measure(embedding, back.astype(np.float32), frame_box, fallback, len(detections))  # type: ignore[arg-type]
+def _box_to_crop(b: BBox, matrix: NDArray[np.float64], s: float) -> BBox:
+    return (
+        b[0] * s + matrix[0, 2],
+        b[1] * s + matrix[1, 2],
+        b[2] * s + matrix[0, 2],
+        b[3] * s + matrix[1, 2],
+    )
 
 
 def grain_ratio(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
@@ -292,7 +313,13 @@ def run_pairs(
             nearest = np.linalg.norm(source_matrix - m.embedding, axis=1)
             rec["nearest_source"] = subjects[int(source_ids[int(nearest.argmin())])].image.name
             rec["retrieved"] = bool(source_ids[int(nearest.argmin())] == i)
-            rec["lmk_err"], rec["mouth_err"] = landmark_errors(m.landmarks, tgt.measure.landmarks)
+            out_landmarks = m.landmarks
+            if tgt.measure.fallback:
+                # The target has no HOG face, so its landmarks come from its mesh box's
+                # dlib-like box: the output's come from that box too, or the two sets
+                # would differ by their boxes (HOG often finds the swapped face).
+                out_landmarks = judge.landmarks_at(out, tgt.face.bbox, tgt.measure.box)
+            rec["lmk_err"], rec["mouth_err"] = landmark_errors(out_landmarks, tgt.measure.landmarks)
             rec["out_fallback"] = m.fallback
             rec["tgt_fallback"] = tgt.measure.fallback
             rec["src_fallback"] = src.measure.fallback

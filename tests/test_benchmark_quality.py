@@ -28,3 +28,20 @@ def test_grain_ratio_is_the_outputs_fine_grain_over_the_targets(
         255,
     )
     assert grain_ratio(noisy.astype(np.uint8), grace_hopper, grace_hopper_face) > 1.5
+
+
+def test_landmarks_at_a_measured_box_are_the_measured_landmarks(
+    grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    judge = _quality().DlibJudge()
+    measured = judge.measure(grace_hopper, grace_hopper_face.bbox)
+    assert not measured.fallback
+    again = judge.landmarks_at(grace_hopper, grace_hopper_face.bbox, measured.box)
+    np.testing.assert_allclose(again, measured.landmarks, atol=0.05)
+    # Another box gives other landmarks: the box is what decides, not a cache.
+    x0, y0, x1, y1 = measured.box
+    shift = 0.15 * (x1 - x0)
+    moved = judge.landmarks_at(
+        grace_hopper, grace_hopper_face.bbox, (x0 + shift, y0, x1 + shift, y1)
+    )
+    assert np.abs(moved - measured.landmarks).mean() > 1.0
