@@ -132,6 +132,10 @@ GLASSES_SCALE_TOP = 1.5
 # The glasses band left to a target that wears glasses when the source's own stay in its
 # texture (SourceModel.glasses) is feathered by this share of the texture's side.
 GLASSES_BAND_FEATHER = 0.015
+# A source whose glasses stay in its texture: the band where they sit is left to the
+# target from this head turn on (degrees of yaw: none .. all; p18 at 30 degrees wears
+# them well, p15 at 55 shows a rim as a streak along its cheek), see Swapper._swap_into.
+KEPT_GLASSES_YAW = (35.0, 50.0)
 GLASSES_BRIDGE_CROSSED = (0.25, 0.40)  # bridge columns crossed by one line: none .. glasses
 # An open eye shows white and iris: the lightness in its opening (OpenCV's 8-bit L*,
 # 5th to 95th percentile, both eyes averaged) spans over 100 levels in a good photo and
@@ -2734,8 +2738,11 @@ class Swapper(FaceSwapping):
         # The same band feathered, for a source whose glasses stay in its texture.
         self._uv_glasses_soft: NDArray[np.uint8] | None = None
         if self.source.glasses:
-            feather = GLASSES_BAND_FEATHER * self.options.uv_size
-            soft = cv2.GaussianBlur(self.masks.glasses.astype(np.float32), (0, 0), feather)
+            # Out to a large frame's rims (Grace Hopper's lower rims lay past the target's
+            # band, and showed as red streaks beside p19's nose).
+            uv_size = self.options.uv_size
+            band = _uv_glasses_band_at(self.model, uv_size, GLASSES_SOURCE_REACH)
+            soft = cv2.GaussianBlur(band, (0, 0), GLASSES_BAND_FEATHER * uv_size)
             self._uv_glasses_soft = np.round(np.clip(soft, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         self._uv_profile_quality = _profile_quality(self.source, self.options.uv_size)
@@ -3112,23 +3119,30 @@ class Swapper(FaceSwapping):
             target_proc,
         )
         keep_target = 1.0 - occluders
+        # How much of the band where frames sit stays the target's, for a source whose
+        # glasses stay in its texture. On a turned head those glasses, drawn on the skin,
+        # no longer read as glasses: their rims lie along the cheek as streaks (Grace
+        # Hopper's on p15's profile and p19's turned face).
+        glasses_band = 0.0
+        if self._uv_glasses_soft is not None:
+            glasses_band = _ramp(abs(target_face.pose.yaw), KEPT_GLASSES_YAW)
         if opts.mask_glasses and target_face.size >= LENS_MIN_FACE_PX:
             landmarks = (tgt_verts[:478, :2] - np.array([x0, y0], np.float32)) * to_proc
             if target_face.size >= GLASSES_MIN_FACE_PX:
                 frames = _glasses_frames(target_proc, landmarks, self._uv_glasses, uv_map, uv_frac)
                 if frames is not None:
                     keep_target *= 1.0 - frames * coverage
-                    if self._uv_glasses_soft is not None:
-                        # Both wear glasses and the source's are in its texture: the
-                        # band where frames sit stays the target's (its own glasses on
-                        # its own face), not the source's frames behind the target's.
-                        band = cv2.remap(
-                            self._uv_glasses_soft, uv_map, uv_frac, cv2.INTER_LINEAR
-                        ).astype(np.float32) * np.float32(float(frames.max()) / 255.0)
-                        keep_target *= 1.0 - band * coverage
+                    # Both wear glasses: the target's own on its own face, not the
+                    # source's frames behind them.
+                    glasses_band = max(glasses_band, float(frames.max()))
             lenses = _tinted_lenses(target_proc, landmarks, skin_bgr)
             if lenses is not None:
                 keep_target *= 1.0 - lenses * coverage
+        if glasses_band > 0.0 and self._uv_glasses_soft is not None:
+            band = cv2.remap(self._uv_glasses_soft, uv_map, uv_frac, cv2.INTER_LINEAR)
+            keep_target *= (
+                1.0 - band.astype(np.float32) * np.float32(glasses_band / 255.0) * coverage
+            )
         mask *= keep_target
         weight = weight * keep_target  # also in the texture: no glow across the blend
         # Else the output mesh is the target's.
