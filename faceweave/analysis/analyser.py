@@ -606,11 +606,9 @@ class FaceAnalyser:
         box = mesh_bbox(pts)
         embed_fn = None
         if self.with_embedding:
-            x0, y0, x1, y1 = box
-            dlib_box = (x0, y0 + 0.22 * (y1 - y0), x1, y1)  # dlib boxes start at the brows
-            from faceweave.analysis.dlib_backend import MESH_TO_DLIB5
+            from faceweave.analysis.dlib_backend import dlib_alignment
 
-            dlib5 = pts[list(MESH_TO_DLIB5), :2].copy()
+            dlib_box, dlib5 = dlib_alignment(pts)
 
             def embed_fn() -> NDArray[np.float32]:
                 return self.identity.embed(frame, dlib_box, dlib5)
