@@ -9,13 +9,22 @@ dropped) with Grace Hopper as the source. The output is ``--output``: ``null``
 (default: frames are discarded, so the numbers are the engine's), or any live
 output spec (``out/bench/live/rec.mp4``, ``udp://127.0.0.1:27000``...).
 
-Reported: capture-to-output latency p50/p95/p99, output fps, frames captured /
-processed / dropped (by place), per-stage ms, and once a second the queue sizes
-and the resident memory, with the memory growth between the first and the last
-quarter of the run (it should be ~0: no leak, no queue build-up).
+With ``--reference`` only the face matching a reference photo (the astronaut's
+own) is swapped, as ``faceweave live --reference-face`` does: its identity is
+checked when its track starts and again at most once a second, in a child
+process (``--identity-inline``: in the session's own, as before the forty-fourth
+landing).
+
+Reported: capture-to-output latency p50/p95/p99, output fps, the gaps between
+output frames (p99, the longest, how many over three frame periods: a stall),
+frames captured / processed / dropped (by place), per-stage ms, and once a
+second the queue sizes and the resident memory, with the memory growth between
+the first and the last quarter of the run (it should be ~0: no leak, no queue
+build-up).
 
 Example:
     python benchmarks/live.py --seconds 60
+    python benchmarks/live.py --seconds 60 --reference
 """
 
 from __future__ import annotations
@@ -55,10 +64,14 @@ CLIP_SECONDS = 10
 
 
 class NullOutput:
-    """Discards frames: measures the engine without an encoder or a display."""
+    """Discards frames: measures the engine without an encoder or a display. Keeps
+    each frame's arrival time (a stall shows as a long gap between two)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
 
     def write(self, packet: Packet) -> None:
-        pass
+        self.times.append(time.perf_counter())
 
     def close(self) -> None:
         pass
@@ -91,6 +104,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=fw.SwapOptions().creases,
         help="the swap's --creases (default %(default)s; 0 to time the swap without)",
     )
+    parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="swap only the face that matches a reference (the clip's own face): "
+        "identity checks at each re-detection, a known face's at most once a second",
+    )
+    parser.add_argument(
+        "--identity-inline",
+        action="store_true",
+        help="with --reference: check identities in the session's own process",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR / "live")
     return parser.parse_args(argv)
 
@@ -108,7 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     face = analyser.get_faces(images["grace_hopper"])[0]
     default = args.creases == fw.SwapOptions().creases
     source = face if default else fw.Swapper(face, creases=args.creases)
-    target_box = analyser.get_faces(images["astronaut"])[0].bbox
+    target = analyser.get_faces(images["astronaut"])[0]
+    target_box = target.bbox
+    selection: dict[str, Any] = {}
+    if args.reference:
+        # The astronaut's own photo is the reference: every look at the clip's face matches.
+        analyser = fw.FaceAnalyser(with_embedding=True, mode="video")
+        reference = fw.FaceAnalyser(with_embedding=True).get_faces(images["astronaut"])[0]
+        selection = {
+            "selector": "reference",
+            "references": [reference],
+            "identity_process": not args.identity_inline,
+        }
     with tempfile.TemporaryDirectory() as tmp:
         clip = make_camera_clip(Path(tmp) / "camera.mp4", images["astronaut"], target_box)
         capture = FilePacer(clip, loop=True)
@@ -130,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             redetect_every=args.redetect_every,
             frame_skip=args.frame_skip,
             duration=args.seconds,
+            **selection,
         )
         print(f"  {stats.summary()} ({time.perf_counter() - began:.1f} s)")
     samples = stats.samples
@@ -140,9 +176,16 @@ def main(argv: list[str] | None = None) -> int:
         [max(q) for q in zip(*(s["queues"] for s in samples), strict=True)] if samples else []
     )
     lat = stats.latency_ms
+    gaps = np.diff(output.times) * 1e3 if isinstance(output, NullOutput) else np.zeros(0)
+    gaps_row = (
+        f"{np.percentile(gaps, 99):.0f} / {gaps.max():.0f} / {int((gaps > 3000 / FPS).sum())}"
+        if gaps.size
+        else "-"
+    )
     rows = [
         ("latency p50 / p95 / p99 ms", f"{lat.p50:.0f} / {lat.p95:.0f} / {lat.p99:.0f}"),
         ("output fps", f"{stats.fps:.1f}"),
+        ("gap between output frames p99 / max ms / gaps over 3 frames", gaps_row),
         ("frames captured / processed / dropped",
          f"{stats.frames_captured} / {stats.frames_processed} / {stats.frames_dropped}"),
         ("dropped by", ", ".join(f"{k} {v}" for k, v in stats.dropped_by.items())),
@@ -161,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         "environment": env,
         "stats": stats.as_dict(),
         "rss_growth_mib": rss_last - rss_first,
+        "output_gaps_ms": {
+            "p99": float(np.percentile(gaps, 99)) if gaps.size else None,
+            "max": float(gaps.max()) if gaps.size else None,
+            "over_3_frames": int((gaps > 3000 / FPS).sum()),
+        },
         "max_queue_sizes": max_queue,
         "markdown": table,
     }

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.dlib_backend import DlibIdentity
+from faceweave.analysis.identity_worker import IdentityWorker
 from faceweave.errors import UsageError
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
@@ -55,7 +57,8 @@ __all__ = ["LiveControls", "LiveStats", "run_live"]
 
 FUSION_STEP = 0.1
 # A live session checks a known face's identity again at most once in this many frames
-# (about a second at 30 fps; see FaceRouter's recheck_every): each check stalls it.
+# (about a second at 30 fps; see FaceRouter's recheck_every), in a child process where
+# it can (see IdentityWorker); checked here, each check stalls the session.
 LIVE_RECHECK_EVERY = 30
 LIVE_SELECTORS = ("one", "many", "reference")
 
@@ -161,6 +164,7 @@ def run_live(
     duration: float | None = None,
     sample_every: float = 1.0,
     handle_sigint: bool = True,
+    identity_process: bool = True,
 ) -> LiveStats:
     """Run a live session until the input ends, ``duration`` passes, quit or Ctrl-C.
 
@@ -194,6 +198,10 @@ def run_live(
         duration: stop after this many seconds.
         sample_every: seconds between memory/queue samples.
         handle_sigint: turn the first Ctrl-C into a clean stop (main thread only).
+        identity_process: with ``reference``, recheck known faces' identity in a child
+            process (:class:`~faceweave.analysis.identity_worker.IdentityWorker`), not
+            in the session's own, where each check stalls every frame for about
+            100 ms; a new face is checked at once all the same.
 
     Returns:
         The :class:`LiveStats`.
@@ -229,11 +237,22 @@ def run_live(
         max_faces=max_faces,
         rest_detail=uses_creases(base),
     )
+    # dlib's descriptor holds Python's lock for about 100 ms: a known face's rechecks go
+    # to a child process (a new face is still checked at once: it must not show
+    # unswapped meanwhile).
+    worker = (
+        IdentityWorker.start(analyser.identity)
+        if identity_process
+        and selector == "reference"
+        and isinstance(getattr(analyser, "identity", None), DlibIdentity)
+        else None
+    )
     router = FaceRouter(
         selector,
         references=references if selector == "reference" else (),
         max_distance=reference_distance,
         recheck_every=LIVE_RECHECK_EVERY,
+        identity_worker=worker,
     )
 
     def analyse(packet: Packet) -> Packet:
@@ -307,6 +326,8 @@ def run_live(
         # The recording first: a camera's device may not come free (a stalled stream).
         _finish(output, ok)
         capture.close()
+        if worker is not None:
+            worker.close()
     wall = time.perf_counter() - began
     if stopped_by[0] == "end" and capture.lost:
         stopped_by[0] = "camera_lost"

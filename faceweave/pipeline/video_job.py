@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -56,6 +56,9 @@ from faceweave.processors.neural import AnySwapper, EnhancedSwapper, NeuralSwapp
 from faceweave.processors.swap import SourceModel, SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
+
+if TYPE_CHECKING:
+    from faceweave.analysis.identity_worker import IdentityWorker
 
 __all__ = [
     "ROUTER_MODES",
@@ -120,6 +123,11 @@ class FaceRouter:
             takes about 115 ms a face on this project's CPU and holds Python's lock
             meanwhile: checking two people every 10 frames had stalled a live
             session to 10 fps.
+        identity_worker: computes the rechecks of known tracks (``recheck_every`` over
+            0) in a child process (see :mod:`~faceweave.analysis.identity_worker`):
+            each is answered a few frames later, and the frames meanwhile go on with
+            the track's earlier checks; a new track is still checked at once, here.
+            None (or a worker that ended): every check here.
 
     Attributes:
         identity_checks: embeddings compared so far (one per track and re-detection).
@@ -138,6 +146,7 @@ class FaceRouter:
         max_distance: float = 0.6,
         order: str = "large-small",
         recheck_every: int = 0,
+        identity_worker: IdentityWorker | None = None,
     ) -> None:
         if mode not in ROUTER_MODES:
             raise UsageError(
@@ -154,6 +163,7 @@ class FaceRouter:
         self.order = order
         self.identity_checks = 0
         self.recheck_every = recheck_every
+        self.identity_worker = identity_worker
         self._frame = 0  # route() calls so far
         self._last_recheck = -recheck_every  # the frame of the last identity check
         self._checked_at: dict[int, int] = {}  # each track's last check, by frame
@@ -277,10 +287,20 @@ class FaceRouter:
             due = self._frame - self._last_recheck >= self.recheck_every
             again = sorted(again, key=lambda t: self._checked_at.get(t.track_id, 0))[: int(due)]
         check = {t.track_id for t in again}
+        if self.identity_worker is not None:
+            # Rechecks the worker answered since (a track ended meanwhile is forgotten).
+            for track_id, embedding in self.identity_worker.results():
+                answered = self._distances.get(track_id)
+                if answered is not None:
+                    answered.append(
+                        np.array([np.linalg.norm(embedding - r.embedding) for r in self.references])
+                    )
         result: dict[int, np.ndarray] = {}
         for t in tracked:
             history = self._distances.get(t.track_id)
-            if history is None or t.track_id in check:
+            if history is not None and t.track_id in check and self._recheck_elsewhere(t):
+                pass  # answered on a later frame (see above)
+            elif history is None or t.track_id in check:
                 row = np.array([face_distance(t.face, ref) for ref in self.references])
                 self.identity_checks += 1
                 self._checked_at[t.track_id] = self._last_recheck = self._frame
@@ -289,6 +309,18 @@ class FaceRouter:
                 history.append(row)
             result[t.track_id] = np.mean(np.stack(history), axis=0)
         return result
+
+    def _recheck_elsewhere(self, t: TrackedFace) -> bool:
+        """Hand a known track's recheck to the identity worker: True when it took it,
+        or is busy (the track is then rechecked at a later detection); False when
+        there is no worker running (check it here)."""
+        worker = self.identity_worker
+        if worker is None or not worker.alive or t.face.frame is None:
+            return False
+        if worker.submit(t.track_id, t.face):
+            self.identity_checks += 1
+            self._checked_at[t.track_id] = self._last_recheck = self._frame
+        return True
 
 
 def source_list(

@@ -18,6 +18,8 @@ import pytest
 from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
 
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.dlib_backend import DlibIdentity
+from faceweave.analysis.identity_worker import IdentityWorker
 from faceweave.apps import cli
 from faceweave.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError
 from faceweave.io.camera import FilePacer, Mirrored
@@ -302,7 +304,20 @@ def test_run_live_reference_swaps_only_that_person(
     grace_hopper: np.ndarray,
     grace_hopper_face: Face,
     astronaut_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Only the reference's face is swapped; a known face's rechecks ran in a child
+    process, which ends with the session."""
+    workers: list[IdentityWorker] = []
+    start = IdentityWorker.start
+
+    def recorded(identity: DlibIdentity) -> IdentityWorker | None:
+        worker = start(identity)
+        assert worker is not None
+        workers.append(worker)
+        return worker
+
+    monkeypatch.setattr(IdentityWorker, "start", staticmethod(recorded))
     height = 300
     left = cv2.resize(astronaut, (height, height))
     right = cv2.resize(
@@ -344,6 +359,8 @@ def test_run_live_reference_swaps_only_that_person(
     kept, swapped = change(last, faces[0]), change(last, faces[1])
     assert kept < 3.0, (kept, swapped)  # the astronaut (not the reference) is left alone
     assert swapped > 8.0, (kept, swapped)  # Grace Hopper is swapped
+    (worker,) = workers
+    assert not worker.alive and worker._process.returncode == 0
 
 
 def test_live_window_without_display_is_one_line(

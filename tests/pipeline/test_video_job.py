@@ -120,6 +120,73 @@ def test_a_live_router_spaces_its_identity_checks(
     assert router.identity_checks == before + 1
 
 
+class _Worker:
+    """An identity worker's face to the router (see IdentityWorker): it takes one face
+    at a time and answers when the test says."""
+
+    def __init__(self) -> None:
+        self.alive = True
+        self.busy = False
+        self.sent: list[tuple[int, Face]] = []
+        self.answers: list[tuple[int, np.ndarray]] = []
+
+    def submit(self, key: int, face: Face) -> bool:
+        if self.busy:
+            return False
+        self.sent.append((key, face))
+        return True
+
+    def results(self) -> list[tuple[int, np.ndarray]]:
+        answers, self.answers = self.answers, []
+        return answers
+
+
+def test_a_live_router_hands_known_faces_rechecks_to_its_identity_worker(
+    pair_faces: list[Face], astronaut_face: Face
+) -> None:
+    """A recheck held a live session for about 100 ms (dlib holds Python's lock): a
+    known face's goes to the worker, and its answer joins the face's history on a
+    later frame. A new face is checked at once, here: it must not show unswapped."""
+    worker = _Worker()
+    router = FaceRouter(
+        "reference",
+        references=[astronaut_face],
+        recheck_every=1,
+        identity_worker=worker,  # type: ignore[arg-type]
+    )
+    tracked = _tracked(pair_faces)
+    (first,) = router.route(tracked, recheck=True)
+    assert router.identity_checks == 2 and worker.sent == []  # both new: here
+    router.route(tracked, recheck=True)
+    assert len(worker.sent) == 1 and router.identity_checks == 3
+    key, face = worker.sent[0]
+    assert face is pair_faces[key]
+    history = router._distances[key]
+    assert len(history) == 1  # nothing computed here
+    worker.answers.append((key, face.embedding))
+    worker.busy = True
+    (target,) = router.route(tracked, recheck=False)
+    assert len(history) == 2 and target.track_id == first.track_id
+    np.testing.assert_allclose(history[1], history[0])
+    # Busy (or still loading): the due recheck waits for a later detection.
+    router.route(tracked, recheck=True)
+    assert len(worker.sent) == 1 and router.identity_checks == 3 and len(history) == 2
+    worker.busy = False
+    router.route(tracked, recheck=True)
+    assert len(worker.sent) == 2 and router.identity_checks == 4
+    # An answer for a track that has ended is dropped.
+    worker.answers.append((worker.sent[1][0], astronaut_face.embedding))
+    gone = [t for t in tracked if t.track_id != worker.sent[1][0]]
+    router.route(gone, recheck=False)
+    assert worker.sent[1][0] not in router._distances
+    # A worker that has ended: rechecks are computed here again.
+    worker.alive = False
+    (left,) = gone
+    before = len(router._distances[left.track_id])
+    router.route(gone, recheck=True)
+    assert len(router._distances[left.track_id]) == before + 1 and len(worker.sent) == 2
+
+
 def test_router_reference_one_and_many(
     pair_faces: list[Face], grace_hopper_face: Face, astronaut_face: Face
 ) -> None:

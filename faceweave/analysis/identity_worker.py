@@ -1,0 +1,223 @@
+"""dlib's identity descriptor in a child process, so a live session never waits for it.
+
+dlib's descriptor network takes about a hundred milliseconds a face on two cores
+and holds Python's lock all the while: run in a live session's own process it
+stalled every thread of the session (capture, analysis, swap, output) for three
+or four frames at each identity check. :class:`IdentityWorker` cuts the aligned
+150 px face chip in the caller's process (a fraction of a millisecond) and sends
+it to a child Python process that runs the network; the descriptor comes back a
+few frames later, the same to the last bit as :meth:`DlibIdentity.embed`'s.
+
+The child is a plain ``python -m faceweave.analysis.identity_worker`` (not
+:mod:`multiprocessing`, whose spawned children import the parent's main script
+again: a user's script without a ``__main__`` guard would start itself anew). It
+speaks over its standard input and output: the parent writes one request (an id
+and a chip's bytes) at a time, and reads the answers on a thread of its own, so
+that it never blocks on the pipe. The child ends when its input closes, so it does
+not outlive its parent, and it stays out of the terminal's Ctrl-C (a session of
+its own, and SIGINT ignored).
+
+Example:
+    >>> worker = IdentityWorker.start(analyser.identity)  # doctest: +SKIP
+    >>> worker.submit(7, face)  # doctest: +SKIP
+    >>> worker.results()  # a few frames later: [(7, descriptor)]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faceweave.analysis.dlib_backend import CHIP_SIZE, DlibIdentity, dlib_alignment
+from faceweave.types import Face
+
+_HEADER = struct.Struct("<Q")  # a request's or an answer's id
+_CHIP_BYTES = CHIP_SIZE * CHIP_SIZE * 3
+_DESCRIPTOR_BYTES = 128 * 4  # float32
+_READY = b"faceweave-identity ready\n"
+# Seconds to wait for the child to end when closing, before it is killed.
+_CLOSE_WAIT = 2.0
+
+
+class IdentityWorker:
+    """dlib descriptors computed by a child process, one face at a time.
+
+    Use :meth:`start` (None where no child can be started: the caller then computes
+    descriptors itself). :meth:`submit` a face when :attr:`idle`; collect
+    :meth:`results` on later frames; :meth:`close` at the end.
+
+    Attributes:
+        alive: the child runs (False once it ended or failed: compute in-process).
+    """
+
+    def __init__(self, identity: DlibIdentity, process: subprocess.Popen[bytes]) -> None:
+        self._identity = identity
+        self._process = process
+        assert process.stdin is not None and process.stdout is not None
+        self._stdin: IO[bytes] = process.stdin
+        self._answers: queue.Queue[tuple[int, NDArray[np.float32]] | None] = queue.Queue()
+        self._ready = threading.Event()
+        self._keys: dict[int, int] = {}
+        self._next_id = 0
+        self._pending: int | None = None
+        self.alive = True
+        self._reader = threading.Thread(
+            target=self._read, args=(process.stdout,), name="identity-reader", daemon=True
+        )
+        self._reader.start()
+
+    @classmethod
+    def start(cls, identity: DlibIdentity) -> IdentityWorker | None:
+        """A worker whose child loads dlib's network with ``identity``'s settings (about
+        half a second, while the caller goes on); None if no child process can start
+        (or this is a frozen app, whose executable is no Python)."""
+        if getattr(sys, "frozen", False) or not sys.executable:
+            return None
+        command = [sys.executable, "-m", __name__, str(identity.jitter)]
+        # The child imports this same faceweave (a source checkout, not an installed one).
+        root = str(Path(__file__).resolve().parents[2])
+        paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        try:
+            process = subprocess.Popen(  # noqa: S603 - our own module, no shell
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+                start_new_session=os.name == "posix",
+                creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
+            )
+        except OSError:
+            return None
+        return cls(identity, process)
+
+    @property
+    def idle(self) -> bool:
+        """The child has loaded its network and has no face in hand."""
+        self._drain()
+        return self.alive and self._ready.is_set() and self._pending is None
+
+    def submit(self, key: int, face: Face) -> bool:
+        """Send ``face``'s chip for its descriptor, answered under ``key`` by
+        :meth:`results`; False (nothing sent) unless :attr:`idle`, or for a face
+        without its frame."""
+        if face.frame is None or not self.idle:
+            return False
+        box, points = dlib_alignment(face.landmarks_478)
+        chip = self._identity.chip(face.frame, box, points)
+        request_id = self._next_id
+        self._next_id += 1
+        try:
+            self._stdin.write(_HEADER.pack(request_id) + chip.tobytes())
+            self._stdin.flush()
+        except (OSError, ValueError):
+            self._end()
+            return False
+        self._keys[request_id] = key
+        self._pending = request_id
+        return True
+
+    def results(self) -> list[tuple[int, NDArray[np.float32]]]:
+        """The descriptors answered since the last call, with their keys."""
+        return self._drain()
+
+    def close(self) -> None:
+        """End the child (its input closed; killed if it does not end soon)."""
+        self.alive = False
+        with contextlib.suppress(OSError, ValueError):
+            self._stdin.close()
+        try:
+            self._process.wait(_CLOSE_WAIT)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._reader.join(_CLOSE_WAIT)
+        if not self._reader.is_alive():  # else it is still reading: it ends at the EOF
+            assert self._process.stdout is not None
+            self._process.stdout.close()
+
+    def __enter__(self) -> IdentityWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _drain(self) -> list[tuple[int, NDArray[np.float32]]]:
+        done: list[tuple[int, NDArray[np.float32]]] = []
+        while True:
+            try:
+                answer = self._answers.get_nowait()
+            except queue.Empty:
+                return done
+            if answer is None:  # the child ended
+                self._end()
+                continue
+            request_id, descriptor = answer
+            if request_id == self._pending:
+                self._pending = None
+            key = self._keys.pop(request_id, None)
+            if key is not None:
+                done.append((key, descriptor))
+
+    def _end(self) -> None:
+        self.alive = False
+        self._pending = None
+
+    def _read(self, stdout: IO[bytes]) -> None:
+        """The reader thread: the ready line, then (id, descriptor) answers."""
+        try:
+            if stdout.readline() != _READY:
+                return
+            self._ready.set()
+            while True:
+                head = stdout.read(_HEADER.size)
+                body = stdout.read(_DESCRIPTOR_BYTES)
+                if len(head) < _HEADER.size or len(body) < _DESCRIPTOR_BYTES:
+                    return
+                (request_id,) = _HEADER.unpack(head)
+                self._answers.put((request_id, np.frombuffer(body, np.float32).copy()))
+        except (OSError, ValueError):
+            return
+        finally:
+            self._answers.put(None)
+
+
+def _serve(jitter: int, requests: IO[bytes], answers: IO[bytes]) -> None:
+    """The child: descriptors of the chips read from ``requests``, until it closes."""
+    identity = DlibIdentity(jitter=jitter)
+    answers.write(_READY)
+    answers.flush()
+    while True:
+        head = requests.read(_HEADER.size)
+        body = requests.read(_CHIP_BYTES)
+        if len(head) < _HEADER.size or len(body) < _CHIP_BYTES:
+            return
+        chip = np.frombuffer(body, np.uint8).reshape(CHIP_SIZE, CHIP_SIZE, 3)
+        descriptor = identity.embed_chip(chip).astype(np.float32)
+        answers.write(head + descriptor.tobytes())
+        answers.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when this ends
+    try:
+        _serve(int(args[0]) if args else 0, sys.stdin.buffer, sys.stdout.buffer)
+    except (OSError, ValueError):  # the parent went away mid-answer
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
