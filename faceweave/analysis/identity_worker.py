@@ -33,6 +33,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -48,6 +49,9 @@ _DESCRIPTOR_BYTES = 128 * 4  # float32
 _READY = b"faceweave-identity ready\n"
 # Seconds to wait for the child to end when closing, before it is killed.
 _CLOSE_WAIT = 2.0
+# Seconds the child may take to load dlib's network (about half a second here) before
+# it is taken for stuck and the caller checks identities itself.
+_READY_WAIT = 30.0
 
 
 class IdentityWorker:
@@ -71,6 +75,8 @@ class IdentityWorker:
         self._keys: dict[int, int] = {}
         self._next_id = 0
         self._pending: int | None = None
+        self._done: list[tuple[int, NDArray[np.float32]]] = []
+        self._started = time.monotonic()
         self.alive = True
         self._reader = threading.Thread(
             target=self._read, args=(process.stdout,), name="identity-reader", daemon=True
@@ -106,7 +112,12 @@ class IdentityWorker:
     def idle(self) -> bool:
         """The child has loaded its network and has no face in hand."""
         self._drain()
-        return self.alive and self._ready.is_set() and self._pending is None
+        if self.alive and not self._ready.is_set():
+            if time.monotonic() - self._started < _READY_WAIT:
+                return False
+            self._end()  # stuck loading: the caller checks identities itself
+            self._process.kill()
+        return self.alive and self._pending is None
 
     def submit(self, key: int, face: Face) -> bool:
         """Send ``face``'s chip for its descriptor, answered under ``key`` by
@@ -130,7 +141,9 @@ class IdentityWorker:
 
     def results(self) -> list[tuple[int, NDArray[np.float32]]]:
         """The descriptors answered since the last call, with their keys."""
-        return self._drain()
+        self._drain()
+        done, self._done = self._done, []
+        return done
 
     def close(self) -> None:
         """End the child (its input closed; killed if it does not end soon)."""
@@ -153,13 +166,13 @@ class IdentityWorker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _drain(self) -> list[tuple[int, NDArray[np.float32]]]:
-        done: list[tuple[int, NDArray[np.float32]]] = []
+    def _drain(self) -> None:
+        """Take the reader's answers into ``_done`` (kept for :meth:`results`)."""
         while True:
             try:
                 answer = self._answers.get_nowait()
             except queue.Empty:
-                return done
+                return
             if answer is None:  # the child ended
                 self._end()
                 continue
@@ -168,7 +181,7 @@ class IdentityWorker:
                 self._pending = None
             key = self._keys.pop(request_id, None)
             if key is not None:
-                done.append((key, descriptor))
+                self._done.append((key, descriptor))
 
     def _end(self) -> None:
         self.alive = False

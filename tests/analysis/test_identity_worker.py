@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -12,6 +14,7 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
+from faceweave.analysis import identity_worker
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.dlib_backend import CHIP_SIZE, DlibIdentity, dlib_alignment
 from faceweave.analysis.identity_worker import IdentityWorker
@@ -68,7 +71,9 @@ def test_the_worker_answers_each_face_with_its_descriptor(
         assert worker.submit(3, grace_hopper_face)
         # One face at a time: the pipe never fills, a send never waits.
         assert not worker.idle and not worker.submit(4, astronaut_face)
-        answers = _soon(worker.results)
+        # Answered (idle again); looking at idle keeps the answer for results().
+        assert _soon(lambda: worker.idle)
+        answers = worker.results()
         assert [key for key, _ in answers] == [3]
         np.testing.assert_array_equal(answers[0][1], grace_hopper_face.embedding)
         assert worker.idle and worker.submit(4, astronaut_face)
@@ -92,6 +97,24 @@ def test_a_worker_whose_child_ended_says_so(
     assert _soon(lambda: not (worker.results() or worker.alive))
     assert not worker.idle and not worker.submit(2, grace_hopper_face)
     worker.close()  # and closing it again is harmless
+    worker.close()
+
+
+def test_a_child_that_never_gets_ready_is_given_up(
+    analyser: FaceAnalyser, grace_hopper_face: Face, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child stuck loading would leave every known face unchecked: after a while
+    the worker ends it, and the caller checks identities itself."""
+    monkeypatch.setattr(identity_worker, "_READY_WAIT", 0.5)
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    worker = IdentityWorker(_identity(analyser), stuck)
+    assert worker.alive and not worker.idle and not worker.submit(1, grace_hopper_face)
+    assert _soon(lambda: not (worker.idle or worker.alive), seconds=10.0)
+    assert stuck.wait(10.0) != 0  # killed
     worker.close()
 
 
