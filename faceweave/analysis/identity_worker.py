@@ -91,16 +91,23 @@ class IdentityWorker:
         if getattr(sys, "frozen", False) or not sys.executable:
             return None
         command = [sys.executable, "-m", __name__, str(identity.jitter)]
-        # The child imports this same faceweave (a source checkout, not an installed one).
-        root = str(Path(__file__).resolve().parents[2])
-        paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        # The child imports this same faceweave: a source checkout's folder goes on its
+        # path (an installed one's site-packages does not: ahead of the standard library
+        # there, a package could shadow a module of it).
+        root = Path(__file__).resolve().parents[2]
+        paths = list(filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+        if root.name not in ("site-packages", "dist-packages"):
+            paths.insert(0, str(root))
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
         try:
             process = subprocess.Popen(  # noqa: S603 - our own module, no shell
                 command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+                env=env,
                 start_new_session=os.name == "posix",
                 creationflags=getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0),
             )
