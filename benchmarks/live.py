@@ -13,7 +13,9 @@ With ``--reference`` only the face matching a reference photo (the astronaut's
 own) is swapped, as ``faceweave live --reference-face`` does: its identity is
 checked when its track starts and again at most once a second, in a child
 process (``--identity-inline``: in the session's own, as before the forty-fourth
-landing).
+landing). ``--guest`` adds Grace Hopper's photo at the frame's right halfway
+through each loop of the clip: a new face beside the person, whose first check
+the child process makes too.
 
 Reported: capture-to-output latency p50/p95/p99, output fps, the gaps between
 output frames (p99, the longest, how many over three frame periods: a stall),
@@ -25,6 +27,7 @@ build-up).
 Example:
     python benchmarks/live.py --seconds 60
     python benchmarks/live.py --seconds 60 --reference
+    python benchmarks/live.py --seconds 60 --reference --guest
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import av
+import cv2
 import numpy as np
 from numpy.typing import NDArray
 
@@ -77,7 +81,14 @@ class NullOutput:
         pass
 
 
-def make_camera_clip(path: Path, photo: NDArray[np.uint8], face_box: tuple[float, ...]) -> Path:
+def make_camera_clip(
+    path: Path,
+    photo: NDArray[np.uint8],
+    face_box: tuple[float, ...],
+    guest: NDArray[np.uint8] | None = None,
+) -> Path:
+    """The swaying face; with ``guest`` (a face crop), that face at the frame's right
+    from the middle of the clip on (someone walking in)."""
     w, h = SIZE
     with av.open(str(path), "w") as out:
         video = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast", "crf": "18"})
@@ -85,6 +96,9 @@ def make_camera_clip(path: Path, photo: NDArray[np.uint8], face_box: tuple[float
         for i in range(CLIP_SECONDS * FPS):
             dx = 120 * np.sin(2 * np.pi * i / (4 * FPS))  # sway, period 4 s
             image = place_face(photo, face_box, SIZE, dx=dx)
+            if guest is not None and i >= CLIP_SECONDS * FPS // 2:
+                gh, gw = guest.shape[:2]
+                image[(h - gh) // 2 : (h - gh) // 2 + gh, w - gw - 20 : w - 20] = guest
             frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             frame.pts = i
             out.mux(video.encode(frame))
@@ -109,6 +123,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="swap only the face that matches a reference (the clip's own face): "
         "identity checks at each re-detection, a known face's at most once a second",
+    )
+    parser.add_argument(
+        "--guest",
+        action="store_true",
+        help="with --reference: Grace Hopper walks in beside the astronaut halfway "
+        "through each loop of the clip (a new face beside the person)",
     )
     parser.add_argument(
         "--identity-inline",
@@ -145,7 +165,21 @@ def main(argv: list[str] | None = None) -> int:
             "identity_process": not args.identity_inline,
         }
     with tempfile.TemporaryDirectory() as tmp:
-        clip = make_camera_clip(Path(tmp) / "camera.mp4", images["astronaut"], target_box)
+        guest = None
+        if args.guest:
+            # Her face and some of her head, her face 200 px tall (the astronaut's 240),
+            # clear of the astronaut's sway.
+            x0, y0, x1, y1 = (int(v) for v in face.bbox)
+            side = int(1.4 * max(x1 - x0, y1 - y0))
+            cx, cy = (x0 + x1) // 2, (y0 + y1) // 2
+            crop = images["grace_hopper"][
+                max(0, cy - side // 2) : cy + side // 2, max(0, cx - side // 2) : cx + side // 2
+            ]
+            scale = 200 / (y1 - y0)
+            guest = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+        clip = make_camera_clip(
+            Path(tmp) / "camera.mp4", images["astronaut"], target_box, guest=guest
+        )
         capture = FilePacer(clip, loop=True)
         output: Any = (
             NullOutput()

@@ -198,10 +198,11 @@ def run_live(
         duration: stop after this many seconds.
         sample_every: seconds between memory/queue samples.
         handle_sigint: turn the first Ctrl-C into a clean stop (main thread only).
-        identity_process: with ``reference``, recheck known faces' identity in a child
-            process (:class:`~faceweave.analysis.identity_worker.IdentityWorker`), not
-            in the session's own, where each check stalls every frame for about
-            100 ms; a new face is checked at once all the same.
+        identity_process: with ``reference``, recheck known faces' identity, and
+            check a face that comes in beside the person, in a child process
+            (:class:`~faceweave.analysis.identity_worker.IdentityWorker`), not in the
+            session's own, where each check stalls every frame for about 100 ms; a
+            new face while the person is not in view is checked at once all the same.
 
     Returns:
         The :class:`LiveStats`.
@@ -237,9 +238,9 @@ def run_live(
         max_faces=max_faces,
         rest_detail=uses_creases(base),
     )
-    # dlib's descriptor holds Python's lock for about 100 ms: a known face's rechecks go
-    # to a child process (a new face is still checked at once: it must not show
-    # unswapped meanwhile).
+    # dlib's descriptor holds Python's lock for about 100 ms: a known face's rechecks and
+    # a guest's first check go to a child process (a new face while the person is not in
+    # view is still checked at once: it may be the person, and must not show unswapped).
     worker = (
         IdentityWorker.start(analyser.identity)
         if identity_process

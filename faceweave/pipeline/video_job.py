@@ -126,7 +126,9 @@ class FaceRouter:
         identity_worker: computes the rechecks of known tracks (``recheck_every`` over
             0) in a child process (see :mod:`~faceweave.analysis.identity_worker`):
             each is answered a few frames later, and the frames meanwhile go on with
-            the track's earlier checks; a new track is still checked at once, here.
+            the track's earlier checks. So, in ``reference``, is the first check of a
+            new track beside the person already found (it is nobody until answered);
+            any other new track may be the person and is checked at once, here.
             None (or a worker that ended): every check here.
 
     Attributes:
@@ -168,6 +170,7 @@ class FaceRouter:
         self._last_recheck = -recheck_every  # the frame of the last identity check
         self._checked_at: dict[int, int] = {}  # each track's last check, by frame
         self._distances: dict[int, deque[np.ndarray]] = {}
+        self._awaiting: set[int] = set()  # new tracks whose first check is with the worker
         self._chosen: int | None = None  # the track followed in mode "one"
         self._person: Face | None = None  # its face as last seen (mode "one")
         self._not_person: set[int] = set()  # tracks checked and found someone else
@@ -288,27 +291,65 @@ class FaceRouter:
             again = sorted(again, key=lambda t: self._checked_at.get(t.track_id, 0))[: int(due)]
         check = {t.track_id for t in again}
         if self.identity_worker is not None:
-            # Rechecks the worker answered since (a track ended meanwhile is forgotten).
+            # What the worker answered since: rechecks, and newcomers' first checks (a
+            # track that ended meanwhile is forgotten).
             for track_id, embedding in self.identity_worker.results():
-                answered = self._distances.get(track_id)
-                if answered is not None:
-                    answered.append(
-                        np.array([np.linalg.norm(embedding - r.embedding) for r in self.references])
-                    )
+                row = np.array([np.linalg.norm(embedding - r.embedding) for r in self.references])
+                history = self._distances.get(track_id)
+                if history is None and track_id in self._awaiting:
+                    history = self._distances[track_id] = deque(maxlen=_IDENTITY_HISTORY)
+                if history is not None:
+                    history.append(row)
+                self._awaiting.discard(track_id)
+            if not self.identity_worker.alive:
+                self._awaiting.clear()  # their answers are not coming: checked here
+        self._awaiting &= alive
         result: dict[int, np.ndarray] = {}
+        newcomers: list[TrackedFace] = []
         for t in tracked:
             history = self._distances.get(t.track_id)
-            if history is not None and t.track_id in check and self._recheck_elsewhere(t):
-                pass  # answered on a later frame (see above)
-            elif history is None or t.track_id in check:
-                row = np.array([face_distance(t.face, ref) for ref in self.references])
-                self.identity_checks += 1
-                self._checked_at[t.track_id] = self._last_recheck = self._frame
-                if history is None:
-                    history = self._distances[t.track_id] = deque(maxlen=_IDENTITY_HISTORY)
-                history.append(row)
+            if history is None:
+                newcomers.append(t)
+                continue
+            if t.track_id in check and not self._recheck_elsewhere(t):
+                history.append(self._checked_here(t))
             result[t.track_id] = np.mean(np.stack(history), axis=0)
+        # A newcomer beside the person already found (a guest walking in) is not the
+        # person until the worker says so: no stall for it, and it shows unswapped
+        # meanwhile, as it would after. Any other newcomer may be the person, back in
+        # view: it is checked here and now (it must not show unswapped).
+        present = self.mode == "reference" and any(
+            float(row[0]) <= self.max_distance for row in result.values()
+        )
+        for t in newcomers:
+            if present and self._newcomer_elsewhere(t):
+                result[t.track_id] = np.full(len(self.references), np.inf)
+                continue
+            history = self._distances[t.track_id] = deque(maxlen=_IDENTITY_HISTORY)
+            history.append(self._checked_here(t))
+            result[t.track_id] = history[0]
         return result
+
+    def _checked_here(self, t: TrackedFace) -> np.ndarray:
+        """The track's distance to each reference, computed now, in this process."""
+        self.identity_checks += 1
+        self._checked_at[t.track_id] = self._last_recheck = self._frame
+        return np.array([face_distance(t.face, ref) for ref in self.references])
+
+    def _newcomer_elsewhere(self, t: TrackedFace) -> bool:
+        """Hand a new track's first check to the identity worker: True when it took it,
+        has it already, or is busy (sent when it is free); False when there is no
+        worker running (check it here)."""
+        worker = self.identity_worker
+        if worker is None or not worker.alive or t.face.frame is None:
+            return False
+        if t.track_id not in self._awaiting:
+            if not worker.submit(t.track_id, t.face):
+                return True  # busy: sent on a later frame
+            self.identity_checks += 1
+            self._checked_at[t.track_id] = self._last_recheck = self._frame
+            self._awaiting.add(t.track_id)
+        return True
 
     def _recheck_elsewhere(self, t: TrackedFace) -> bool:
         """Hand a known track's recheck to the identity worker: True when it took it,

@@ -187,6 +187,44 @@ def test_a_live_router_hands_known_faces_rechecks_to_its_identity_worker(
     assert len(router._distances[left.track_id]) == before + 1 and len(worker.sent) == 2
 
 
+def test_a_newcomer_beside_the_person_waits_for_the_worker(
+    pair_faces: list[Face], astronaut_face: Face
+) -> None:
+    """A guest walking in beside the person already found is checked by the worker,
+    with no stall, and shows unswapped meanwhile; a newcomer while the person is out
+    of view may be the person, back: checked at once, here."""
+    person = min(pair_faces, key=lambda f: f.bbox[0])  # the astronaut, on the left
+    guest = max(pair_faces, key=lambda f: f.bbox[0])
+    worker = _Worker()
+    router = FaceRouter(
+        "reference",
+        references=[astronaut_face],
+        recheck_every=30,
+        identity_worker=worker,  # type: ignore[arg-type]
+    )
+    (target,) = router.route([TrackedFace(0, person, 0, 0)], recheck=True)
+    assert target.track_id == 0 and router.identity_checks == 1  # here, at once
+    both = [TrackedFace(0, person, 0, 0), TrackedFace(1, guest, 0, 0)]
+    worker.busy = True  # a recheck in hand: the guest waits, unswapped
+    (target,) = router.route(both, recheck=False)
+    assert target.track_id == 0 and worker.sent == [] and 1 not in router._distances
+    worker.busy = False
+    (target,) = router.route(both, recheck=False)
+    assert target.track_id == 0 and [key for key, _ in worker.sent] == [1]
+    assert router.identity_checks == 2 and 1 not in router._distances  # not computed here
+    router.route(both, recheck=False)
+    assert len(worker.sent) == 1  # sent once
+    worker.answers.append((1, guest.embedding))
+    (target,) = router.route(both, recheck=False)
+    assert target.track_id == 0 and len(router._distances[1]) == 1
+    assert router._distances[1][0][0] > 0.6  # the answer: not the person
+    # The person leaves; someone comes in: it may be the person, back (checked here).
+    checks = router.identity_checks
+    (target,) = router.route([TrackedFace(1, guest, 0, 0), TrackedFace(2, person, 0, 0)])
+    assert target.track_id == 2 and router.identity_checks == checks + 1
+    assert len(worker.sent) == 1
+
+
 def test_router_reference_one_and_many(
     pair_faces: list[Face], grace_hopper_face: Face, astronaut_face: Face
 ) -> None:
