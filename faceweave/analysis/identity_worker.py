@@ -1,4 +1,4 @@
-"""dlib's identity descriptor in a child process, so a live session never waits for it.
+"""dlib's identity descriptor in a child process, so that a live session need not wait.
 
 dlib's descriptor network takes about a hundred milliseconds a face on two cores
 and holds Python's lock all the while: run in a live session's own process it
@@ -232,8 +232,12 @@ def _serve(jitter: int, requests: IO[bytes], answers: IO[bytes]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when this ends
+    # The answers get the standard output's pipe to themselves: anything a library
+    # prints goes where the standard error goes (nowhere, as the parent starts it).
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
-        _serve(int(args[0]) if args else 0, sys.stdin.buffer, sys.stdout.buffer)
+        _serve(int(args[0]) if args else 0, sys.stdin.buffer, answers)
     except (OSError, ValueError):  # the parent went away mid-answer
         return 1
     return 0

@@ -118,6 +118,37 @@ def test_a_child_that_never_gets_ready_is_given_up(
     worker.close()
 
 
+_NOISY_CHILD = """
+import sys
+from faceweave.analysis import identity_worker
+
+class Noisy(identity_worker.DlibIdentity):
+    def __init__(self, *args, **kwargs):
+        print("loading the network...")  # a library talking on the standard output
+        super().__init__(*args, **kwargs)
+        print("loaded")
+
+identity_worker.DlibIdentity = Noisy
+sys.exit(identity_worker.main(["0"]))
+"""
+
+
+def test_what_the_child_prints_does_not_reach_the_answers(
+    analyser: FaceAnalyser, grace_hopper_face: Face
+) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _NOISY_CHILD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    with IdentityWorker(_identity(analyser), child) as worker:
+        assert _soon(lambda: worker.idle)
+        assert worker.submit(9, grace_hopper_face)
+        ((key, descriptor),) = _soon(worker.results)
+        np.testing.assert_array_equal(descriptor, grace_hopper_face.embedding)
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX sessions and signals")
 def test_the_child_stays_out_of_the_terminals_ctrl_c(
     analyser: FaceAnalyser, grace_hopper_face: Face
