@@ -49,6 +49,9 @@ _DESCRIPTOR_BYTES = 128 * 4  # float32
 _READY = b"faceweave-identity ready\n"
 # Seconds to wait for the child to end when closing, before it is killed.
 _CLOSE_WAIT = 2.0
+# embed()'s key for its own request, and how long it waits for the reader at a time.
+_OWN_KEY = -1
+_ANSWER_WAIT = 1.0
 # Seconds the child may take to load dlib's network (about half a second here) before
 # it is taken for stuck and the caller checks identities itself.
 _READY_WAIT = 30.0
@@ -146,6 +149,24 @@ class IdentityWorker:
         self._pending = request_id
         return True
 
+    def embed(self, face: Face) -> NDArray[np.float32] | None:
+        """``face``'s descriptor, waiting for it (without Python's lock: the caller's
+        other threads go on meanwhile); None when the child cannot answer (it ended,
+        never loaded, or has another face in hand): compute it in-process then."""
+        self._ready.wait(max(0.0, _READY_WAIT - (time.monotonic() - self._started)))
+        request = self._next_id
+        if not self.submit(_OWN_KEY, face):
+            return None
+        while self.alive:
+            for i, (key, descriptor) in enumerate(self._done):
+                if key == _OWN_KEY:
+                    del self._done[i]
+                    return descriptor
+            if self._pending != request:  # answered, but not as asked: give up
+                return None
+            self._drain(wait=_ANSWER_WAIT)
+        return None
+
     def results(self) -> list[tuple[int, NDArray[np.float32]]]:
         """The descriptors answered since the last call, with their keys."""
         self._drain()
@@ -173,13 +194,15 @@ class IdentityWorker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _drain(self) -> None:
-        """Take the reader's answers into ``_done`` (kept for :meth:`results`)."""
+    def _drain(self, wait: float = 0.0) -> None:
+        """Take the reader's answers into ``_done`` (kept for :meth:`results`), waiting
+        up to ``wait`` seconds for the first."""
         while True:
             try:
-                answer = self._answers.get_nowait()
+                answer = self._answers.get(timeout=wait) if wait > 0 else self._answers.get_nowait()
             except queue.Empty:
                 return
+            wait = 0.0
             if answer is None:  # the child ended
                 self._end()
                 continue

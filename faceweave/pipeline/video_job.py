@@ -31,12 +31,14 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.dlib_backend import DlibIdentity
+from faceweave.analysis.identity_worker import IdentityWorker
 from faceweave.analysis.mediapipe_backend import TILE_MOST_PX
 from faceweave.analysis.selection import SELECTORS, face_distance, order_faces
 from faceweave.errors import InputError, UsageError
@@ -56,9 +58,6 @@ from faceweave.processors.neural import AnySwapper, EnhancedSwapper, NeuralSwapp
 from faceweave.processors.swap import SourceModel, SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
 from faceweave.types import Face, Frame
-
-if TYPE_CHECKING:
-    from faceweave.analysis.identity_worker import IdentityWorker
 
 __all__ = [
     "ROUTER_MODES",
@@ -123,13 +122,16 @@ class FaceRouter:
             takes about 115 ms a face on this project's CPU and holds Python's lock
             meanwhile: checking two people every 10 frames had stalled a live
             session to 10 fps.
-        identity_worker: computes the rechecks of known tracks (``recheck_every`` over
-            0) in a child process (see :mod:`~faceweave.analysis.identity_worker`):
-            each is answered a few frames later, and the frames meanwhile go on with
-            the track's earlier checks. So, in ``reference``, is the first check of a
-            new track beside the person already found (it is nobody until answered);
-            any other new track may be the person and is checked at once, here.
-            None (or a worker that ended): every check here.
+        identity_worker: computes identities in a child process (see
+            :mod:`~faceweave.analysis.identity_worker`). A file's job (``recheck_every``
+            0) waits for each answer, with Python's lock free for its other stages
+            meanwhile: the same choices as without it. A live session does not wait:
+            a known track's recheck is answered a few frames later, the frames
+            meanwhile going on with the track's earlier checks, and so, in
+            ``reference``, is the first check of a new track beside the person already
+            found (it is nobody until answered); any other new track may be the person
+            and is checked at once, in this process. None (or a worker that ended):
+            every check in this process.
 
     Attributes:
         identity_checks: embeddings compared so far (one per track and re-detection).
@@ -171,6 +173,9 @@ class FaceRouter:
         self._checked_at: dict[int, int] = {}  # each track's last check, by frame
         self._distances: dict[int, deque[np.ndarray]] = {}
         self._awaiting: set[int] = set()  # new tracks whose first check is with the worker
+        # A file's job waits for each of the worker's answers (the same choices as
+        # computed here, frame for frame); a live session does not wait.
+        self._waits = recheck_every == 0
         self._chosen: int | None = None  # the track followed in mode "one"
         self._person: Face | None = None  # its face as last seen (mode "one")
         self._not_person: set[int] = set()  # tracks checked and found someone else
@@ -331,9 +336,16 @@ class FaceRouter:
         return result
 
     def _checked_here(self, t: TrackedFace) -> np.ndarray:
-        """The track's distance to each reference, computed now, in this process."""
+        """The track's distance to each reference, computed now: a file's job (no
+        ``recheck_every``) waits for the identity worker's answer, Python's lock free
+        meanwhile for its other stages; a live session computes it in this process."""
         self.identity_checks += 1
         self._checked_at[t.track_id] = self._last_recheck = self._frame
+        worker = self.identity_worker
+        if self._waits and worker is not None and worker.alive:
+            embedding = worker.embed(t.face)
+            if embedding is not None:
+                return np.array([np.linalg.norm(embedding - r.embedding) for r in self.references])
         return np.array([face_distance(t.face, ref) for ref in self.references])
 
     def _newcomer_elsewhere(self, t: TrackedFace) -> bool:
@@ -341,7 +353,7 @@ class FaceRouter:
         has it already, or is busy (sent when it is free); False when there is no
         worker running (check it here)."""
         worker = self.identity_worker
-        if worker is None or not worker.alive or t.face.frame is None:
+        if worker is None or self._waits or not worker.alive or t.face.frame is None:
             return False
         if t.track_id not in self._awaiting:
             if not worker.submit(t.track_id, t.face):
@@ -356,7 +368,7 @@ class FaceRouter:
         or is busy (the track is then rechecked at a later detection); False when
         there is no worker running (check it here)."""
         worker = self.identity_worker
-        if worker is None or not worker.alive or t.face.frame is None:
+        if worker is None or self._waits or not worker.alive or t.face.frame is None:
             return False
         if worker.submit(t.track_id, t.face):
             self.identity_checks += 1
@@ -646,6 +658,15 @@ def swap_video(
     turned: list[int] = []  # the faces' turn in the stored frames, once known
     cleanup = contextlib.ExitStack()
     try:
+        if mode in ("reference", "map") and isinstance(
+            getattr(analyser, "identity", None), DlibIdentity
+        ):
+            # dlib's descriptor holds Python's lock for about 100 ms a face: computed in a
+            # child process, the job's other stages go on meanwhile (the same choices).
+            worker = IdentityWorker.start(analyser.identity)
+            if worker is not None:
+                cleanup.callback(worker.close)
+                router.identity_worker = worker
         info = reader.info
         expected = _expected_frames(info.frame_count, info.duration, info.fps, trim_start, trim_end)
         resampler = (

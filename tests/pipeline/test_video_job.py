@@ -19,6 +19,8 @@ from clips import FPS, make_clip  # tests/clips.py: tests/ is on sys.path
 
 import faceweave.pipeline.video_job as video_job
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.dlib_backend import DlibIdentity
+from faceweave.analysis.identity_worker import IdentityWorker
 from faceweave.errors import InputError, UsageError
 from faceweave.io.video import VideoReader
 from faceweave.pipeline.tracking import TrackedFace
@@ -185,6 +187,30 @@ def test_a_live_router_hands_known_faces_rechecks_to_its_identity_worker(
     before = len(router._distances[left.track_id])
     router.route(gone, recheck=True)
     assert len(router._distances[left.track_id]) == before + 1 and len(worker.sent) == 2
+
+
+def test_a_files_router_waits_for_its_identity_worker(
+    analyser: FaceAnalyser,
+    pair_faces: list[Face],
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    """A file's job (no recheck spacing) waits for each answer: the same distances to
+    the bit, every check made by the child."""
+    identity = analyser.identity
+    assert isinstance(identity, DlibIdentity)
+    worker = IdentityWorker.start(identity)
+    assert worker is not None
+    with worker:
+        routers = [
+            FaceRouter("map", references=[grace_hopper_face, astronaut_face], identity_worker=w)
+            for w in (worker, None)
+        ]
+        for recheck in (True, False, True):
+            chosen = [r.route(_tracked(pair_faces), recheck=recheck) for r in routers]
+            assert chosen[0] == chosen[1]
+        assert routers[0].identity_checks == routers[1].identity_checks == 4
+        assert worker.results() == [] and worker._next_id == 4  # all four asked of it
 
 
 def test_a_newcomer_beside_the_person_waits_for_the_worker(
@@ -393,12 +419,32 @@ def test_map_sends_each_identity_its_own_source(
     grace_hopper: np.ndarray,
     astronaut_face: Face,
     grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Two sources told apart by colour (no colour transfer): red goes to the astronaut,
     # blue to Grace Hopper.
     red = analyser.get_faces(tinted(grace_hopper, (0.5, 0.6, 1.6)))[0]
     blue = analyser.get_faces(tinted(grace_hopper, (1.6, 0.6, 0.5)))[0]
     output = tmp_path / "map.mp4"
+    # The identities are computed by a child process (dlib holds Python's lock), each
+    # answer waited for: the same choices, and every check made there.
+    embedded: list[IdentityWorker] = []
+    start, embed = IdentityWorker.start, IdentityWorker.embed
+
+    def recorded(identity: DlibIdentity) -> IdentityWorker | None:
+        worker = start(identity)
+        assert worker is not None
+        embedded.append(worker)
+        return worker
+
+    def counted(self: IdentityWorker, face: Face) -> np.ndarray | None:
+        found = embed(self, face)
+        assert found is not None
+        self.answered = getattr(self, "answered", 0) + 1  # type: ignore[attr-defined]
+        return found
+
+    monkeypatch.setattr(IdentityWorker, "start", staticmethod(recorded))
+    monkeypatch.setattr(IdentityWorker, "embed", counted)
     stats = swap_video(
         [red, blue],
         pair_clip,
@@ -420,6 +466,9 @@ def test_map_sends_each_identity_its_own_source(
             change = after[index][rows, cols].astype(float) - before[index][rows, cols]
             redness.append(float(change[..., 2].mean() - change[..., 0].mean()))
         assert redness[0] > 10 and redness[1] < -10, redness
+    (worker,) = embedded
+    assert worker.answered == stats.identity_checks > 0  # type: ignore[attr-defined]
+    assert not worker.alive and worker._process.returncode == 0  # ended with the job
 
 
 def test_reference_swaps_only_the_chosen_person(
