@@ -147,7 +147,8 @@ class _Track:
     rest_time: float = 0.0
     # Its skin's detail in face space at rest (creases.follow_rest).
     rest_detail: NDArray[np.float32] | None = None
-    # What processors follow over time for this face (Face.track_state).
+    # What processors follow over time for this face (Face.track_state): a new dict
+    # when the face jumps (faces in flight keep the one they were given).
     state: dict[str, Any] = field(default_factory=dict)
 
 
@@ -397,7 +398,11 @@ class FaceTracker:
                     track.smoother.reset()
                 track.shapes.clear()
                 track.rest_detail = None
-                track.state.clear()
+                # A new dict, not this one emptied: the frames before the jump, still
+                # in the swap stage's hands (another thread), keep theirs. Emptied, it
+                # went from under them when the tracker ran ahead, and a file's output
+                # changed from run to run.
+                track.state = {}
         if track.smoother is not None:
             points = track.smoother(face.landmarks_478, time, face.pose).astype(np.float32)
             face = self.analyser.face_from_landmarks(frame, points, track.score)
