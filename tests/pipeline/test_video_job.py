@@ -143,19 +143,26 @@ class _Worker:
         return answers
 
 
+def _live_router(reference: Face, recheck_every: int) -> tuple[FaceRouter, _Worker]:
+    """A live session's ``reference`` router with a stand-in identity worker."""
+    worker = _Worker()
+    router = FaceRouter(
+        "reference",
+        references=[reference],
+        recheck_every=recheck_every,
+        identity_worker=worker,  # type: ignore[arg-type]
+    )
+    return router, worker
+
+
 def test_a_live_router_hands_known_faces_rechecks_to_its_identity_worker(
     pair_faces: list[Face], astronaut_face: Face
 ) -> None:
     """A recheck held a live session for about 100 ms (dlib holds Python's lock): a
     known face's goes to the worker, and its answer joins the face's history on a
-    later frame. A new face is checked at once, here: it must not show unswapped."""
-    worker = _Worker()
-    router = FaceRouter(
-        "reference",
-        references=[astronaut_face],
-        recheck_every=1,
-        identity_worker=worker,  # type: ignore[arg-type]
-    )
+    later frame. The first faces (nobody found yet) are checked at once, here: the
+    person must not show unswapped."""
+    router, worker = _live_router(astronaut_face, recheck_every=1)
     tracked = _tracked(pair_faces)
     (first,) = router.route(tracked, recheck=True)
     assert router.identity_checks == 2 and worker.sent == []  # both new: here
@@ -221,13 +228,7 @@ def test_a_newcomer_beside_the_person_waits_for_the_worker(
     of view may be the person, back: checked at once, here."""
     person = min(pair_faces, key=lambda f: f.bbox[0])  # the astronaut, on the left
     guest = max(pair_faces, key=lambda f: f.bbox[0])
-    worker = _Worker()
-    router = FaceRouter(
-        "reference",
-        references=[astronaut_face],
-        recheck_every=30,
-        identity_worker=worker,  # type: ignore[arg-type]
-    )
+    router, worker = _live_router(astronaut_face, recheck_every=30)
     (target,) = router.route([TrackedFace(0, person, 0, 0)], recheck=True)
     assert target.track_id == 0 and router.identity_checks == 1  # here, at once
     both = [TrackedFace(0, person, 0, 0), TrackedFace(1, guest, 0, 0)]
