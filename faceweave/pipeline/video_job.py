@@ -299,7 +299,7 @@ class FaceRouter:
             # What the worker answered since: rechecks, and newcomers' first checks (a
             # track that ended meanwhile is forgotten).
             for track_id, embedding in self.identity_worker.results():
-                row = np.array([np.linalg.norm(embedding - r.embedding) for r in self.references])
+                row = self._to_references(embedding)
                 history = self._distances.get(track_id)
                 if history is None and track_id in self._awaiting:
                     history = self._distances[track_id] = deque(maxlen=_IDENTITY_HISTORY)
@@ -339,27 +339,42 @@ class FaceRouter:
         """The track's distance to each reference, computed now: a file's job (no
         ``recheck_every``) waits for the identity worker's answer, Python's lock free
         meanwhile for its other stages; a live session computes it in this process."""
-        self.identity_checks += 1
-        self._checked_at[t.track_id] = self._last_recheck = self._frame
+        self._counted(t)
         worker = self.identity_worker
         if self._waits and worker is not None and worker.alive:
             embedding = worker.embed(t.face)
             if embedding is not None:
-                return np.array([np.linalg.norm(embedding - r.embedding) for r in self.references])
+                return self._to_references(embedding)
         return np.array([face_distance(t.face, ref) for ref in self.references])
+
+    def _counted(self, t: TrackedFace) -> None:
+        """Book an identity check of ``t`` at this frame (here or in the worker)."""
+        self.identity_checks += 1
+        self._checked_at[t.track_id] = self._last_recheck = self._frame
+
+    def _to_references(self, embedding: np.ndarray) -> np.ndarray:
+        """An identity descriptor's distance to each reference's."""
+        return np.array([np.linalg.norm(embedding - r.embedding) for r in self.references])
+
+    def _worker_for(self, t: TrackedFace) -> IdentityWorker | None:
+        """The identity worker, where a live session hands it ``t`` without waiting
+        (running, and the face has its frame); None: check it here."""
+        worker = self.identity_worker
+        if worker is None or self._waits or not worker.alive or t.face.frame is None:
+            return None
+        return worker
 
     def _newcomer_elsewhere(self, t: TrackedFace) -> bool:
         """Hand a new track's first check to the identity worker: True when it took it,
         has it already, or is busy (sent when it is free); False when there is no
         worker running (check it here)."""
-        worker = self.identity_worker
-        if worker is None or self._waits or not worker.alive or t.face.frame is None:
+        worker = self._worker_for(t)
+        if worker is None:
             return False
         if t.track_id not in self._awaiting:
             if not worker.submit(t.track_id, t.face):
                 return True  # busy: sent on a later frame
-            self.identity_checks += 1
-            self._checked_at[t.track_id] = self._last_recheck = self._frame
+            self._counted(t)
             self._awaiting.add(t.track_id)
         return True
 
@@ -367,12 +382,11 @@ class FaceRouter:
         """Hand a known track's recheck to the identity worker: True when it took it,
         or is busy (the track is then rechecked at a later detection); False when
         there is no worker running (check it here)."""
-        worker = self.identity_worker
-        if worker is None or self._waits or not worker.alive or t.face.frame is None:
+        worker = self._worker_for(t)
+        if worker is None:
             return False
         if worker.submit(t.track_id, t.face):
-            self.identity_checks += 1
-            self._checked_at[t.track_id] = self._last_recheck = self._frame
+            self._counted(t)
         return True
 
 
