@@ -2516,6 +2516,166 @@ def _uv_cheeks(model: FaceModel, size: int) -> NDArray[np.bool_]:
     return np.asarray(band)
 
 
+# A smiling photo's folds (nose wing to mouth corner and on down beside the chin) and
+# the cheeks' bulge over them are its expression, not its person: drawn on a target
+# that does not smile, they made it grin (Angelina's and Obama's onto vid_p04). The
+# fold lines (each side's vertices in order), the band's half width around them and
+# the ring round the lips' outline it may take too (of the texture's side).
+SMILE_FOLD_LINES = (
+    (129, 203, 206, 216, 212, 214, 210),
+    (358, 423, 426, 436, 432, 434, 430),
+)
+SMILE_FOLD_WIDTH = 0.065
+SMILE_LIP_RING = 0.05
+# In that band the texture is flattened (see _flatten_folds) to the skin's light and
+# shade broader than SMILE_BROAD (a Gaussian, of the texture's side) plus its pores:
+# its detail finer than SMILE_PORES texels, clipped to SMILE_PORE_CLIP times the
+# band's typical pore, and along the folds' thin dark lines (those a closing of
+# SMILE_LINE of the side fills) taken from the closed texture. The lines are filled
+# in full, the rest of the way (the bulge beside the folds) is gone by
+# SMILE_BROAD_SHARE only: it carries much of what dlib reads as the person (over 100
+# swaps of five smiling sources, d(out, src) 0.558 untouched, 0.596 flattened in
+# full, 0.566 / 0.572 with the lines filled and 0.3 / 0.5 of the rest; retrieval
+# 0.65, 0.56, 0.67, 0.61), and the lines read as the grin.
+SMILE_BROAD = 0.08
+SMILE_PORES = 1.5
+SMILE_PORE_CLIP = 2.0
+SMILE_LINE = 0.025
+SMILE_BROAD_SHARE = 0.4
+# How much of the flattened texture a swap takes: none while the target's mouth is
+# nearly as wide as the source's (a smile onto a smile), all from SMILE_WIDTH_GAP[1]
+# narrower (mouth width over the eyes' outer corners' distance, see mouth_width:
+# neutral mouths measure 0.45-0.63 in the development set, smiles 0.70-0.87).
+SMILE_WIDTH_GAP = (0.04, 0.14)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_smile_folds(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) weights in [0, 1] of the band along the smile's folds (read-only,
+    shared): on the skin, and on the ring between the lips' outline and the skin
+    (the mesh's lip triangles reach past the red of the lips; a smile's corners
+    crease there)."""
+    zone = np.zeros((size, size), np.float32)
+    width = max(1, int(round(2 * SMILE_FOLD_WIDTH * size)))
+    for line in SMILE_FOLD_LINES:
+        points = np.round(model.uv[list(line)] * (size - 1)).astype(np.int32)
+        cv2.polylines(zone, [points], False, 1.0, thickness=width, lineType=cv2.LINE_AA)
+    zone = cv2.GaussianBlur(zone, (0, 0), SMILE_FOLD_WIDTH * size * 0.5)
+    uv = model.uv * (size - 1)
+    lips = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(lips, [np.round(uv[list(OUTER_LIPS)]).astype(np.int32)], 1)
+
+    def grown(share: float) -> NDArray[np.uint8]:
+        k = 2 * max(1, int(round(share * size))) + 1
+        return cv2.dilate(lips, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+
+    # (The lips' outline: the mesh's skin triangles reach into their red.)
+    off_lips = grown(0.004) == 0
+    ring = (grown(SMILE_LIP_RING) > 0) & model.uv_raster(size).covered
+    allowed = (_uv_skin(model, size) | ring) & off_lips
+    zone = (zone * allowed).astype(np.float32)
+    zone.setflags(write=False)
+    return zone
+
+
+def mouth_width(points: NDArray[np.floating]) -> float:
+    """A face's mouth width over the distance of its eyes' outer corners, from its
+    pose-normalised mesh (how wide it smiles, on a face's own scale)."""
+    eyes = float(np.linalg.norm(points[33, :2] - points[263, :2]))
+    return float(np.linalg.norm(points[61, :2] - points[291, :2])) / max(eyes, 1e-6)
+
+
+def _flatten_folds(
+    texture: NDArray[np.float32], zone: NDArray[np.float32], skin: NDArray[np.floating]
+) -> NDArray[np.float32]:
+    """``texture`` (S, S, 3) with its smile's folds flattened in ``zone`` (0..1, see
+    SMILE_BROAD): the skin's (``skin``, 0..1) broad colour, from a blur normalised by
+    the skin's own (no lips or background in it), with its pores. In log colour per
+    channel, so that a fold's own hue goes with its shade (a luma change alone left
+    a red line where a fold had been)."""
+    size = texture.shape[0]
+    x, y, w, h = cv2.boundingRect(cv2.compare(zone, 0.0, cv2.CMP_GT))
+    if w == 0 or h == 0:
+        return texture
+    # The broad light and shade: smooth, so blurred at a quarter of the size (over the
+    # whole texture: the blur reaches far past the band).
+    log_all = np.log(np.maximum(texture, 0.0) + 1.0)
+    skin_all = np.ascontiguousarray(skin, np.float32)
+    quarter = (max(1, size // 4), max(1, size // 4))
+    sigma = SMILE_BROAD * quarter[0]
+
+    def blurred(image: NDArray[np.float32]) -> NDArray[np.float32]:
+        small = cv2.resize(image, quarter, interpolation=cv2.INTER_AREA)
+        return np.asarray(
+            cv2.resize(cv2.GaussianBlur(small, (0, 0), sigma), (size, size)), np.float32
+        )
+
+    support = np.maximum(blurred(skin_all), 1e-3)
+    broad_all = blurred(log_all * skin_all[..., None]) / support[..., None]
+    # The rest within the band's box (with room for the closing and the finest blur).
+    pad = 2 * int(round(SMILE_LINE * size)) + 4
+    y0, y1 = max(0, y - pad), min(size, y + h + pad)
+    x0, x1 = max(0, x - pad), min(size, x + w + pad)
+    log, broad = log_all[y0:y1, x0:x1], broad_all[y0:y1, x0:x1]
+    m = skin_all[y0:y1, x0:x1]
+
+    # Pores: the finest detail, clipped to the skin's typical pore. Along a fold's thin
+    # dark line (what a closing fills that stays after a blur: a pore's dot spreads
+    # out, a line does not) from the closed texture, which has no line.
+    def finest(image: NDArray[np.float32]) -> NDArray[np.float32]:
+        return np.asarray(image - cv2.GaussianBlur(image, (0, 0), SMILE_PORES), np.float32)
+
+    pores = finest(log)
+    on = (m > 0.5) & (zone[y0:y1, x0:x1] > 0.1)
+    limit = float(np.median(np.abs(pores.mean(axis=2)[on]))) if on.sum() >= 16 else 0.0
+    k = 2 * max(1, int(round(SMILE_LINE * size / 2))) + 1
+    closed = cv2.morphologyEx(
+        log, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    )
+    line = cv2.GaussianBlur((closed - log).mean(axis=2), (0, 0), SMILE_PORES)
+    # (A closing lifts every pore's pit too: a line is what stands above that.)
+    base = float(np.median(line[on])) if limit > 0 else 0.0
+    along = _ramps(line - base, (limit, 3.0 * limit + 1e-6))[..., None] if limit > 0 else 0.0
+    pores = np.clip(
+        pores + along * (finest(closed) - pores), -SMILE_PORE_CLIP * limit, SMILE_PORE_CLIP * limit
+    )
+    z = zone[y0:y1, x0:x1, None]
+    # The change: the folds' lines filled in full, then the rest of the way to the
+    # flattened skin (the bulge beside them) by SMILE_BROAD_SHARE.
+    unlined = log + along * (closed - log)
+    change = unlined - log + SMILE_BROAD_SHARE * (broad + pores - unlined)
+    out = texture.copy()
+    # (Where the zone is 0 the texels stay exactly as they were.)
+    np.copyto(out[y0:y1, x0:x1], np.exp(log + z * change) - 1.0, where=z > 0)
+    return out
+
+
+def _flatten_fine_folds(
+    fine: NDArray[np.float32], zone: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """The photo's fine detail (see _fine_texture) with the smile's folds' thin lines
+    taken out in ``zone`` (the same size): along a line (see _flatten_folds) it goes,
+    and the rest is clipped to the zone's typical pore."""
+    size = fine.shape[0]
+    k = 2 * max(1, int(round(SMILE_LINE * size / 2))) + 1
+    x, y, w, h = cv2.boundingRect(cv2.compare(zone, 0.0, cv2.CMP_GT))
+    at = (slice(max(0, y - k), y + h + k), slice(max(0, x - k), x + w + k))
+    detail, weight = fine[at], zone[at]
+    on = (weight > 0.1) & (detail != 0)
+    if int(on.sum()) < 16:
+        return fine
+    limit = float(np.median(np.abs(detail[on])))
+    closed = cv2.morphologyEx(
+        detail, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    )
+    line = cv2.GaussianBlur(closed - detail, (0, 0), 2.0 * SMILE_PORES)
+    along = _ramps(line - float(np.median(line[on])), (limit, 3.0 * limit + 1e-6))
+    clipped = np.clip(detail, -SMILE_PORE_CLIP * limit, SMILE_PORE_CLIP * limit) * (1.0 - along)
+    out = fine.copy()
+    out[at] = detail + weight * (clipped - detail)
+    return out
+
+
 def _blur_within(
     image: NDArray[np.float32], mask: NDArray[np.float32], sigma: float
 ) -> NDArray[np.float32]:
@@ -2745,6 +2905,20 @@ class Swapper(FaceSwapping):
             soft = cv2.GaussianBlur(band, (0, 0), GLASSES_BAND_FEATHER * uv_size)
             self._uv_glasses_soft = np.round(np.clip(soft, 0.0, 1.0) * 255.0).astype(np.uint8)
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
+        # The same with the smile's folds flattened (see SMILE_FOLD_LINES), for targets
+        # whose mouths are narrower than the source's.
+        self._smile_width = mouth_width(self.source.shape)
+        folds = _uv_smile_folds(self.model, self.options.uv_size)
+        flat: NDArray[np.float32] = _flatten_folds(
+            self.source.albedo if self.options.color == "sh" else self.source.texture,
+            folds,
+            self.masks.skin * self.source.valid * (1.0 - self.source.occluder),
+        )
+        self._flat_texture: NDArray[np.float32] | NDArray[np.uint8] = (
+            flat
+            if self.options.color == "sh"
+            else np.round(np.clip(flat, 0.0, 255.0)).astype(np.uint8)
+        )
         self._uv_profile_quality = _profile_quality(self.source, self.options.uv_size)
         self._eyes = self._eye_patches()
         # How much colour the source photo has (0 for black and white or toned): a
@@ -2754,8 +2928,10 @@ class Swapper(FaceSwapping):
         if len(texels) >= 64:
             self._source_colour = color_ops.colourfulness(_pixel_stats(texels)[0])
         # The fine detail as bytes (128 is none) at twice the texture's size and at it,
-        # each with the face-locked grain (see _grain_texture) as a second channel
-        # (and two empty ones: OpenCV remaps four byte channels faster than two). No
+        # each with the face-locked grain (see _grain_texture) as a second channel,
+        # the detail with the smile's folds flattened as a third (see
+        # _flatten_fine_folds) and an empty fourth (OpenCV remaps four byte channels
+        # faster than three). No
         # detail for a photo with next to none (an upsampled small face's is about 0.3
         # grey levels, a sharp photo's 1.3-2; measured at every fourth texel).
         fine_size = 2 * self.options.uv_size
@@ -2766,18 +2942,23 @@ class Swapper(FaceSwapping):
             photo = (
                 fine if has_fine and fine is not None else np.zeros((fine_size,) * 2, np.float32)
             )
+            flat_photo = _flatten_fine_folds(
+                photo, cv2.resize(folds, (fine_size, fine_size), interpolation=cv2.INTER_LINEAR)
+            )
             levels = []
-            for level, noise in zip(
-                (photo, cv2.pyrDown(photo)), _grain_texture(fine_size), strict=True
+            for level, level_flat, noise in zip(
+                (photo, cv2.pyrDown(photo)),
+                (flat_photo, cv2.pyrDown(flat_photo)),
+                _grain_texture(fine_size),
+                strict=True,
             ):
-                empty = np.full(level.shape, 128, np.uint8)
                 levels.append(
                     cv2.merge(
                         [
                             np.asarray(cv2.add(level, 128.0, dtype=cv2.CV_8U), np.uint8),
                             noise,
-                            empty,
-                            empty,
+                            np.asarray(cv2.add(level_flat, 128.0, dtype=cv2.CV_8U), np.uint8),
+                            np.full(level.shape, 128, np.uint8),
                         ]
                     )
                 )
@@ -3179,6 +3360,20 @@ class Swapper(FaceSwapping):
         source = cv2.remap(
             texture, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         ).astype(np.float32, copy=False)
+        unsmile = _ramp(
+            self._smile_width
+            - mouth_width(to_pose_space(target_face.landmarks_478, target_face.pose)),
+            SMILE_WIDTH_GAP,
+        )
+        if unsmile > 0.0:
+            flat = cv2.remap(
+                self._flat_texture,
+                uv_map,
+                uv_frac,
+                cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_REPLICATE,
+            ).astype(np.float32, copy=False)
+            source = cv2.addWeighted(source, 1.0 - unsmile, flat, unsmile, 0.0)
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
         eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
@@ -3315,6 +3510,7 @@ class Swapper(FaceSwapping):
                 source_share if fade >= 1.0 else source_share * np.float32(fade),
                 skin * support * alpha,
                 eyes_at,
+                unsmile,
             )
             if fade > 0.0
             else None
@@ -3369,6 +3565,7 @@ class Swapper(FaceSwapping):
         share: NDArray[np.float32],
         skin_share: NDArray[np.float32],
         eye_points: NDArray[np.float32] | None,
+        unsmile: float = 0.0,
     ) -> NDArray[np.int16] | None:
         """The source photo's detail finer than the processing size, and the grain that
         makes up what it leaves short of the target's (int16 luma to add at the crop's
@@ -3407,6 +3604,10 @@ class Swapper(FaceSwapping):
             borderValue=(128, 128, 128, 128),
         )
         band = cv2.subtract(cv2.extractChannel(sampled, 0), 128, dtype=cv2.CV_16S)
+        if unsmile > 0.0:
+            # The smile's folds flattened by ``unsmile`` (see SMILE_WIDTH_GAP).
+            flat = cv2.subtract(cv2.extractChannel(sampled, 2), 128, dtype=cv2.CV_16S)
+            band = cv2.addWeighted(band, 1.0 - unsmile, flat, unsmile, 0.0, dtype=cv2.CV_16S)
         # The bands' typical size on skin: their median magnitude (an energy is the
         # target's feature edges' more than its grain's), at every sixth row and
         # column (a nearest-neighbour shrink costs a tenth of a strided copy).

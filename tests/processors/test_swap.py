@@ -3613,3 +3613,138 @@ def test_a_profiles_far_half_is_under_the_light_its_mirror_was_seen_in(
     luma = kept.texture.mean(-1)
     ratio = luma[:, :half][used[:, :half]].mean() / luma[:, half:][used[:, half:]].mean()
     assert not 0.85 < ratio < 1.18, ratio
+
+
+def _fold_lines(points: np.ndarray, shape: tuple[int, ...], width: int) -> np.ndarray:
+    """The smile's fold lines (SMILE_FOLD_LINES) through ``points`` (pixels), drawn
+    ``width`` wide: a uint8 mask."""
+    mask = np.zeros(shape[:2], np.uint8)
+    for line in swap_module.SMILE_FOLD_LINES:
+        at = np.round(points[list(line), :2] * 16).astype(np.int32)
+        cv2.polylines(mask, [at], False, 1, thickness=width, shift=4)
+    return mask
+
+
+def _line_contrast(image: np.ndarray, line: np.ndarray) -> float:
+    """How much darker ``image`` is on ``line`` (a mask) than in the band beside it."""
+    grey = image.astype(np.float32) if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    near = cv2.dilate(line, np.ones((9, 9), np.uint8)) & ~cv2.dilate(
+        line, np.ones((3, 3), np.uint8)
+    )
+    return float(grey[near > 0].mean() - grey[line > 0].mean())
+
+
+def test_mouth_width_is_on_the_faces_own_scale() -> None:
+    points = np.zeros((478, 3))
+    points[33, 0], points[263, 0] = -2.0, 2.0  # the eyes' outer corners, 4 apart
+    points[61, 0], points[291, 0] = -1.2, 1.2
+    assert swap_module.mouth_width(points) == pytest.approx(0.6)
+    assert swap_module.mouth_width(points * 3.0) == pytest.approx(0.6)
+    points[291, 1] = 0.7  # a corner raised: further from the other
+    assert swap_module.mouth_width(points) > 0.6
+
+
+def test_the_smile_fold_zone_lies_on_skin_and_round_the_lips_not_on_them() -> None:
+    size = 256
+    model = load_face_model()
+    zone = swap_module._uv_smile_folds(model, size)
+    uv = model.uv * (size - 1)
+    lips = np.zeros((size, size), np.uint8)
+    cv2.fillPoly(lips, [np.round(uv[list(swap_module.OUTER_LIPS)]).astype(np.int32)], 1)
+    assert zone[cv2.erode(lips, np.ones((3, 3), np.uint8)) > 0].max() == 0.0
+    for name in ("left_eye", "right_eye", "left_eyebrow", "right_eyebrow"):
+        x, y = np.round(uv[model.regions[name]].mean(axis=0)).astype(int)
+        assert zone[y, x] == 0.0, name
+    # Along the folds, and beside the mouth's corners (57, 287: past the lips' red).
+    for vertex in (206, 426, 216, 436, 57, 287):
+        x, y = np.round(uv[vertex]).astype(int)
+        assert zone[y, x] > 0.8, vertex
+
+
+def test_flattened_folds_lose_their_line_and_keep_their_pores() -> None:
+    size = 256
+    model = load_face_model()
+    zone = swap_module._uv_smile_folds(model, size)
+    skin = swap_module._uv_skin(model, size).astype(np.float32)
+    texture, covered = _uv_skin_texture(size)
+    rng = np.random.default_rng(3)
+    pores = rng.normal(1.0, 0.04, (size, size)).astype(np.float32)
+    texture = texture * pores[..., None]
+    uv = model.uv * (size - 1)
+    line = _fold_lines(uv, (size, size), 3) & (zone > 0.9)
+    folded = texture.copy()
+    folded[line > 0] *= 0.6  # a smile's fold: a dark line 3 texels wide
+    flat = swap_module._flatten_folds(folded, zone, skin)
+    before, after = (
+        _line_contrast(folded.mean(axis=2), line),
+        _line_contrast(flat.mean(axis=2), line),
+    )
+    assert before > 40.0 and after < 0.15 * before, (before, after)
+    # Outside the zone nothing moves; inside, the pores keep most of their size.
+    np.testing.assert_array_equal(flat[zone == 0], folded[zone == 0])
+    inside = (zone > 0.9) & (cv2.dilate(line, np.ones((9, 9), np.uint8)) == 0) & covered
+
+    def grain(image: np.ndarray) -> float:
+        grey = image.mean(axis=2)
+        return float(np.std((grey - cv2.GaussianBlur(grey, (0, 0), 2.0))[inside]))
+
+    assert 0.5 * grain(folded) < grain(flat) < 1.1 * grain(folded)
+    # The same for the photo's finer detail.
+    fine = rng.normal(0.0, 1.5, (2 * size, 2 * size)).astype(np.float32)
+    zone2 = cv2.resize(zone, (2 * size, 2 * size))
+    line2 = _fold_lines(2 * uv, (2 * size, 2 * size), 3) & (zone2 > 0.9)
+    fine[line2 > 0] -= 20.0
+    fine_flat = swap_module._flatten_fine_folds(fine, zone2)
+    assert _line_contrast(fine_flat, line2) < 0.15 * _line_contrast(fine, line2)
+    np.testing.assert_array_equal(fine_flat[zone2 == 0], fine[zone2 == 0])
+
+
+def _painted_folds(analyser: FaceAnalyser, astronaut: np.ndarray) -> Face:
+    """The astronaut (smiling) with a dark fold drawn along her smile's folds."""
+    face = analyser.get_faces(astronaut)[0]
+    painted = astronaut.copy()
+    line = _fold_lines(face.landmarks_478, astronaut.shape, 2) > 0
+    painted[line] = (painted[line] * 0.5).astype(np.uint8)
+    return analyser.get_faces(painted)[0]
+
+
+def test_a_smiling_sources_folds_stay_off_a_target_that_does_not_smile(
+    analyser: FaceAnalyser,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The astronaut's smile (mouth 0.70 of her eyes' width) onto Grace Hopper's closed
+    mouth (0.58): the folds drawn along the source's smile are flattened, and a target
+    that smiles as widely keeps them."""
+    source = _painted_folds(analyser, astronaut)
+    swapper = Swapper(source)
+    line = _fold_lines(swapper.output_geometry(grace_hopper_face), grace_hopper.shape, 2)
+    away = 1 - _fold_lines(
+        swapper.output_geometry(grace_hopper_face),
+        grace_hopper.shape,
+        int(0.3 * grace_hopper_face.size),
+    )
+    out = swapper.swap(grace_hopper, [grace_hopper_face])
+    monkeypatch.setattr(swap_module, "SMILE_WIDTH_GAP", (9.0, 10.0))  # never flattened
+    kept = Swapper(source).swap(grace_hopper, [grace_hopper_face])
+    shown, flattened = _line_contrast(kept, line), _line_contrast(out, line)
+    assert shown > 8.0 and flattened < 0.5 * shown, (shown, flattened)
+    # Only round the folds (the band is about a seventh of the face wide).
+    changed = np.abs(out.astype(int) - kept.astype(int)).max(axis=2)
+    assert (changed[away == 1] > 6).mean() < 0.001
+    # A target as wide: the astronaut mirrored.
+    monkeypatch.undo()
+    flipped = np.ascontiguousarray(astronaut[:, ::-1])
+    target = analyser.get_faces(flipped)[0]
+    assert (
+        abs(
+            swap_module.mouth_width(to_pose_space(target.landmarks_478, target.pose))
+            - swapper._smile_width
+        )
+        < 0.04
+    )
+    same = Swapper(source).swap(flipped, [target])
+    monkeypatch.setattr(swap_module, "SMILE_WIDTH_GAP", (9.0, 10.0))
+    np.testing.assert_array_equal(same, Swapper(source).swap(flipped, [target]))
