@@ -3356,24 +3356,27 @@ class Swapper(FaceSwapping):
                 )
         else:
             warped_target = target_proc.astype(np.float32)
-        texture = self.source.albedo if opts.color == "sh" else self._texture_u8
-        source = cv2.remap(
-            texture, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-        ).astype(np.float32, copy=False)
+
+        def lookup(texture: NDArray[np.generic]) -> NDArray[np.generic]:
+            return np.asarray(
+                cv2.remap(
+                    texture, uv_map, uv_frac, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+                )
+            )
+
+        looked = lookup(self.source.albedo if opts.color == "sh" else self._texture_u8)
+        # The smile's folds flattened by how much narrower the target's mouth is (see
+        # SMILE_WIDTH_GAP); mixed before the bytes become floats, which costs less.
         unsmile = _ramp(
             self._smile_width
             - mouth_width(to_pose_space(target_face.landmarks_478, target_face.pose)),
             SMILE_WIDTH_GAP,
         )
         if unsmile > 0.0:
-            flat = cv2.remap(
-                self._flat_texture,
-                uv_map,
-                uv_frac,
-                cv2.INTER_LINEAR,
-                borderMode=cv2.BORDER_REPLICATE,
-            ).astype(np.float32, copy=False)
-            source = cv2.addWeighted(source, 1.0 - unsmile, flat, unsmile, 0.0)
+            looked = cv2.addWeighted(
+                looked, 1.0 - unsmile, lookup(self._flat_texture), unsmile, 0.0
+            )
+        source = looked.astype(np.float32, copy=False)
         if opts.color == "sh":
             source *= np.maximum(maps[..., 5:8], 0.0)
         eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
