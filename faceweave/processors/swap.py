@@ -2545,8 +2545,12 @@ SMILE_BROAD_SHARE = 0.4
 # How much of the flattened texture a swap takes: none while the target's mouth is
 # nearly as wide as the source's (a smile onto a smile), all from SMILE_WIDTH_GAP[1]
 # narrower (mouth width over the eyes' outer corners' distance, see mouth_width:
-# neutral mouths measure 0.45-0.63 in the development set, smiles 0.70-0.87).
+# neutral mouths measure 0.45-0.63 in the development set, smiles 0.70-0.87), and
+# only for a source whose mouth is a smile's: none up to SMILE_SOURCE_WIDTH[0], all
+# from [1]. A wide mouth at rest is the person's, and so are its folds (Grace
+# Hopper's, 0.58, onto vid_p05's narrower one had been flattened).
 SMILE_WIDTH_GAP = (0.04, 0.14)
+SMILE_SOURCE_WIDTH = (0.6, 0.68)
 
 
 @functools.lru_cache(maxsize=4)
@@ -2907,18 +2911,23 @@ class Swapper(FaceSwapping):
         self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
         # The same with the smile's folds flattened (see SMILE_FOLD_LINES), for targets
         # whose mouths are narrower than the source's.
+        # How widely the source smiles (see SMILE_SOURCE_WIDTH), and its texture with
+        # the smile's folds flattened for targets whose mouths are narrower.
         self._smile_width = mouth_width(self.source.shape)
+        self._smiles = _ramp(self._smile_width, SMILE_SOURCE_WIDTH)
         folds = _uv_smile_folds(self.model, self.options.uv_size)
-        flat: NDArray[np.float32] = _flatten_folds(
-            self.source.albedo if self.options.color == "sh" else self.source.texture,
-            folds,
-            self.masks.skin * self.source.valid * (1.0 - self.source.occluder),
-        )
-        self._flat_texture: NDArray[np.float32] | NDArray[np.uint8] = (
-            flat
-            if self.options.color == "sh"
-            else np.round(np.clip(flat, 0.0, 255.0)).astype(np.uint8)
-        )
+        self._flat_texture: NDArray[np.float32] | NDArray[np.uint8] | None = None
+        if self._smiles > 0.0:
+            flat = _flatten_folds(
+                self.source.albedo if self.options.color == "sh" else self.source.texture,
+                folds,
+                self.masks.skin * self.source.valid * (1.0 - self.source.occluder),
+            )
+            self._flat_texture = (
+                flat
+                if self.options.color == "sh"
+                else np.round(np.clip(flat, 0.0, 255.0)).astype(np.uint8)
+            )
         self._uv_profile_quality = _profile_quality(self.source, self.options.uv_size)
         self._eyes = self._eye_patches()
         # How much colour the source photo has (0 for black and white or toned): a
@@ -2942,8 +2951,13 @@ class Swapper(FaceSwapping):
             photo = (
                 fine if has_fine and fine is not None else np.zeros((fine_size,) * 2, np.float32)
             )
-            flat_photo = _flatten_fine_folds(
-                photo, cv2.resize(folds, (fine_size, fine_size), interpolation=cv2.INTER_LINEAR)
+            flat_photo = (
+                _flatten_fine_folds(
+                    photo,
+                    cv2.resize(folds, (fine_size, fine_size), interpolation=cv2.INTER_LINEAR),
+                )
+                if self._smiles > 0.0
+                else photo
             )
             levels = []
             for level, level_flat, noise in zip(
@@ -3367,12 +3381,14 @@ class Swapper(FaceSwapping):
         looked = lookup(self.source.albedo if opts.color == "sh" else self._texture_u8)
         # The smile's folds flattened by how much narrower the target's mouth is (see
         # SMILE_WIDTH_GAP); mixed before the bytes become floats, which costs less.
-        unsmile = _ramp(
-            self._smile_width
-            - mouth_width(to_pose_space(target_face.landmarks_478, target_face.pose)),
-            SMILE_WIDTH_GAP,
-        )
-        if unsmile > 0.0:
+        unsmile = 0.0
+        if self._flat_texture is not None:
+            unsmile = self._smiles * _ramp(
+                self._smile_width
+                - mouth_width(to_pose_space(target_face.landmarks_478, target_face.pose)),
+                SMILE_WIDTH_GAP,
+            )
+        if unsmile > 0.0 and self._flat_texture is not None:
             looked = cv2.addWeighted(
                 looked, 1.0 - unsmile, lookup(self._flat_texture), unsmile, 0.0
             )

@@ -3748,3 +3748,40 @@ def test_a_smiling_sources_folds_stay_off_a_target_that_does_not_smile(
     same = Swapper(source).swap(flipped, [target])
     monkeypatch.setattr(swap_module, "SMILE_WIDTH_GAP", (9.0, 10.0))
     np.testing.assert_array_equal(same, Swapper(source).swap(flipped, [target]))
+
+
+def _mouth_narrowed(face: Face, to: float) -> Face:
+    """``face`` with its mesh's mouth corners drawn in until its mouth_width is ``to``."""
+    points = to_pose_space(face.landmarks_478, face.pose)
+    middle = (points[61] + points[291]) / 2.0
+    scale = to / swap_module.mouth_width(points)
+    for corner in (61, 291):
+        points[corner, :2] = middle[:2] + (points[corner, :2] - middle[:2]) * scale
+    return dataclasses.replace(face, landmarks_478=from_pose_space(points, face.pose))
+
+
+def test_a_sources_folds_at_rest_stay_on_a_narrower_mouth(
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Grace Hopper's mouth at rest (0.58 of her eyes' width) is no smile: her folds
+    are her own, and stay on a target whose mouth is narrower still; the astronaut's
+    smile (0.70) onto the same target is flattened."""
+    target = _mouth_narrowed(astronaut_face, 0.42)
+    assert swap_module.mouth_width(to_pose_space(target.landmarks_478, target.pose)) == (
+        pytest.approx(0.42, abs=0.01)
+    )
+
+    def both(source: Face) -> tuple[np.ndarray, np.ndarray]:
+        out = Swapper(source).swap(astronaut, [target])
+        with monkeypatch.context() as patch:
+            patch.setattr(swap_module, "SMILE_WIDTH_GAP", (9.0, 10.0))  # never flattened
+            return out, Swapper(source).swap(astronaut, [target])
+
+    grace = Swapper(grace_hopper_face)
+    assert grace._smiles == 0.0 and grace._smile_width > 0.42 + swap_module.SMILE_WIDTH_GAP[1]
+    np.testing.assert_array_equal(*both(grace_hopper_face))
+    flattened, kept = both(dataclasses.replace(astronaut_face))
+    assert np.abs(flattened.astype(int) - kept.astype(int)).max() > 10
