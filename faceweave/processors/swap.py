@@ -2601,21 +2601,11 @@ def _flatten_folds(
     x, y, w, h = cv2.boundingRect(cv2.compare(zone, 0.0, cv2.CMP_GT))
     if w == 0 or h == 0:
         return texture
-    # The broad light and shade: smooth, so blurred at a quarter of the size (over the
-    # whole texture: the blur reaches far past the band).
+    # The broad light and shade (over the whole texture: the blur reaches far past the
+    # band).
     log_all = np.log(np.maximum(texture, 0.0) + 1.0)
     skin_all = np.ascontiguousarray(skin, np.float32)
-    quarter = (max(1, size // 4), max(1, size // 4))
-    sigma = SMILE_BROAD * quarter[0]
-
-    def blurred(image: NDArray[np.float32]) -> NDArray[np.float32]:
-        small = cv2.resize(image, quarter, interpolation=cv2.INTER_AREA)
-        return np.asarray(
-            cv2.resize(cv2.GaussianBlur(small, (0, 0), sigma), (size, size)), np.float32
-        )
-
-    support = np.maximum(blurred(skin_all), 1e-3)
-    broad_all = blurred(log_all * skin_all[..., None]) / support[..., None]
+    broad_all = _blur_within_coarse(log_all, skin_all, 4.0 * SMILE_BROAD * max(1, size // 4))
     # The rest within the band's box (with room for the closing and the finest blur).
     pad = 2 * int(round(SMILE_LINE * size)) + 4
     y0, y1 = max(0, y - pad), min(size, y + h + pad)
@@ -2632,14 +2622,10 @@ def _flatten_folds(
     pores = finest(log)
     on = (m > 0.5) & (zone[y0:y1, x0:x1] > 0.1)
     limit = float(np.median(np.abs(pores.mean(axis=2)[on]))) if on.sum() >= 16 else 0.0
-    k = 2 * max(1, int(round(SMILE_LINE * size / 2))) + 1
-    closed = cv2.morphologyEx(
-        log, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
-    )
-    line = cv2.GaussianBlur((closed - log).mean(axis=2), (0, 0), SMILE_PORES)
-    # (A closing lifts every pore's pit too: a line is what stands above that.)
-    base = float(np.median(line[on])) if limit > 0 else 0.0
-    along = _ramps(line - base, (limit, 3.0 * limit + 1e-6))[..., None] if limit > 0 else 0.0
+    closed, along = log, np.zeros(log.shape[:2] + (1,), np.float32)
+    if limit > 0:
+        closed, lines = _fold_lines(log, on, limit, SMILE_PORES, size)
+        along = lines[..., None]
     pores = np.clip(
         pores + along * (finest(closed) - pores), -SMILE_PORE_CLIP * limit, SMILE_PORE_CLIP * limit
     )
@@ -2654,14 +2640,35 @@ def _flatten_folds(
     return out
 
 
+def _fold_lines(
+    image: NDArray[np.float32], on: NDArray[np.bool_], limit: float, sigma: float, side: int
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """Where a smile's folds draw thin dark lines in ``image`` (H, W) or (H, W, 3), a
+    part of a texture ``side`` texels wide: ``(closed, along)``, the image closed over
+    SMILE_LINE of that side (which fills a line and lifts a pore's pit) and 0..1 how
+    surely each texel lies on a line.
+
+    A line is what the closing lifts (the channels' mean) that stays after a blur of
+    ``sigma`` (a pore's dot spreads out, a line does not), above its median on the
+    ``on`` texels (every pore's pit is lifted too), by ``limit`` (none) to 3 x
+    ``limit`` (surely): the zone's typical pore."""
+    k = 2 * max(1, int(round(SMILE_LINE * side / 2))) + 1
+    closed = cv2.morphologyEx(
+        image, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    )
+    lift = closed - image
+    line = cv2.GaussianBlur(lift.mean(axis=2) if lift.ndim == 3 else lift, (0, 0), sigma)
+    along = _ramps(line - float(np.median(line[on])), (limit, 3.0 * limit + 1e-6))
+    return np.asarray(closed, np.float32), along
+
+
 def _flatten_fine_folds(
     fine: NDArray[np.float32], zone: NDArray[np.float32]
 ) -> NDArray[np.float32]:
     """The photo's fine detail (see _fine_texture) with the smile's folds' thin lines
     taken out in ``zone`` (the same size): along a line (see _flatten_folds) it goes,
     and the rest is clipped to the zone's typical pore."""
-    size = fine.shape[0]
-    k = 2 * max(1, int(round(SMILE_LINE * size / 2))) + 1
+    k = 2 * max(1, int(round(SMILE_LINE * fine.shape[0] / 2))) + 1
     x, y, w, h = cv2.boundingRect(cv2.compare(zone, 0.0, cv2.CMP_GT))
     at = (slice(max(0, y - k), y + h + k), slice(max(0, x - k), x + w + k))
     detail, weight = fine[at], zone[at]
@@ -2669,11 +2676,7 @@ def _flatten_fine_folds(
     if int(on.sum()) < 16:
         return fine
     limit = float(np.median(np.abs(detail[on])))
-    closed = cv2.morphologyEx(
-        detail, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
-    )
-    line = cv2.GaussianBlur(closed - detail, (0, 0), 2.0 * SMILE_PORES)
-    along = _ramps(line - float(np.median(line[on])), (limit, 3.0 * limit + 1e-6))
+    _, along = _fold_lines(detail, on, limit, 2.0 * SMILE_PORES, fine.shape[0])
     clipped = np.clip(detail, -SMILE_PORE_CLIP * limit, SMILE_PORE_CLIP * limit) * (1.0 - along)
     out = fine.copy()
     out[at] = detail + weight * (clipped - detail)
@@ -2691,6 +2694,37 @@ def _blur_within(
         blurred = cv2.GaussianBlur(image * mask[..., None], (0, 0), sigma)
         return np.asarray(blurred / weight[..., None], np.float32)
     return np.asarray(cv2.GaussianBlur(image * mask, (0, 0), sigma) / weight, np.float32)
+
+
+def _blur_within_coarse(
+    image: NDArray[np.float32], mask: NDArray[np.float32], sigma: float
+) -> NDArray[np.float32]:
+    """:func:`_blur_within` worked out at a quarter of the size, for a blur wide enough
+    to be smooth there: ``image`` (H, W) or (H, W, C) blurred by a Gaussian of
+    ``sigma`` pixels over the texels of ``mask`` (H, W; 0 or 1) alone. (An area filter
+    by a whole factor is a fast path in OpenCV: the last few rows and columns past a
+    multiple of 4 take the edge's value.)"""
+    h, w = image.shape[:2]
+    hk, wk = max(4, h - h % 4), max(4, w - w % 4)
+    if (hk, wk) != (h, w):
+        image = cv2.resize(image, (wk, hk)) if min(h, w) < 4 else image[:hk, :wk]
+        mask = cv2.resize(mask, (wk, hk)) if min(h, w) < 4 else mask[:hk, :wk]
+    small = (wk // 4, hk // 4)
+    k = max(0.5, sigma / 4.0)
+    channels = 1 if image.ndim == 2 else image.shape[2]
+    masked = cv2.multiply(image, mask if channels == 1 else cv2.merge([mask] * channels))
+    weight = cv2.GaussianBlur(cv2.resize(mask, small, interpolation=cv2.INTER_AREA), (0, 0), k)
+    inverse = 1.0 / np.maximum(weight, np.float32(1e-3))
+    blurred = cv2.multiply(
+        cv2.GaussianBlur(cv2.resize(masked, small, interpolation=cv2.INTER_AREA), (0, 0), k),
+        inverse if channels == 1 else cv2.merge([inverse] * channels),
+    )
+    out = cv2.resize(blurred, (wk, hk), interpolation=cv2.INTER_LINEAR)
+    if (hk, wk) != (h, w):
+        if min(h, w) < 4:
+            return np.asarray(cv2.resize(out, (w, h)), np.float32)
+        out = cv2.copyMakeBorder(out, 0, h - hk, 0, w - wk, cv2.BORDER_REPLICATE)
+    return np.asarray(out, np.float32)
 
 
 @functools.lru_cache(maxsize=4)
@@ -2908,26 +2942,39 @@ class Swapper(FaceSwapping):
             band = _uv_glasses_band_at(self.model, uv_size, GLASSES_SOURCE_REACH)
             soft = cv2.GaussianBlur(band, (0, 0), GLASSES_BAND_FEATHER * uv_size)
             self._uv_glasses_soft = np.round(np.clip(soft, 0.0, 1.0) * 255.0).astype(np.uint8)
-        self._texture_u8 = np.round(np.clip(self.source.texture, 0.0, 255.0)).astype(np.uint8)
-        # The same with the smile's folds flattened (see SMILE_FOLD_LINES), for targets
-        # whose mouths are narrower than the source's.
         # How widely the source smiles (see SMILE_SOURCE_WIDTH), and its texture with
         # the smile's folds flattened for targets whose mouths are narrower.
         self._smile_width = mouth_width(self.source.shape)
         self._smiles = _ramp(self._smile_width, SMILE_SOURCE_WIDTH)
         folds = _uv_smile_folds(self.model, self.options.uv_size)
-        self._flat_texture: NDArray[np.float32] | NDArray[np.uint8] | None = None
+        flat: NDArray[np.float32] | None = None
         if self._smiles > 0.0:
             flat = _flatten_folds(
-                self.source.albedo if self.options.color == "sh" else self.source.texture,
+                self.source.texture,
                 folds,
                 self.masks.skin * self.source.valid * (1.0 - self.source.occluder),
             )
-            self._flat_texture = (
-                flat
-                if self.options.color == "sh"
-                else np.round(np.clip(flat, 0.0, 255.0)).astype(np.uint8)
-            )
+        # The source's shadows, to take the colour of the target's own (see
+        # _match_shadow_tint), the flattened texture's too: as the fourth byte channel
+        # of the texture looked up (OpenCV remaps four byte channels faster than three,
+        # and a lone one slower still), and on their own for ``sh`` (an albedo's floats).
+        shade_skin = (
+            self.masks.skin & (self.source.valid > 0.5) & (self.source.occluder < 0.5)
+        ).astype(np.float32)
+        self._uv_shade = _source_shadows(self.source.texture, shade_skin)
+        self._texture_u8 = _texture_bytes(self.source.texture, self._uv_shade)
+        self._flat_texture: NDArray[np.float32] | NDArray[np.uint8] | None = None
+        self._flat_shade: NDArray[np.uint8] | None = None
+        if flat is not None:
+            self._flat_shade = _source_shadows(flat, shade_skin)
+            if self.options.color == "sh":
+                self._flat_texture = _flatten_folds(
+                    self.source.albedo,
+                    folds,
+                    self.masks.skin * self.source.valid * (1.0 - self.source.occluder),
+                )
+            else:
+                self._flat_texture = _texture_bytes(flat, self._flat_shade)
         self._uv_profile_quality = _profile_quality(self.source, self.options.uv_size)
         self._eyes = self._eye_patches()
         # How much colour the source photo has (0 for black and white or toned): a
@@ -3392,9 +3439,18 @@ class Swapper(FaceSwapping):
             looked = cv2.addWeighted(
                 looked, 1.0 - unsmile, lookup(self._flat_texture), unsmile, 0.0
             )
-        source = looked.astype(np.float32, copy=False)
         if opts.color == "sh":
+            source = looked.astype(np.float32, copy=False)
             source *= np.maximum(maps[..., 5:8], 0.0)
+            shade = lookup(self._uv_shade)
+            if unsmile > 0.0 and self._flat_shade is not None:
+                shade = cv2.addWeighted(
+                    shade, 1.0 - unsmile, lookup(self._flat_shade), unsmile, 0.0
+                )
+        else:
+            # (The shadows ride in the fourth channel, see _texture_bytes.)
+            shade = cv2.extractChannel(looked, 3)
+            source = cv2.cvtColor(looked, cv2.COLOR_BGRA2BGR).astype(np.float32)
         eye_points = (out_verts[:, :2] - np.array([x0, y0], np.float32)) * to_proc
         eye_masks = _eye_masks(model, eye_points, (ph, pw))
         _fade_shut_eyes(weight, model, eye_masks, target_face.landmarks_478)
@@ -3430,6 +3486,8 @@ class Swapper(FaceSwapping):
             source = _take_target_chroma(
                 source, warped_target, 1.0 - self._source_colour, skin_bgr, skin
             )
+        if opts.color != "none" and enough_skin:
+            source = _match_shadow_tint(source, warped_target, skin, np.asarray(shade, np.uint8))
         if opts.detail > 0 and enough_skin:
             source = _match_detail(
                 source,
@@ -4561,6 +4619,125 @@ LIGHT_GAIN_RANGE = (0.6, 1.6)
 # LIGHT_BROAD_SHARE times as strongly as the finer shading (in full from --light 0.5).
 LIGHT_BROAD_SIGMA = 0.33
 LIGHT_BROAD_SHARE = 2.0
+
+
+# Shadow tint (see _match_shadow_tint): a crease's detail is the log colour less its
+# blur on skin over SHADOW_TINT_SIGMA of the skin's extent (a fold a few pixels wide and
+# its soft side); shadows are the skin's texels darker than their blur by
+# SHADOW_TINT_DEPTH times the detail's mean size, and by SHADOW_TINT_FLOOR (log units:
+# 1%) at least. A target with fewer shadow texels than SHADOW_TINT_SUPPORT (none ..
+# all, on the half-size grid it is measured on) keeps the source's tint by the rest.
+# Each channel's slope is kept within SHADOW_TINT_RANGE. The source's shadows are kept
+# as bytes, 255 for SHADOW_TINT_LOG (a texel darker than its surround by a factor e).
+SHADOW_TINT_SIGMA = 0.05
+SHADOW_TINT_DEPTH = 1.0
+SHADOW_TINT_FLOOR = 0.01
+SHADOW_TINT_SUPPORT = (50.0, 200.0)
+SHADOW_TINT_RANGE = (0.3, 2.0)
+SHADOW_TINT_LOG = 1.0
+
+
+def _log_detail(
+    logs: NDArray[np.float32], on: NDArray[np.float32], sigma: float
+) -> NDArray[np.float32]:
+    """Log colour (``log(1 + image)``, one channel or three) less its Gaussian blur of
+    ``sigma`` pixels on the ``on`` texels (0/1): what lies off them (eyes, hair, the
+    background) does not darken the blur."""
+    return np.asarray(cv2.subtract(logs, _blur_within_coarse(logs, on, sigma)), np.float32)
+
+
+def _shadows(
+    image: NDArray[np.float32], on: NDArray[np.float32], sigma: float, around: bool = False
+) -> tuple[NDArray[np.float64], int, NDArray[np.float32]]:
+    """How a photo's creases darken each channel: ``(slopes, shadows, luma)``.
+
+    Shadows multiply the light, so this works on log colour (_log_detail); the luma is
+    the channels' weighted log. The shadows are the texels on ``on`` (0/1 skin) whose
+    luma detail is darker than SHADOW_TINT_DEPTH times its mean size (and than
+    SHADOW_TINT_FLOOR). Each channel's slope is the least-squares ratio of its detail
+    to the luma's there (1, 1, 1: a grey shadow; a red one drops less in red): the
+    blur takes in part of a shadow's depth, in every channel by the same share, so
+    the slopes hold. ``shadows``: how many texels that was; ``luma``: the luma
+    detail, with ``around`` against the skin round the shadows alone (the shadows'
+    full depth: the part the blur took in had left a warm photo's folds half red).
+    """
+    logs = cv2.log(cv2.add(image, 1.0))
+    detail = _log_detail(logs, on, sigma)
+    luma = cv2.cvtColor(detail, cv2.COLOR_BGR2GRAY)
+    mask = on > 0
+    values = luma[mask]
+    if values.size == 0:
+        return np.ones(3), 0, luma
+    depth = max(SHADOW_TINT_DEPTH * float(np.abs(values).mean()), SHADOW_TINT_FLOOR)
+    shadow = mask & (luma < -depth)
+    if around:
+        detail = _log_detail(logs, (mask & ~shadow).astype(np.float32), sigma)
+        luma = cv2.cvtColor(detail, cv2.COLOR_BGR2GRAY)
+    # Sums over the shadows by whole-image products (no gathering of texels).
+    weighted = cv2.multiply(luma, shadow.astype(np.float32))
+    energy = float(cv2.sumElems(cv2.multiply(weighted, luma))[0])
+    if energy <= 1e-9:
+        return np.ones(3), 0, luma
+    sums = cv2.sumElems(cv2.multiply(detail, cv2.merge([weighted] * 3)))[:3]
+    slopes = np.array(sums, np.float64) / energy
+    return np.clip(slopes, *SHADOW_TINT_RANGE), int(np.count_nonzero(shadow)), luma
+
+
+def _match_shadow_tint(
+    source: NDArray[np.float32],
+    target: NDArray[np.float32],
+    skin: NDArray[np.floating],
+    shade: NDArray[np.uint8],
+) -> NDArray[np.float32]:
+    """Give the source's creases and folds the colour the target's own shadows have.
+
+    A crease darkens skin unevenly across the channels, by the photo's light and the
+    skin under it: an old, warm photo's folds drop much more in green and blue than in
+    red. The global colour match moves the skin's mean and spread, not this, so Grace
+    Hopper's folds stayed red lines on a cooler target's cheeks (on p19's turned face,
+    beside the nose, they read as cuts). Both photos' slopes are measured alike, on
+    their shadows on ``skin`` (0..1) at half the size (_shadows), and the source's
+    shadows (``shade``: bytes, see SHADOW_TINT_LOG, looked up from its texture) move
+    from its slopes to the target's: highlights and the broad colour are untouched.
+    A target with few shadows to measure leaves the source's tint (SHADOW_TINT_SUPPORT).
+    """
+    h, w = skin.shape[:2]
+    if min(h, w) < 16:
+        return source
+    on = cv2.compare(skin, 0.5, cv2.CMP_GT)
+    _, _, bw, bh = cv2.boundingRect(on)
+    on_half = cv2.compare(cv2.pyrDown(on), 127, cv2.CMP_GT).astype(np.float32)
+    on_half *= np.float32(1.0 / 255.0)
+    sigma = SHADOW_TINT_SIGMA * max(bw, bh) / 2.0
+    source_slopes, _, _ = _shadows(cv2.pyrDown(source), on_half, sigma)
+    target_slopes, count, _ = _shadows(cv2.pyrDown(target), on_half, sigma)
+    change = (target_slopes - source_slopes) * _ramp(count, SHADOW_TINT_SUPPORT)
+    if float(np.abs(change).max()) < 0.01:
+        return source
+    depth = shade.astype(np.float32) * np.float32(-SHADOW_TINT_LOG / 255.0)
+    gain = cv2.exp(cv2.merge([depth * np.float32(c) for c in change]))
+    return np.asarray(cv2.multiply(source, gain), np.float32)
+
+
+def _texture_bytes(texture: NDArray[np.floating], shade: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    """A (S, S, 3) float texture as bytes, with its shadows (see _source_shadows) as a
+    fourth channel."""
+    colour = np.round(np.clip(texture, 0.0, 255.0)).astype(np.uint8)
+    return np.asarray(cv2.merge([*cv2.split(colour), shade]), np.uint8)
+
+
+def _source_shadows(texture: NDArray[np.floating], on: NDArray[np.floating]) -> NDArray[np.uint8]:
+    """A source texture's shadows on its skin ``on`` (0..1): its log-luma detail's
+    negative part (see _shadows) as bytes (see SHADOW_TINT_LOG), feathered at the
+    skin's edge."""
+    on = (np.asarray(on) > 0.5).astype(np.float32)
+    _, _, bw, bh = cv2.boundingRect(cv2.compare(on, 0.5, cv2.CMP_GT))
+    _, _, luma = _shadows(
+        np.asarray(texture, np.float32), on, SHADOW_TINT_SIGMA * max(bw, bh, 1), around=True
+    )
+    depth = cv2.multiply(cv2.min(luma, 0.0), cv2.blur(on, (5, 5)))
+    shade = np.clip(depth * np.float32(-255.0 / SHADOW_TINT_LOG), 0.0, 255.0)
+    return np.round(shade).astype(np.uint8)
 
 
 # A colourless source's output takes the target's colour (see _take_target_chroma):

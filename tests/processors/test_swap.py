@@ -3785,3 +3785,98 @@ def test_a_sources_folds_at_rest_stay_on_a_narrower_mouth(
     np.testing.assert_array_equal(*both(grace_hopper_face))
     flattened, kept = both(dataclasses.replace(astronaut_face))
     assert np.abs(flattened.astype(int) - kept.astype(int)).max() > 10
+
+
+# Shadow tint (see _match_shadow_tint). A shadow's slopes are its channels' log drops
+# over its luma's; they weigh to 1 by the luma's weights (B 0.114, G 0.587, R 0.299).
+RED_SHADOW = (1.528, 1.1, 0.6)  # an old, warm photo's folds: red drops least
+GREY_SHADOW = (1.0, 1.0, 1.0)
+
+
+def _creased_skin(
+    slopes: tuple[float, float, float], seed: int = 0, size: int = 160
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A skin patch (BGR float32) with dark creases whose channels drop by ``slopes``
+    times their luma's log drop, pores and a soft light across it; the skin mask
+    (0/1) and the creases (bool)."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    light = 1.0 + 0.15 * (xx / size - 0.5)
+    pores = rng.normal(0.0, 0.02, (size, size)).astype(np.float32)
+    creases = np.zeros((size, size), np.uint8)
+    for _ in range(5):
+        x0 = int(rng.integers(20, size - 20))
+        cv2.line(creases, (x0, 10), (x0 + int(rng.integers(-30, 30)), size - 10), 1, 3)
+    depth = cv2.GaussianBlur(creases.astype(np.float32), (0, 0), 1.0) * -0.35
+    base = np.array([120.0, 140.0, 190.0], np.float32)
+    logs = np.log(base)[None, None, :] + (np.log(light) + pores)[..., None]
+    logs = logs + depth[..., None] * np.array(slopes, np.float32)
+    on = np.zeros((size, size), np.float32)
+    cv2.ellipse(on, (size // 2, size // 2), (size // 2 - 4, size // 2 - 4), 0, 0, 360, 1.0, -1)
+    return np.exp(logs).astype(np.float32), on, depth < -0.1
+
+
+def test_shadow_slopes_are_recovered_from_a_photos_creases() -> None:
+    for slopes in (RED_SHADOW, GREY_SHADOW):
+        image, on, _ = _creased_skin(slopes)
+        found, count, luma = swap_module._shadows(image, on, 8.0)
+        np.testing.assert_allclose(found, slopes, atol=0.06)
+        assert count > 200 and luma.shape == on.shape
+    # Skin with no creases and no pores has no shadows.
+    smooth, on, _ = _creased_skin(RED_SHADOW)
+    flat = np.exp(np.log(smooth).mean(axis=(0, 1)))[None, None, :] * np.ones_like(smooth)
+    assert swap_module._shadows(flat.astype(np.float32), on, 8.0)[1] == 0
+
+
+def test_a_sources_red_creases_take_the_targets_grey() -> None:
+    source, on, _ = _creased_skin(RED_SHADOW, seed=1)
+    target, _, _ = _creased_skin(GREY_SHADOW, seed=2)
+    shade = swap_module._source_shadows(source, on)
+    out = swap_module._match_shadow_tint(source, target, on, shade)
+    # The output's creases drop in each channel as the target's do.
+    before, after = (swap_module._shadows(image, on, 8.0)[0] for image in (source, out))
+    np.testing.assert_allclose(before, RED_SHADOW, atol=0.06)
+    np.testing.assert_allclose(after, GREY_SHADOW, atol=0.08)
+    # Off the creases (lighter than their blur) nothing moves.
+    lit = swap_module._shadows(source, on, 8.0, around=True)[2] > 0
+    np.testing.assert_array_equal(out[lit], source[lit])
+    # A target whose shadows are as red leaves the source alone, and so does one with
+    # too few shadows to tell (SHADOW_TINT_SUPPORT).
+    same, _, _ = _creased_skin(RED_SHADOW, seed=3)
+    assert swap_module._match_shadow_tint(source, same, on, shade) is source
+    smooth = np.full_like(target, 150.0)
+    assert swap_module._match_shadow_tint(source, smooth, on, shade) is source
+
+
+def test_grace_hoppers_folds_take_the_astronauts_shadow_colour(
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Grace Hopper's warm photo has folds that drop far less in red than the
+    astronaut's shadows do: swapped onto her, the output's shadows on the cheeks (below
+    the glasses Grace Hopper's texture keeps) come nearer the astronaut's own slopes."""
+    model = load_face_model()
+    points = astronaut_face.landmarks_478[:, :2]
+    skin = np.zeros(astronaut.shape[:2], np.uint8)
+    cv2.fillPoly(skin, [cv2.convexHull(np.round(points).astype(np.int32))], 1)
+    skin = cv2.erode(skin, np.ones((15, 15), np.uint8))
+    eyes = np.concatenate([model.regions["left_eye"], model.regions["right_eye"]])
+    top = int(points[eyes, 1].max() + 0.08 * astronaut_face.size)
+    skin[:top] = 0
+    lips = cv2.convexHull(np.round(points[model.regions["lips"]]).astype(np.int32))
+    cv2.fillPoly(skin, [lips], 0)
+    x, y, w, h = cv2.boundingRect(skin)
+    on = skin[y : y + h, x : x + w].astype(np.float32)
+
+    def slopes(image: np.ndarray) -> np.ndarray:
+        crop = image[y : y + h, x : x + w].astype(np.float32)
+        return swap_module._shadows(crop, on, 0.05 * max(w, h))[0]
+
+    with_tint = Swapper(grace_hopper_face).swap(astronaut, [astronaut_face])
+    monkeypatch.setattr(swap_module, "_match_shadow_tint", lambda source, *args: source)
+    without = Swapper(grace_hopper_face).swap(astronaut, [astronaut_face])
+    own = slopes(astronaut)
+    before, after = np.abs(slopes(without) - own).sum(), np.abs(slopes(with_tint) - own).sum()
+    assert after < 0.5 * before, (own, slopes(without), slopes(with_tint))
