@@ -2958,9 +2958,10 @@ class Swapper(FaceSwapping):
         # _match_shadow_tint), the flattened texture's too: as the fourth byte channel
         # of the texture looked up (OpenCV remaps four byte channels faster than three,
         # and a lone one slower still), and on their own for ``sh`` (an albedo's floats).
-        shade_skin = (
-            self.masks.skin & (self.source.valid > 0.5) & (self.source.occluder < 0.5)
-        ).astype(np.float32)
+        shaded = self.masks.skin & (self.source.valid > 0.5) & (self.source.occluder < 0.5)
+        if self.source.glasses:
+            shaded &= self.masks.glasses < 0.5  # frames kept: their colour is no shade
+        shade_skin = shaded.astype(np.float32)
         self._uv_shade = _source_shadows(self.source.texture, shade_skin)
         self._texture_u8 = _texture_bytes(self.source.texture, self._uv_shade)
         self._flat_texture: NDArray[np.float32] | NDArray[np.uint8] | None = None
@@ -3486,8 +3487,13 @@ class Swapper(FaceSwapping):
             source = _take_target_chroma(
                 source, warped_target, 1.0 - self._source_colour, skin_bgr, skin
             )
+        # A tracked face's colour matches are followed over its frames (its track's
+        # state, see _edge_memory).
+        memory = _edge_memory(target_face, self.source)
         if opts.color != "none" and enough_skin:
-            source = _match_shadow_tint(source, warped_target, skin, np.asarray(shade, np.uint8))
+            source = _match_shadow_tint(
+                source, warped_target, skin, np.asarray(shade, np.uint8), memory
+            )
         if opts.detail > 0 and enough_skin:
             source = _match_detail(
                 source,
@@ -3508,7 +3514,7 @@ class Swapper(FaceSwapping):
                 target_small,
                 mask * weight,
                 skin * keep_target,
-                _edge_memory(target_face, self.source),
+                memory,
             )
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).
@@ -4514,8 +4520,8 @@ BROW_LIFT_MIN = 0.005
 
 
 def _edge_memory(target_face: Face, source: object) -> dict[str, Any] | None:
-    """Where a tracked face's edge offsets are followed (its track's state, per source);
-    None for a still image."""
+    """Where a tracked face's edge offsets and shadow tint are followed (its track's
+    state, per source); None for a still image."""
     state = target_face.track_state
     if state is None:
         return None
@@ -4629,12 +4635,14 @@ LIGHT_BROAD_SHARE = 2.0
 # all, on the half-size grid it is measured on) keeps the source's tint by the rest.
 # Each channel's slope is kept within SHADOW_TINT_RANGE. The source's shadows are kept
 # as bytes, 255 for SHADOW_TINT_LOG (a texel darker than its surround by a factor e).
+# A tracked face's change moves SHADOW_TINT_FOLLOW of the way to each frame's.
 SHADOW_TINT_SIGMA = 0.05
 SHADOW_TINT_DEPTH = 1.0
 SHADOW_TINT_FLOOR = 0.01
 SHADOW_TINT_SUPPORT = (50.0, 200.0)
 SHADOW_TINT_RANGE = (0.3, 2.0)
 SHADOW_TINT_LOG = 1.0
+SHADOW_TINT_FOLLOW = 0.1
 
 
 def _log_detail(
@@ -4688,6 +4696,7 @@ def _match_shadow_tint(
     target: NDArray[np.float32],
     skin: NDArray[np.floating],
     shade: NDArray[np.uint8],
+    memory: dict[str, Any] | None = None,
 ) -> NDArray[np.float32]:
     """Give the source's creases and folds the colour the target's own shadows have.
 
@@ -4700,6 +4709,9 @@ def _match_shadow_tint(
     shadows (``shade``: bytes, see SHADOW_TINT_LOG, looked up from its texture) move
     from its slopes to the target's: highlights and the broad colour are untouched.
     A target with few shadows to measure leaves the source's tint (SHADOW_TINT_SUPPORT).
+    A tracked face's change (``memory``: its track's, see _edge_memory) moves
+    SHADOW_TINT_FOLLOW of the way to each frame's: measured afresh in each, the
+    folds' colour flickered.
     """
     h, w = skin.shape[:2]
     if min(h, w) < 16:
@@ -4712,6 +4724,11 @@ def _match_shadow_tint(
     source_slopes, _, _ = _shadows(cv2.pyrDown(source), on_half, sigma)
     target_slopes, count, _ = _shadows(cv2.pyrDown(target), on_half, sigma)
     change = (target_slopes - source_slopes) * _ramp(count, SHADOW_TINT_SUPPORT)
+    if memory is not None:
+        last = memory.get("shadow_tint")
+        if last is not None:
+            change = last + SHADOW_TINT_FOLLOW * (change - last)
+        memory["shadow_tint"] = change
     if float(np.abs(change).max()) < 0.01:
         return source
     depth = shade.astype(np.float32) * np.float32(-SHADOW_TINT_LOG / 255.0)

@@ -3880,3 +3880,33 @@ def test_grace_hoppers_folds_take_the_astronauts_shadow_colour(
     own = slopes(astronaut)
     before, after = np.abs(slopes(without) - own).sum(), np.abs(slopes(with_tint) - own).sum()
     assert after < 0.5 * before, (own, slopes(without), slopes(with_tint))
+
+
+def test_a_tracked_faces_shadow_tint_follows_its_frames() -> None:
+    """In a video the change moves SHADOW_TINT_FOLLOW of the way to each frame's
+    measure (measured afresh in each, the folds' colour flickered)."""
+    source, on, _ = _creased_skin(RED_SHADOW, seed=1)
+    grey, _, _ = _creased_skin(GREY_SHADOW, seed=2)
+    red, _, _ = _creased_skin(RED_SHADOW, seed=3)
+    shade = swap_module._source_shadows(source, on)
+    memory: dict[str, object] = {}
+    first = swap_module._match_shadow_tint(source, grey, on, shade, memory)
+    # The first frame takes its own measure in full, as a still does.
+    np.testing.assert_array_equal(first, swap_module._match_shadow_tint(source, grey, on, shade))
+    change = np.array(memory["shadow_tint"])
+    assert np.abs(change).max() > 0.3
+    # A frame whose target is as red as the source moves the change by a tenth.
+    second = swap_module._match_shadow_tint(source, red, on, shade, memory)
+    follow = swap_module.SHADOW_TINT_FOLLOW
+    assert np.abs(np.array(memory["shadow_tint"]) - (1.0 - follow) * change).max() < 0.02
+    assert np.abs(second - source).max() > 0.5 * np.abs(first - source).max()
+
+
+def test_a_sources_kept_glasses_are_no_shade(grace_hopper_face: Face) -> None:
+    """Grace Hopper's frames stay in her texture: their colour is theirs, not a
+    shadow's to be tinted."""
+    swapper = Swapper(grace_hopper_face)
+    assert swapper.source.glasses
+    band = cv2.erode((swapper.masks.glasses > 0.5).astype(np.uint8), np.ones((7, 7), np.uint8))
+    assert band.sum() > 1000 and swapper._uv_shade[band > 0].max() == 0
+    assert swapper._uv_shade[swapper.masks.skin & (band == 0)].max() > 50
