@@ -4724,6 +4724,8 @@ def _match_shadow_tint(
     source_slopes, _, _ = _shadows(cv2.pyrDown(source), on_half, sigma)
     target_slopes, count, _ = _shadows(cv2.pyrDown(target), on_half, sigma)
     change = (target_slopes - source_slopes) * _ramp(count, SHADOW_TINT_SUPPORT)
+    if not np.isfinite(change).all():  # (never for pixels in range; no NaN kept)
+        change = np.zeros(3)
     if memory is not None:
         last = memory.get("shadow_tint")
         if last is not None:

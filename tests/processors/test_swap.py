@@ -3910,3 +3910,16 @@ def test_a_sources_kept_glasses_are_no_shade(grace_hopper_face: Face) -> None:
     band = cv2.erode((swapper.masks.glasses > 0.5).astype(np.uint8), np.ones((7, 7), np.uint8))
     assert band.sum() > 1000 and swapper._uv_shade[band > 0].max() == 0
     assert swapper._uv_shade[swapper.masks.skin & (band == 0)].max() > 50
+
+
+def test_a_shadow_measure_that_is_no_number_changes_nothing() -> None:
+    """Pixels out of range (below -1: no log) give no slopes; the source is left as it
+    is and a track's memory keeps no NaN."""
+    source, on, _ = _creased_skin(RED_SHADOW, seed=1)
+    grey, _, _ = _creased_skin(GREY_SHADOW, seed=2)
+    shade = swap_module._source_shadows(source, on)
+    broken = source.copy()
+    broken[70:90, 70:90] = -5.0
+    memory: dict[str, object] = {}
+    assert swap_module._match_shadow_tint(broken, grey, on, shade, memory) is broken
+    assert np.isfinite(np.array(memory["shadow_tint"])).all()
