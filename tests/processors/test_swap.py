@@ -3800,7 +3800,7 @@ def _creased_skin(
     times their luma's log drop, pores and a soft light across it; the skin mask
     (0/1) and the creases (bool)."""
     rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    xx = np.mgrid[0:size, 0:size][1].astype(np.float32)
     light = 1.0 + 0.15 * (xx / size - 0.5)
     pores = rng.normal(0.0, 0.02, (size, size)).astype(np.float32)
     creases = np.zeros((size, size), np.uint8)
