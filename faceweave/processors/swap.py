@@ -2640,6 +2640,12 @@ def _flatten_folds(
     return out
 
 
+def _fold_kernel(side: int) -> int:
+    """The (odd) closing's width that fills a smile's fold lines in a texture ``side``
+    texels wide (SMILE_LINE of it)."""
+    return 2 * max(1, int(round(SMILE_LINE * side / 2))) + 1
+
+
 def _fold_lines(
     image: NDArray[np.float32], on: NDArray[np.bool_], limit: float, sigma: float, side: int
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
@@ -2652,7 +2658,7 @@ def _fold_lines(
     ``sigma`` (a pore's dot spreads out, a line does not), above its median on the
     ``on`` texels (every pore's pit is lifted too), by ``limit`` (none) to 3 x
     ``limit`` (surely): the zone's typical pore."""
-    k = 2 * max(1, int(round(SMILE_LINE * side / 2))) + 1
+    k = _fold_kernel(side)
     closed = cv2.morphologyEx(
         image, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
     )
@@ -2668,7 +2674,7 @@ def _flatten_fine_folds(
     """The photo's fine detail (see _fine_texture) with the smile's folds' thin lines
     taken out in ``zone`` (the same size): along a line (see _flatten_folds) it goes,
     and the rest is clipped to the zone's typical pore."""
-    k = 2 * max(1, int(round(SMILE_LINE * fine.shape[0] / 2))) + 1
+    k = _fold_kernel(fine.shape[0])
     x, y, w, h = cv2.boundingRect(cv2.compare(zone, 0.0, cv2.CMP_GT))
     at = (slice(max(0, y - k), y + h + k), slice(max(0, x - k), x + w + k))
     detail, weight = fine[at], zone[at]
@@ -2701,14 +2707,15 @@ def _blur_within_coarse(
 ) -> NDArray[np.float32]:
     """:func:`_blur_within` worked out at a quarter of the size, for a blur wide enough
     to be smooth there: ``image`` (H, W) or (H, W, C) blurred by a Gaussian of
-    ``sigma`` pixels over the texels of ``mask`` (H, W; 0 or 1) alone. (An area filter
-    by a whole factor is a fast path in OpenCV: the last few rows and columns past a
-    multiple of 4 take the edge's value.)"""
+    ``sigma`` pixels over the texels of ``mask`` (H, W; 0 or 1) alone (under 8 pixels
+    a side, at full size). (An area filter by a whole factor is a fast path in OpenCV:
+    the last few rows and columns past a multiple of 4 take the edge's value.)"""
     h, w = image.shape[:2]
-    hk, wk = max(4, h - h % 4), max(4, w - w % 4)
+    if min(h, w) < 8:
+        return _blur_within(image, mask, sigma)
+    hk, wk = h - h % 4, w - w % 4
     if (hk, wk) != (h, w):
-        image = cv2.resize(image, (wk, hk)) if min(h, w) < 4 else image[:hk, :wk]
-        mask = cv2.resize(mask, (wk, hk)) if min(h, w) < 4 else mask[:hk, :wk]
+        image, mask = image[:hk, :wk], mask[:hk, :wk]
     small = (wk // 4, hk // 4)
     k = max(0.5, sigma / 4.0)
     channels = 1 if image.ndim == 2 else image.shape[2]
@@ -2721,8 +2728,6 @@ def _blur_within_coarse(
     )
     out = cv2.resize(blurred, (wk, hk), interpolation=cv2.INTER_LINEAR)
     if (hk, wk) != (h, w):
-        if min(h, w) < 4:
-            return np.asarray(cv2.resize(out, (w, h)), np.float32)
         out = cv2.copyMakeBorder(out, 0, h - hk, 0, w - wk, cv2.BORDER_REPLICATE)
     return np.asarray(out, np.float32)
 
@@ -2947,13 +2952,10 @@ class Swapper(FaceSwapping):
         self._smile_width = mouth_width(self.source.shape)
         self._smiles = _ramp(self._smile_width, SMILE_SOURCE_WIDTH)
         folds = _uv_smile_folds(self.model, self.options.uv_size)
+        fold_skin = self.masks.skin * self.source.valid * (1.0 - self.source.occluder)
         flat: NDArray[np.float32] | None = None
         if self._smiles > 0.0:
-            flat = _flatten_folds(
-                self.source.texture,
-                folds,
-                self.masks.skin * self.source.valid * (1.0 - self.source.occluder),
-            )
+            flat = _flatten_folds(self.source.texture, folds, fold_skin)
         # The source's shadows, to take the colour of the target's own (see
         # _match_shadow_tint), the flattened texture's too: as the fourth byte channel
         # of the texture looked up (OpenCV remaps four byte channels faster than three,
@@ -2969,11 +2971,7 @@ class Swapper(FaceSwapping):
         if flat is not None:
             self._flat_shade = _source_shadows(flat, shade_skin)
             if self.options.color == "sh":
-                self._flat_texture = _flatten_folds(
-                    self.source.albedo,
-                    folds,
-                    self.masks.skin * self.source.valid * (1.0 - self.source.occluder),
-                )
+                self._flat_texture = _flatten_folds(self.source.albedo, folds, fold_skin)
             else:
                 self._flat_texture = _texture_bytes(flat, self._flat_shade)
         self._uv_profile_quality = _profile_quality(self.source, self.options.uv_size)
@@ -3436,10 +3434,10 @@ class Swapper(FaceSwapping):
                 - mouth_width(to_pose_space(target_face.landmarks_478, target_face.pose)),
                 SMILE_WIDTH_GAP,
             )
-        if unsmile > 0.0 and self._flat_texture is not None:
-            looked = cv2.addWeighted(
-                looked, 1.0 - unsmile, lookup(self._flat_texture), unsmile, 0.0
-            )
+            if unsmile > 0.0:
+                looked = cv2.addWeighted(
+                    looked, 1.0 - unsmile, lookup(self._flat_texture), unsmile, 0.0
+                )
         if opts.color == "sh":
             source = looked.astype(np.float32, copy=False)
             source *= np.maximum(maps[..., 5:8], 0.0)
