@@ -128,8 +128,10 @@ def face_detail(
     landmarks: NDArray[np.floating],
     model: FaceModel,
     size: int = CREASE_SIZE,
+    sigmas: tuple[float, float] = CREASE_SIGMAS,
 ) -> NDArray[np.float32]:
-    """(S, S) the face's log-luma detail in face space (0 off the mesh).
+    """(S, S) the face's log-luma detail in face space (0 off the mesh): the band
+    between the Gaussians of ``sigmas`` (texels).
 
     ``landmarks``: its (478, 3) mesh in ``frame`` pixels. A face much larger than
     the texture is first shrunk (area filter) to about its size, so that its pores
@@ -143,12 +145,13 @@ def face_detail(
     if x1 - x0 < 4 or y1 - y0 < 4:
         return np.zeros((size, size), np.float32)
     crop = frame[y0:y1, x0:x1]
+    # (Grey before the shrink: a third of the pixels to average.)
+    grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY) if crop.ndim == 3 else crop
     scale = min(1.0, size / max(x1 - x0, y1 - y0))
     if scale < SHRINK_BELOW:
-        crop = cv2.resize(crop, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
+        grey = cv2.resize(grey, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
     else:
         scale = 1.0
-    grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY) if crop.ndim == 3 else crop
     xy = _texel_weights(model, size) @ (
         (verts[:, :2] - np.array([x0, y0], np.float32)) * np.float32(scale)
     )
@@ -159,10 +162,34 @@ def face_detail(
         cv2.INTER_LINEAR,
         borderMode=cv2.BORDER_REPLICATE,
     )
+    return _log_band(luma, raster.covered, sigmas)
+
+
+def texture_detail(
+    texture: NDArray[np.generic],
+    model: FaceModel,
+    size: int = CREASE_SIZE,
+    sigmas: tuple[float, float] = CREASE_SIGMAS,
+) -> NDArray[np.float32]:
+    """(S, S) the log-luma detail of a face-space ``texture`` (BGR, or BGRA whose
+    fourth channel is left out; any side, laid out as the model's UV map) as
+    :func:`face_detail` reads it from a photo: shrunk (area filter) to ``size``."""
+    bgr = np.ascontiguousarray(np.asarray(texture)[..., :3], np.float32)
+    luma = cv2.cvtColor(
+        cv2.resize(bgr, (size, size), interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2GRAY
+    )
+    return _log_band(luma, model.uv_raster(size).covered, sigmas)
+
+
+def _log_band(
+    luma: NDArray[np.float32], covered: NDArray[np.bool_], sigmas: tuple[float, float]
+) -> NDArray[np.float32]:
+    """The log of ``luma`` (0..255, offset by 8 so that black is no pole) between the
+    Gaussians of ``sigmas``, 0 where not ``covered``."""
     log = cv2.log(cv2.add(luma, 8.0))
-    fine, coarse = CREASE_SIGMAS
+    fine, coarse = sigmas
     band = cv2.GaussianBlur(log, (0, 0), fine) - cv2.GaussianBlur(log, (0, 0), coarse)
-    band[~raster.covered] = 0.0
+    band[~covered] = 0.0
     return np.asarray(band, np.float32)
 
 

@@ -93,11 +93,57 @@ class TestFaceDetail:
         large = creases.face_detail(big, points, model)
         assert float(np.corrcoef(small[zone], large[zone])[0, 1]) > 0.8
 
+    def test_a_wider_band_takes_a_broad_fold_the_crease_band_misses(
+        self, model: FaceModel, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # A soft fold 6 pixels wide (a smile's, beside the mouth) on a face at 2 pixels
+        # a texel: the crease band barely reads it, a band to 5 texels does.
+        folded = astronaut.copy()
+        x, y = astronaut_face.landmarks_478[206, :2]
+        cv2.line(folded, (int(x) - 12, int(y) - 12), (int(x) + 12, int(y) + 12), (90, 90, 110), 6)
+        folded = cv2.GaussianBlur(folded, (0, 0), 2.0)
+        plain = cv2.GaussianBlur(astronaut, (0, 0), 2.0)
+        points = astronaut_face.landmarks_478
+        v, u = _texel(model, 206)
+        spot = (slice(v - 3, v + 4), slice(u - 3, u + 4))
+        depth = {}
+        for sigmas in (creases.CREASE_SIGMAS, (0.8, 5.0)):
+            change = creases.face_detail(folded, points, model, sigmas=sigmas) - (
+                creases.face_detail(plain, points, model, sigmas=sigmas)
+            )
+            depth[sigmas] = float(change[spot].min())
+        assert depth[(0.8, 5.0)] < -0.15
+        assert depth[(0.8, 5.0)] < 2.0 * depth[creases.CREASE_SIGMAS]
+
     def test_off_the_frame(self, model: FaceModel, astronaut_face: Face) -> None:
         points = astronaut_face.landmarks_478 + np.array([5000, 0, 0], np.float32)
         tiny = np.zeros((64, 64, 3), np.uint8)
         detail = creases.face_detail(tiny, points, model)
         assert detail.shape == (creases.CREASE_SIZE,) * 2 and not detail.any()
+
+
+class TestTextureDetail:
+    def test_a_face_texture_reads_as_its_photo(
+        self, model: FaceModel, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # The same face unwrapped into its face-space texture (any side) has the
+        # detail its photo has, texel for texel.
+        from faceweave.processors.swap import prepare_source
+
+        texture = prepare_source(astronaut_face, uv_size=256, log_advice=False).texture
+        zone = creases.crease_zone(model) > 0.5
+        photo = creases.face_detail(astronaut, astronaut_face.landmarks_478, model)
+        for image in (texture, np.clip(texture, 0, 255).astype(np.uint8)):
+            unwrapped = creases.texture_detail(image, model)
+            assert unwrapped.shape == photo.shape
+            assert float(np.corrcoef(photo[zone], unwrapped[zone])[0, 1]) > 0.7
+        # A fourth channel is left out; a flat texture has no detail.
+        with_alpha = np.dstack([texture, np.full(texture.shape[:2], 255.0, np.float32)])
+        np.testing.assert_array_equal(
+            creases.texture_detail(with_alpha, model), creases.texture_detail(texture, model)
+        )
+        flat = np.full((256, 256, 3), 140.0, np.float32)
+        assert float(np.abs(creases.texture_detail(flat, model)).max()) < 1e-5
 
 
 def test_a_turn_leaves_out_the_squeezed_far_side(model: FaceModel) -> None:
