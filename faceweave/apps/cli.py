@@ -151,10 +151,10 @@ LIGHT_HELP = (
     "not used with --color sh, whose relight takes the target's light whole)"
 )
 CREASES_HELP = (
-    "in videos and live, how much of the creases the target's expression makes (frown lines, "
-    "crow's feet, a wrinkled nose) the swapped face takes: 0 none, 1 all "
-    f"(default {DEFAULT_CREASES}; a still image has no face at rest to tell them from "
-    "wrinkles: for one, it is a usage error)"
+    "how much of the creases the target's expression makes the swapped face takes: in "
+    "videos and live its frown lines, crow's feet and a wrinkled nose; in a still image "
+    "(no face at rest to tell those from wrinkles) the folds beside a smile wider than the "
+    f"source's: 0 none, 1 all (default {DEFAULT_CREASES})"
 )
 SHAPE_HELP = (
     "how much of the source's face shape (nose, eyes, brows) the swap takes: 0 keeps "
@@ -738,7 +738,6 @@ def _add_look_and_selection_options(
     parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     # None when absent: given with --color sh it is a usage error (see _settle_defaults)
     parser.add_argument("--light", type=unit_interval, default=None, help=LIGHT_HELP)
-    # None when absent: a video-only option for swap (see _VIDEO_OPTIONS)
     parser.add_argument("--creases", type=unit_interval, default=None, help=CREASES_HELP)
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
     parser.add_argument(
@@ -1304,7 +1303,6 @@ _VIDEO_OPTIONS = (
     "frame_skip",
     "static_threshold",
     "redetect_every",
-    "creases",  # a still has no face at rest to tell them from wrinkles
 )
 
 

@@ -85,8 +85,9 @@ class JobOptions:
             (a crisper source's toned down, a softer one's made up with grain on a
             large face).
         light: 0 keeps the source's shading, 1 takes the target's light and shade.
-        creases: in videos, how much of the creases the target's expression makes
-            (frown lines, crow's feet) the swapped face takes, 0 to 1.
+        creases: how much of the creases the target's expression makes the swapped
+            face takes, 0 to 1: in videos its frown lines and crow's feet, in a still
+            image the folds beside a smile wider than the source's.
         shape: 0 keeps the target's face geometry, 1 takes the source's face shape.
         mask_mouth: keep the target's open mouth.
         mask_lips: keep the target's own lips (crisp lip movement in a video; less of

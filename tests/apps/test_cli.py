@@ -227,6 +227,21 @@ def test_options_that_would_do_nothing_are_usage_errors(
     )
 
 
+def test_creases_reach_a_still_image(images: Images, tmp_path: Path) -> None:
+    """``--creases`` on an image target sets how much of a smile's folds the swap
+    takes (it had been a usage error, for video targets only): Grace Hopper's mouth
+    at rest onto the astronaut's smile takes them, ``--creases 0`` none."""
+    argv = ["swap", "-s", str(images.target_png), "-t", str(images.source_png), "--no-watermark"]
+    outputs = []
+    for extra in ([], ["--creases", "0"]):
+        output = tmp_path / f"out{len(outputs)}.png"
+        assert cli.main([*argv, "-o", str(output), *extra]) == EXIT_OK
+        outputs.append(read_image(output).astype(np.int16))
+    change = np.abs(outputs[0] - outputs[1]).max(axis=2)
+    assert int(change.max()) > 10
+    assert float((change > 2).mean()) < 0.02  # the folds beside the mouth only
+
+
 def test_landmarks_without_json_is_a_usage_error(
     images: Images, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -93,8 +93,6 @@ def files(
         (["--map", "a.png=b.png", "--source", "a.png"], "--map replaces"),
         (["--crf", "20"], "--crf is for video targets"),
         (["--no-audio"], "--no-audio is for video targets"),
-        # A still has no face at rest to tell creases from wrinkles: it was ignored.
-        (["--creases", "0.5"], "--creases is for video targets"),
         ([], "give --source SRC, or --map SRC=REF"),
     ],
 )

@@ -2615,8 +2615,75 @@ class TestCreases:
         swapper = Swapper(grace_hopper_face)
         plain = swapper.with_options(creases=0.0).swap(astronaut, astronaut_face)
         np.testing.assert_array_equal(swapper.swap(astronaut, at_rest), plain)
-        # A still image has no skin at rest: the option changes nothing.
-        np.testing.assert_array_equal(swapper.swap(astronaut, astronaut_face), plain)
+
+
+class TestStillSmileFolds:
+    """In a still image, a target smiling wider than the source gives the swapped face
+    its own smile's folds (Swapper._lay_smile_folds)."""
+
+    @staticmethod
+    def _luma_change(swapper: Swapper, frame: np.ndarray, face: Face) -> np.ndarray:
+        with_folds = swapper.swap(frame, face)
+        without = swapper.with_options(creases=0.0).swap(frame, face)
+        grey = [
+            cv2.cvtColor(o, cv2.COLOR_BGR2GRAY).astype(np.float32) for o in (with_folds, without)
+        ]
+        return grey[0] - grey[1]
+
+    def test_a_fold_of_the_target_smile_shows_and_only_darkens(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # Grace Hopper's mouth at rest (0.58 of her eyes' span) onto the astronaut's
+        # smile (0.70), whose fold from the nose's wing to the mouth's corner is drawn
+        # deeper.
+        points = astronaut_face.landmarks_478
+        target = astronaut.copy()
+        line = np.zeros(astronaut.shape[:2], np.uint8)
+        for canvas, colour in ((target, (70, 80, 110)), (line, 1)):
+            cv2.line(
+                canvas,
+                tuple(int(v) for v in points[203, :2]),
+                tuple(int(v) for v in points[216, :2]),
+                colour,
+                3,
+            )
+        swapper = Swapper(grace_hopper_face)
+        change = self._luma_change(swapper, target, astronaut_face)
+        assert float(change[line > 0].mean()) < -8.0  # the fold darkens the source's skin
+        # Only darker (give or take the edge colour match's measure of the skin, after
+        # it): the source's own wrinkles there stay.
+        assert float(change.max()) <= 3.0
+        # Only in the smile's band: nothing above the lower lids or below the chin
+        # changes by more than that.
+        lids_y, chin_y = float(points[[145, 374], 1].max()), float(points[152, 1])
+        assert float(np.abs(change[: int(lids_y)]).max()) <= 3.0
+        assert float(np.abs(change[int(chin_y) + 3 :]).max()) <= 3.0
+        # Without the drawn fold, less: the output follows the target's fold.
+        plain = self._luma_change(swapper, astronaut, astronaut_face)
+        assert float(plain[line > 0].mean()) > float(change[line > 0].mean()) + 4.0
+
+    def test_no_folds_when_the_source_smiles_as_wide_or_a_track_has_its_rest(
+        self,
+        astronaut_face: Face,
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+        astronaut: np.ndarray,
+    ) -> None:
+        # The astronaut's smile onto Grace Hopper's mouth at rest: nothing to add.
+        assert not self._luma_change(Swapper(astronaut_face), grace_hopper, grace_hopper_face).any()
+        # A tracked face has its skin at rest: its creases are the expression's
+        # (TestCreases), never these.
+        rest = creases.face_detail(astronaut, astronaut_face.landmarks_478, load_face_model())
+        at_rest = dataclasses.replace(astronaut_face, rest_detail=rest)
+        assert not self._luma_change(Swapper(grace_hopper_face), astronaut, at_rest).any()
+
+    def test_a_small_face_takes_none(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, analyser: FaceAnalyser
+    ) -> None:
+        small = cv2.resize(astronaut, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)
+        face = analyser.get_faces(small)[0]
+        assert face.size < swap_module.CREASE_FACE_PX[0]
+        assert not self._luma_change(Swapper(grace_hopper_face), small, face).any()
 
 
 class TestLight:
