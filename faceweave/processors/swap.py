@@ -2564,6 +2564,7 @@ SMILE_SOURCE_WIDTH = (0.6, 0.68)
 # the quality benchmark's 420 swaps, retrieval 255 -> 247 pairs in full, 250 at 0.6).
 SMILE_FOLD_SIGMAS = (0.8, 5.0)
 SMILE_FOLD_SHARE = 0.6
+SMILE_FOLD_FEATHER = 0.02
 
 
 @functools.lru_cache(maxsize=4)
@@ -2591,6 +2592,28 @@ def _uv_smile_folds(model: FaceModel, size: int) -> NDArray[np.float32]:
     ring = (grown(SMILE_LIP_RING) > 0) & model.uv_raster(size).covered
     allowed = (_uv_skin(model, size) | ring) & off_lips
     zone = (zone * allowed).astype(np.float32)
+    zone.setflags(write=False)
+    return zone
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_fold_cheeks(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) weights in [0, 1] where a still target's smile lends its folds (see
+    _lay_smile_folds, read-only, shared): the smile's band from its fold lines out
+    over the cheeks, not between them (fading in over SMILE_FOLD_FEATHER of the
+    texture's side) and not on the nose's wings and tip (creases.crease_zone).
+    Between the fold lines lie a moustache and a goatee: a bearded target's came
+    onto the source's lips."""
+    uv = model.uv * (size - 1)
+    left, right = (np.asarray(line) for line in SMILE_FOLD_LINES)
+    between = np.zeros((size, size), np.float32)
+    ring = np.concatenate([uv[left], uv[right][::-1]])
+    cv2.fillPoly(between, [np.round(ring).astype(np.int32)], 1.0, lineType=cv2.LINE_AA)
+    k = 2 * max(1, int(round(SMILE_FOLD_FEATHER * size))) + 1
+    between = cv2.erode(between, np.ones((k, k), np.uint8))
+    between = cv2.GaussianBlur(between, (0, 0), SMILE_FOLD_FEATHER * size * 0.5)
+    zone = _uv_smile_folds(model, size) * creases.crease_zone(model, size) * (1.0 - between)
+    zone = np.asarray(zone, np.float32)
     zone.setflags(write=False)
     return zone
 
@@ -3673,9 +3696,7 @@ class Swapper(FaceSwapping):
         detail = creases.face_detail(
             frame, target_face.landmarks_478, self.model, size, SMILE_FOLD_SIGMAS
         )
-        # (Not the nose's wings and tip: the target's nostrils drew dark marks beside
-        # the source's.)
-        zone = _uv_smile_folds(self.model, size) * creases.crease_zone(self.model, size)
+        zone = _uv_fold_cheeks(self.model, size)
         detail = np.minimum(detail, self._fold_rest)
         return self._laid(
             source, creases.expression_creases(detail, self._fold_rest, zone, strength), uv

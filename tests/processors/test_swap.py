@@ -2662,6 +2662,26 @@ class TestStillSmileFolds:
         plain = self._luma_change(swapper, astronaut, astronaut_face)
         assert float(plain[line > 0].mean()) > float(change[line > 0].mean()) + 4.0
 
+    def test_a_moustache_between_the_folds_stays_the_targets_own(
+        self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
+    ) -> None:
+        # A dark moustache over the astronaut's upper lip, and a goatee under her
+        # lower one: between the fold lines, where the swapped face takes none.
+        points = astronaut_face.landmarks_478
+        target = astronaut.copy()
+        hair = np.zeros(astronaut.shape[:2], np.uint8)
+        for a, b in ((39, 269), (83, 313)):  # over the upper lip; under the lower
+            for canvas, colour in ((target, (30, 30, 40)), (hair, 1)):
+                cv2.line(
+                    canvas,
+                    tuple(int(v) for v in points[a, :2] + (0, -3 if a == 39 else 3)),
+                    tuple(int(v) for v in points[b, :2] + (0, -3 if a == 39 else 3)),
+                    colour,
+                    3,
+                )
+        change = self._luma_change(Swapper(grace_hopper_face), target, astronaut_face)
+        assert float(np.abs(change[hair > 0]).max()) <= 3.0
+
     def test_no_folds_when_the_source_smiles_as_wide_or_a_track_has_its_rest(
         self,
         astronaut_face: Face,
