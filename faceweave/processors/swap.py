@@ -3541,7 +3541,18 @@ class Swapper(FaceSwapping):
         if opts.creases > 0 and target_face.rest_detail is not None:
             source = self._lay_creases(source, frame, target_face, (u_map, v_map))
         elif opts.creases > 0:
-            source = self._lay_smile_folds(source, frame, target_face, (u_map, v_map), target_width)
+            # (Read from the crop at the processing size: a large face's detail costs
+            # less to find there, and the band is coarser than its pixels.)
+            shift = np.array([x0, y0, 0.0], np.float32)
+            scale = np.array([to_proc[0], to_proc[1], to_proc[0]], np.float32)
+            source = self._lay_smile_folds(
+                source,
+                target_proc,
+                (target_face.landmarks_478 - shift) * scale,
+                target_face,
+                (u_map, v_map),
+                target_width,
+            )
         if opts.blend != "poisson" and enough_skin:
             # (Gradient-domain cloning matches the edge's colour by itself.) A tracked
             # face's offsets are followed over its frames (its track's state): its edge
@@ -3671,13 +3682,15 @@ class Swapper(FaceSwapping):
     def _lay_smile_folds(
         self,
         source: NDArray[np.float32],
-        frame: Frame,
+        crop: Frame,
+        points: NDArray[np.float32],
         target_face: Face,
         uv: tuple[NDArray[np.float32], NDArray[np.float32]],
         target_width: float,
     ) -> NDArray[np.float32]:
         """In a still image (no skin at rest to read an expression against), a target
-        that smiles wider than the source (``target_width``: its mouth_width; see
+        (its face's mesh ``points`` in ``crop``, the processing size's) that smiles
+        wider than the source (``target_width``: its mouth_width; see
         SMILE_FOLD_SIGMAS) gives the source's skin in the smile's band its own folds:
         where the target's detail there is darker than the source texture's, the
         source's skin darkens by SMILE_FOLD_SHARE of the difference (its own wrinkles
@@ -3693,9 +3706,7 @@ class Swapper(FaceSwapping):
         if strength <= 0.0:
             return source
         size = creases.CREASE_SIZE
-        detail = creases.face_detail(
-            frame, target_face.landmarks_478, self.model, size, SMILE_FOLD_SIGMAS
-        )
+        detail = creases.face_detail(crop, points, self.model, size, SMILE_FOLD_SIGMAS)
         zone = _uv_fold_cheeks(self.model, size)
         detail = np.minimum(detail, self._fold_rest)
         return self._laid(
