@@ -2565,6 +2565,15 @@ class TestShutEyes:
         assert np.abs(open_out - open_kept.astype(np.float32)).mean(2)[lids > 0].mean() > 10.0
 
 
+def _small_astronaut(astronaut: np.ndarray, analyser: FaceAnalyser) -> tuple[np.ndarray, Face]:
+    """The astronaut at a quarter size, and her face there: smaller than creases are
+    read on (CREASE_FACE_PX)."""
+    small = cv2.resize(astronaut, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)
+    face = analyser.get_faces(small)[0]
+    assert face.size < swap_module.CREASE_FACE_PX[0]
+    return small, face
+
+
 class TestCreases:
     """In a video, the creases of the target's expression go onto the source's skin."""
 
@@ -2593,9 +2602,7 @@ class TestCreases:
     def test_a_small_face_takes_none(
         self, grace_hopper_face: Face, astronaut: np.ndarray, analyser: FaceAnalyser
     ) -> None:
-        small = cv2.resize(astronaut, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)
-        face = analyser.get_faces(small)[0]
-        assert face.size < swap_module.CREASE_FACE_PX[0]
+        small, face = _small_astronaut(astronaut, analyser)
         rest = creases.face_detail(small, face.landmarks_478, load_face_model())
         frowning = small.copy()
         x, y = face.landmarks_478[9, :2]
@@ -2630,6 +2637,19 @@ class TestStillSmileFolds:
         ]
         return grey[0] - grey[1]
 
+    @staticmethod
+    def _drawn(
+        frame: np.ndarray, face: Face, segments: list[tuple[int, int, int]], colour: tuple
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``frame`` with dark lines 3 px wide between mesh vertices (each segment: two
+        vertices and a shift down in pixels), and the lines' mask."""
+        drawn, mask = frame.copy(), np.zeros(frame.shape[:2], np.uint8)
+        for a, b, down in segments:
+            ends = [tuple(int(v) for v in face.landmarks_478[i, :2] + (0, down)) for i in (a, b)]
+            for canvas, value in ((drawn, colour), (mask, 1)):
+                cv2.line(canvas, ends[0], ends[1], value, 3)
+        return drawn, mask
+
     def test_a_fold_of_the_target_smile_shows_and_only_darkens(
         self, grace_hopper_face: Face, astronaut: np.ndarray, astronaut_face: Face
     ) -> None:
@@ -2637,16 +2657,7 @@ class TestStillSmileFolds:
         # smile (0.70), whose fold from the nose's wing to the mouth's corner is drawn
         # deeper.
         points = astronaut_face.landmarks_478
-        target = astronaut.copy()
-        line = np.zeros(astronaut.shape[:2], np.uint8)
-        for canvas, colour in ((target, (70, 80, 110)), (line, 1)):
-            cv2.line(
-                canvas,
-                tuple(int(v) for v in points[203, :2]),
-                tuple(int(v) for v in points[216, :2]),
-                colour,
-                3,
-            )
+        target, line = self._drawn(astronaut, astronaut_face, [(203, 216, 0)], (70, 80, 110))
         swapper = Swapper(grace_hopper_face)
         change = self._luma_change(swapper, target, astronaut_face)
         assert float(change[line > 0].mean()) < -8.0  # the fold darkens the source's skin
@@ -2667,18 +2678,9 @@ class TestStillSmileFolds:
     ) -> None:
         # A dark moustache over the astronaut's upper lip, and a goatee under her
         # lower one: between the fold lines, where the swapped face takes none.
-        points = astronaut_face.landmarks_478
-        target = astronaut.copy()
-        hair = np.zeros(astronaut.shape[:2], np.uint8)
-        for a, b in ((39, 269), (83, 313)):  # over the upper lip; under the lower
-            for canvas, colour in ((target, (30, 30, 40)), (hair, 1)):
-                cv2.line(
-                    canvas,
-                    tuple(int(v) for v in points[a, :2] + (0, -3 if a == 39 else 3)),
-                    tuple(int(v) for v in points[b, :2] + (0, -3 if a == 39 else 3)),
-                    colour,
-                    3,
-                )
+        target, hair = self._drawn(
+            astronaut, astronaut_face, [(39, 269, -3), (83, 313, 3)], (30, 30, 40)
+        )
         change = self._luma_change(Swapper(grace_hopper_face), target, astronaut_face)
         assert float(np.abs(change[hair > 0]).max()) <= 3.0
 
@@ -2700,9 +2702,7 @@ class TestStillSmileFolds:
     def test_a_small_face_takes_none(
         self, grace_hopper_face: Face, astronaut: np.ndarray, analyser: FaceAnalyser
     ) -> None:
-        small = cv2.resize(astronaut, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)
-        face = analyser.get_faces(small)[0]
-        assert face.size < swap_module.CREASE_FACE_PX[0]
+        small, face = _small_astronaut(astronaut, analyser)
         assert not self._luma_change(Swapper(grace_hopper_face), small, face).any()
 
 
