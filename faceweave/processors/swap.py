@@ -1494,7 +1494,7 @@ def prepare_source(
         filled = painted
     if wide_open:
         filled = _paint_out_stray_lip(filled, shading, model)
-        filled, valid = _mend_below_lips(filled, valid, model)
+        filled, valid, shading = _mend_below_lips(filled, valid, shading, model)
         # Its lips are stretched thin: on a target's mouth they smeared into a bulge
         # (p27's on p26, p17's on every closed mouth). The target's lips stay.
         valid = valid * (1.0 - _uv_lips_band(model, uv_size))
@@ -2460,6 +2460,8 @@ STRAY_LIP_GAP = 6.0
 LIPS_BAND_GROW = 0.01
 MEND_VALID = 0.9
 MEND_DEPTH = 0.05
+# Their shading is mended MEND_SHADING_GROW of the side further round them.
+MEND_SHADING_GROW = 0.015
 
 
 @functools.lru_cache(maxsize=4)
@@ -2784,28 +2786,40 @@ def _mouth_below(model: FaceModel, size: int) -> NDArray[np.bool_]:
 
 
 def _mend_below_lips(
-    albedo: NDArray[np.float32], valid: NDArray[np.float32], model: FaceModel
-) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    albedo: NDArray[np.float32],
+    valid: NDArray[np.float32],
+    shading: NDArray[np.float32],
+    model: FaceModel,
+) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
     """A wide-open mouth's unseen texels under the lips, painted with the skin around
-    them and counted as seen.
+    them, lit as the skin around them, and counted as seen.
 
     A scream's stretched lower lip folds its triangles away from the camera, and the
     skin mapped behind them reads as unseen: the target showed through there, a pale
     V under every swap's lower lip (p27's). Away from the mesh's edge (MEND_DEPTH)
     such texels (valid under MEND_VALID) below the mouth take the mean of the skin
-    around them (_skin_fill) and become valid. Returns ``(albedo, valid)``.
+    around them (_skin_fill) and become valid. Their shading, fitted to the folded
+    triangles' normals (facing down, away from the light), is the mean of the shading
+    around them too: kept, it drew the mended skin as a dark V, a goatee's shape, under
+    every swap's lower lip. Returns ``(albedo, valid, shading)``.
     """
     size = albedo.shape[0]
     covered = model.uv_raster(size).covered
     depth = _uv_depth(model, size)
     hole = _mouth_below(model, size) & (valid < MEND_VALID) & (depth > MEND_DEPTH * size)
     if not hole.any():
-        return albedo, valid
+        return albedo, valid, shading
     grown = cv2.dilate(hole.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
     alpha = cv2.GaussianBlur(grown.astype(np.float32), (5, 5), 0) * covered
     skin = _uv_skin(model, size) & ~_uv_lips(model, size)
     painted = _painted_with_skin(albedo, skin, grown, alpha)
-    return painted, np.maximum(valid, alpha).astype(np.float32)
+    # The shading, smooth, over a wider rim (MEND_SHADING_GROW): the folds' dark edge
+    # reaches a little past the unseen texels and drew their outline.
+    k = 2 * int(round(MEND_SHADING_GROW * size)) + 1
+    wider = cv2.dilate(hole.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    rim = cv2.GaussianBlur(wider.astype(np.float32), (0, 0), MEND_SHADING_GROW * size / 2.0)
+    lit = _painted_with_skin(shading, skin, wider > 0, np.maximum(rim * covered, alpha))
+    return painted, np.maximum(valid, alpha).astype(np.float32), lit
 
 
 @functools.lru_cache(maxsize=4)

@@ -1945,8 +1945,9 @@ def test_a_wide_open_mouth_leaves_its_lips_to_the_target(astronaut_face: Face) -
 def test_unseen_skin_below_a_wide_open_mouth_is_mended() -> None:
     """Texels below the lips that a scream's folded lower lip hid (valid near 0: the
     target showed through as a pale V under every swap's lower lip, p27's) are painted
-    with the skin around them and become valid; the same near the mesh's edge, or
-    above the mouth, stay as they were."""
+    with the skin around them and become valid, and lit as the skin around them (the
+    folded triangles' dark shading drew them as a dark V); the same near the mesh's
+    edge, or above the mouth, stay as they were."""
     size = 256
     model, texture, covered, y, x, depth, _, mouth_y, _ = _uv_face(size)
     below = swap_module._mouth_below(model, size)
@@ -1956,17 +1957,28 @@ def test_unseen_skin_below_a_wide_open_mouth_is_mended() -> None:
     assert hidden.sum() > 30 and at_edge.sum() > 30 and above.sum() > 30
     albedo = texture.copy()
     valid = covered.astype(np.float32)
+    # A smooth light from above, and the folds' shading, facing down, far darker.
+    shading = np.repeat((1.0 - 0.15 * (y - y[covered].min()))[..., None], 3, axis=2)
+    shading = shading.astype(np.float32)
+    lit = shading.copy()
     for where in (hidden, at_edge, above):
         albedo[where] = (250.0, 250.0, 250.0)  # what the target would show
         valid[where] = 0.0
-    mended, mended_valid = swap_module._mend_below_lips(albedo, valid, model)
+        shading[where] = 0.2
+    mended, mended_valid, mended_shading = swap_module._mend_below_lips(
+        albedo, valid, shading, model
+    )
     core = cv2.erode(hidden.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
     skin = texture[covered].mean(0)
     assert np.abs(mended[core] - skin).max() < 10.0  # 250 before
     assert float(mended_valid[core].min()) > 0.95
+    # Near the light there (about 0.7; the folds' 0.2 before).
+    error = np.abs(mended_shading[hidden] - lit[hidden]).max()
+    assert error < 0.05, error
     for kept in (at_edge, above):
         assert float(mended_valid[kept].max()) == 0.0
         np.testing.assert_array_equal(mended[kept], albedo[kept])
+        np.testing.assert_array_equal(mended_shading[kept], shading[kept])
 
 
 def _jaw_and_cheeks(size: int) -> tuple[np.ndarray, np.ndarray]:
