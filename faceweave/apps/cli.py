@@ -104,7 +104,13 @@ from faceweave.io import (
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
 from faceweave.processors.neural import AnySwapper
-from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
+from faceweave.processors.swap import (
+    BLEND_MODES,
+    COLOR_MODES,
+    GAZE_MODES,
+    STILL_BROW_SHAPE,
+    SwapOptions,
+)
 from faceweave.runtime import STOP_SIGNALS, StopSignal, handling_signals
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,7 +165,8 @@ CREASES_HELP = (
 SHAPE_HELP = (
     "how much of the source's face shape (nose, eyes, brows) the swap takes: 0 keeps "
     "the target's geometry, 1 the source's in full (default %(default)s; less on a "
-    "target turned past 40 degrees as read, none past 50)"
+    "target turned past 40 degrees as read, none past 50; a photo's brows take "
+    f"{STILL_BROW_SHAPE} of that, the rest of theirs being its expression)"
 )
 DETAIL_HELP = (
     "match the face's fine detail to the target's: a crisper source's is toned down, "

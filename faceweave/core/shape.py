@@ -75,18 +75,29 @@ class IdentityShape(HarmonicFill):
     def __init__(self, model: FaceModel) -> None:
         self.model = model
         anchors = set(model.regions["nose"].tolist()) | set(_EYE_CORNERS)
-        anchors |= set(model.regions["left_eyebrow"].tolist()) | set(
+        brows = set(model.regions["left_eyebrow"].tolist()) | set(
             model.regions["right_eyebrow"].tolist()
         )
+        anchors |= brows
         fixed = set(model.regions["face_oval"].tolist()) | set(model.regions["lips"].tolist())
         super().__init__(model, anchors, fixed)
+        # Which anchors are the brows' (see identity_delta's ``brows``).
+        self.on_brows = np.isin(self.anchors, sorted(brows))
 
     def identity_delta(
-        self, source_shape: NDArray[np.floating], target_shape: NDArray[np.floating]
+        self,
+        source_shape: NDArray[np.floating],
+        target_shape: NDArray[np.floating],
+        brows: float = 1.0,
     ) -> NDArray[np.float64]:
         """(478, 3) offset that moves the target's shape towards the source's identity.
 
-        Both shapes are pose-normalised (canonical units).
+        Both shapes are pose-normalised (canonical units). ``brows`` scales the
+        offset on the brows' anchors (the rest of it is spread from them as from the
+        others).
         """
         diff = np.asarray(source_shape, np.float64) - np.asarray(target_shape, np.float64)
-        return self.spread(diff[self.anchors])
+        at_anchors = diff[self.anchors]
+        if brows != 1.0:
+            at_anchors = at_anchors * np.where(self.on_brows, brows, 1.0)[:, None]
+        return self.spread(at_anchors)

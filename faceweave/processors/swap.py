@@ -70,6 +70,9 @@ GAZE_MODES = ("target", "source")
 # The target re-warped to the output mesh takes over from the target itself as the
 # fusion's mix (fusion_mix) grows from 0 to this (see Swapper._swap_into).
 FUSION_REWARP = 0.25
+# A still target's brows take this share of the source's brows' offset (see
+# Swapper._output_geometry): measured against the frame, it holds their expression.
+STILL_BROW_SHAPE = 0.6
 # The largest uv_size, work_size and process_size (a 2048 texture's float planes take
 # 16 MiB each; more would only cost memory and time).
 MAX_WORK_SIDE = 2048
@@ -209,6 +212,8 @@ class SwapOptions:
         shape: how much of the source's identity shape the output takes at fusion 1;
             less on a target read as turned past 40 degrees, none past 50
             (PROFILE_SHAPE_YAW: the mesh reads a profile as turned much less than it is).
+            A still target's brows take STILL_BROW_SHAPE of that: with no face at rest,
+            the rest of their offset is the target's expression.
         color: ``none``, ``rct`` (Reinhard LAB), ``lct`` (linear covariance) or
             ``sh`` (spherical-harmonics relight plus a mean/std match on skin).
         blend: ``alpha``, ``multiband`` (Laplacian pyramid) or ``poisson``. With the
@@ -269,7 +274,7 @@ class SwapOptions:
     """
 
     fusion: float = 1.0
-    shape: float = 0.6
+    shape: float = 1.0
     color: str = "lct"
     blend: str = "multiband"
     mask_mouth: bool = True
@@ -3264,7 +3269,12 @@ class Swapper(FaceSwapping):
         if unfolded is not None:
             target_norm = unfolded
         rest = target_norm if target_face.rest is None else target_face.rest
-        delta = self.identity.identity_delta(self.source.shape, rest)
+        # A still has no face at rest: its brows' offset, measured against the frame,
+        # holds their expression too (a raise, a frown), which the full offset would
+        # replace with the source's brows. They take STILL_BROW_SHAPE of it.
+        delta = self.identity.identity_delta(
+            self.source.shape, rest, brows=STILL_BROW_SHAPE if target_face.rest is None else 1.0
+        )
         # Keep the target's silhouette: no shape change where the surface is seen edge-on
         # (moving a turned head's outline would smear the background next to it).
         normals = vertex_normals(target_face.landmarks_478, self.model.triangles)

@@ -91,7 +91,7 @@ def test_upload_two_images_job_completes_result_is_marked(
     with urllib.request.urlopen(request, timeout=10) as response:
         job = json.load(response)["jobs"][0]
     options = job["options"]
-    assert (options["light"], options["creases"], options["shape"]) == (0.8, 0.5, 0.6), options
+    assert (options["light"], options["creases"], options["shape"]) == (0.8, 0.5, 1.0), options
     assert set(job["inputs"]) == {"source", "source_2", "target"}, job["inputs"]
     assert not errors, errors
 

@@ -79,6 +79,27 @@ def test_linear_in_the_difference(
     np.testing.assert_allclose(half, 0.5 * delta, atol=1e-12)
 
 
+def test_brows_share_scales_the_brows_anchors_alone(
+    identity: IdentityShape, shapes: tuple[np.ndarray, np.ndarray]
+) -> None:
+    """``brows`` scales the offset on the brows' anchors; the nose's and the eye
+    corners' stay the full difference, and the rest is the fill of both."""
+    source, target = shapes
+    model = load_face_model()
+    brows = np.concatenate([model.regions["left_eyebrow"], model.regions["right_eyebrow"]])
+    assert identity.on_brows.sum() == len(set(brows.tolist()))
+    full = identity.identity_delta(source, target)
+    shared = identity.identity_delta(source, target, brows=0.6)
+    np.testing.assert_allclose(shared[brows], 0.6 * full[brows], atol=1e-12)
+    others = identity.anchors[~identity.on_brows]
+    np.testing.assert_allclose(shared[others], full[others], atol=1e-12)
+    # Linear: the same as the fill of the two parts.
+    brows_only = identity.identity_delta(source, target, brows=1.0) - identity.spread(
+        np.where(identity.on_brows[:, None], 0.0, (source - target)[identity.anchors])
+    )
+    np.testing.assert_allclose(shared, full - 0.4 * brows_only, atol=1e-12)
+
+
 def test_maximum_principle(identity: IdentityShape, shapes: tuple[np.ndarray, np.ndarray]) -> None:
     # Harmonic values lie within their boundary values: the anchors and the oval's zeros.
     source, target = shapes

@@ -455,8 +455,9 @@ class TestSwapper:
     ) -> None:
         # The same target with its brows raised by 3% of the face's height. Measured
         # against each frame's own shape the identity offset pulls the brows towards
-        # the source's and a share ``shape`` of the raise is lost; measured against
-        # the track's shape at rest (Face.rest) the whole raise stays.
+        # the source's and a share ``shape`` times STILL_BROW_SHAPE of the raise is
+        # lost; measured against the track's shape at rest (Face.rest) the whole raise
+        # stays.
         model = load_face_model()
         brows = np.concatenate([model.regions["left_eyebrow"], model.regions["right_eyebrow"]])
         pose = grace_hopper_face.pose
@@ -479,8 +480,32 @@ class TestSwapper:
             for f in (raised, grace_hopper_face)
         )
         assert kept(*with_rest) == pytest.approx(1.0, abs=0.02)
-        shape = swapper.options.shape
+        shape = swapper.options.shape * swap_module.STILL_BROW_SHAPE
         assert kept(raised, grace_hopper_face) == pytest.approx(1.0 - shape, abs=0.05)
+
+    def test_a_still_takes_the_full_shape_but_its_brows_only_in_part(
+        self, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+    ) -> None:
+        """A still's nose and eye corners take the source's offset as a tracked face's
+        do, its brows STILL_BROW_SHAPE of it (the rest of their offset is the target's
+        expression, a raise or a frown); the tracked face, whose offset is measured at
+        rest (here: the same shape), takes the brows' in full."""
+        model = load_face_model()
+        brows = np.concatenate([model.regions["left_eyebrow"], model.regions["right_eyebrow"]])
+        nose = model.regions["nose"]
+        swapper = Swapper(grace_hopper_face, shape=1.0)
+        target = astronaut_face.landmarks_478
+        rest = to_pose_space(target, astronaut_face.pose).astype(np.float32)
+        tracked = dataclasses.replace(astronaut_face, rest=rest)
+        still = swapper.output_geometry(astronaut_face, astronaut) - target
+        moved = swapper.output_geometry(tracked, astronaut) - target
+        assert float(np.abs(moved[brows]).mean()) > 0.2  # pixels: the brows do move
+
+        def share(part: np.ndarray) -> float:
+            return float(np.vdot(still[part], moved[part]) / np.vdot(moved[part], moved[part]))
+
+        assert share(brows) == pytest.approx(swap_module.STILL_BROW_SHAPE, abs=0.05)
+        assert share(nose) > 0.9
 
     def test_the_targets_brows_go_where_its_photo_shows_them(
         self,

@@ -150,7 +150,7 @@ def test_a_neural_server_refuses_the_mesh_engines_options_at_the_door(
     defaults = JobOptions()
     for options, named in (
         ({"light": 0.2}, "light"),
-        ({"shape": 1.0, "mask_eyes": "true"}, "shape, mask_eyes"),
+        ({"shape": 0.5, "mask_eyes": "true"}, "shape, mask_eyes"),
         ({"gaze": "source"}, "gaze"),
         ({"color": "sh"}, "color sh"),
     ):
