@@ -3202,7 +3202,8 @@ class Swapper(FaceSwapping):
         The identity offset is measured against the target's shape at rest where a
         video track knows it (``Face.rest``), else against its shape in this frame:
         the offset's anchors include the brows, so measured against the frame a
-        raised brow or a frown came through at 1 - ``shape`` of its height. A
+        raised brow or a frown came through at 1 - ``shape`` of its height (now
+        1 - ``shape`` * STILL_BROW_SHAPE: a still's brows take that share). A
         target read as turned past PROFILE_SHAPE_YAW takes less of it, none beyond.
         A still's eyes that ``frame`` (default: the face's own) shows shut are
         closed (see LID_MEET), and its brows go where it shows them (see
