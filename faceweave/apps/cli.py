@@ -745,7 +745,7 @@ def _add_look_and_selection_options(
     parser.add_argument("--detail", type=unit_interval, default=DEFAULT_DETAIL, help=DETAIL_HELP)
     # None when absent: given with --color sh it is a usage error (see _settle_defaults)
     parser.add_argument("--light", type=unit_interval, default=None, help=LIGHT_HELP)
-    parser.add_argument("--creases", type=unit_interval, default=None, help=CREASES_HELP)
+    parser.add_argument("--creases", type=unit_interval, default=DEFAULT_CREASES, help=CREASES_HELP)
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
     parser.add_argument(
         "--mask-lips",
