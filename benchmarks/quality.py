@@ -17,6 +17,10 @@ default options, and the output is measured with dlib:
   swapped well below their size): the output's fine grain on the cheeks (the
   luma's difference from a Gaussian blur of 1.5 pixels, its standard deviation)
   over the target's own there; 1 is as sharp as the frame around the face;
+* skin tone: the median colour (CIE Lab, L in 0..100) on the target face's
+  cheeks, output less target: the lightness difference and the distance in
+  a and b (the target keeps its skin tone; a dark source's shading or a
+  colour cast shows here);
 * time of ``Swapper.swap`` alone.
 
 How a face is measured (originals and outputs alike): a square crop around the
@@ -76,6 +80,7 @@ FUSIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 SAME_PERSON = 0.6  # dlib's usual threshold
 LARGE_FACE = 300.0  # targets whose grain at 1:1 is measured (face box width, pixels)
 # The mesh's cheek points, one ring per cheek (below the eyes, beside the nose).
+TONE_OFF = 10.0  # a cheek lightness difference that reads as another skin tone (L, 0..100)
 CHEEKS = ((50, 101, 118, 117, 123, 147, 187, 205), (280, 330, 347, 346, 352, 376, 411, 425))
 MOUTH = slice(48, 68)
 LEFT_EYE = slice(36, 42)
@@ -166,17 +171,41 @@ def _box_to_crop(b: BBox, matrix: NDArray[np.float64], s: float) -> BBox:
     )
 
 
-def grain_ratio(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
-    """The output's fine grain on the target face's cheeks over the target's own."""
+def cheeks_mask(
+    face: fw.Face, shape: tuple[int, ...]
+) -> tuple[tuple[int, int, int, int], NDArray[np.bool_]]:
+    """The face's box clipped to the frame, and its cheeks (mesh hulls) within it."""
     x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
-    h, w = target.shape[:2]
+    h, w = shape[:2]
     x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
     cheeks = np.zeros((y1 - y0, x1 - x0), np.uint8)
     points = face.landmarks_478[:, :2] - np.array([x0, y0], np.float32)
     for ring in CHEEKS:
         hull = cv2.convexHull(points[list(ring)].astype(np.float32)).astype(np.int32)
         cv2.fillConvexPoly(cheeks, hull, 1)
-    on = cheeks > 0
+    return (x0, y0, x1, y1), cheeks > 0
+
+
+def tone_difference(
+    out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face
+) -> tuple[float, float]:
+    """(lightness, a-b distance): the output's median Lab colour on the target face's
+    cheeks less the target's own there (L in 0..100)."""
+    (x0, y0, x1, y1), on = cheeks_mask(face, target.shape)
+    if not on.any():
+        return float("nan"), float("nan")
+
+    def median_lab(image: NDArray[np.uint8]) -> NDArray[np.float64]:
+        lab = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2Lab)[on].astype(np.float64)
+        return np.median(lab, axis=0) * np.array([100.0 / 255.0, 1.0, 1.0])
+
+    diff = median_lab(out) - median_lab(target)
+    return float(diff[0]), float(np.hypot(diff[1], diff[2]))
+
+
+def grain_ratio(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
+    """The output's fine grain on the target face's cheeks over the target's own."""
+    (x0, y0, x1, y1), on = cheeks_mask(face, target.shape)
 
     def grain(image: NDArray[np.uint8]) -> float:
         grey = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2GRAY).astype(np.float32)
@@ -324,6 +353,7 @@ def run_pairs(
             rec["tgt_fallback"] = tgt.measure.fallback
             rec["src_fallback"] = src.measure.fallback
             rec["out_detections"] = m.n_detections
+            rec["tone_dl"], rec["tone_dab"] = tone_difference(out, tgt.image.frame, tgt.face)
             if tgt.face.size >= LARGE_FACE:
                 rec["grain_ratio"] = grain_ratio(out, tgt.image.frame, tgt.face)
             if m.fallback and not tgt.measure.fallback:
@@ -383,6 +413,7 @@ def _median(values: list[float]) -> float:
 def summarise(subjects: list[Subject], records: list[dict[str, Any]]) -> dict[str, Any]:
     measured = [r for r in records if "d_src" in r]
     swept = [r for r in measured if "monotonic" in r]
+    toned = [r for r in measured if np.isfinite(r.get("tone_dl", np.nan))]
     failures: dict[str, int] = {}
     for r in records:
         if r["failure"]:
@@ -412,6 +443,10 @@ def summarise(subjects: list[Subject], records: list[dict[str, Any]]) -> dict[st
         "n_fusion_pairs": len(swept),
         "monotonic_pairs": sum(r["monotonic"] for r in swept),
         "fusion0_max_diff": max((r["fusion0_max_diff"] for r in swept), default=None),
+        "tone_dl_abs_mean": _mean([abs(r["tone_dl"]) for r in toned]),
+        "tone_dl_mean": _mean([r["tone_dl"] for r in toned]),
+        "tone_dab_mean": _mean([r["tone_dab"] for r in toned]),
+        "tone_off_pairs": sum(abs(r["tone_dl"]) > TONE_OFF for r in toned),
         "n_large_target_pairs": sum("grain_ratio" in r for r in measured),
         "grain_ratio_large_mean": _mean([r["grain_ratio"] for r in measured if "grain_ratio" in r]),
         "swap_ms_median": _median([r["swap_ms"] for r in measured]),
@@ -451,6 +486,14 @@ def summary_table(s: dict[str, Any]) -> str:
             "-" if s["fusion0_max_diff"] is None else str(s["fusion0_max_diff"]),
         ),
         (
+            "skin tone on the cheeks, output - target: mean |dL| (mean dL) / mean d(a, b)",
+            f"{s['tone_dl_abs_mean']:.1f} ({s['tone_dl_mean']:+.1f}) / {s['tone_dab_mean']:.1f}",
+        ),
+        (
+            f"pairs whose cheeks' lightness is off by over {TONE_OFF:.0f} L",
+            str(s["tone_off_pairs"]),
+        ),
+        (
             f"grain at 1:1 on targets >= {LARGE_FACE:.0f} px, output / target (pairs)",
             f"{s['grain_ratio_large_mean']:.2f} ({s['n_large_target_pairs']})",
         ),
@@ -474,6 +517,7 @@ def per_image_table(
             "dlib_fallback": bool(s.measure.fallback) if s.measure else None,
             "src_d_src": _mean([r["d_src"] for r in as_src]),
             "src_retrieval": _mean([float(r["retrieved"]) for r in as_src]),
+            "src_tone_dl": _mean([r["tone_dl"] for r in as_src if np.isfinite(r["tone_dl"])]),
             "tgt_d_src": _mean([r["d_src"] for r in as_tgt]),
             "tgt_lmk_err": _mean([r["lmk_err"] for r in as_tgt]),
             "tgt_mouth_err": _mean([r["mouth_err"] for r in as_tgt]),
@@ -487,6 +531,7 @@ def per_image_table(
                 "-" if s.measure is None else ("yes" if s.measure.fallback else "no"),
                 f"{item['src_d_src']:.3f}",
                 f"{item['src_retrieval']:.0%}" if as_src else "-",
+                f"{item['src_tone_dl']:+.1f}",
                 f"{item['tgt_d_src']:.3f}",
                 f"{item['tgt_lmk_err']:.3f}",
                 f"{item['tgt_mouth_err']:.3f}",
@@ -498,6 +543,7 @@ def per_image_table(
         "dlib fallback",
         "as source: d(out,src)",
         "as source: retrieval",
+        "as source: cheeks' dL",
         "as target: d(out,src)",
         "as target: lmk err",
         "as target: mouth err",

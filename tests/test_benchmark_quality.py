@@ -45,3 +45,23 @@ def test_landmarks_at_a_measured_box_are_the_measured_landmarks(
         grace_hopper, grace_hopper_face.bbox, (x0 + shift, y0, x1 + shift, y1)
     )
     assert np.abs(moved - measured.landmarks).mean() > 1.0
+
+
+def test_tone_difference_is_the_cheeks_lab_shift_from_the_target(
+    grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    tone_difference = _quality().tone_difference
+    assert tone_difference(grace_hopper, grace_hopper, grace_hopper_face) == (0.0, 0.0)
+    # Darker by a fifth: lower L.
+    darker = (grace_hopper.astype(np.float32) * 0.8).astype(np.uint8)
+    d_l, d_ab = tone_difference(darker, grace_hopper, grace_hopper_face)
+    assert -15.0 < d_l < -5.0
+    # A green cast: a and b move, L hardly.
+    cast = np.clip(grace_hopper.astype(np.int16) + np.array([0, 25, -10]), 0, 255)
+    d_l, d_ab = tone_difference(cast.astype(np.uint8), grace_hopper, grace_hopper_face)
+    assert abs(d_l) < 6.0 and d_ab > 15.0
+    # Only the cheeks count: the frame outside the face changes nothing.
+    framed = grace_hopper.copy()
+    x0, y0, _, _ = (int(v) for v in grace_hopper_face.bbox)
+    framed[: max(y0 - 2, 0)] = 0
+    assert tone_difference(framed, grace_hopper, grace_hopper_face) == (0.0, 0.0)
