@@ -4649,6 +4649,22 @@ def _edge_memory(target_face: Face, source: object) -> dict[str, Any] | None:
     return memory
 
 
+def _outer_falloff(share: NDArray[np.float32], below: float) -> NDArray[np.bool_]:
+    """Where ``share`` is under ``below`` and connected to the grid's border through
+    such cells: the face's edge, where the source's share falls off towards its
+    outside. Dips inside the face (texels left to the target: a source's glare, a
+    nostril, the eyes' and mouth's holes) are no part of it."""
+    low = (share < below).astype(np.uint8)
+    count, labels = cv2.connectedComponents(low, connectivity=4)
+    if count <= 1:
+        return np.zeros(share.shape, bool)
+    edges = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
+    touching = np.zeros(count, bool)
+    touching[edges] = True
+    touching[0] = False  # label 0: the cells at or over ``below``
+    return np.asarray(touching[labels], bool)
+
+
 def _match_edge_colour(
     source: NDArray[np.float32],
     target_small: NDArray[np.generic],
@@ -4685,7 +4701,7 @@ def _match_edge_colour(
     k = cv2.resize(np.ascontiguousarray(skin, np.float32), grid, interpolation=cv2.INTER_LINEAR)
     lo, hi = EDGE_RING
     face = (m > lo) & (k > 0.7)
-    ring = face & (m < hi)
+    ring = face & _outer_falloff(m, hi)
     measured = False
     if int(ring.sum()) >= 8:
         for image in (small_t, small_s):
@@ -4727,8 +4743,12 @@ def _match_edge_colour(
         cv2.resize(m, coarse, interpolation=cv2.INTER_AREA), (0, 0), EDGE_BAND * side
     )
     fade = np.clip((1.0 - inner) * 2.0, 0.0, 1.0) * np.clip(reach * 50.0, 0.0, 1.0)
-    offsets = offsets * (fade / np.maximum(reach, 1e-3))[..., None]
-    offsets = np.clip(offsets, -EDGE_MAX_OFFSET, EDGE_MAX_OFFSET).astype(np.float32)
+    # (Cut before the fade: cut after it, a large offset on the ring came over the
+    # face's middle at the cut's full size.)
+    offsets = np.clip(
+        offsets / np.maximum(reach, 1e-3)[..., None], -EDGE_MAX_OFFSET, EDGE_MAX_OFFSET
+    )
+    offsets = (offsets * fade[..., None]).astype(np.float32)
     return np.asarray(
         cv2.add(source, cv2.resize(offsets, (pw, ph), interpolation=cv2.INTER_LINEAR)),
         np.float32,
