@@ -551,8 +551,14 @@ def per_image_table(
     return markdown_table(headers, rows), out
 
 
-def worst_table(records: list[dict[str, Any]], key: str, n: int = 10) -> str:
-    measured = sorted((r for r in records if key in r), key=lambda r: -r[key])[:n]
+def worst_table(
+    records: list[dict[str, Any]], key: str, n: int = 10, absolute: bool = False
+) -> str:
+    """The ``n`` pairs with the largest ``key`` (its absolute value with ``absolute``)."""
+    measured = sorted(
+        (r for r in records if key in r and np.isfinite(r[key])),
+        key=lambda r: -abs(r[key]) if absolute else -r[key],
+    )[:n]
     rows = [
         (
             r["source"],
@@ -561,6 +567,7 @@ def worst_table(records: list[dict[str, Any]], key: str, n: int = 10) -> str:
             f"{r['d_tgt']:.3f}",
             f"{r['lmk_err']:.3f}",
             f"{r['mouth_err']:.3f}",
+            f"{r['tone_dl']:+.1f}",
             "yes" if r["retrieved"] else f"no ({r['nearest_source']})",
             "yes" if r["out_fallback"] else "no",
         )
@@ -573,6 +580,7 @@ def worst_table(records: list[dict[str, Any]], key: str, n: int = 10) -> str:
         "d(out,tgt)",
         "lmk err",
         "mouth err",
+        "cheeks' dL",
         "retrieved",
         "fallback",
     )
@@ -846,6 +854,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("Worst 10 pairs by landmark error:")
     print(worst_table(records, "lmk_err"))
+    print()
+    print("Worst 10 pairs by skin tone (the cheeks' lightness, output less target):")
+    print(worst_table(records, "tone_dl", absolute=True))
     if violations:
         print(f"\nFusion monotonicity violations ({len(violations)}):")
         for v in violations[:30]:
