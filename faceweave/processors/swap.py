@@ -2988,8 +2988,9 @@ class Swapper(FaceSwapping):
         # and 1/255 steps are finer than anything these masks or the photo resolve.
         aux = np.dstack([face_mask, source_weight, self.masks.skin, self.masks.edge])
         self._uv_aux = np.round(np.clip(aux, 0.0, 1.0) * 255.0).astype(np.uint8)
-        # Where a target's fringe is looked for, the skin its colour is measured on, and
-        # the skin the light match compares (smooth: the coarse grid is enough for it).
+        # Where a target's fringe is looked for, the skin its colour is measured on, the
+        # skin the light match compares, and the outer face it may light up further
+        # (smooth: the coarse grid is enough for them).
         zones = np.dstack(
             [
                 self.masks.forehead,
