@@ -2014,6 +2014,22 @@ HAIR_SAMPLE_Z = 3.0
 HAIR_SAMPLE_SHARE = 0.15
 FRINGE_COVER = 0.3
 FRINGE_GROW = 0.023
+# A fringe of fine strands whose colour is near the skin's (p19's grey fringe over her
+# dim, wrinkled forehead: 1.6-1.8 robust z from her cheeks, where a forehead without
+# hair reads up to 2.3) is found by its texture (see _fringe_strands): over the
+# forehead, the lightness's gradient energy (its structure tensor, averaged over
+# STRAND_SIGMA of the texture's side) against the cheeks' median passes STRAND_ENERGY[0]
+# (fully at STRAND_ENERGY[1]), and its sideways share (upright strands: a forehead's
+# wrinkles run across it, their gradient is up-down) passes STRAND_UPRIGHT[0] (fully
+# at [1]). Without it her strands went onto every target's forehead as pale streaks.
+# Where that covers over STRAND_FRINGE of the forehead above the brows' band (its
+# mean), all of that band is the fringe's: the strands' middle, brighter and less
+# upright where they part, stayed the source's (p19: 0.29; p18's single lock 0.17;
+# 0.08 or less on the rest of the quality set, p23's red fringe among them).
+STRAND_SIGMA = 0.015
+STRAND_ENERGY = (1.2, 2.0)
+STRAND_UPRIGHT = (0.68, 0.8)
+STRAND_FRINGE = 0.2
 # What is not face at the lower face's edge (see _edge_outliers): texels within
 # EDGE_DEPTH of the texture's side from the mesh's edge, joined to it, whose robust z
 # from the cheeks' colour passes EDGE_Z[0] (fully at EDGE_Z[1]) or whose brightness
@@ -2131,6 +2147,13 @@ def _source_outliers(
     if hair_z is not None:
         nearer_hair = np.clip((z - hair_z) / 2.0, 0.0, 1.0) * np.clip(z - 1.0, 0.0, 1.0)
         ramp = np.maximum(ramp, nearer_hair * region)
+    # Strands near the skin's colour, by their texture (see STRAND_ENERGY); over
+    # STRAND_FRINGE of the forehead, the whole of it is a fringe's.
+    top = region & ~temples & (y < brow_y - 0.1)
+    strands = _fringe_strands(model, size, lab[..., 0], covered, top)
+    if top.any() and float(strands[top].mean()) > STRAND_FRINGE:
+        strands = top.astype(np.float32)
+    ramp = np.maximum(ramp, strands)
     ramp = cv2.morphologyEx(ramp.astype(np.float32), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     forehead = region & ~temples & (depth >= HAIR_RIM * size) & (y < brow_y - 0.1)
     if forehead.any() and float((ramp[forehead] > 0.5).mean()) > FRINGE_COVER:
@@ -2149,6 +2172,36 @@ def _source_outliers(
     return np.asarray(
         cv2.GaussianBlur(ramp.astype(np.float32), (0, 0), size * 0.01), np.float32
     ), edge
+
+
+def _fringe_strands(
+    model: FaceModel,
+    size: int,
+    lightness: NDArray[np.float32],
+    covered: NDArray[np.bool_],
+    forehead: NDArray[np.bool_],
+) -> NDArray[np.float32]:
+    """How surely each ``forehead`` texel shows upright strands of hair (0..1, see
+    STRAND_ENERGY): textured like hair, not like the cheeks' skin, and upright, not
+    along a wrinkle. ``lightness``: the texture's Lab L. Gradients are taken only
+    inside the mesh (its edge against the black outside is no texture) and averaged
+    over the texels that have them."""
+    inside = cv2.erode(covered.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(np.float32)
+    gx = cv2.Sobel(lightness, cv2.CV_32F, 1, 0, ksize=3) * inside
+    gy = cv2.Sobel(lightness, cv2.CV_32F, 0, 1, ksize=3) * inside
+    sigma = STRAND_SIGMA * size
+    weight = np.maximum(cv2.GaussianBlur(inside, (0, 0), sigma), 1e-3)
+    across = cv2.GaussianBlur(gx * gx, (0, 0), sigma) / weight
+    along = cv2.GaussianBlur(gy * gy, (0, 0), sigma) / weight
+    energy = across + along
+    cheeks = _uv_cheeks(model, size) & (inside > 0)
+    if int(cheeks.sum()) < 50:
+        return np.zeros((size, size), np.float32)
+    ratio = np.sqrt(energy / max(float(np.median(energy[cheeks])), 1e-6))
+    upright = across / np.maximum(energy, 1e-6)
+    return np.asarray(
+        _ramps(ratio, STRAND_ENERGY) * _ramps(upright, STRAND_UPRIGHT) * forehead, np.float32
+    )
 
 
 def _chin_object(

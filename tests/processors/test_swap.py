@@ -1441,6 +1441,34 @@ def test_a_fair_fringe_is_left_to_the_target_with_its_edge() -> None:
     assert kept[away].max() < 0.05
 
 
+def test_a_fringe_of_strands_near_the_skins_colour_is_found_by_its_texture() -> None:
+    """Fine upright strands over the forehead, no further from the skin's colour than
+    skin is (p19's grey fringe over her dim forehead): their texture tells them, and
+    over a fair share of the forehead all of it goes to the target (before, nothing
+    did: her strands went onto every target's forehead as pale streaks). The same
+    lines running across the forehead (wrinkles) and an even forehead stay the
+    source's."""
+    size = 384
+    face = _uv_face(size)
+    model, texture, covered, y = face.model, face.texture, face.covered, face.y
+    top = covered & (y < face.brow_y - 0.1)
+    columns = np.arange(size)
+    stripes = np.where((columns // 2) % 2 == 0, 7.0, -7.0).astype(np.float32)
+    strands = texture.copy()
+    strands[top] += np.broadcast_to(stripes[None, :, None], texture.shape)[top]
+    z = swap_module._skin_z(model, size, swap_module._albedo_bytes(strands), covered)
+    assert z is not None and float(np.median(z[top])) < 2.0  # the premise: skin-coloured
+    found = swap_module._source_outliers(model, size, strands, covered)[0]
+    depth = face.depth
+    core = top & (depth > 8) & (y < face.brow_y - 0.15)
+    assert found[core].mean() > 0.9, found[core].mean()  # 0.0 before
+    # Across (wrinkles): left alone, like the even forehead.
+    wrinkles = texture.copy()
+    wrinkles[top] += np.broadcast_to(stripes[:, None, None], texture.shape)[top]
+    assert swap_module._source_outliers(model, size, wrinkles, covered)[0][core].max() < 0.05
+    assert swap_module._source_outliers(model, size, texture, covered)[0][core].max() < 0.05
+
+
 def test_a_fringe_down_to_the_brows_is_left_to_the_target_above_them() -> None:
     """A fringe that hangs down to the brows: its thinning strands (half hair, half
     skin) between the forehead band and the brows' top are occluders too (they left
