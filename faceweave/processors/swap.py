@@ -2024,8 +2024,9 @@ FRINGE_GROW = 0.023
 # at [1]). Without it her strands went onto every target's forehead as pale streaks.
 # Where that covers over STRAND_FRINGE of the forehead above the brows' band (its
 # mean), all of that band is the fringe's: the strands' middle, brighter and less
-# upright where they part, stayed the source's (p19: 0.29; p18's single lock 0.17;
-# 0.08 or less on the rest of the quality set, p23's red fringe among them).
+# upright where they part, stayed the source's (p19: 0.29; the profile p15, its far
+# half mirrored from hair and background, 0.43; p18's single lock 0.17; 0.08 or less
+# on the rest of the quality set, p23's red fringe among them).
 STRAND_SIGMA = 0.015
 STRAND_ENERGY = (1.2, 2.0)
 STRAND_UPRIGHT = (0.68, 0.8)
