@@ -1768,6 +1768,32 @@ def test_a_grey_source_takes_a_lip_pixel_by_pixel_and_skin_broadly() -> None:
     assert np.abs(target_lab[80, 60, 1:] - skin_ab).max() > 30.0  # the premise: a glint
 
 
+def test_a_grey_source_takes_the_skins_flush_but_no_beard_colour() -> None:
+    """On the skin a colourless source takes the target's colour a thirtieth of the
+    crop wide, from the pixels near the skin's colour: a cheek's flush comes through
+    (over a twelfth it was diluted to the skin's mean: Bob Dylan on p17 came out 3.7
+    a less red on her cheeks), while inside a wide patch off the skin's colour (a
+    beard on the skin mask) the skin's mean colour is taken, not the beard's grey."""
+    size = 200
+    skin_bgr = np.array([150.0, 170.0, 215.0], np.float32)
+    target = np.tile(skin_bgr, (size, size, 1)).astype(np.float32)
+    skin = np.ones((size, size), np.float32)
+    cv2.circle(target, (60, 90), 16, (150.0, 158.0, 225.0), -1)  # a flush: a* about +6
+    target[140:195, 50:150] = (95.0, 100.0, 105.0)  # a grey beard
+    source = np.tile(np.linspace(60.0, 200.0, size, dtype=np.float32)[None, :, None], (size, 1, 3))
+    out = swap_module._take_target_chroma(source, target, 1.0, skin_bgr, skin)
+
+    def lab(image: np.ndarray) -> np.ndarray:
+        return cv2.cvtColor(np.clip(image / 255.0, 0, 1).astype(np.float32), cv2.COLOR_BGR2Lab)
+
+    out_lab, target_lab = lab(out), lab(target)
+    skin_ab = target_lab[20, 20, 1:]
+    flush = target_lab[90, 60, 1:]
+    assert flush[0] - skin_ab[0] > 5.0  # the premise
+    assert np.abs(out_lab[90, 60, 1:] - flush).max() < 2.5, (out_lab[90, 60, 1:], flush)
+    assert np.abs(out_lab[170, 100, 1:] - skin_ab).max() < 3.0, (out_lab[170, 100], skin_ab)
+
+
 def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     """A dark patch reaching in from the lower face's edge (a collar, the shadow under
     an ear: Grace Hopper's left a dark smudge on every target's cheek) is found, even
