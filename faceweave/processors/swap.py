@@ -125,6 +125,12 @@ GLASSES_SOURCE_CONTRAST = 35.0
 # dark curve at every target's temple).
 GLASSES_REACH = 0.75
 GLASSES_SOURCE_REACH = 0.95
+# A painted-out frame takes with it, at the temples (past the eyes' outer corners, not
+# near the eye openings), the texels under FRAME_DARK of the cheeks' median
+# brightness that join its lines, and what they enclose when that is under
+# FRAME_HOLE_MAX of the texture (see _with_dark_blocks).
+FRAME_DARK = 0.5
+FRAME_HOLE_MAX = 0.002
 GLASSES_PAINTED_RESIDUE = 0.25  # share of strong lines left after painting: else keep
 # Frames left in a source's texture are not occluders (the target does not show through
 # them) on their texels, feathered by a Gaussian of this share of the texture's side.
@@ -1041,6 +1047,41 @@ def _source_frame_texels(
     return np.asarray(cv2.dilate(hole, np.ones((5, 5), np.uint8)), np.uint8)
 
 
+def _with_dark_blocks(
+    frames: NDArray[np.uint8],
+    albedo: NDArray[np.float32],
+    band: NDArray[np.bool_],
+    model: FaceModel,
+) -> NDArray[np.uint8]:
+    """``frames`` (see _source_frame_texels) with the dark texels joined to them in the
+    glasses ``band`` at the temples, and the small gaps they enclose: a hinge's
+    solid block has no line inside it (p29's was left as a dark spot at every
+    target's temple), a glint on it none around it. Dark: under FRAME_DARK of the
+    cheeks' median brightness. Only past the eyes' outer corners and not near the
+    eye openings: between the eyes the brows, lashes and an eye's corner are dark
+    and lie along the rims."""
+    size = frames.shape[0]
+    luma = albedo @ color_ops.LUMA_BGR.astype(np.float32)
+    cheeks = _uv_cheeks(model, size) & model.uv_raster(size).covered & (frames == 0)
+    if int(cheeks.sum()) < 50:
+        return frames
+    eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
+    temples = band & (np.abs(_uv_x(model, size)) > eye_outer_x) & ~_uv_near_eyes(model, size)
+    dark = (luma < FRAME_DARK * float(np.median(luma[cheeks]))) & temples
+    _, labels = cv2.connectedComponents((dark | (frames > 0)).astype(np.uint8), connectivity=8)
+    joined = np.isin(labels, np.unique(labels[frames > 0])) & dark
+    out = np.maximum(frames, joined.astype(np.uint8))
+    # And what they enclose, when it is small (a glint on the hinge; not a lens).
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(1 - out, connectivity=4)
+    area = stats[:, cv2.CC_STAT_AREA]
+    left, top = stats[:, cv2.CC_STAT_LEFT], stats[:, cv2.CC_STAT_TOP]
+    right, bottom = left + stats[:, cv2.CC_STAT_WIDTH], top + stats[:, cv2.CC_STAT_HEIGHT]
+    small = (area < FRAME_HOLE_MAX * size * size) & (left > 0) & (top > 0)
+    small &= (right < size) & (bottom < size)
+    small[0] = False  # the frames themselves
+    return np.asarray(np.maximum(out, (small[labels] & temples).astype(np.uint8)), np.uint8)
+
+
 def _skin_fill(
     albedo: NDArray[np.float32], skin: NDArray[np.bool_]
 ) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
@@ -1496,6 +1537,13 @@ def prepare_source(
         painted = _paint_out_source_glasses(filled, frame_texels, model)
         # (It hands back its input where it leaves the frames in the texture.)
         glasses_kept = painted is filled
+        if not glasses_kept:
+            # Painted out, they take their dark blocks with them (a hinge).
+            band = _uv_glasses_band_at(model, uv_size, GLASSES_SOURCE_REACH) > 0.5
+            grown = _with_dark_blocks(frame_texels, filled, band, model)
+            again = _paint_out_source_glasses(filled, grown, model)
+            if again is not filled:
+                painted, frame_texels = again, grown
         filled = painted
     if wide_open:
         filled = _paint_out_stray_lip(filled, shading, model)

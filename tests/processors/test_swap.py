@@ -1469,6 +1469,38 @@ def test_a_fringe_of_strands_near_the_skins_colour_is_found_by_its_texture() -> 
     assert swap_module._source_outliers(model, size, texture, covered)[0][core].max() < 0.05
 
 
+def test_a_painted_out_frames_dark_hinge_goes_with_it() -> None:
+    """A thick frame's hinge at the temple is a solid dark block with no line inside
+    it: the dark texels joined to the frame's lines there, and a small gap they
+    enclose (a glint on it), are frame too (p29's hinge stayed as a dark spot at every
+    target's temple). A dark patch at the temple not joined to the frames (a mole, a
+    sideburn) and one joined to them but between the eyes stay."""
+    size = 384
+    face = _uv_face(size)
+    model, x, y = face.model, face.x, face.y
+    albedo = face.texture / 255.0
+    band = swap_module._uv_glasses_band_at(model, size, swap_module.GLASSES_SOURCE_REACH) > 0.5
+    eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
+    eye_y = float(model.canonical[model.loops[0], 1].mean())
+    row = np.abs(y - eye_y) < 0.012
+    frames = (band & row).astype(np.uint8)
+    temple = band & (x > eye_outer_x + 0.2) & (x < eye_outer_x + 0.3)
+    hinge = temple & (y > eye_y) & (y < eye_y + 0.07)
+    glint = hinge & (x > eye_outer_x + 0.23) & (x < eye_outer_x + 0.27) & (y > eye_y + 0.025)
+    glint &= y < eye_y + 0.05
+    apart = band & (x < -eye_outer_x - 0.2) & (x > -eye_outer_x - 0.3)
+    apart &= (y > eye_y + 0.05) & (y < eye_y + 0.1)
+    between = band & (np.abs(x) < 0.05) & (y > eye_y) & (y < eye_y + 0.05)
+    dark = (hinge & ~glint) | apart | between
+    albedo[dark] *= 0.2
+    assert glint.sum() > 4 and (hinge & ~frames.astype(bool)).sum() > 40  # the premise
+    out = swap_module._with_dark_blocks(frames, albedo.astype(np.float32), band, model)
+    assert out[hinge].min() == 1  # the block and its glint (0 before)
+    assert out[apart].max() == 0
+    assert out[between & ~row].max() == 0
+    assert np.array_equal(out[row & band], frames[row & band])
+
+
 def test_a_fringe_down_to_the_brows_is_left_to_the_target_above_them() -> None:
     """A fringe that hangs down to the brows: its thinning strands (half hair, half
     skin) between the forehead band and the brows' top are occluders too (they left
