@@ -5035,8 +5035,9 @@ def _source_shadows(texture: NDArray[np.floating], on: NDArray[np.floating]) -> 
 # strands or a highlight's orange, where the source's skin shows, are no colour of
 # its face; a red lip is about 20 from its skin). Over a twelfth of the crop the
 # skin's colour was its mean, less its flush: Bob Dylan's face on p17 came out 3.7 a
-# less red on her cheeks than her own (the cheeks' a-b distance over his 20 pairs 0.9
-# at a thirtieth, against 1.6; 0.5 at a sixtieth, one retrieved pair fewer).
+# less red on her cheeks than her own (the cheeks' a-b distance over his 20 pairs 1.0
+# at a thirtieth from the pixels near the skin's colour, against 1.6; 0.5 at a
+# sixtieth from all of them, one retrieved pair fewer).
 CHROMA_TAKE_BLUR = 0.006
 CHROMA_TAKE_SKIN_BLUR = 0.03
 # Only skin pixels within CHROMA_TAKE_NEAR[0] in a-b of the skin's mean colour count
@@ -5063,8 +5064,9 @@ def _take_target_chroma(
     even skin tone with grey lips and grey-blue eyes on every colour target. The
     target's face is where the output's is (its mesh), so its lips and irises lend
     their own colour pixel for pixel, and on ``skin`` (0..1, where the skin
-    texels are) its skin its broad colour, a flush: there, pixel for pixel, a
-    glasses lens's glare had come through as a blue patch under the eye.
+    texels are) its skin its colour a little blurred, a flush, from the pixels near
+    the skin's colour (see CHROMA_TAKE_NEAR): there, pixel for pixel, a glasses
+    lens's glare had come through as a blue patch under the eye.
     ``skin_bgr``: the target skin's mean colour (see _target_occluders); None takes
     the mean of ``target``."""
     side = max(source.shape[:2])
