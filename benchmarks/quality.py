@@ -79,8 +79,8 @@ CROP_SCALE = 2.4  # measuring crop side, in face sizes
 FUSIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 SAME_PERSON = 0.6  # dlib's usual threshold
 LARGE_FACE = 300.0  # targets whose grain at 1:1 is measured (face box width, pixels)
-# The mesh's cheek points, one ring per cheek (below the eyes, beside the nose).
 TONE_OFF = 10.0  # a cheek lightness difference that reads as another skin tone (L, 0..100)
+# The mesh's cheek points, one ring per cheek (below the eyes, beside the nose).
 CHEEKS = ((50, 101, 118, 117, 123, 147, 187, 205), (280, 330, 347, 346, 352, 376, 411, 425))
 MOUTH = slice(48, 68)
 LEFT_EYE = slice(36, 42)

@@ -1047,14 +1047,27 @@ def _source_frame_texels(
     return np.asarray(cv2.dilate(hole, np.ones((5, 5), np.uint8)), np.uint8)
 
 
+def _joined(grow: NDArray[np.bool_], seeds: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """The texels of ``grow | seeds`` 8-connected through them to a ``seeds`` texel
+    (the seeds with the parts of ``grow`` that reach them)."""
+    both = grow | seeds
+    count, labels = cv2.connectedComponents(both.astype(np.uint8), connectivity=8)
+    reached = np.zeros(count, bool)
+    reached[labels[seeds]] = True
+    reached[0] = False  # label 0: outside ``both``
+    return np.asarray(reached[labels], bool)
+
+
+def _eye_outer_x(model: FaceModel) -> float:
+    """How far the eyes' outer corners lie from the midline (canonical x)."""
+    return float(np.abs(model.canonical[model.loops[0], 0]).max())
+
+
 def _with_dark_blocks(
-    frames: NDArray[np.uint8],
-    albedo: NDArray[np.float32],
-    band: NDArray[np.bool_],
-    model: FaceModel,
+    frames: NDArray[np.uint8], albedo: NDArray[np.float32], model: FaceModel
 ) -> NDArray[np.uint8]:
     """``frames`` (see _source_frame_texels) with the dark texels joined to them in the
-    glasses ``band`` at the temples, and the small gaps they enclose: a hinge's
+    source's glasses band at the temples, and the small gaps they enclose: a hinge's
     solid block has no line inside it (p29's was left as a dark spot at every
     target's temple), a glint on it none around it. Dark: under FRAME_DARK of the
     cheeks' median brightness. Only past the eyes' outer corners and not near the
@@ -1065,12 +1078,11 @@ def _with_dark_blocks(
     cheeks = _uv_cheeks(model, size) & model.uv_raster(size).covered & (frames == 0)
     if int(cheeks.sum()) < 50:
         return frames
-    eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
-    temples = band & (np.abs(_uv_x(model, size)) > eye_outer_x) & ~_uv_near_eyes(model, size)
+    band = _uv_glasses_band_at(model, size, GLASSES_SOURCE_REACH) > 0.5
+    temples = band & (np.abs(_uv_x(model, size)) > _eye_outer_x(model))
+    temples &= ~_uv_near_eyes(model, size)
     dark = (luma < FRAME_DARK * float(np.median(luma[cheeks]))) & temples
-    _, labels = cv2.connectedComponents((dark | (frames > 0)).astype(np.uint8), connectivity=8)
-    joined = np.isin(labels, np.unique(labels[frames > 0])) & dark
-    out = np.maximum(frames, joined.astype(np.uint8))
+    out = np.maximum(frames, _joined(dark, frames > 0).astype(np.uint8))
     # And what they enclose, when it is small (a glint on the hinge; not a lens).
     _, labels, stats, _ = cv2.connectedComponentsWithStats(1 - out, connectivity=4)
     area = stats[:, cv2.CC_STAT_AREA]
@@ -1539,8 +1551,7 @@ def prepare_source(
         glasses_kept = painted is filled
         if not glasses_kept:
             # Painted out, they take their dark blocks with them (a hinge).
-            band = _uv_glasses_band_at(model, uv_size, GLASSES_SOURCE_REACH) > 0.5
-            grown = _with_dark_blocks(frame_texels, filled, band, model)
+            grown = _with_dark_blocks(frame_texels, filled, model)
             again = _paint_out_source_glasses(filled, grown, model)
             if again is not filled:
                 painted, frame_texels = again, grown
@@ -2164,7 +2175,7 @@ def _source_outliers(
     y, x = _uv_y(model, size), _uv_x(model, size)
     brow_y = float(model.canonical[model.regions["left_eyebrow"], 1].min())
     mouth_y = float(model.canonical[model.loops[2], 1].mean())
-    eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
+    eye_outer_x = _eye_outer_x(model)
     # Not the eyes' outer corners: lashes and an eye's corner shadow lie just past the
     # eye's outer x and are no hair (see TEMPLE_EYE_CLEAR).
     temples = (np.abs(x) > eye_outer_x) & (y < mouth_y) & ~_uv_near_eyes(model, size)
@@ -2273,8 +2284,7 @@ def _chin_object(
     if int(seeds.sum()) < CHIN_SEED_SHARE * size * size or not plain.any():
         return None
     body = chin & (z > CHIN_GROW_Z) & (lightness < float(np.median(lightness[plain])))
-    _, labels = cv2.connectedComponents((seeds | body).astype(np.uint8), connectivity=8)
-    held = np.isin(labels, np.unique(labels[seeds])) & (seeds | body)
+    held = _joined(body, seeds)
     reach, share = CHIN_INSIDE
     if int((held & (depth > reach * size)).sum()) < share * size * size:
         return None
@@ -2352,10 +2362,8 @@ def _edge_outliers(
     rel = texture.mean(-1) / max(float(np.median(texture[skin].mean(-1))), 1.0)
     (z0, z1), (d0, d1) = EDGE_Z, EDGE_DARK
     near = lower & (depth < EDGE_DEPTH * size)
-    candidate = (near & ((z > z0) | (rel < d0))).astype(np.uint8)
-    _, labels = cv2.connectedComponents(candidate, connectivity=8)
-    touching = np.unique(labels[(candidate > 0) & (depth < 3.0)])
-    joined = np.isin(labels, touching[touching > 0])
+    candidate = near & ((z > z0) | (rel < d0))
+    joined = _joined(candidate, candidate & (depth < 3.0))
     # One side only: what the mirror side shows too is the face's (a beard along the
     # jaw, which the colour and darkness tests take for a collar; a goatee). Texel by
     # texel: a whole region that is partly mirrored can be a collar joined to the
@@ -2606,8 +2614,7 @@ def _paint_out_stray_lip(
     if a_lips - a_skin < STRAY_LIP_GAP:
         return albedo
     red = _mouth_below(model, size) & ((redness - a_skin) > STRAY_LIP_SHARE * (a_lips - a_skin))
-    _, labels = cv2.connectedComponents((red | lips).astype(np.uint8), connectivity=8)
-    stray = np.isin(labels, np.unique(labels[lips])) & red
+    stray = _joined(red, lips) & red
     if not stray.any():
         return albedo
     hole = cv2.dilate(stray.astype(np.uint8), np.ones((3, 3), np.uint8))
@@ -4480,9 +4487,7 @@ def _tinted_lenses(
             np.ones((3, 3), np.uint8),
         )
         # Only the lens around this opening: the pieces that touch its core.
-        _, labels = cv2.connectedComponents(lens | core.astype(np.uint8))
-        held = np.unique(labels[core])
-        piece = np.isin(labels, held[held > 0]).astype(np.uint8)
+        piece = _joined(lens > 0, core).astype(np.uint8)
         if not piece.any():
             continue  # the opening lies past the crop's edge
         # A lens is convex, and its rim (metal, or the tint's darker edge) reads as
@@ -4887,7 +4892,7 @@ LIGHT_OUTER_X = (0.85, 1.15)
 @functools.lru_cache(maxsize=4)
 def _uv_outer(model: FaceModel, size: int) -> NDArray[np.float32]:
     """(S, S) 0..1: the outer face, see LIGHT_OUTER_X (read-only, shared)."""
-    eye_outer_x = float(np.abs(model.canonical[model.loops[0], 0]).max())
+    eye_outer_x = _eye_outer_x(model)
     lo, hi = LIGHT_OUTER_X
     ax = np.abs(_uv_x(model, size))
     outer = np.clip((ax - lo * eye_outer_x) / ((hi - lo) * eye_outer_x), 0.0, 1.0)
@@ -5371,15 +5376,11 @@ def _cut_mouth_gap(
     light, red = lab[..., 0], lab[..., 1]
     gap = light < middle[0] - MOUTH_GAP_Z[0] * dev_l
     teeth = (red < middle[1] - MOUTH_GAP_Z[1] * dev_a) & (light > middle[0] - dev_l)
-    found = (((gap | teeth) & (outer > 0)) | (opening > 0)).astype(np.uint8)
+    found = ((gap | teeth) & (outer > 0)) | (opening > 0)
     # Only what joins the mesh's opening (its line, for lips the mesh reads as shut).
     seed = opening.copy()
     cv2.polylines(seed, [inner_line], True, 255, 1, cv2.LINE_8, shift=4)
-    count, labels = cv2.connectedComponents(found, connectivity=8)
-    joined = np.zeros(count, np.uint8)
-    joined[labels[(seed > 0) & (found > 0)]] = 255
-    joined[0] = 0
-    keep = joined[labels]
+    keep = _joined(found, (seed > 0) & found).astype(np.uint8) * np.uint8(255)
     keep = cv2.morphologyEx(keep, cv2.MORPH_CLOSE, kernel)
     keep = cv2.GaussianBlur(keep, (0, 0), 0.7).astype(np.float32)
     region = weight[y0:y1, x0:x1]

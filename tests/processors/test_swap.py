@@ -1494,7 +1494,7 @@ def test_a_painted_out_frames_dark_hinge_goes_with_it() -> None:
     dark = (hinge & ~glint) | apart | between
     albedo[dark] *= 0.2
     assert glint.sum() > 4 and (hinge & ~frames.astype(bool)).sum() > 40  # the premise
-    out = swap_module._with_dark_blocks(frames, albedo.astype(np.float32), band, model)
+    out = swap_module._with_dark_blocks(frames, albedo.astype(np.float32), model)
     assert out[hinge].min() == 1  # the block and its glint (0 before)
     assert out[apart].max() == 0
     assert out[between & ~row].max() == 0
