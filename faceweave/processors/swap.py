@@ -1532,6 +1532,11 @@ def prepare_source(
     side = np.clip(per_texel[..., 7], 0.0, 1.0)
     used_cos = (w_own * side + w_mir * side[:, ::-1]) / np.maximum(total, 1e-3)
     valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
+    # The lower nose is no silhouette: its wings' sides face sideways and their
+    # texels read as grazing (a mesh's noise tips them further), but what the photo
+    # shows there is the nose, and leaving them to the target showed its own skin in
+    # patches along the swapped nose's base, a jagged outline round the nostrils.
+    valid = np.maximum(valid, _uv_nose_base(model, uv_size) * (total > 1e-3))
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
     # The frames' texels, found once: painted out, or kept and drawn (below).
     frame_texels = (
@@ -2620,6 +2625,28 @@ def _paint_out_stray_lip(
     hole = cv2.dilate(stray.astype(np.uint8), np.ones((3, 3), np.uint8))
     alpha = cv2.GaussianBlur(hole.astype(np.float32), (5, 5), 0) * ~lips  # lips untouched
     return _painted_with_skin(albedo, skin, hole > 0, alpha)
+
+
+# The lower nose: the wings, the columella and the nostrils between them, and the
+# skin just under them (canonical centroid between NOSE_BASE_Y, within NOSE_BASE_X of
+# the midline, in front of NOSE_BASE_Z).
+NOSE_BASE_Y = (0.0, 0.32)
+NOSE_BASE_X = 0.45
+NOSE_BASE_Z = -0.3
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_nose_base(model: FaceModel, size: int) -> NDArray[np.float32]:
+    """(S, S) float32 1 on the lower nose's texels (NOSE_BASE_Y), feathered over
+    0.4% of the texture (read-only, shared)."""
+    centre = model.canonical_extended[model.render_triangles].mean(axis=1)
+    lower = (centre[:, 1] > NOSE_BASE_Y[0]) & (centre[:, 1] < NOSE_BASE_Y[1])
+    lower &= (np.abs(centre[:, 0]) < NOSE_BASE_X) & (centre[:, 2] < NOSE_BASE_Z)
+    raster = model.uv_raster(size)
+    inside = raster.covered & lower[np.maximum(raster.triangle, 0)]
+    soft = cv2.GaussianBlur(inside.astype(np.float32), (0, 0), max(0.004 * size, 0.5))
+    soft.setflags(write=False)
+    return np.asarray(soft)
 
 
 @functools.lru_cache(maxsize=4)
