@@ -1531,12 +1531,13 @@ def prepare_source(
     # thin dark line with a light edge.
     side = np.clip(per_texel[..., 7], 0.0, 1.0)
     used_cos = (w_own * side + w_mir * side[:, ::-1]) / np.maximum(total, 1e-3)
-    valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * (total > 1e-3)).astype(np.float32)
+    shown = total > 1e-3  # own or mirrored: not hidden on both sides
+    valid = (np.clip((used_cos - 0.12) / 0.25, 0.0, 1.0) * shown).astype(np.float32)
     # The lower nose is no silhouette: its wings' sides face sideways and their
     # texels read as grazing (a mesh's noise tips them further), but what the photo
     # shows there is the nose, and leaving them to the target showed its own skin in
     # patches along the swapped nose's base, a jagged outline round the nostrils.
-    valid = np.maximum(valid, _uv_nose_base(model, uv_size) * (total > 1e-3))
+    valid = np.maximum(valid, _uv_nose_base(model, uv_size) * shown)
     mirrored = (w_mir / np.maximum(total, 1e-3)).astype(np.float32)
     # The frames' texels, found once: painted out, or kept and drawn (below).
     frame_texels = (
@@ -1597,7 +1598,7 @@ def prepare_source(
         occluder = occluder * (1.0 - kept_frames)
     filled = _paint_out_edge(filled, edge, model)
     # After the outliers: hair at the temples stays an occluder (the target's).
-    filled = _fill_grazing_band(filled, used_cos * (total > 1e-3), occluder, model)
+    filled = _fill_grazing_band(filled, used_cos * shown, occluder, model)
     if abs(source_face.pose.yaw) > 35.0:
         occluder = np.maximum(occluder, _profile_midline(model, uv_size, filled, covered))
     shape = to_pose_space(source_face.landmarks_478, source_face.pose)
