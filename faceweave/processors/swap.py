@@ -205,6 +205,18 @@ PROFILE_KEEP_LOW = (0.48, 0.08)
 # 0.713 -> 0.713.
 PROFILE_QUALITY = (0.35, 0.7)
 PROFILE_QUALITY_BLUR = 0.03
+# On such a target (the same ramp) the source also gives way where, after the colour
+# and light match, its colour still differs from the target's own there, seen a
+# PROFILE_AGREE_BLUR of the crop wide: by a CIE Lab distance (lightness counted at
+# PROFILE_AGREE_L, since a profile's light falls off across it anyway) from
+# PROFILE_AGREE[0] (none of it) to [1] (all of it). A frontal photo's side of the nose
+# and eye socket, squeezed onto a profile's near half, brings its shading and what
+# lies there: p27's shadowed side made a grey nose bridge and a pale patch under the
+# eye, p17's brow an orange smear and her lower lid a blue arc, Obama's brow a dark
+# bar. Where the colours agree the source still shows.
+PROFILE_AGREE = (5.0, 12.0)
+PROFILE_AGREE_L = 0.5
+PROFILE_AGREE_BLUR = 0.02
 
 
 @dataclass(frozen=True)
@@ -900,6 +912,25 @@ def _profile_quality(source: SourceModel, uv_size: int) -> NDArray[np.uint8]:
     )
     low, high = PROFILE_QUALITY
     return np.round(np.clip((blurred - low) / (high - low), 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def _colour_disagreement(
+    source: NDArray[np.float32], target: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """(H, W) 0..1: how far two BGR images (0..255, the same size) differ in colour,
+    each blurred by PROFILE_AGREE_BLUR of its larger side, through PROFILE_AGREE (see
+    there): 0 where they agree, 1 where they differ by PROFILE_AGREE[1] or more."""
+    sigma = max(PROFILE_AGREE_BLUR * max(source.shape[:2]), 0.5)
+
+    def lab(image: NDArray[np.float32]) -> NDArray[np.float32]:
+        scaled = np.asarray(image, np.float32) * np.float32(1.0 / 255.0)
+        return np.asarray(cv2.GaussianBlur(cv2.cvtColor(scaled, cv2.COLOR_BGR2Lab), (0, 0), sigma))
+
+    diff = lab(source) - lab(target)
+    diff[..., 0] *= np.float32(PROFILE_AGREE_L)
+    distance = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+    low, high = PROFILE_AGREE
+    return np.clip((distance - low) * np.float32(1.0 / (high - low)), 0.0, 1.0).astype(np.float32)
 
 
 @functools.lru_cache(maxsize=4)
@@ -3734,6 +3765,12 @@ class Swapper(FaceSwapping):
                 mask * weight,
                 skin * keep_target,
                 memory,
+            )
+        if kept is not None:
+            # A profile: the source gives way where its colour still differs from the
+            # target's (see PROFILE_AGREE). (strength is the ramp over 255.)
+            weight = weight * (
+                1.0 - _colour_disagreement(source, warped_target) * (strength * np.float32(255.0))
             )
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).

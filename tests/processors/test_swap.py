@@ -450,6 +450,66 @@ class TestSwapper:
         quality = swap_module._profile_quality(unseen, source.valid.shape[0])
         assert quality.dtype == np.uint8 and int(quality.max()) == 0
 
+    def test_a_profile_leaves_what_still_differs_in_colour_to_the_target(
+        self,
+        astronaut_face: Face,
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Past PROFILE_KEEP_YAW the source gives way where its colour, after the colour
+        and light match, still differs from the target's there (PROFILE_AGREE): a dark
+        patch painted on the source's upper cheeks (as a deep shadow) is swapped onto a
+        frontal target but hardly onto a profile."""
+        source = prepare_source(astronaut_face)
+        size = source.texture.shape[0]
+        patch = np.zeros((size, size), np.uint8)
+        for u in (0.2, 0.8):  # both upper cheeks: whichever is the near one
+            cv2.circle(patch, (round(u * (size - 1)), round(0.45 * (size - 1))), size // 12, 1, -1)
+        texture = source.texture.copy()
+        texture[patch > 0] = 60.0
+        grey = dataclasses.replace(source, texture=texture)
+        p = grace_hopper_face.landmarks_478[:, :2]
+        width = float(np.linalg.norm(p[234] - p[454]))
+
+        def at(yaw: float) -> Face:
+            return dataclasses.replace(
+                grace_hopper_face, pose=dataclasses.replace(grace_hopper_face.pose, yaw=yaw)
+            )
+
+        def change(face: Face, index: int, radius: float = 0.05) -> float:
+            # How much the grey patch changes the output round a landmark.
+            box = np.zeros(grace_hopper.shape[:2], np.uint8)
+            cv2.circle(box, tuple(int(c) for c in p[index]), int(radius * width), 255, -1)
+            out = Swapper(grey).swap(grace_hopper, [face]).astype(np.int16)
+            plain = Swapper(source).swap(grace_hopper, [face]).astype(np.int16)
+            return float(np.abs(out - plain)[box > 0].mean())
+
+        # The upper cheeks (117, 346: the patches' middles): frontal the patch shows (33
+        # grey levels measured); on the profile's near cheek hardly (5), and it did
+        # before this rule (20).
+        frontal = max(change(at(0.0), 117), change(at(0.0), 346))
+        profile = max(change(at(60.0), 117), change(at(60.0), 346))
+        assert frontal > 20.0
+        assert profile < 0.3 * frontal and profile < 8.0
+        monkeypatch.setattr(swap_module, "PROFILE_AGREE", (1e3, 2e3))
+        assert max(change(at(60.0), 117), change(at(60.0), 346)) > 2.5 * profile
+
+    def test_colour_disagreement_reads_colour_more_than_light(self) -> None:
+        """_colour_disagreement: 0 where two images agree, 1 past PROFILE_AGREE[1] in CIE
+        Lab, lightness counted at PROFILE_AGREE_L (a profile's light falls off)."""
+        skin = np.full((64, 64, 3), (120.0, 150.0, 200.0), np.float32)
+        assert float(swap_module._colour_disagreement(skin, skin.copy()).max()) == 0.0
+        grey = skin.copy()
+        grey[16:48, 16:48] = (150.0, 150.0, 150.0)  # as light, no colour
+        darker = skin.copy()
+        darker[16:48, 16:48] *= np.float32(0.8)  # the same colour in shade
+        hue = swap_module._colour_disagreement(grey, skin)
+        shade = swap_module._colour_disagreement(darker, skin)
+        assert hue.dtype == np.float32 and hue.shape == (64, 64)
+        assert float(hue[32, 32]) == 1.0 and float(hue[2, 2]) < 0.05
+        assert float(shade[32, 32]) < 0.5
+
     def test_a_known_rest_shape_keeps_all_of_a_raised_brow(
         self, swapper: Swapper, grace_hopper_face: Face
     ) -> None:
