@@ -468,7 +468,7 @@ class TestSwapper:
             cv2.circle(patch, (round(u * (size - 1)), round(0.45 * (size - 1))), size // 12, 1, -1)
         texture = source.texture.copy()
         texture[patch > 0] = 60.0
-        grey = dataclasses.replace(source, texture=texture)
+        shaded = dataclasses.replace(source, texture=texture)
         p = grace_hopper_face.landmarks_478[:, :2]
         width = float(np.linalg.norm(p[234] - p[454]))
 
@@ -478,10 +478,10 @@ class TestSwapper:
             )
 
         def change(face: Face, index: int, radius: float = 0.05) -> float:
-            # How much the grey patch changes the output round a landmark.
+            # How much the dark patch changes the output round a landmark.
             box = np.zeros(grace_hopper.shape[:2], np.uint8)
             cv2.circle(box, tuple(int(c) for c in p[index]), int(radius * width), 255, -1)
-            out = Swapper(grey).swap(grace_hopper, [face]).astype(np.int16)
+            out = Swapper(shaded).swap(grace_hopper, [face]).astype(np.int16)
             plain = Swapper(source).swap(grace_hopper, [face]).astype(np.int16)
             return float(np.abs(out - plain)[box > 0].mean())
 
