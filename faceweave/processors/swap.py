@@ -3566,11 +3566,11 @@ class Swapper(FaceSwapping):
         kept = _profile_kept(target_face, u_map, v_map, model, opts.uv_size)
         if kept is not None:
             # (The same ramp as _profile_kept's: kept is None below it.)
-            strength = np.float32(_ramp(abs(target_face.pose.yaw), PROFILE_KEEP_YAW) / 255.0)
+            profile = _ramp(abs(target_face.pose.yaw), PROFILE_KEEP_YAW)
             quality = cv2.remap(self._uv_profile_quality, uv_map, uv_frac, cv2.INTER_LINEAR).astype(
                 np.float32
             )
-            weight = weight * (1.0 - kept) * (1.0 - strength * (255.0 - quality))
+            weight = weight * (1.0 - kept) * (1.0 - np.float32(profile / 255.0) * (255.0 - quality))
         if opts.mask_mouth:
             inner_lips = (tgt_verts[model.loops[2], :2] - np.array([x0, y0], np.float32)) * to_proc
             _cut_mouth(weight, inner_lips)
@@ -3768,9 +3768,9 @@ class Swapper(FaceSwapping):
             )
         if kept is not None:
             # A profile: the source gives way where its colour still differs from the
-            # target's (see PROFILE_AGREE). (strength is the ramp over 255.)
+            # target's (see PROFILE_AGREE), by the same ramp.
             weight = weight * (
-                1.0 - _colour_disagreement(source, warped_target) * (strength * np.float32(255.0))
+                1.0 - _colour_disagreement(source, warped_target) * np.float32(profile)
             )
         # Outside the mask the foreground is the target itself, so a multiband or
         # Poisson blend has nothing foreign to spread across the seam (no glow).
