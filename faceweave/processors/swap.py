@@ -3716,6 +3716,9 @@ class Swapper(FaceSwapping):
             lit = cv2.resize(zones[..., 2], (pw, ph), interpolation=cv2.INTER_LINEAR)
             on = cv2.compare(lit, 127, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
             source = _match_light(source, target_proc, on, opts.light, zones[..., 3])
+            if opts.color != "none":
+                # ...and its colour from side to side.
+                source = _match_light_colour(source, target_proc, on, opts.light)
         if "target" in self._eye_spaces:
             # After the colour and light match: the eyeballs take the target's white
             # as their own (see eyeball.paint_eye), not the skin's colour map.
@@ -5255,6 +5258,90 @@ def _match_light(
     if (hk, wk) != (h, w):
         gain = cv2.copyMakeBorder(gain, 0, h - hk, 0, w - wk, cv2.BORDER_REPLICATE)
     return np.asarray(cv2.multiply(source, cv2.merge([gain, gain, gain])), np.float32)
+
+
+# The colour of the light across the face (see _match_light_colour): the largest gain a
+# channel may take from it either way.
+LIGHT_COLOUR_RANGE = (0.8, 1.25)
+_LUMA = color_ops.LUMA_BGR.astype(np.float32)
+
+
+def _light_colour_slopes(
+    image: NDArray[np.float32], weights: NDArray[np.float32], x: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """(3,) how each channel's log chromaticity (its share of the luma) changes along
+    ``x`` over ``weights``: the slope of a weighted straight-line fit (``image``,
+    ``weights`` and ``x`` the same (H, W) grid)."""
+    luma = image @ _LUMA
+    chroma = np.log((image + 1.0) / (luma[..., None] + 1.0)).reshape(-1, 3)
+    w = weights.reshape(-1)
+    xs = x.reshape(-1)
+    off = xs - np.float32(float(w @ xs) / float(w.sum()))
+    wx = w * off
+    spread = float(wx @ off)
+    if spread <= 1e-9:
+        return np.zeros(3, np.float32)
+    # (The weighted mean of the chromaticity drops out: the weighted offsets sum to 0.)
+    return np.asarray((wx @ chroma) / np.float32(spread), np.float32)
+
+
+def _match_light_colour(
+    source: NDArray[np.float32],
+    target: NDArray[np.generic],
+    on: NDArray[np.generic],
+    amount: float = 0.5,
+) -> NDArray[np.float32]:
+    """Give the source the change of the target's light colour from one side of the
+    face to the other.
+
+    A face lit by two lights of different colour (daylight from a window on one
+    side, a warm lamp on the other: a webcam's usual light) is bluer on one cheek
+    and yellower on the other. The colour match is one map for the whole face, and
+    the light match scales all channels alike, so the swapped face kept its photo's
+    own colour from side to side and met the target's bluer cheek at the mask's
+    edge as a band. Each channel's log chromaticity (its share of the luma) is
+    fitted as a straight line across the face (image x, in face widths) on ``on``
+    (skin seen in both), for the target and the source; the source takes the
+    difference of the slopes, as a gain that keeps its luma, clipped to
+    LIGHT_COLOUR_RANGE: as the light across the face (see _match_light), in full
+    from ``amount`` (``--light``) 0.5 up. A straight line holds no feature: a
+    source's rosy cheeks or a target's beard, the same on both sides, leave the
+    slopes alone.
+    """
+    weights = on if on.dtype == np.uint8 else (np.asarray(on) != 0).astype(np.uint8)
+    _, _, bw, bh = cv2.boundingRect(weights)
+    if bw < 16 or bh < 16:
+        return source
+    h, w = weights.shape
+    # The fit needs no detail: at 1/8 scale (cut to a multiple of 8, as _match_light).
+    k = 8 if min(h, w) >= 64 else 1
+    hk, wk = h - h % k, w - w % k
+    small = (wk // k, hk // k)
+
+    def shrink(image: NDArray[np.generic]) -> NDArray[np.float32]:
+        return np.asarray(
+            cv2.resize(image[:hk, :wk], small, interpolation=cv2.INTER_AREA), np.float32
+        )
+
+    # Cells wholly on skin: the mask's edge mixes in hair, lids and background.
+    m = (shrink(cv2.compare(weights, 0, cv2.CMP_GT)) > 254.0).astype(np.float32)
+    if float(m.sum()) < 16:
+        return source
+    size = float(max(bw, bh))
+    cells = ((np.arange(small[0], dtype=np.float32) + 0.5) * k - 0.5) / size
+    x = np.ascontiguousarray(np.broadcast_to(cells[None, :], m.shape))
+    small_source = shrink(source)
+    slopes = _light_colour_slopes(shrink(target), m, x) - _light_colour_slopes(small_source, m, x)
+    slopes *= np.float32(min(1.0, LIGHT_BROAD_SHARE * amount))
+    # Per column of the crop: the gain along x, 1 at the skin's middle (the colour match
+    # has set its mean), scaled so that the skin's mean colour keeps its luma.
+    middle = float((x * m).sum()) / float(m.sum())
+    columns = np.arange(w, dtype=np.float32) / np.float32(size) - np.float32(middle)
+    gain = np.exp(columns[:, None] * slopes[None, :])
+    skin = (small_source * m[..., None]).reshape(-1, 3).sum(0) / float(m.sum()) * _LUMA
+    gain *= float(skin.sum()) / np.maximum(gain @ skin, 1e-6)[:, None]
+    gain = np.clip(gain, *LIGHT_COLOUR_RANGE).astype(np.float32)
+    return np.asarray(source * gain[None, :, :], np.float32)
 
 
 def _match_detail(

@@ -37,6 +37,7 @@ from faceweave.processors.swap import (
 from faceweave.processors.swap import _cut_mouth as _cut_mouth
 from faceweave.processors.swap import _cut_mouth_gap as _cut_mouth_gap
 from faceweave.processors.swap import _match_light as _match_light
+from faceweave.processors.swap import _match_light_colour as _match_light_colour
 from faceweave.types import Face
 
 
@@ -3094,6 +3095,120 @@ def big_grace(analyser: FaceAnalyser, grace_hopper: np.ndarray) -> tuple[np.ndar
     grain = np.random.default_rng(16).normal(0, 8, frame.shape)
     frame = np.clip(frame + grain, 0, 255).astype(np.uint8)
     return frame, analyser.get_faces(frame)[0]
+
+
+class TestLightColour:
+    """The colour of the target's light from one side of the face to the other (with
+    the light match, after it)."""
+
+    @staticmethod
+    def _chromaticity(image: np.ndarray) -> np.ndarray:
+        """Each channel's share of the luma (H, W, 3)."""
+        luma = image.astype(np.float32) @ np.array([0.114, 0.587, 0.299], np.float32)
+        return image / luma[..., None]
+
+    @staticmethod
+    def _mixed_light(size: int = 128) -> np.ndarray:
+        """Skin under a bluish light on the image's left and a warm one on its right."""
+        t = np.linspace(-0.5, 0.5, size, dtype=np.float32)
+        skin = np.array([120.0, 140.0, 180.0], np.float32)  # BGR
+        tint = np.exp(np.outer(t, [-0.4, 0.0, 0.25]).astype(np.float32))  # (size, 3)
+        row = skin[None, :] * tint
+        row *= (skin @ [0.114, 0.587, 0.299]) / (row @ [0.114, 0.587, 0.299])[:, None]
+        return np.repeat(row[None, :, :], size, 0).astype(np.float32)
+
+    def test_the_source_takes_the_targets_change_of_colour_and_keeps_its_luma(self) -> None:
+        target = self._mixed_light()
+        source = np.full_like(target, 0.0) + np.array([110.0, 135.0, 185.0], np.float32)
+        on = np.ones(target.shape[:2], np.uint8)
+        out = _match_light_colour(source, target, on)
+        luma = np.array([0.114, 0.587, 0.299], np.float32)
+        np.testing.assert_allclose(out @ luma, source @ luma, rtol=0.02)
+        # Blue falls and red rises from left to right, as on the target; the middle
+        # keeps the source's own colour.
+        want = self._chromaticity(target)
+        got = self._chromaticity(out)
+        for column in (10, 117):
+            change = got[64, column] / got[64, 64]
+            np.testing.assert_allclose(change, want[64, column] / want[64, 64], rtol=0.03)
+        np.testing.assert_allclose(got[64, 64], self._chromaticity(source)[64, 64], rtol=0.03)
+
+    def test_what_is_the_same_on_both_sides_is_left_alone(self) -> None:
+        """Rosy cheeks, a beard's shade: a feature the same on both sides of the face
+        is no change of the light's colour across it."""
+        target = np.full((128, 128, 3), (120.0, 140.0, 180.0), np.float32)
+        for x in (32, 96):
+            cv2.circle(target, (x, 80), 14, (100.0, 120.0, 200.0), -1)
+        source = np.full((128, 128, 3), (110.0, 135.0, 185.0), np.float32)
+        on = np.ones((128, 128), np.uint8)
+        np.testing.assert_allclose(_match_light_colour(source, target, on), source, atol=0.5)
+        # The source's own change of colour across it goes where the target has none.
+        tinted = _match_light_colour(self._mixed_light(), target, on)
+        chroma = self._chromaticity(tinted)
+        assert abs(float(chroma[64, 10, 0] / chroma[64, 117, 0]) - 1.0) < 0.03
+
+    def test_gains_are_clipped_and_too_little_skin_changes_nothing(self) -> None:
+        size = 128
+        target = np.zeros((size, size, 3), np.float32)
+        target[:, :, 0] = np.linspace(5.0, 250.0, size)[None, :]  # blue from none to all
+        target[:, :, 1:] = 60.0
+        source = np.full((size, size, 3), 100.0, np.float32)
+        on = np.ones((size, size), np.uint8)
+        out = _match_light_colour(source, target, on)
+        low, high = swap_module.LIGHT_COLOUR_RANGE
+        assert out.min() >= 100.0 * low - 1e-3 and out.max() <= 100.0 * high + 1e-3
+        assert out[:, :, 0].max() > 110.0  # it did change
+        few = np.zeros((size, size), np.uint8)
+        few[60:70, 60:70] = 1
+        np.testing.assert_array_equal(_match_light_colour(source, target, few), source)
+
+    def test_by_the_light_amount_in_full_from_half(self) -> None:
+        target = self._mixed_light()
+        source = np.full_like(target, 0.0) + np.array([110.0, 135.0, 185.0], np.float32)
+        on = np.ones(target.shape[:2], np.uint8)
+        full = _match_light_colour(source, target, on, 0.5)
+        np.testing.assert_allclose(_match_light_colour(source, target, on, 1.0), full)
+        quarter = self._chromaticity(_match_light_colour(source, target, on, 0.25))
+        chroma = self._chromaticity(full)
+        # A quarter takes half the change (in log chromaticity), none takes none.
+        np.testing.assert_allclose(
+            np.log(quarter[64, 10] / quarter[64, 117]),
+            0.5 * np.log(chroma[64, 10] / chroma[64, 117]),
+            atol=0.01,
+        )
+        np.testing.assert_allclose(_match_light_colour(source, target, on, 0.0), source, rtol=1e-5)
+
+    def test_swap_follows_a_two_coloured_light(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        analyser: FaceAnalyser,
+        astronaut: np.ndarray,
+        grace_hopper_face: Face,
+    ) -> None:
+        """The astronaut under a bluish light from the image's left and a warm one from
+        its right (her luma kept): the swapped face's cheeks differ in colour as hers
+        do; without the step they differed far less."""
+        x0, _, x1, _ = analyser.get_faces(astronaut)[0].bbox
+        t = np.clip((np.arange(astronaut.shape[1]) - x0) / (x1 - x0), 0.0, 1.0) - 0.5
+        tint = np.exp(np.outer(t, [-0.5, 0.0, 0.35]))[None, :, :]
+        lit = astronaut.astype(np.float64) * tint
+        luma = np.array([0.114, 0.587, 0.299])
+        lit *= ((astronaut @ luma) / np.maximum(lit @ luma, 1.0))[..., None]
+        lit = np.clip(lit, 0, 255).astype(np.uint8)
+        face = analyser.get_faces(lit)[0]
+
+        def blue_left_over_right(image: np.ndarray) -> float:
+            chroma = self._chromaticity(image.astype(np.float32) + 1.0)[..., 0]
+            left, right = _cheeks(face, image.shape[:2])
+            return float(np.median(chroma[left]) / np.median(chroma[right]))
+
+        swapper = Swapper(grace_hopper_face)
+        target = blue_left_over_right(lit)
+        matched = blue_left_over_right(swapper.swap(lit, face))
+        monkeypatch.setattr(swap_module, "_match_light_colour", lambda s, t, o, a: s)
+        plain = blue_left_over_right(swapper.swap(lit, face))
+        assert target > 1.25, target  # the test needs a real change of colour
+        assert abs(matched - target) < 0.5 * abs(plain - target), (target, matched, plain)
 
 
 class TestLargeFaces:
