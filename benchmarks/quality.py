@@ -203,6 +203,34 @@ def tone_difference(
     return float(diff[0]), float(np.hypot(diff[1], diff[2]))
 
 
+def side_tone_difference(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
+    """How far the change of colour from one cheek to the other differs from the
+    target's: the a-b distance between (left less right cheek median Lab) of the
+    output and of the target. A face under two lights of different colour (a window
+    on one side, a lamp on the other) is bluer on one cheek than the other; a swap
+    that keeps its photo's own colour across the face scores that difference."""
+    x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
+    h, w = target.shape[:2]
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
+    points = face.landmarks_478[:, :2] - np.array([x0, y0], np.float32)
+    cheeks = []
+    for ring in CHEEKS:
+        mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        hull = cv2.convexHull(points[list(ring)].astype(np.float32)).astype(np.int32)
+        cv2.fillConvexPoly(mask, hull, 1)
+        if not mask.any():
+            return float("nan")
+        cheeks.append(mask > 0)
+
+    def across(image: NDArray[np.uint8]) -> NDArray[np.float64]:
+        lab = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float64)
+        left, right = (np.median(lab[m], axis=0) for m in cheeks)
+        return np.asarray(left - right, np.float64)
+
+    diff = across(out) - across(target)
+    return float(np.hypot(diff[1], diff[2]))
+
+
 def grain_ratio(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
     """The output's fine grain on the target face's cheeks over the target's own."""
     (x0, y0, x1, y1), on = cheeks_mask(face, target.shape)
@@ -354,6 +382,7 @@ def run_pairs(
             rec["src_fallback"] = src.measure.fallback
             rec["out_detections"] = m.n_detections
             rec["tone_dl"], rec["tone_dab"] = tone_difference(out, tgt.image.frame, tgt.face)
+            rec["tone_side"] = side_tone_difference(out, tgt.image.frame, tgt.face)
             if tgt.face.size >= LARGE_FACE:
                 rec["grain_ratio"] = grain_ratio(out, tgt.image.frame, tgt.face)
             if m.fallback and not tgt.measure.fallback:
@@ -447,6 +476,9 @@ def summarise(subjects: list[Subject], records: list[dict[str, Any]]) -> dict[st
         "tone_dl_mean": _mean([r["tone_dl"] for r in toned]),
         "tone_dab_mean": _mean([r["tone_dab"] for r in toned]),
         "tone_off_pairs": sum(abs(r["tone_dl"]) > TONE_OFF for r in toned),
+        "tone_side_mean": _mean(
+            [r["tone_side"] for r in measured if np.isfinite(r.get("tone_side", np.nan))]
+        ),
         "n_large_target_pairs": sum("grain_ratio" in r for r in measured),
         "grain_ratio_large_mean": _mean([r["grain_ratio"] for r in measured if "grain_ratio" in r]),
         "swap_ms_median": _median([r["swap_ms"] for r in measured]),
@@ -492,6 +524,10 @@ def summary_table(s: dict[str, Any]) -> str:
         (
             f"pairs whose cheeks' lightness is off by over {TONE_OFF:.0f} L",
             str(s["tone_off_pairs"]),
+        ),
+        (
+            "cheek-to-cheek colour change, output against target: mean d(a, b)",
+            f"{s['tone_side_mean']:.1f}",
         ),
         (
             f"grain at 1:1 on targets >= {LARGE_FACE:.0f} px, output / target (pairs)",

@@ -65,3 +65,19 @@ def test_tone_difference_is_the_cheeks_lab_shift_from_the_target(
     x0, y0, _, _ = (int(v) for v in grace_hopper_face.bbox)
     framed[: max(y0 - 2, 0)] = 0
     assert tone_difference(framed, grace_hopper, grace_hopper_face) == (0.0, 0.0)
+
+
+def test_side_tone_difference_is_the_change_of_colour_across_the_face(
+    grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    side_tone_difference = _quality().side_tone_difference
+    assert side_tone_difference(grace_hopper, grace_hopper, grace_hopper_face) == 0.0
+    # The same cast over the whole face: no change across it.
+    cast = np.clip(grace_hopper.astype(np.int16) + np.array([0, 25, -10]), 0, 255)
+    assert side_tone_difference(cast.astype(np.uint8), grace_hopper, grace_hopper_face) < 1.0
+    # Bluer on the image's left, yellower on its right: a change across the face.
+    x0, _, x1, _ = grace_hopper_face.bbox
+    t = np.clip((np.arange(grace_hopper.shape[1]) - x0) / (x1 - x0), 0.0, 1.0) - 0.5
+    tint = np.exp(np.outer(t, [-0.5, 0.0, 0.35]))[None, :, :]
+    tinted = np.clip(grace_hopper * tint, 0, 255).astype(np.uint8)
+    assert side_tone_difference(tinted, grace_hopper, grace_hopper_face) > 8.0
