@@ -3718,7 +3718,10 @@ class Swapper(FaceSwapping):
             source = _match_light(source, target_proc, on, opts.light, zones[..., 3])
             if opts.color != "none":
                 # ...and its colour from side to side.
-                source = _match_light_colour(source, target_proc, on, opts.light)
+                # (The face's own left-right axis: from one eye's outer corner to the
+                # other's; a rolled head or a video stored turned is not across x.)
+                across = out_verts[263, :2] - out_verts[33, :2]
+                source = _match_light_colour(source, target_proc, on, opts.light, across)
         if "target" in self._eye_spaces:
             # After the colour and light match: the eyeballs take the target's white
             # as their own (see eyeball.paint_eye), not the skin's colour map.
@@ -5290,6 +5293,7 @@ def _match_light_colour(
     target: NDArray[np.generic],
     on: NDArray[np.generic],
     amount: float = 0.5,
+    across: NDArray[np.floating] | None = None,
 ) -> NDArray[np.float32]:
     """Give the source the change of the target's light colour from one side of the
     face to the other.
@@ -5300,13 +5304,14 @@ def _match_light_colour(
     the light match scales all channels alike, so the swapped face kept its photo's
     own colour from side to side and met the target's bluer cheek at the mask's
     edge as a band. Each channel's log chromaticity (its share of the luma) is
-    fitted as a straight line across the face (image x, in face widths) on ``on``
+    fitted as a straight line across the face (along ``across``, the face's own
+    left-right direction in the crop, image x by default; in face widths) on ``on``
     (skin seen in both), for the target and the source; the source takes the
-    difference of the slopes, as a gain that keeps its luma, clipped to
-    LIGHT_COLOUR_RANGE: as the light across the face (see _match_light), in full
-    from ``amount`` (``--light``) 0.5 up. A straight line holds no feature: a
-    source's rosy cheeks or a target's beard, the same on both sides, leave the
-    slopes alone.
+    difference of the slopes, as a gain that keeps the luma of the skin's mean
+    colour, clipped to LIGHT_COLOUR_RANGE: as the light across the face (see
+    _match_light), in full from ``amount`` (``--light``) 0.5 up. A straight line
+    holds no feature: a source's rosy cheeks or a target's beard, the same on both
+    sides, leave the slopes alone.
     """
     weights = on if on.dtype == np.uint8 else (np.asarray(on) != 0).astype(np.uint8)
     _, _, bw, bh = cv2.boundingRect(weights)
@@ -5327,21 +5332,29 @@ def _match_light_colour(
     m = (shrink(cv2.compare(weights, 0, cv2.CMP_GT)) > 254.0).astype(np.float32)
     if float(m.sum()) < 16:
         return source
-    size = float(max(bw, bh))
-    cells = ((np.arange(small[0], dtype=np.float32) + 0.5) * k - 0.5) / size
-    x = np.ascontiguousarray(np.broadcast_to(cells[None, :], m.shape))
+    direction = np.array([1.0, 0.0]) if across is None else np.asarray(across, np.float64)
+    norm = float(np.hypot(direction[0], direction[1]))
+    cos, sin = (1.0, 0.0) if norm < 1e-6 else (direction[0] / norm, direction[1] / norm)
+    # Each cell's (and below, each pixel's) distance along that direction, in face
+    # widths: a linear field, so a bilinear resize of the cells' gives the pixels'.
+    scale = 1.0 / float(max(bw, bh))
+    rows = ((np.arange(small[1], dtype=np.float32) + 0.5) * k - 0.5)[:, None]
+    columns = ((np.arange(small[0], dtype=np.float32) + 0.5) * k - 0.5)[None, :]
+    x = np.asarray((cos * columns + sin * rows) * scale, np.float32)
     small_source = shrink(source)
     slopes = _light_colour_slopes(shrink(target), m, x) - _light_colour_slopes(small_source, m, x)
     slopes *= np.float32(min(1.0, LIGHT_BROAD_SHARE * amount))
-    # Per column of the crop: the gain along x, 1 at the skin's middle (the colour match
-    # has set its mean), scaled so that the skin's mean colour keeps its luma.
+    # 1 at the skin's middle (the colour match has set its mean), scaled so that the
+    # skin's mean colour keeps its luma.
     middle = float((x * m).sum()) / float(m.sum())
-    columns = np.arange(w, dtype=np.float32) / np.float32(size) - np.float32(middle)
-    gain = np.exp(columns[:, None] * slopes[None, :])
+    gain = np.exp((x - np.float32(middle))[..., None] * slopes)
     skin = (small_source * m[..., None]).reshape(-1, 3).sum(0) / float(m.sum()) * _LUMA
-    gain *= float(skin.sum()) / np.maximum(gain @ skin, 1e-6)[:, None]
+    gain *= float(skin.sum()) / np.maximum(gain @ skin, 1e-6)[..., None]
     gain = np.clip(gain, *LIGHT_COLOUR_RANGE).astype(np.float32)
-    return np.asarray(source * gain[None, :, :], np.float32)
+    # Onto the crop's pixels (the few rows and columns past the multiple of 8 stretch
+    # the cells by under a pixel: the gain is smooth).
+    full = cv2.resize(gain, (w, h), interpolation=cv2.INTER_LINEAR)
+    return np.asarray(cv2.multiply(source, full), np.float32)
 
 
 def _match_detail(

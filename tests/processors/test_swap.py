@@ -3162,6 +3162,22 @@ class TestLightColour:
         few[60:70, 60:70] = 1
         np.testing.assert_array_equal(_match_light_colour(source, target, few), source)
 
+    def test_across_the_faces_own_left_right(self) -> None:
+        """A face turned a quarter (a rolled head, a phone video stored turned): its
+        cheeks lie above each other, and the change of colour between them is
+        followed along the eyes' direction, not the image's x."""
+        turned = np.ascontiguousarray(np.rot90(self._mixed_light()))  # bluer at the bottom
+        source = np.full_like(turned, 0.0) + np.array([110.0, 135.0, 185.0], np.float32)
+        on = np.ones(turned.shape[:2], np.uint8)
+        down = self._chromaticity(_match_light_colour(source, turned, on, 0.5, np.array([0, 1])))
+        want = self._chromaticity(turned)
+        np.testing.assert_allclose(
+            down[117, 64] / down[10, 64], want[117, 64] / want[10, 64], rtol=0.03
+        )
+        # Read across the image's x instead, the face has no change of colour.
+        flat = _match_light_colour(source, turned, on, 0.5, np.array([1, 0]))
+        np.testing.assert_allclose(flat, source, rtol=1e-3)
+
     def test_by_the_light_amount_in_full_from_half(self) -> None:
         target = self._mixed_light()
         source = np.full_like(target, 0.0) + np.array([110.0, 135.0, 185.0], np.float32)
@@ -3205,7 +3221,7 @@ class TestLightColour:
         swapper = Swapper(grace_hopper_face)
         target = blue_left_over_right(lit)
         matched = blue_left_over_right(swapper.swap(lit, face))
-        monkeypatch.setattr(swap_module, "_match_light_colour", lambda s, t, o, a: s)
+        monkeypatch.setattr(swap_module, "_match_light_colour", lambda s, *_: s)
         plain = blue_left_over_right(swapper.swap(lit, face))
         assert target > 1.25, target  # the test needs a real change of colour
         assert abs(matched - target) < 0.5 * abs(plain - target), (target, matched, plain)
