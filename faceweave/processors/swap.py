@@ -3717,9 +3717,9 @@ class Swapper(FaceSwapping):
             on = cv2.compare(lit, 127, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
             source = _match_light(source, target_proc, on, opts.light, zones[..., 3])
             if opts.color != "none":
-                # ...and its colour from side to side.
-                # (The face's own left-right axis: from one eye's outer corner to the
-                # other's; a rolled head or a video stored turned is not across x.)
+                # ...and its colour from side to side, along the face's own left-right
+                # axis (from one eye's outer corner to the other's: a rolled head's, or
+                # a video's stored turned, is not the image's x).
                 across = out_verts[263, :2] - out_verts[33, :2]
                 source = _match_light_colour(source, target_proc, on, opts.light, across)
         if "target" in self._eye_spaces:
@@ -5351,8 +5351,8 @@ def _match_light_colour(
     skin = (small_source * m[..., None]).reshape(-1, 3).sum(0) / float(m.sum()) * _LUMA
     gain *= float(skin.sum()) / np.maximum(gain @ skin, 1e-6)[..., None]
     gain = np.clip(gain, *LIGHT_COLOUR_RANGE).astype(np.float32)
-    # Onto the crop's pixels (the few rows and columns past the multiple of 8 stretch
-    # the cells by under a pixel: the gain is smooth).
+    # Onto the crop's pixels: the grid is stretched over the few rows and columns past
+    # the multiple of 8 (a cell moves by under 8 pixels; the gain is smooth).
     full = cv2.resize(gain, (w, h), interpolation=cv2.INTER_LINEAR)
     return np.asarray(cv2.multiply(source, full), np.float32)
 
