@@ -5184,6 +5184,46 @@ def _take_target_chroma(
     return np.asarray(cv2.cvtColor(lab_s, cv2.COLOR_Lab2BGR) * np.float32(255.0), np.float32)
 
 
+@dataclass(frozen=True)
+class _SkinGrid:
+    """A crop's skin on a grid an eighth of its size, for the light matches: smooth
+    maps are worked out there. An area filter by a whole factor is a fast path in
+    OpenCV, so the crop is cut to a multiple of 8 (``step``; 1 for a crop under 64
+    pixels) and the last few rows and columns are left out.
+
+    Attributes:
+        weights: the skin mask as bytes (nonzero on skin), at the crop's size.
+        width, height: the skin's extent in the crop, in pixels.
+        step: crop pixels per grid cell.
+        small: the grid's (width, height) in cells.
+    """
+
+    weights: NDArray[np.uint8]
+    width: int
+    height: int
+    step: int
+    small: tuple[int, int]
+
+    @classmethod
+    def of(cls, on: NDArray[np.generic]) -> _SkinGrid | None:
+        """The grid of ``on`` (a mask, nonzero on skin: bool, 0/1 or 0/255), or None
+        when the skin spans under 16 pixels either way."""
+        weights = on if on.dtype == np.uint8 else (np.asarray(on) != 0).astype(np.uint8)
+        _, _, bw, bh = cv2.boundingRect(weights)
+        if bw < 16 or bh < 16:
+            return None
+        h, w = weights.shape
+        k = 8 if min(h, w) >= 64 else 1
+        return cls(np.asarray(weights, np.uint8), bw, bh, k, (w // k, h // k))
+
+    def shrink(self, image: NDArray[np.generic]) -> NDArray[np.float32]:
+        """``image`` (the crop's size) averaged onto the grid, as float32."""
+        hk, wk = self.small[1] * self.step, self.small[0] * self.step
+        return np.asarray(
+            cv2.resize(image[:hk, :wk], self.small, interpolation=cv2.INTER_AREA), np.float32
+        )
+
+
 def _match_light(
     source: NDArray[np.float32],
     target: NDArray[np.generic],
@@ -5206,23 +5246,15 @@ def _match_light(
     fades to 1 where little skin supports it and is clipped to LIGHT_GAIN_RANGE.
     ``on`` is a mask, nonzero on skin (bool, 0/1 or 0/255).
     """
-    weights = on if on.dtype == np.uint8 else (np.asarray(on) != 0).astype(np.uint8)
-    _, _, bw, bh = cv2.boundingRect(weights)
-    if bw < 16 or bh < 16:
+    grid = _SkinGrid.of(on)
+    if grid is None:
         return source
+    weights, shrink = grid.weights, grid.shrink
+    bw, bh, k, small = grid.width, grid.height, grid.step, grid.small
     h, w = weights.shape
-    # The ratio is smooth: work it out at 1/8 scale. An area filter by a whole factor
-    # is a fast path in OpenCV, so the crop is cut to a multiple of 8 (the last few
-    # rows and columns take the edge's gain).
-    k = 8 if min(h, w) >= 64 else 1
-    hk, wk = h - h % k, w - w % k
-    small = (wk // k, hk // k)
-
-    def shrink(image: NDArray[np.generic]) -> NDArray[np.float32]:
-        return np.asarray(
-            cv2.resize(image[:hk, :wk], small, interpolation=cv2.INTER_AREA), np.float32
-        )
-
+    hk, wk = small[1] * k, small[0] * k
+    # (The ratio is smooth: worked out on the grid; the last few rows and columns past
+    # its multiple of 8 take the edge's gain.)
     m = shrink(cv2.compare(weights, 0, cv2.CMP_GT)) * np.float32(1.0 / 255.0)
     grey = [shrink(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)) * m for image in (target, source)]
 
@@ -5313,21 +5345,13 @@ def _match_light_colour(
     holds no feature: a source's rosy cheeks or a target's beard, the same on both
     sides, leave the slopes alone.
     """
-    weights = on if on.dtype == np.uint8 else (np.asarray(on) != 0).astype(np.uint8)
-    _, _, bw, bh = cv2.boundingRect(weights)
-    if bw < 16 or bh < 16:
+    # The fit needs no detail: on the grid.
+    grid = _SkinGrid.of(on)
+    if grid is None:
         return source
+    weights, shrink = grid.weights, grid.shrink
+    bw, bh, k, small = grid.width, grid.height, grid.step, grid.small
     h, w = weights.shape
-    # The fit needs no detail: at 1/8 scale (cut to a multiple of 8, as _match_light).
-    k = 8 if min(h, w) >= 64 else 1
-    hk, wk = h - h % k, w - w % k
-    small = (wk // k, hk // k)
-
-    def shrink(image: NDArray[np.generic]) -> NDArray[np.float32]:
-        return np.asarray(
-            cv2.resize(image[:hk, :wk], small, interpolation=cv2.INTER_AREA), np.float32
-        )
-
     # Cells wholly on skin: the mask's edge mixes in hair, lids and background.
     m = (shrink(cv2.compare(weights, 0, cv2.CMP_GT)) > 254.0).astype(np.float32)
     if float(m.sum()) < 16:
