@@ -5345,28 +5345,27 @@ def _match_light_colour(
     holds no feature: a source's rosy cheeks or a target's beard, the same on both
     sides, leave the slopes alone.
     """
-    # The fit needs no detail: on the grid.
-    grid = _SkinGrid.of(on)
+    grid = _SkinGrid.of(on)  # (the fit needs no detail)
     if grid is None:
         return source
-    weights, shrink = grid.weights, grid.shrink
-    bw, bh, k, small = grid.width, grid.height, grid.step, grid.small
-    h, w = weights.shape
     # Cells wholly on skin: the mask's edge mixes in hair, lids and background.
-    m = (shrink(cv2.compare(weights, 0, cv2.CMP_GT)) > 254.0).astype(np.float32)
+    m = (grid.shrink(cv2.compare(grid.weights, 0, cv2.CMP_GT)) > 254.0).astype(np.float32)
     if float(m.sum()) < 16:
         return source
+    k, small = grid.step, grid.small
     direction = np.array([1.0, 0.0]) if across is None else np.asarray(across, np.float64)
     norm = float(np.hypot(direction[0], direction[1]))
     cos, sin = (1.0, 0.0) if norm < 1e-6 else (direction[0] / norm, direction[1] / norm)
     # Each cell's (and below, each pixel's) distance along that direction, in face
     # widths: a linear field, so a bilinear resize of the cells' gives the pixels'.
-    scale = 1.0 / float(max(bw, bh))
+    scale = 1.0 / float(max(grid.width, grid.height))
     rows = ((np.arange(small[1], dtype=np.float32) + 0.5) * k - 0.5)[:, None]
     columns = ((np.arange(small[0], dtype=np.float32) + 0.5) * k - 0.5)[None, :]
     x = np.asarray((cos * columns + sin * rows) * scale, np.float32)
-    small_source = shrink(source)
-    slopes = _light_colour_slopes(shrink(target), m, x) - _light_colour_slopes(small_source, m, x)
+    small_source = grid.shrink(source)
+    slopes = _light_colour_slopes(grid.shrink(target), m, x) - _light_colour_slopes(
+        small_source, m, x
+    )
     slopes *= np.float32(min(1.0, LIGHT_BROAD_SHARE * amount))
     # 1 at the skin's middle (the colour match has set its mean), scaled so that the
     # skin's mean colour keeps its luma.
@@ -5377,7 +5376,7 @@ def _match_light_colour(
     gain = np.clip(gain, *LIGHT_COLOUR_RANGE).astype(np.float32)
     # Onto the crop's pixels: the grid is stretched over the few rows and columns past
     # the multiple of 8 (a cell moves by under 8 pixels; the gain is smooth).
-    full = cv2.resize(gain, (w, h), interpolation=cv2.INTER_LINEAR)
+    full = cv2.resize(gain, grid.weights.shape[::-1], interpolation=cv2.INTER_LINEAR)
     return np.asarray(cv2.multiply(source, full), np.float32)
 
 
