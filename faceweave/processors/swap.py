@@ -5355,7 +5355,9 @@ def _match_light_colour(
     k, small = grid.step, grid.small
     direction = np.array([1.0, 0.0]) if across is None else np.asarray(across, np.float64)
     norm = float(np.hypot(direction[0], direction[1]))
-    cos, sin = (1.0, 0.0) if norm < 1e-6 else (direction[0] / norm, direction[1] / norm)
+    # (No direction to read, or none finite: the image's x.)
+    usable = math.isfinite(norm) and norm >= 1e-6
+    cos, sin = (direction[0] / norm, direction[1] / norm) if usable else (1.0, 0.0)
     # Each cell's (and below, each pixel's) distance along that direction, in face
     # widths: a linear field, so a bilinear resize of the cells' gives the pixels'.
     scale = 1.0 / float(max(grid.width, grid.height))
@@ -5366,6 +5368,8 @@ def _match_light_colour(
     slopes = _light_colour_slopes(grid.shrink(target), m, x) - _light_colour_slopes(
         small_source, m, x
     )
+    if not np.isfinite(slopes).all():  # (never for pixels in range)
+        return source
     slopes *= np.float32(min(1.0, LIGHT_BROAD_SHARE * amount))
     # 1 at the skin's middle (the colour match has set its mean), scaled so that the
     # skin's mean colour keeps its luma.

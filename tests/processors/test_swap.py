@@ -3177,6 +3177,10 @@ class TestLightColour:
         # Read across the image's x instead, the face has no change of colour.
         flat = _match_light_colour(source, turned, on, 0.5, np.array([1, 0]))
         np.testing.assert_allclose(flat, source, rtol=1e-3)
+        # No usable direction (none, or not finite): the image's x.
+        for nowhere in (np.array([0.0, 0.0]), np.array([np.nan, 1.0])):
+            out = _match_light_colour(source, turned, on, 0.5, nowhere)
+            np.testing.assert_array_equal(out, flat)
 
     def test_by_the_light_amount_in_full_from_half(self) -> None:
         target = self._mixed_light()
