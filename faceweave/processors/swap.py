@@ -3715,13 +3715,15 @@ class Swapper(FaceSwapping):
             # Skin seen in both (see _uv_lit): 255 where the source's own texels are used.
             lit = cv2.resize(zones[..., 2], (pw, ph), interpolation=cv2.INTER_LINEAR)
             on = cv2.compare(lit, 127, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
-            source = _match_light(source, target_proc, on, opts.light, zones[..., 3])
-            if opts.color != "none":
-                # ...and its colour from side to side, along the face's own left-right
-                # axis (from one eye's outer corner to the other's: a rolled head's, or
-                # a video's stored turned, is not the image's x).
-                across = out_verts[263, :2] - out_verts[33, :2]
-                source = _match_light_colour(source, target_proc, on, opts.light, across)
+            grid = _SkinGrid.of(on)  # (once for both matches)
+            if grid is not None:
+                source = _match_light(source, target_proc, grid, opts.light, zones[..., 3])
+                if opts.color != "none":
+                    # ...and its colour from side to side, along the face's own
+                    # left-right axis (from one eye's outer corner to the other's: a
+                    # rolled head's, or a video's stored turned, is not the image's x).
+                    across = out_verts[263, :2] - out_verts[33, :2]
+                    source = _match_light_colour(source, target_proc, grid, opts.light, across)
         if "target" in self._eye_spaces:
             # After the colour and light match: the eyeballs take the target's white
             # as their own (see eyeball.paint_eye), not the skin's colour map.
@@ -5191,34 +5193,49 @@ class _SkinGrid:
     OpenCV, so the crop is cut to a multiple of 8 (``step``; 1 for a crop under 64
     pixels) and the last few rows and columns are left out.
 
+    Both light matches take the same skin: :meth:`of` is worked out once a frame and
+    handed to each.
+
     Attributes:
-        weights: the skin mask as bytes (nonzero on skin), at the crop's size.
+        size: the crop's (width, height) in pixels.
         width, height: the skin's extent in the crop, in pixels.
         step: crop pixels per grid cell.
         small: the grid's (width, height) in cells.
+        cells: (small) each cell's share of skin, 0..255.
     """
 
-    weights: NDArray[np.uint8]
+    size: tuple[int, int]
     width: int
     height: int
     step: int
     small: tuple[int, int]
+    cells: NDArray[np.float32]
 
     @classmethod
-    def of(cls, on: NDArray[np.generic]) -> _SkinGrid | None:
-        """The grid of ``on`` (a mask, nonzero on skin: bool, 0/1 or 0/255), or None
-        when the skin spans under 16 pixels either way."""
+    def of(cls, on: NDArray[np.generic] | _SkinGrid) -> _SkinGrid | None:
+        """The grid of ``on`` (a mask, nonzero on skin: bool, 0/1 or 0/255; a grid is
+        its own), or None when the skin spans under 16 pixels either way."""
+        if isinstance(on, _SkinGrid):
+            return on
         weights = on if on.dtype == np.uint8 else (np.asarray(on) != 0).astype(np.uint8)
         _, _, bw, bh = cv2.boundingRect(weights)
         if bw < 16 or bh < 16:
             return None
         h, w = weights.shape
         k = 8 if min(h, w) >= 64 else 1
-        return cls(np.asarray(weights, np.uint8), bw, bh, k, (w // k, h // k))
+        small = (w // k, h // k)
+        cut = cv2.compare(weights[: small[1] * k, : small[0] * k], 0, cv2.CMP_GT)
+        cells = np.asarray(cv2.resize(cut, small, interpolation=cv2.INTER_AREA), np.float32)
+        return cls((w, h), bw, bh, k, small, cells)
+
+    @property
+    def cut(self) -> tuple[int, int]:
+        """The (width, height) of the crop's part the grid covers: a multiple of step."""
+        return self.small[0] * self.step, self.small[1] * self.step
 
     def shrink(self, image: NDArray[np.generic]) -> NDArray[np.float32]:
         """``image`` (the crop's size) averaged onto the grid, as float32."""
-        hk, wk = self.small[1] * self.step, self.small[0] * self.step
+        wk, hk = self.cut
         return np.asarray(
             cv2.resize(image[:hk, :wk], self.small, interpolation=cv2.INTER_AREA), np.float32
         )
@@ -5227,7 +5244,7 @@ class _SkinGrid:
 def _match_light(
     source: NDArray[np.float32],
     target: NDArray[np.generic],
-    on: NDArray[np.generic],
+    on: NDArray[np.generic] | _SkinGrid,
     amount: float,
     outer: NDArray[np.uint8] | None = None,
 ) -> NDArray[np.float32]:
@@ -5244,18 +5261,16 @@ def _match_light(
     beyond the broad one raised to ``2 * amount`` up to 1. The global colour match
     has already set the means, so this moves only where the light falls. The gain
     fades to 1 where little skin supports it and is clipped to LIGHT_GAIN_RANGE.
-    ``on`` is a mask, nonzero on skin (bool, 0/1 or 0/255).
+    ``on`` is a mask, nonzero on skin (bool, 0/1 or 0/255), or its _SkinGrid.
     """
     grid = _SkinGrid.of(on)
     if grid is None:
         return source
-    weights, shrink = grid.weights, grid.shrink
-    bw, bh, k, small = grid.width, grid.height, grid.step, grid.small
-    h, w = weights.shape
-    hk, wk = small[1] * k, small[0] * k
+    shrink, k, small = grid.shrink, grid.step, grid.small
+    (w, h), (wk, hk) = grid.size, grid.cut
     # (The ratio is smooth: worked out on the grid; the last few rows and columns past
     # its multiple of 8 take the edge's gain.)
-    m = shrink(cv2.compare(weights, 0, cv2.CMP_GT)) * np.float32(1.0 / 255.0)
+    m = grid.cells * np.float32(1.0 / 255.0)
     grey = [shrink(cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)) * m for image in (target, source)]
 
     def ratio(sigma: float) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
@@ -5264,7 +5279,7 @@ def _match_light(
         t, s = (cv2.GaussianBlur(g, (0, 0), sigma) * inverse_support for g in grey)
         return (t + 1.0) / (s + 1.0), support
 
-    size = max(bw, bh) / k
+    size = max(grid.width, grid.height) / k
     near, support = ratio(LIGHT_SIGMA * size)
     broad, _ = ratio(LIGHT_BROAD_SIGMA * size)
     lo, hi = LIGHT_GAIN_RANGE
@@ -5323,7 +5338,7 @@ def _light_colour_slopes(
 def _match_light_colour(
     source: NDArray[np.float32],
     target: NDArray[np.generic],
-    on: NDArray[np.generic],
+    on: NDArray[np.generic] | _SkinGrid,
     amount: float = 0.5,
     across: NDArray[np.floating] | None = None,
 ) -> NDArray[np.float32]:
@@ -5349,8 +5364,9 @@ def _match_light_colour(
     if grid is None:
         return source
     # Cells wholly on skin: the mask's edge mixes in hair, lids and background.
-    m = (grid.shrink(cv2.compare(grid.weights, 0, cv2.CMP_GT)) > 254.0).astype(np.float32)
-    if float(m.sum()) < 16:
+    m = (grid.cells > 254.0).astype(np.float32)
+    cells = float(m.sum())
+    if cells < 16:
         return source
     k, small = grid.step, grid.small
     direction = np.array([1.0, 0.0]) if across is None else np.asarray(across, np.float64)
@@ -5373,14 +5389,14 @@ def _match_light_colour(
     slopes *= np.float32(min(1.0, LIGHT_BROAD_SHARE * amount))
     # 1 at the skin's middle (the colour match has set its mean), scaled so that the
     # skin's mean colour keeps its luma.
-    middle = float((x * m).sum()) / float(m.sum())
+    middle = float((x * m).sum()) / cells
     gain = np.exp((x - np.float32(middle))[..., None] * slopes)
-    skin = (small_source * m[..., None]).reshape(-1, 3).sum(0) / float(m.sum()) * _LUMA
+    skin = (small_source * m[..., None]).reshape(-1, 3).sum(0) / cells * _LUMA
     gain *= float(skin.sum()) / np.maximum(gain @ skin, 1e-6)[..., None]
     gain = np.clip(gain, *LIGHT_COLOUR_RANGE).astype(np.float32)
     # Onto the crop's pixels: the grid is stretched over the few rows and columns past
     # the multiple of 8 (a cell moves by under 8 pixels; the gain is smooth).
-    full = cv2.resize(gain, grid.weights.shape[::-1], interpolation=cv2.INTER_LINEAR)
+    full = cv2.resize(gain, grid.size, interpolation=cv2.INTER_LINEAR)
     return np.asarray(cv2.multiply(source, full), np.float32)
 
 
