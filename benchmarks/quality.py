@@ -171,19 +171,30 @@ def _box_to_crop(b: BBox, matrix: NDArray[np.float64], s: float) -> BBox:
     )
 
 
+def cheek_masks(
+    face: fw.Face, shape: tuple[int, ...]
+) -> tuple[tuple[int, int, int, int], list[NDArray[np.bool_]]]:
+    """The face's box clipped to the frame, and each of its cheeks (mesh hulls, in
+    CHEEKS' order) within it."""
+    x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
+    h, w = shape[:2]
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
+    points = face.landmarks_478[:, :2] - np.array([x0, y0], np.float32)
+    cheeks = []
+    for ring in CHEEKS:
+        cheek = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        hull = cv2.convexHull(points[list(ring)].astype(np.float32)).astype(np.int32)
+        cv2.fillConvexPoly(cheek, hull, 1)
+        cheeks.append(cheek > 0)
+    return (x0, y0, x1, y1), cheeks
+
+
 def cheeks_mask(
     face: fw.Face, shape: tuple[int, ...]
 ) -> tuple[tuple[int, int, int, int], NDArray[np.bool_]]:
     """The face's box clipped to the frame, and its cheeks (mesh hulls) within it."""
-    x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
-    h, w = shape[:2]
-    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
-    cheeks = np.zeros((y1 - y0, x1 - x0), np.uint8)
-    points = face.landmarks_478[:, :2] - np.array([x0, y0], np.float32)
-    for ring in CHEEKS:
-        hull = cv2.convexHull(points[list(ring)].astype(np.float32)).astype(np.int32)
-        cv2.fillConvexPoly(cheeks, hull, 1)
-    return (x0, y0, x1, y1), cheeks > 0
+    box, (first, second) = cheek_masks(face, shape)
+    return box, first | second
 
 
 def tone_difference(
@@ -209,18 +220,9 @@ def side_tone_difference(out: NDArray[np.uint8], target: NDArray[np.uint8], face
     output and of the target. A face under two lights of different colour (a window
     on one side, a lamp on the other) is bluer on one cheek than the other; a swap
     that keeps its photo's own colour across the face scores that difference."""
-    x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
-    h, w = target.shape[:2]
-    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)
-    points = face.landmarks_478[:, :2] - np.array([x0, y0], np.float32)
-    cheeks = []
-    for ring in CHEEKS:
-        mask = np.zeros((y1 - y0, x1 - x0), np.uint8)
-        hull = cv2.convexHull(points[list(ring)].astype(np.float32)).astype(np.int32)
-        cv2.fillConvexPoly(mask, hull, 1)
-        if not mask.any():
-            return float("nan")
-        cheeks.append(mask > 0)
+    (x0, y0, x1, y1), cheeks = cheek_masks(face, target.shape)
+    if not all(cheek.any() for cheek in cheeks):
+        return float("nan")
 
     def across(image: NDArray[np.uint8]) -> NDArray[np.float64]:
         lab = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float64)
