@@ -5313,17 +5313,24 @@ def _match_light(
 # The colour of the light across the face (see _match_light_colour): the largest gain a
 # channel may take from it either way.
 LIGHT_COLOUR_RANGE = (0.8, 1.25)
+# How far round (in face widths, a Gaussian's sigma) the target's own colour is read
+# that the change may not pass.
+LIGHT_COLOUR_NEAR = 1.0 / 16.0
 _LUMA = color_ops.LUMA_BGR.astype(np.float32)
 
 
-def _light_colour_slopes(
-    image: NDArray[np.float32], weights: NDArray[np.float32], x: NDArray[np.float32]
-) -> NDArray[np.float32]:
-    """(3,) how each channel's log chromaticity (its share of the luma) changes along
-    ``x`` over ``weights``: the slope of a weighted straight-line fit (``image``,
-    ``weights`` and ``x`` the same (H, W) grid)."""
+def _log_chromaticity(image: NDArray[np.float32]) -> NDArray[np.float32]:
+    """(H, W, 3) each pixel's log chromaticity: its channels' log share of its luma."""
     luma = image @ _LUMA
-    chroma = np.log((image + 1.0) / (luma[..., None] + 1.0)).reshape(-1, 3)
+    return np.asarray(np.log((image + 1.0) / (luma[..., None] + 1.0)), np.float32)
+
+
+def _light_colour_slopes(
+    chroma: NDArray[np.float32], weights: NDArray[np.float32], x: NDArray[np.float32]
+) -> NDArray[np.float32]:
+    """(3,) how each channel's log chromaticity (``chroma``, see _log_chromaticity)
+    changes along ``x`` over ``weights``: the slope of a weighted straight-line fit
+    (all the same (H, W) grid)."""
     w = weights.reshape(-1)
     xs = x.reshape(-1)
     off = xs - np.float32(float(w @ xs) / float(w.sum()))
@@ -5332,7 +5339,7 @@ def _light_colour_slopes(
     if spread <= 1e-9:
         return np.zeros(3, np.float32)
     # (The weighted mean of the chromaticity drops out: the weighted offsets sum to 0.)
-    return np.asarray((wx @ chroma) / np.float32(spread), np.float32)
+    return np.asarray((wx @ chroma.reshape(-1, 3)) / np.float32(spread), np.float32)
 
 
 def _match_light_colour(
@@ -5359,6 +5366,14 @@ def _match_light_colour(
     _match_light), in full from ``amount`` (``--light``) 0.5 up. A straight line
     holds no feature: a source's rosy cheeks or a target's beard, the same on both
     sides, leave the slopes alone.
+
+    The line never takes a channel past the target's own colour nearby (the
+    difference of the two faces' log chromaticities on the skin, spread over
+    LIGHT_COLOUR_NEAR of the face), nor away from it: where the target's colour
+    changes on one side only, the other side is left as it is. On a face with a
+    hand to its cheek (img_p05) that cheek, in shadow and reddened by the hand and
+    the shirt beside it, had tilted the line, and the other cheek, already the
+    target's colour, was pushed green.
     """
     grid = _SkinGrid.of(on)  # (the fit needs no detail)
     if grid is None:
@@ -5381,16 +5396,26 @@ def _match_light_colour(
     columns = ((np.arange(small[0], dtype=np.float32) + 0.5) * k - 0.5)[None, :]
     x = np.asarray((cos * columns + sin * rows) * scale, np.float32)
     small_source = grid.shrink(source)
-    slopes = _light_colour_slopes(grid.shrink(target), m, x) - _light_colour_slopes(
-        small_source, m, x
-    )
+    seen, own = _log_chromaticity(grid.shrink(target)), _log_chromaticity(small_source)
+    slopes = _light_colour_slopes(seen, m, x) - _light_colour_slopes(own, m, x)
     if not np.isfinite(slopes).all():  # (never for pixels in range)
         return source
     slopes *= np.float32(min(1.0, LIGHT_BROAD_SHARE * amount))
-    # 1 at the skin's middle (the colour match has set its mean), scaled so that the
-    # skin's mean colour keeps its luma.
+    # 0 at the skin's middle (the colour match has set its mean).
     middle = float((x * m).sum()) / cells
-    gain = np.exp((x - np.float32(middle))[..., None] * slopes)
+    change = (x - np.float32(middle))[..., None] * slopes
+    # Never past the target's own colour there: each channel's change only towards the
+    # target's colour nearby (the difference of the log chromaticities on the skin,
+    # spread LIGHT_COLOUR_NEAR of the face), and no further.
+    spread = max(LIGHT_COLOUR_NEAR * grid.width / k, 0.5)
+    near = cv2.GaussianBlur(m, (0, 0), spread)
+    towards = cv2.GaussianBlur((seen - own) * m[..., None], (0, 0), spread)
+    towards *= (np.minimum(near * 4.0, 1.0) / np.maximum(near, 1e-3))[..., None]
+    change = np.where(
+        change * towards > 0.0, np.sign(change) * np.minimum(np.abs(change), np.abs(towards)), 0.0
+    )
+    # Scaled so that the skin's mean colour keeps its luma.
+    gain = np.exp(change)
     skin = (small_source * m[..., None]).reshape(-1, 3).sum(0) / cells * _LUMA
     gain *= float(skin.sum()) / np.maximum(gain @ skin, 1e-6)[..., None]
     gain = np.clip(gain, *LIGHT_COLOUR_RANGE).astype(np.float32)

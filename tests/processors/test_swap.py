@@ -3107,6 +3107,10 @@ class TestLightColour:
         luma = image.astype(np.float32) @ np.array([0.114, 0.587, 0.299], np.float32)
         return image / luma[..., None]
 
+    # The test light's skin in the middle of the face (BGR); a source matched to it in
+    # colour (as the colour match leaves it) has it all over.
+    SKIN = np.array([120.0, 140.0, 180.0], np.float32)
+
     @staticmethod
     def _mixed_light(size: int = 128) -> np.ndarray:
         """Skin under a bluish light on the image's left and a warm one on its right."""
@@ -3119,7 +3123,7 @@ class TestLightColour:
 
     def test_the_source_takes_the_targets_change_of_colour_and_keeps_its_luma(self) -> None:
         target = self._mixed_light()
-        source = np.full_like(target, 0.0) + np.array([110.0, 135.0, 185.0], np.float32)
+        source = np.full_like(target, 0.0) + self.SKIN
         on = np.ones(target.shape[:2], np.uint8)
         out = _match_light_colour(source, target, on)
         luma = np.array([0.114, 0.587, 0.299], np.float32)
@@ -3147,6 +3151,24 @@ class TestLightColour:
         chroma = self._chromaticity(tinted)
         assert abs(float(chroma[64, 10, 0] / chroma[64, 117, 0]) - 1.0) < 0.03
 
+    def test_never_past_the_targets_own_colour(self) -> None:
+        """A target whose colour changes on one side only (a cheek in shadow, reddened
+        by a hand and a shirt beside it): that side moves towards it and no further,
+        the other, already the target's colour, is left as it is (the straight line
+        through both had pushed it the other way, green)."""
+        source = np.full((128, 128, 3), self.SKIN, np.float32)
+        target = source.copy()
+        t = np.clip(np.linspace(-0.5, 0.5, 128, dtype=np.float32), 0.0, None)
+        target *= np.exp(np.outer(t, [-0.3, -0.3, 0.4]).astype(np.float32))[None, :, :]
+        on = np.ones((128, 128), np.uint8)
+        out = _match_light_colour(source, target, on)
+        got, want, own = (self._chromaticity(im) for im in (out, target, source))
+        # The left half keeps the source's colour (the line alone gave its far edge 6%
+        # more blue and green share and 10% less red).
+        np.testing.assert_allclose(got[64, :56], own[64, :56], rtol=0.01)
+        # The right edge's red share rose, up to the target's and not past it.
+        assert own[64, 120, 2] * 1.03 < got[64, 120, 2] <= want[64, 120, 2] * 1.005
+
     def test_gains_are_clipped_and_too_little_skin_changes_nothing(self) -> None:
         size = 128
         target = np.zeros((size, size, 3), np.float32)
@@ -3167,7 +3189,7 @@ class TestLightColour:
         cheeks lie above each other, and the change of colour between them is
         followed along the eyes' direction, not the image's x."""
         turned = np.ascontiguousarray(np.rot90(self._mixed_light()))  # bluer at the bottom
-        source = np.full_like(turned, 0.0) + np.array([110.0, 135.0, 185.0], np.float32)
+        source = np.full_like(turned, 0.0) + self.SKIN
         on = np.ones(turned.shape[:2], np.uint8)
         down = self._chromaticity(_match_light_colour(source, turned, on, 0.5, np.array([0, 1])))
         want = self._chromaticity(turned)
@@ -3184,7 +3206,7 @@ class TestLightColour:
 
     def test_by_the_light_amount_in_full_from_half(self) -> None:
         target = self._mixed_light()
-        source = np.full_like(target, 0.0) + np.array([110.0, 135.0, 185.0], np.float32)
+        source = np.full_like(target, 0.0) + self.SKIN
         on = np.ones(target.shape[:2], np.uint8)
         full = _match_light_colour(source, target, on, 0.5)
         np.testing.assert_allclose(_match_light_colour(source, target, on, 1.0), full)
