@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned bench-cut bench-small-faces clean
+.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned bench-cut bench-small-faces bench-group-tone clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,9 @@ bench-cut: $(STAMP)
 
 bench-small-faces: $(STAMP)
 	$(PY) benchmarks/small_faces.py
+
+bench-group-tone: $(STAMP)
+	$(PY) benchmarks/group_tone.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

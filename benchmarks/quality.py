@@ -233,6 +233,25 @@ def side_tone_difference(out: NDArray[np.uint8], target: NDArray[np.uint8], face
     return float(np.hypot(diff[1], diff[2]))
 
 
+def cheek_tone_distance(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
+    """How far the output's colour is from the target's on its worse cheek: the a-b
+    distance between the output's and the target's median Lab over each cheek, the
+    larger of the two. A swap that matches the face's colour on average can still
+    leave one cheek off (greener, greyer) where the target's light differs from
+    side to side; this reads that cheek."""
+    (x0, y0, x1, y1), cheeks = cheek_masks(face, target.shape)
+    if not all(cheek.any() for cheek in cheeks):
+        return float("nan")
+    lab_out, lab_target = (
+        cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float64)
+        for image in (out, target)
+    )
+    return max(
+        float(np.hypot(*(np.median(lab_out[m], axis=0) - np.median(lab_target[m], axis=0))[1:]))
+        for m in cheeks
+    )
+
+
 def grain_ratio(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
     """The output's fine grain on the target face's cheeks over the target's own."""
     (x0, y0, x1, y1), on = cheeks_mask(face, target.shape)

@@ -7,6 +7,7 @@ from types import ModuleType
 
 import cv2
 import numpy as np
+import pytest
 from benchmark_scripts import benchmark_module  # tests/benchmark_scripts.py: tests/ is on sys.path
 
 
@@ -45,3 +46,14 @@ def test_a_manifest_lists_only_its_single_face_images(
     assert [image.name for image in common.group_images(tmp_path)] == ["group"]
     (tmp_path / "MANIFEST.tsv").unlink()
     assert common.group_images(tmp_path) == []
+
+
+def test_the_group_tone_benchmark_without_group_photos_measures_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ../shared there are no group photos: it says so and writes nothing."""
+    group_tone = benchmark_module("group_tone")
+    out = benchmark_module("common").OUT_ROOT / "test_group_tone"
+    assert group_tone.main(["--faces", str(tmp_path), "--out", str(out)]) == 0
+    assert "no group photos" in capsys.readouterr().out
+    assert not out.exists()

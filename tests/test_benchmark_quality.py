@@ -81,3 +81,27 @@ def test_side_tone_difference_is_the_change_of_colour_across_the_face(
     tint = np.exp(np.outer(t, [-0.5, 0.0, 0.35]))[None, :, :]
     tinted = np.clip(grace_hopper * tint, 0, 255).astype(np.uint8)
     assert side_tone_difference(tinted, grace_hopper, grace_hopper_face) > 8.0
+
+
+def test_cheek_tone_distance_is_the_worse_cheeks_colour_off_the_target(
+    grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    cheek_tone_distance = _quality().cheek_tone_distance
+    assert cheek_tone_distance(grace_hopper, grace_hopper, grace_hopper_face) == 0.0
+    # Greener on the image's left half only: that cheek is read, not the mean.
+    x0, _, x1, _ = grace_hopper_face.bbox
+    middle = int(round((x0 + x1) / 2))
+    half = grace_hopper.astype(np.int16)
+    half[:, :middle] += np.array([0, 20, -10], np.int16)
+    half = np.clip(half, 0, 255).astype(np.uint8)
+    both = np.clip(grace_hopper.astype(np.int16) + np.array([0, 20, -10]), 0, 255)
+    one_side = cheek_tone_distance(half, grace_hopper, grace_hopper_face)
+    assert one_side > 10.0
+    assert (
+        abs(one_side - cheek_tone_distance(both.astype(np.uint8), grace_hopper, grace_hopper_face))
+        < 2.0
+    )
+    # Only the cheeks count: the frame above the face changes nothing.
+    framed = grace_hopper.copy()
+    framed[: max(int(grace_hopper_face.bbox[1]) - 2, 0)] = 0
+    assert cheek_tone_distance(framed, grace_hopper, grace_hopper_face) == 0.0
