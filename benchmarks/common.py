@@ -207,9 +207,9 @@ def checked_out_dir(path: Path) -> Path:
     return resolved
 
 
-def face_set_args(doc: str | None, argv: list[str] | None = None) -> argparse.Namespace:
-    """The arguments of a benchmark over the face set (``--faces``, ``--no-shared``,
-    ``--out``); ``doc``'s first paragraph describes it."""
+def face_set_parser(doc: str | None) -> argparse.ArgumentParser:
+    """A parser with a face-set benchmark's arguments (``--faces``, ``--no-shared``,
+    ``--out``), to add its own to; ``doc``'s first paragraph describes it."""
     parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     parser.add_argument(
         "--faces", type=Path, default=SHARED_FACES_DIR, help="folder of face photos"
@@ -221,7 +221,12 @@ def face_set_args(doc: str | None, argv: list[str] | None = None) -> argparse.Na
         default=DEFAULT_OUT_DIR,
         help="report folder under out/ (default: %(default)s)",
     )
-    return parser.parse_args(argv)
+    return parser
+
+
+def face_set_args(doc: str | None, argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments of a benchmark over the face set (see face_set_parser)."""
+    return face_set_parser(doc).parse_args(argv)
 
 
 def face_set_start(

@@ -29,11 +29,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (  # noqa: E402
-    DEFAULT_OUT_DIR,
-    SHARED_FACES_DIR,
     checked_out_dir,
     environment,
     environment_line,
+    face_set_parser,
     group_images,
     load_face_set,
     markdown_table,
@@ -58,10 +57,7 @@ OFF = 6.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument(
-        "--faces", type=Path, default=SHARED_FACES_DIR, help="folder of face photos"
-    )
+    parser = face_set_parser(__doc__)
     parser.add_argument("--sources", nargs="+", default=list(SOURCES), help="face-set names")
     parser.add_argument("--min-face", type=float, default=80.0, help="smallest face (px) measured")
     parser.add_argument(
@@ -71,12 +67,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="a SwapOptions field to change, e.g. --option light=0",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT_DIR,
-        help="report folder under out/ (default: %(default)s)",
-    )
     return parser.parse_args(argv)
 
 
@@ -84,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     options = swap_option_overrides(args.option)
     started = time.perf_counter()
-    groups = group_images(args.faces)
+    groups = [] if args.no_shared else group_images(args.faces)
     if not groups:
         print(f"no group photos in {args.faces} (they come with ../shared): nothing measured")
         return 0
