@@ -5328,9 +5328,9 @@ def _log_chromaticity(image: NDArray[np.float32]) -> NDArray[np.float32]:
 def _light_colour_slopes(
     chroma: NDArray[np.float32], weights: NDArray[np.float32], x: NDArray[np.float32]
 ) -> NDArray[np.float32]:
-    """(3,) how each channel's log chromaticity (``chroma``, see _log_chromaticity)
-    changes along ``x`` over ``weights``: the slope of a weighted straight-line fit
-    (all the same (H, W) grid)."""
+    """(3,) how each channel's log chromaticity (``chroma``, see _log_chromaticity,
+    or the difference of two) changes along ``x`` over ``weights``: the slope of a
+    weighted straight-line fit (all the same (H, W) grid)."""
     w = weights.reshape(-1)
     xs = x.reshape(-1)
     off = xs - np.float32(float(w @ xs) / float(w.sum()))
@@ -5396,8 +5396,10 @@ def _match_light_colour(
     columns = ((np.arange(small[0], dtype=np.float32) + 0.5) * k - 0.5)[None, :]
     x = np.asarray((cos * columns + sin * rows) * scale, np.float32)
     small_source = grid.shrink(source)
-    seen, own = _log_chromaticity(grid.shrink(target)), _log_chromaticity(small_source)
-    slopes = _light_colour_slopes(seen, m, x) - _light_colour_slopes(own, m, x)
+    # The target's log chromaticity less the source's: a straight-line fit is linear,
+    # so its slope is the difference of the two faces' slopes.
+    difference = _log_chromaticity(grid.shrink(target)) - _log_chromaticity(small_source)
+    slopes = _light_colour_slopes(difference, m, x)
     if not np.isfinite(slopes).all():  # (never for pixels in range)
         return source
     slopes *= np.float32(min(1.0, LIGHT_BROAD_SHARE * amount))
@@ -5409,7 +5411,7 @@ def _match_light_colour(
     # spread LIGHT_COLOUR_NEAR of the face), and no further.
     spread = max(LIGHT_COLOUR_NEAR * grid.width / k, 0.5)
     near = cv2.GaussianBlur(m, (0, 0), spread)
-    towards = cv2.GaussianBlur((seen - own) * m[..., None], (0, 0), spread)
+    towards = cv2.GaussianBlur(difference * m[..., None], (0, 0), spread)
     towards *= (np.minimum(near * 4.0, 1.0) / np.maximum(near, 1e-3))[..., None]
     change = np.where(
         change * towards > 0.0, np.sign(change) * np.minimum(np.abs(change), np.abs(towards)), 0.0
