@@ -101,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         for image, index, face in targets:
             out = swapper.swap(image.frame, [face])
             cheek = cheek_tone_distance(out, image.frame, face)
-            side = side_tone_difference(out, image.frame, face)
-            if np.isnan(cheek):
+            if np.isnan(cheek):  # (a cheek outside the frame)
                 continue
+            side = side_tone_difference(out, image.frame, face)
             rows.append(
                 {
                     "source": name,

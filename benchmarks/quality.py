@@ -214,22 +214,33 @@ def tone_difference(
     return float(diff[0]), float(np.hypot(diff[1], diff[2]))
 
 
+def _cheek_labs(
+    out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """Each cheek's median Lab (rows in CHEEKS' order), of the output and of the
+    target, or None when a cheek lies outside the frame."""
+    (x0, y0, x1, y1), cheeks = cheek_masks(face, target.shape)
+    if not all(cheek.any() for cheek in cheeks):
+        return None
+
+    def medians(image: NDArray[np.uint8]) -> NDArray[np.float64]:
+        lab = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float64)
+        return np.array([np.median(lab[m], axis=0) for m in cheeks])
+
+    return medians(out), medians(target)
+
+
 def side_tone_difference(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
     """How far the change of colour from one cheek to the other differs from the
     target's: the a-b distance between (left less right cheek median Lab) of the
     output and of the target. A face under two lights of different colour (a window
     on one side, a lamp on the other) is bluer on one cheek than the other; a swap
     that keeps its photo's own colour across the face scores that difference."""
-    (x0, y0, x1, y1), cheeks = cheek_masks(face, target.shape)
-    if not all(cheek.any() for cheek in cheeks):
+    labs = _cheek_labs(out, target, face)
+    if labs is None:
         return float("nan")
-
-    def across(image: NDArray[np.uint8]) -> NDArray[np.float64]:
-        lab = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float64)
-        left, right = (np.median(lab[m], axis=0) for m in cheeks)
-        return np.asarray(left - right, np.float64)
-
-    diff = across(out) - across(target)
+    (left_out, right_out), (left_target, right_target) = labs
+    diff = (left_out - right_out) - (left_target - right_target)
     return float(np.hypot(diff[1], diff[2]))
 
 
@@ -239,17 +250,11 @@ def cheek_tone_distance(out: NDArray[np.uint8], target: NDArray[np.uint8], face:
     larger of the two. A swap that matches the face's colour on average can still
     leave one cheek off (greener, greyer) where the target's light differs from
     side to side; this reads that cheek."""
-    (x0, y0, x1, y1), cheeks = cheek_masks(face, target.shape)
-    if not all(cheek.any() for cheek in cheeks):
+    labs = _cheek_labs(out, target, face)
+    if labs is None:
         return float("nan")
-    lab_out, lab_target = (
-        cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_BGR2Lab).astype(np.float64)
-        for image in (out, target)
-    )
-    return max(
-        float(np.hypot(*(np.median(lab_out[m], axis=0) - np.median(lab_target[m], axis=0))[1:]))
-        for m in cheeks
-    )
+    diff = labs[0] - labs[1]
+    return float(np.hypot(diff[:, 1], diff[:, 2]).max())
 
 
 def grain_ratio(out: NDArray[np.uint8], target: NDArray[np.uint8], face: fw.Face) -> float:
