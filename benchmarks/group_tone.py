@@ -39,7 +39,12 @@ from common import (  # noqa: E402
     write_csv,
     write_json,
 )
-from quality import cheek_tone_distance, side_tone_difference, swap_option_overrides  # noqa: E402
+from quality import (  # noqa: E402
+    add_swap_option_argument,
+    cheek_tone_distance,
+    side_tone_difference,
+    swap_option_overrides,
+)
 
 import faceweave as fw  # noqa: E402
 
@@ -60,13 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = face_set_parser(__doc__)
     parser.add_argument("--sources", nargs="+", default=list(SOURCES), help="face-set names")
     parser.add_argument("--min-face", type=float, default=80.0, help="smallest face (px) measured")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a SwapOptions field to change, e.g. --option light=0",
-    )
+    add_swap_option_argument(parser)
     return parser.parse_args(argv)
 
 

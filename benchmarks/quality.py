@@ -815,6 +815,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--thumb", type=int, default=160, help="thumbnail side in pixels")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
+    add_swap_option_argument(parser)
+    return parser.parse_args(argv)
+
+
+def add_swap_option_argument(parser: argparse.ArgumentParser) -> None:
+    """``--option KEY=VALUE``, repeatable: SwapOptions fields to change (read them with
+    swap_option_overrides)."""
     parser.add_argument(
         "--option",
         action="append",
@@ -822,7 +829,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="a SwapOptions field to change, e.g. --option shape=0.3 --option color=rct",
     )
-    return parser.parse_args(argv)
 
 
 def swap_option_overrides(items: list[str]) -> dict[str, Any]:
