@@ -17,6 +17,7 @@ from faceweave.analysis.base import (
     FaceDetector,
     create_detector,
     detector_names,
+    mesh_bbox,
     nms,
     quarter_turns,
 )
@@ -248,11 +249,6 @@ def mesh_roll(points: NDArray[np.floating]) -> float:
     p = np.asarray(points, np.float64)
     (ax, ay), (bx, by) = p[33, :2], p[263, :2]
     return float(np.degrees(np.arctan2(by - ay, bx - ax)))
-
-
-def mesh_bbox(points: NDArray[np.floating]) -> BBox:
-    p = np.asarray(points)[:, :2]
-    return (float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max()))
 
 
 # detect_tiles' largest grid (8 x 8 tiles: 64 detector runs a frame).

@@ -54,6 +54,12 @@ class Detection:
         return float(np.degrees(np.arctan2(by - ay, bx - ax)))
 
 
+def mesh_bbox(points: NDArray[np.floating]) -> BBox:
+    """The (x0, y0, x1, y1) box of a mesh's points."""
+    p = np.asarray(points)[:, :2]
+    return (float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max()))
+
+
 def quarter_turns(roll: float) -> int:
     """The quarter turns (0-3, clockwise) nearest to an in-plane angle in degrees."""
     return round(roll / 90.0) % 4

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.base import Detection, nms, quarter_turns, register_detector
+from faceweave.analysis.base import Detection, mesh_bbox, nms, quarter_turns, register_detector
 from faceweave.core.resize import shrink_to_side
 from faceweave.errors import BackendError
 from faceweave.runtime import signals_deferred
@@ -170,6 +170,32 @@ MIRROR_MARGIN = 0.1
 CUT_REACH = 0.1
 # The last try at a cut face's mesh is on a crop this much tighter than the usual one.
 MIRRORED_CROP = 0.7
+# A still's face cut by the frame's edge is fitted where MediaPipe's face search in the
+# crop puts it, and that search sees only the part in the frame: its box, too small and
+# off the face's centre, sets the mesh too small (the selfie group's corner face had its
+# mouth drawn over its upper lip). A mesh whose box reaches past the frame's edge by
+# over CUT_MESH_REACH of its size is fitted again, up to CUT_REFITS times, on the region
+# MediaPipe's tracking draws round a mesh (its box grown by REFIT_REGION, turned with
+# its eyes), until its points move less than REFIT_SETTLED of its size.
+CUT_MESH_REACH = 0.05
+CUT_REFITS = 3
+REFIT_REGION = 1.5
+REFIT_SETTLED = 0.01
+# The mesh's outer eye corners: the subject's right eye's, then the left's.
+_EYE_OUTER = (33, 263)
+# MediaPipe's mesh subgraph alone, on a region given to it (no face search).
+_REGION_GRAPH = """
+input_stream: "image"
+input_stream: "region"
+output_stream: "face_landmarks"
+node {
+  calculator: "FaceLandmarkCpu"
+  input_stream: "IMAGE:image"
+  input_stream: "ROI:region"
+  input_side_packet: "WITH_ATTENTION:with_attention"
+  output_stream: "LANDMARKS:face_landmarks"
+}
+"""
 
 
 def cut_by_side(frame: Frame, bbox: BBox, roll: float = 0.0) -> bool:
@@ -202,6 +228,35 @@ def _mirrored_out(
     shifted = matrix.copy()
     shifted[:, 2] -= matrix[:, 0] * left
     return padded, shifted
+
+
+def mesh_cut(frame: Frame, points: NDArray[np.floating]) -> bool:
+    """Whether a mesh's box reaches past any edge of the frame by over CUT_MESH_REACH of
+    its size."""
+    x0, y0 = points[:, :2].min(axis=0)
+    x1, y1 = points[:, :2].max(axis=0)
+    h, w = frame.shape[:2]
+    reach = max(-x0, -y0, x1 - w, y1 - h)
+    return bool(reach > CUT_MESH_REACH * max(x1 - x0, y1 - y0))
+
+
+def _region_around(points: NDArray[np.floating], size: int):  # type: ignore[no-untyped-def]
+    """The region MediaPipe's tracking fits a mesh in from the previous one: ``points``'
+    (crop pixels, the crop ``size`` wide) box, squared and grown by REFIT_REGION, turned
+    as the line between the outer eye corners."""
+    from mediapipe.framework.formats import rect_pb2
+
+    low, high = points[:, :2].min(axis=0), points[:, :2].max(axis=0)
+    centre = (low + high) / 2 / size
+    side = REFIT_REGION * float(np.max(high - low)) / size
+    dx, dy = points[_EYE_OUTER[1], :2] - points[_EYE_OUTER[0], :2]
+    return rect_pb2.NormalizedRect(
+        x_center=float(centre[0]),
+        y_center=float(centre[1]),
+        width=side,
+        height=side,
+        rotation=float(np.arctan2(dy, dx)),
+    )
 
 
 def _part_share(count: int) -> float:
@@ -512,6 +567,23 @@ def _face_mesh(*, static: bool, min_score: float, presence: float):  # type: ign
     )
 
 
+def _region_mesh(presence: float):  # type: ignore[no-untyped-def]
+    """MediaPipe's mesh model with irises on a region given with the image (no face
+    search), a mesh kept when its face presence reaches ``presence``."""
+    _import_mediapipe()
+    from google.protobuf import text_format
+    from mediapipe.framework import calculator_pb2
+    from mediapipe.python.solution_base import SolutionBase
+
+    config = text_format.Parse(_REGION_GRAPH, calculator_pb2.CalculatorGraphConfig())
+    return SolutionBase(
+        graph_config=config,
+        side_inputs={"with_attention": True},
+        calculator_params={"facelandmarkcpu__ThresholdingCalculator.threshold": presence},
+        outputs=["face_landmarks"],
+    )
+
+
 def _strict_graph(min_score: float):  # type: ignore[no-untyped-def]
     """The static mesh graph that keeps a mesh only when its face presence reaches
     STRICT_PRESENCE, shared by the process (built on first use: most photos never need
@@ -560,6 +632,7 @@ class MeshLandmarker:
         self.crop_scale = crop_scale
         self.crop_size = crop_size
         self._min_score = min_score
+        self._region: Any = None  # the region graph (see CUT_REFITS), built on first use
         self._lock = threading.Lock()
 
     def fit(
@@ -599,9 +672,33 @@ class MeshLandmarker:
                     again = _process(static, mirrored)
                     if again.multi_face_landmarks:
                         res, crop, matrix = again, mirrored, mirrored_matrix
-        if not res.multi_face_landmarks:
-            return None
-        return self._postprocess(res.multi_face_landmarks[0], matrix, crop.shape[1])
+            if not res.multi_face_landmarks:
+                return None
+            points = self._postprocess(res.multi_face_landmarks[0], matrix, crop.shape[1])
+            if not self.tracking and mesh_cut(frame, points):
+                points = self._refit(frame, points, roll)
+        return points
+
+    def _refit(self, frame: Frame, points: NDArray[np.float32], roll: float) -> NDArray[np.float32]:
+        """A still's mesh cut by the frame's edge, fitted again on the region drawn round
+        it until it settles (see CUT_REFITS); ``points`` where the model loses the face.
+        Called with the lock held."""
+        if self._region is None:
+            self._region = _region_mesh(self._min_score)
+        for _ in range(CUT_REFITS):
+            crop, matrix = self._prepare(frame, mesh_bbox(points), roll)
+            inside = points[:, :2] @ matrix[:, :2].T + matrix[:, 2]
+            res = self._region.process(
+                {"image": crop, "region": _region_around(inside, crop.shape[1])}
+            )
+            if res.face_landmarks is None:
+                break
+            again = self._postprocess(res.face_landmarks, matrix, crop.shape[1])
+            moved = float(np.linalg.norm(again[:, :2] - points[:, :2], axis=1).mean())
+            points = again
+            if moved < REFIT_SETTLED * float(np.ptp(points[:, :2], axis=0).max()):
+                break
+        return points
 
     def reset(self) -> None:
         """Forget the previous frames (a new video): the tracking graph starts afresh."""
@@ -653,3 +750,5 @@ class MeshLandmarker:
     def close(self) -> None:
         self._static.close()
         self._tracking.close()
+        if self._region is not None:
+            self._region.close()

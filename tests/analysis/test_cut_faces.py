@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
+from faceweave.analysis import mediapipe_backend
 from faceweave.analysis.analyser import (
     CUT_SIDE,
     EDGE_BAND,
@@ -17,7 +18,13 @@ from faceweave.analysis.analyser import (
     mesh_roll,
 )
 from faceweave.analysis.base import Detection
-from faceweave.analysis.mediapipe_backend import _mirrored_out, cut_by_side
+from faceweave.analysis.mediapipe_backend import (
+    CUT_MESH_REACH,
+    _mirrored_out,
+    _region_around,
+    cut_by_side,
+    mesh_cut,
+)
 from faceweave.processors.swap import Swapper
 from faceweave.types import Face, Frame
 
@@ -163,6 +170,29 @@ class TestCutFaces:
         error = np.linalg.norm(face.landmarks_478[:, :2] - whole, axis=1)[seen].mean()
         assert error < 0.12 * inter_ocular
 
+    @pytest.mark.parametrize("side", ["left", "right"])
+    def test_fitted_again_round_its_mesh(
+        self,
+        astronaut: np.ndarray,
+        astronaut_face: Face,
+        edge_analyser: FaceAnalyser,
+        side: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        # The first fit, where the mesh's face search put the half face, is too small;
+        # fitted again on the region round its own mesh it comes closer to the uncut one.
+        frame, start = _cut(astronaut, astronaut_face, side)
+        whole = astronaut_face.landmarks_478[:, :2] - np.float32([start, 0])
+        seen = (whole[:, 0] >= 0) & (whole[:, 0] < frame.shape[1])
+        inter_ocular = np.linalg.norm(whole[468] - whole[473])
+        errors = []
+        for refits in (0, mediapipe_backend.CUT_REFITS):
+            monkeypatch.setattr(mediapipe_backend, "CUT_REFITS", refits)
+            (face,) = edge_analyser.get_faces(frame)
+            distance = np.linalg.norm(face.landmarks_478[:, :2] - whole, axis=1)
+            errors.append(distance[seen].mean() / inter_ocular)
+        assert errors[1] < 0.06 < errors[0]
+
     def test_swapped(
         self,
         astronaut: np.ndarray,
@@ -265,3 +295,29 @@ def test_every_box_is_fitted_as_it_is_before_any_is_mirrored(astronaut_face: Fac
     (face,) = analyser.get_faces(frame)
     np.testing.assert_array_equal(face.landmarks_478, unmirrored)
     assert calls == [False, False]  # the cut box's mirrored fit was not needed
+
+
+def test_a_mesh_reaching_past_an_edge_is_cut() -> None:
+    frame = np.zeros((100, 200, 3), np.uint8)
+    square = np.float32([[0, 0], [50, 0], [50, 50], [0, 50]])
+    reach = CUT_MESH_REACH * 50
+    for shift, cut in (
+        ((10, 10), False),
+        ((-reach + 0.5, 10), False),  # just within the share
+        ((-reach - 0.5, 10), True),
+        ((10, -reach - 0.5), True),
+        ((150 + reach + 0.5, 10), True),
+        ((10, 50 + reach + 0.5), True),
+    ):
+        assert mesh_cut(frame, square + np.float32(shift)) is cut
+
+
+def test_the_refit_region_is_the_meshs_box_grown_and_turned_with_its_eyes() -> None:
+    points = np.zeros((478, 2))
+    points[:, 0] = np.linspace(40, 100, 478)
+    points[:, 1] = np.linspace(60, 80, 478)
+    points[33], points[263] = (50, 70), (90, 70 + 40 * np.tan(np.radians(10)))
+    region = _region_around(points, 200)
+    assert (region.x_center, region.y_center) == pytest.approx((0.35, 0.35))
+    assert region.width == region.height == pytest.approx(1.5 * 60 / 200)
+    assert np.degrees(region.rotation) == pytest.approx(10)
