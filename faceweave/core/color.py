@@ -129,9 +129,18 @@ def _mean_cov(samples: NDArray[np.floating]) -> tuple[NDArray[np.float64], NDArr
     """Mean and (population) covariance of (N, C) samples, in float64."""
     values = samples.astype(np.float64, copy=False)
     count = values.shape[0]
-    # Raw moments through BLAS: numpy's axis-0 reductions over (N, 3) are strided and
-    # several times slower. In float64 the cancellation error is ~1e-11 for 0..255 data.
-    mean = values.T @ np.full(count, 1.0 / count)
+    # Raw moments: numpy's axis-0 reductions over (N, 3) are strided and several times
+    # slower. In float64 the cancellation error is ~1e-11 for 0..255 data. The mean by
+    # OpenCV, not a BLAS matrix-vector product: OpenBLAS splits one over these sizes
+    # across its threads, and waking them (or, with the cores busy, waiting for them)
+    # cost more than the sum (the (C, C) product, of at most _MAX_SAMPLES, stays under
+    # its threading threshold).
+    channels = values.shape[1]
+    mean = (
+        np.array(cv2.mean(values.reshape(count, 1, channels))[:channels])
+        if channels <= 4  # (cv2.mean's limit)
+        else values.mean(0)
+    )
     cov = values.T @ values / count - np.outer(mean, mean)
     return mean, (cov + cov.T) / 2
 

@@ -5467,11 +5467,13 @@ def _match_detail(
     def gain(
         src_band: NDArray[np.float32], tgt_band: NDArray[np.float32], where: NDArray[np.float32]
     ) -> float:
-        # Sums of squares on the mask (a masked cv2.mean is 20x slower than a dot); the
-        # source's luma band is its colour band's luma (both are linear).
+        # Sums of squares on the mask (a masked cv2.mean is 20x slower); the source's
+        # luma band is its colour band's luma (both are linear). By OpenCV's norm, not a
+        # BLAS dot: OpenBLAS splits one over 10 000 values across its threads, and
+        # waking them (or, with the cores busy, waiting for them) cost more than the sum.
         src_on = cv2.multiply(cv2.cvtColor(src_band, cv2.COLOR_BGR2GRAY), where)
         tgt_on = cv2.multiply(tgt_band, where)
-        ratio = float(np.vdot(tgt_on, tgt_on)) / max(float(np.vdot(src_on, src_on)), 1e-6)
+        ratio = cv2.norm(tgt_on, cv2.NORM_L2SQR) / max(cv2.norm(src_on, cv2.NORM_L2SQR), 1e-6)
         return float(min(1.0, np.sqrt(ratio)) ** strength)
 
     gains: list[float] = []
