@@ -648,7 +648,8 @@ class MeshLandmarker:
         face cut by the frame's side (:func:`cut_by_side`) for which the usual crop gives
         no mesh, or another face's, is fitted with the frame mirrored out. With
         ``strict``, in the static mode only, and None unless the mesh model's face
-        presence reaches STRICT_PRESENCE."""
+        presence reaches STRICT_PRESENCE. Outside the tracking mode, a mesh that reaches
+        past the frame's edge is fitted again round itself (see CUT_REFITS)."""
         crop, matrix = self._prepare(frame, bbox, roll)
         with self._lock, _STRICT_LOCK if strict else contextlib.nullcontext():
             static = _strict_graph(self._min_score) if strict else self._static
