@@ -18,6 +18,7 @@ Dtype policy: maths in float64, images out as float32.
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from numpy.typing import NDArray
 
@@ -116,8 +117,14 @@ def _weighted_ridge_solve(
     normal = weighted.T @ basis
     # Relative to the mean diagonal, so the ridge does not depend on N or on the weights' scale.
     penalty = ridge * float(np.trace(normal)) / 9.0 * _RIDGE_PENALTY
-    solved: NDArray[np.float64] = np.linalg.solve(normal + np.diag(penalty), weighted.T @ values)
-    return solved
+    system, rhs = normal + np.diag(penalty), weighted.T @ values
+    # By OpenCV's Cholesky (the system is symmetric, positive definite with any skin),
+    # not numpy's LAPACK: OpenBLAS runs even a 9 x 9 solve on its threads, 3 ms with a
+    # busy machine's other core (11 ms with it fully busy) against 0.02 ms.
+    ok, solved = cv2.solve(system, rhs, flags=cv2.DECOMP_CHOLESKY)
+    if not ok:  # (no weight at all: numpy says why)
+        solved = np.linalg.solve(system, rhs)
+    return np.asarray(solved, np.float64)
 
 
 def fit_sh(
