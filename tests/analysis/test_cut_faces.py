@@ -1,6 +1,7 @@
 """Faces cut by the frame: by a side, found on the frame and its side bands mirrored out
 and fitted on a mirrored crop when the usual one gives no mesh (``detect_edges``,
-``detect_cut``, ``MeshLandmarker.fit``); by the bottom, not read upside down."""
+``detect_cut``, ``MeshLandmarker.fit``), then again round their own mesh; by the
+bottom, not read upside down."""
 
 from __future__ import annotations
 
