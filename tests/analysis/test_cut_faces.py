@@ -194,6 +194,35 @@ class TestCutFaces:
             errors.append(distance[seen].mean() / inter_ocular)
         assert errors[1] < 0.06 < errors[0]
 
+    def test_a_tracked_face_fitted_again_once_a_frame(
+        self, astronaut: np.ndarray, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # A video's analyser (tracking mode) finds the astronaut cut by 45% on the right
+        # without looking at the sides; one refit a frame brings its mesh closer.
+        x0, _, x1, _ = astronaut_face.bbox
+        frame = np.ascontiguousarray(astronaut[:, : int(x1 - 0.45 * (x1 - x0))])
+        whole = astronaut_face.landmarks_478[:, :2]
+        seen = whole[:, 0] < frame.shape[1]
+        inter_ocular = np.linalg.norm(whole[468] - whole[473])
+        asked: list[int] = []
+        refit = mediapipe_backend.MeshLandmarker._refit
+
+        def counted(self, frame, points, roll, refits):  # type: ignore[no-untyped-def]
+            asked.append(refits)
+            return refit(self, frame, points, roll, refits)
+
+        monkeypatch.setattr(mediapipe_backend.MeshLandmarker, "_refit", counted)
+        errors = []
+        for refits in (0, mediapipe_backend.CUT_REFITS_TRACKED):
+            monkeypatch.setattr(mediapipe_backend, "CUT_REFITS_TRACKED", refits)
+            analyser = FaceAnalyser(mode="video")
+            for _ in range(3):  # (the tracking graph's fits from the second frame on)
+                (face,) = analyser.get_faces(frame)
+            distance = np.linalg.norm(face.landmarks_478[:, :2] - whole, axis=1)
+            errors.append(distance[seen].mean() / inter_ocular)
+        assert asked == [0, 0, 0, 1, 1, 1]
+        assert errors[1] < errors[0] - 0.005
+
     def test_swapped(
         self,
         astronaut: np.ndarray,
