@@ -47,6 +47,7 @@ from quality import (  # noqa: E402
 )
 
 import faceweave as fw  # noqa: E402
+from faceweave.analysis.analyser import photo_analyser  # noqa: E402
 
 # The sources swapped in: a spread of skin tones and light (the face set's names).
 SOURCES = (
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [name for name in args.sources if name not in by_name]
     if missing:
         raise SystemExit(f"--sources: not in the face set: {', '.join(missing)}")
-    analyser = fw.FaceAnalyser(max_faces=32, detect_tiles=2, detect_edges=True)
+    analyser = photo_analyser(max_faces=32)  # (the command line's)
     targets = [
         (image, index, face)
         for image in groups
