@@ -238,8 +238,7 @@ def _mirrored_out(
 def mesh_cut(frame: Frame, points: NDArray[np.floating]) -> bool:
     """Whether a mesh's box reaches past any edge of the frame by over CUT_MESH_REACH of
     its size."""
-    x0, y0 = points[:, :2].min(axis=0)
-    x1, y1 = points[:, :2].max(axis=0)
+    x0, y0, x1, y1 = mesh_bbox(points)
     h, w = frame.shape[:2]
     reach = max(-x0, -y0, x1 - w, y1 - h)
     return bool(reach > CUT_MESH_REACH * max(x1 - x0, y1 - y0))
