@@ -16,7 +16,9 @@ default options, and the output is measured with dlib:
 * sharpness at 1:1 on large targets (faces at least ``LARGE_FACE`` pixels wide,
   swapped well below their size): the output's fine grain on the cheeks (the
   luma's difference from a Gaussian blur of 1.5 pixels, its standard deviation)
-  over the target's own there; 1 is as sharp as the frame around the face;
+  over the target's own there; 1 is as sharp as the frame around the face; the
+  same on every target, and the pairs under ``GRAIN_LOW`` (a face smoother than
+  half its frame's grain reads as pasted);
 * skin tone: the median colour (CIE Lab, L in 0..100) on the target face's
   cheeks, output less target: the lightness difference and the distance in
   a and b (the target keeps its skin tone; a dark source's shading or a
@@ -79,6 +81,8 @@ CROP_SCALE = 2.4  # measuring crop side, in face sizes
 FUSIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 SAME_PERSON = 0.6  # dlib's usual threshold
 LARGE_FACE = 300.0  # targets whose grain at 1:1 is measured (face box width, pixels)
+# ... and on every target: a swap under half the frame's grain reads as pasted (plastic).
+GRAIN_LOW = 0.5
 TONE_OFF = 10.0  # a cheek lightness difference that reads as another skin tone (L, 0..100)
 # The mesh's cheek points, one ring per cheek (below the eyes, beside the nose).
 CHEEKS = ((50, 101, 118, 117, 123, 147, 187, 205), (280, 330, 347, 346, 352, 376, 411, 425))
@@ -409,8 +413,9 @@ def run_pairs(
             rec["out_detections"] = m.n_detections
             rec["tone_dl"], rec["tone_dab"] = tone_difference(out, tgt.image.frame, tgt.face)
             rec["tone_side"] = side_tone_difference(out, tgt.image.frame, tgt.face)
+            rec["grain_all"] = grain_ratio(out, tgt.image.frame, tgt.face)
             if tgt.face.size >= LARGE_FACE:
-                rec["grain_ratio"] = grain_ratio(out, tgt.image.frame, tgt.face)
+                rec["grain_ratio"] = rec["grain_all"]
             if m.fallback and not tgt.measure.fallback:
                 rec["failure"] = "no_dlib_face"
             if (i, j) in sweep:
@@ -507,6 +512,8 @@ def summarise(subjects: list[Subject], records: list[dict[str, Any]]) -> dict[st
         ),
         "n_large_target_pairs": sum("grain_ratio" in r for r in measured),
         "grain_ratio_large_mean": _mean([r["grain_ratio"] for r in measured if "grain_ratio" in r]),
+        "grain_ratio_mean": _mean([r["grain_all"] for r in measured if "grain_all" in r]),
+        "grain_low_pairs": sum(r["grain_all"] < GRAIN_LOW for r in measured if "grain_all" in r),
         "swap_ms_median": _median([r["swap_ms"] for r in measured]),
         "swap_ms_p95": float(np.percentile([r["swap_ms"] for r in measured], 95))
         if measured
@@ -558,6 +565,10 @@ def summary_table(s: dict[str, Any]) -> str:
         (
             f"grain at 1:1 on targets >= {LARGE_FACE:.0f} px, output / target (pairs)",
             f"{s['grain_ratio_large_mean']:.2f} ({s['n_large_target_pairs']})",
+        ),
+        (
+            f"grain at 1:1 on every target, output / target: mean; pairs under {GRAIN_LOW}",
+            f"{s['grain_ratio_mean']:.2f}; {s['grain_low_pairs']}",
         ),
         ("Swapper.swap ms median / p95", f"{s['swap_ms_median']:.1f} / {s['swap_ms_p95']:.1f}"),
     ]

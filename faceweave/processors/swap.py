@@ -36,7 +36,7 @@ import functools
 import itertools
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -1998,6 +1998,18 @@ def _grain_texture(size: int) -> tuple[NDArray[np.uint8], NDArray[np.uint8]]:
     return levels[0], levels[1]
 
 
+@functools.lru_cache(maxsize=8)
+def _grain_plane(size: int) -> NDArray[np.uint8]:
+    """A fixed white-noise grain in face (UV) space at ``size`` texels a side, as
+    bytes around 128 (GRAIN_SCALE grey levels per unit of its median magnitude), for
+    the grain that _match_detail lays on a softer source. Fixed seed: the same for
+    every face and every run."""
+    rng = np.random.default_rng(20261207)
+    noise = rng.standard_normal((size, size)).astype(np.float32)
+    noise *= np.float32(GRAIN_SCALE / float(np.median(np.abs(noise))))
+    return np.asarray(cv2.add(noise, 128.0, dtype=cv2.CV_8U), np.uint8)
+
+
 # Several photos of one person: per texel, the photos are weighed by their confidence
 # to this power, so the one that saw a texel best all but decides it (a plain average
 # of a frontal photo and a turned one blurs the features they place a pixel apart).
@@ -3746,6 +3758,16 @@ class Swapper(FaceSwapping):
                 skin,
                 opts.detail,
                 _eye_openings(eye_masks, (ph, pw)),
+                grain=functools.partial(
+                    self._grain_at,
+                    (u_map, v_map),
+                    ((x1f - x0f) * to_proc[0], (y1f - y0f) * to_proc[1]),
+                    # (A face drawn well above the processing size takes its grain
+                    # at full resolution instead, see _fine_detail.)
+                    1.0 - fine_fade(max(cw / pw, ch / ph)),
+                ),
+                cheeks=cv2.resize(zones[..., 1], (pw, ph), interpolation=cv2.INTER_LINEAR)
+                * np.float32(1.0 / 255.0),
             )
         if opts.creases > 0 and target_face.rest_detail is not None:
             source = self._lay_creases(source, frame, target_face, (u_map, v_map))
@@ -3865,6 +3887,44 @@ class Swapper(FaceSwapping):
         if fine is not None:
             change = cv2.add(change, cv2.merge([fine, fine, fine]))
         out[y0:y1, x0:x1] = cv2.add(base, change, dtype=cv2.CV_8U)
+
+    def _grain_at(
+        self,
+        uv: tuple[NDArray[np.float32], NDArray[np.float32]],
+        extent: tuple[float, float],
+        share: float = 1.0,
+    ) -> tuple[NDArray[np.float32], float] | None:
+        """A face-locked grain (see _grain_plane) drawn through the UV maps ``uv`` (in
+        the texture's texels) at the processing size, where the face's mesh spans
+        ``extent`` (width, height) pixels, as float32 luma around 0, and the share of
+        a shortfall it makes up: ``share`` faded in over GRAIN_FACE_PX of the face's
+        width; None where that leaves none.
+        It is drawn from a plane at about one texel a pixel: sampled sparser,
+        interpolation leaves the pixels that fall between texels smoother than those
+        on them, a lattice across the face.
+
+        A face drawn well above the processing size takes its grain at full
+        resolution (see _fine_detail; the caller's ``share`` fades this one out as
+        that one fades in): upsampled from here it would be blotches two to five
+        pixels wide, where a frame's grain is finer."""
+        fade = _ramp(max(extent), GRAIN_FACE_PX) * share
+        if fade <= 0.0:
+            return None
+        texels_per_px = (self.options.uv_size - 1) * max(
+            self._uv_extent[0] / max(extent[0], 1.0), self._uv_extent[1] / max(extent[1], 1.0)
+        )
+        step = 1 << max(0, int(round(np.log2(max(texels_per_px, 1.0)))))
+        side = max(32, self.options.uv_size // step)
+        scale = np.float32((side - 1) / (self.options.uv_size - 1))
+        drawn = cv2.remap(
+            _grain_plane(side),
+            uv[0] * scale,
+            uv[1] * scale,
+            cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=128,
+        )
+        return np.asarray(cv2.subtract(drawn, 128, dtype=cv2.CV_32F), np.float32), fade
 
     def _lay_creases(
         self,
@@ -5434,8 +5494,11 @@ def _match_detail(
     strength: float,
     eyes: NDArray[np.float32] | None = None,
     levels: int = 2,
+    grain: Callable[[], tuple[NDArray[np.float32], float] | None] | None = None,
+    cheeks: NDArray[np.floating] | None = None,
 ) -> NDArray[np.float32]:
-    """Scale the source's finest Laplacian bands down to the target's energy on skin.
+    """Scale the source's finest Laplacian bands down to the target's energy on skin,
+    and make up with ``grain`` what they leave short of it.
 
     Band ``i`` of an image is its Gaussian level ``i`` minus the upsampled level
     ``i + 1`` (about 1-2 and 2-4 pixels at the processing size). Each band's gain is
@@ -5450,10 +5513,28 @@ def _match_detail(
     the energies within them: toned down with the skin, a sharp source's eyes on a
     target whose eyes were as sharp but whose skin was smoother (Grace Hopper's on
     the astronaut, at gains 0.35 and 0.51) came out as grey blurs.
+
+    ``grain`` (a function that draws the face-locked grain of _grain_plane through
+    the face's UV map at this size, luma around 0, with the share of the shortfall
+    it is to make up; or None; called only when it is needed) makes up, in the
+    finest band on skin, ``strength`` times that share of what a softer
+    source leaves short of the target's level there (see _grain_share; the next
+    band holds wrinkles and pores as much as grain, and made up there a small
+    elder's photo, p24, took one and a half times his cheeks' grain): a soft or
+    small photo swapped onto a sharp, grainy frame
+    (Grace Hopper's film grain and wrinkles, Obama's pores at 1.6 times the
+    processing size) came out as smooth as plastic, its grain a fifth to a third of
+    the frame's around it. The grain moves with the face, as skin texture does, and
+    stays on skin (not in the eyes, lips or brows). Its level is measured on the
+    ``cheeks`` (0..1) where they are skin: their texture is the skin's grain, where
+    a forehead's or an elder's wrinkles would count as grain too.
     """
     on = (skin > 0.5).astype(np.float32)
     if float(on.sum()) < 16:
         return source
+    measured = on
+    if cheeks is not None and grain is not None:
+        measured = on * (np.asarray(cheeks) > 0.5).astype(np.float32)
     # The eyes are worked on within their box (x0, y0, x1, y1), halved at each level.
     box = None
     if eyes is not None:
@@ -5480,12 +5561,15 @@ def _match_detail(
     # Per level: the eyes' gain, their box and their mask within it.
     eye_parts: list[tuple[float, tuple[slice, slice], NDArray[np.float32]]] = []
     bands: list[NDArray[np.float32]] = []
+    made_up: NDArray[np.float32] | None = None  # the grain laid on the finest band
     for level in range(levels):
         size = (src_level.shape[1], src_level.shape[0])
         src_down, tgt_down = cv2.pyrDown(src_level), cv2.pyrDown(tgt_grey)
         src_band = cv2.subtract(src_level, cv2.pyrUp(src_down, dstsize=size))
         tgt_band = cv2.subtract(tgt_grey, cv2.pyrUp(tgt_down, dstsize=size))
         gains.append(gain(src_band, tgt_band, on))
+        if level == 0 and grain is not None:
+            made_up = _grain_share(src_band, tgt_band, grain, (on, measured), strength)
         if eyes is not None and box is not None:
             step = 1 << level
             x0, y0, x1, y1 = box
@@ -5498,7 +5582,8 @@ def _match_detail(
         bands.append(src_band)
         src_level, tgt_grey = src_down, tgt_down
         on = on[::2, ::2][: src_level.shape[0], : src_level.shape[1]]
-    if min(gains + [g for g, _, _ in eye_parts]) >= 0.999:
+        measured = measured[::2, ::2][: src_level.shape[0], : src_level.shape[1]]
+    if min(gains + [g for g, _, _ in eye_parts]) >= 0.999 and made_up is None:
         return source
     # The change, coarsest band first: each band times (gain - 1), upsampled; in the
     # eyes the gain moves to theirs.
@@ -5514,7 +5599,75 @@ def _match_detail(
             change[at] += cv2.multiply(
                 np.ascontiguousarray(band[at]), cv2.merge([weight, weight, weight])
             )
+    if made_up is not None:
+        # Each channel in proportion to it, so that the grain changes the lightness
+        # and not the hue (the same grey levels on every channel speckled a dark
+        # brown skin with grey and blue).
+        luma = cv2.max(cv2.cvtColor(source, cv2.COLOR_BGR2GRAY), GRAIN_LUMA_FLOOR)
+        relative = cv2.divide(made_up, luma)
+        change = cv2.add(change, cv2.multiply(source, cv2.merge([relative] * 3)))
     return np.asarray(cv2.add(source, change), np.float32)
+
+
+# The grain is laid on each channel in proportion to it (see _match_detail), over the
+# pixel's luma but never less than this many grey levels (near black, a ratio over it
+# would be noise).
+GRAIN_LUMA_FLOOR = 16.0
+# A face's grain is made up from GRAIN_FACE_PX[0] pixels wide at the processing size,
+# in full from GRAIN_FACE_PX[1]: a smaller face's finest band is its compression's
+# blocks and its resampling more than skin, and its identity rests on few pixels
+# (onto the 128 px photos p24 and p25, 90 px faces, grain moved d(out, src) up by
+# 0.03 and 0.02).
+GRAIN_FACE_PX = (96.0, 160.0)
+
+
+def _grain_share(
+    src_band: NDArray[np.float32],
+    tgt_band: NDArray[np.float32],
+    grain: Callable[[], tuple[NDArray[np.float32], float] | None],
+    where: tuple[NDArray[np.float32], NDArray[np.float32]],
+    strength: float,
+) -> NDArray[np.float32] | None:
+    """The grain (luma) on skin that makes up ``strength`` of what the source's finest
+    band (BGR) leaves short of the target's (luma), from the finest band of the
+    grain ``grain()`` draws, times the share it gives with it; None where the
+    source's is as strong or stronger, or there is no grain. ``where``: (skin,
+    where the levels are measured: the cheeks' skin, or all of it where the cheeks
+    hold too few pixels). A band's level is its median magnitude there, at every
+    third pixel (its energy is the target's features' edges more than its grain's:
+    measured so, a small elder's wrinkles and beard asked for three times his
+    cheeks' grain); independent bands' levels add as their squares do, so the
+    grain supplies the root of the squares' difference."""
+    on, measured = where
+    rows, cols = on.shape[0], on.shape[1]
+    sparse = (max(cols // 3, 1), max(rows // 3, 1))
+
+    def shrunk(image: NDArray[np.generic]) -> NDArray[np.float32]:
+        return np.asarray(cv2.resize(image, sparse, interpolation=cv2.INTER_NEAREST), np.float32)
+
+    skin = shrunk(measured) > 0.5
+    if int(skin.sum()) < 16:
+        skin = shrunk(on) > 0.5
+    if int(skin.sum()) < 16:
+        return None
+
+    def level(band: NDArray[np.float32]) -> float:
+        return float(np.median(np.abs(shrunk(band)[skin])))
+
+    src_level = level(cv2.cvtColor(src_band, cv2.COLOR_BGR2GRAY))
+    tgt_level = level(tgt_band)
+    if tgt_level <= src_level:
+        return None
+    found = grain()
+    if found is None:
+        return None
+    drawn, share = found
+    band = cv2.subtract(drawn, cv2.pyrUp(cv2.pyrDown(drawn), dstsize=(cols, rows)))
+    grain_level = level(band)
+    if grain_level <= 1e-6 or share <= 0.0:
+        return None
+    short = share * strength * (tgt_level**2 - src_level**2) ** 0.5
+    return np.asarray(cv2.multiply(band, on, scale=short / grain_level), np.float32)
 
 
 # An open mouth keeps the target's own lips along its opening, this fraction of the
