@@ -1999,13 +1999,17 @@ def _grain_texture(size: int) -> tuple[NDArray[np.uint8], NDArray[np.uint8]]:
 
 
 @functools.lru_cache(maxsize=8)
-def _grain_plane(size: int) -> NDArray[np.uint8]:
-    """A fixed white-noise grain in face (UV) space at ``size`` texels a side, as
-    bytes around 128 (GRAIN_SCALE grey levels per unit of its median magnitude), for
-    the grain that _match_detail lays on a softer source. Fixed seed: the same for
-    every face and every run."""
+def _grain_plane(size: int, step: int = 1) -> NDArray[np.uint8]:
+    """A fixed grain in face (UV) space, ``size`` texels a side, its grains ``step``
+    texels apart (white noise on a grid ``step`` times coarser, drawn up to the
+    texture's size), as bytes around 128 (GRAIN_SCALE grey levels per unit of its
+    median magnitude), for the grain that _match_detail lays on a softer source.
+    Fixed seed: the same for every face and every run."""
     rng = np.random.default_rng(20261207)
-    noise = rng.standard_normal((size, size)).astype(np.float32)
+    coarse = max(8, size // step)
+    noise = rng.standard_normal((coarse, coarse)).astype(np.float32)
+    if coarse != size:
+        noise = cv2.resize(noise, (size, size), interpolation=cv2.INTER_LINEAR)
     noise *= np.float32(GRAIN_SCALE / float(np.median(np.abs(noise))))
     return np.asarray(cv2.add(noise, 128.0, dtype=cv2.CV_8U), np.uint8)
 
@@ -3760,7 +3764,7 @@ class Swapper(FaceSwapping):
                 _eye_openings(eye_masks, (ph, pw)),
                 grain=functools.partial(
                     self._grain_at,
-                    (u_map, v_map),
+                    (uv_map, uv_frac),
                     ((x1f - x0f) * to_proc[0], (y1f - y0f) * to_proc[1]),
                     # (A face drawn well above the processing size takes its grain
                     # at full resolution instead, see _fine_detail.)
@@ -3890,18 +3894,18 @@ class Swapper(FaceSwapping):
 
     def _grain_at(
         self,
-        uv: tuple[NDArray[np.float32], NDArray[np.float32]],
+        uv: tuple[NDArray[np.int16], NDArray[np.uint16]],
         extent: tuple[float, float],
         share: float = 1.0,
     ) -> tuple[NDArray[np.float32], float] | None:
-        """A face-locked grain (see _grain_plane) drawn through the UV maps ``uv`` (in
-        the texture's texels) at the processing size, where the face's mesh spans
-        ``extent`` (width, height) pixels, as float32 luma around 0, and the share of
-        a shortfall it makes up: ``share`` faded in over GRAIN_FACE_PX of the face's
-        width; None where that leaves none.
-        It is drawn from a plane at about one texel a pixel: sampled sparser,
-        interpolation leaves the pixels that fall between texels smoother than those
-        on them, a lattice across the face.
+        """A face-locked grain (see _grain_plane) drawn through the UV map ``uv`` (the
+        texture's, as cv2.convertMaps' fixed-point pair) at the processing size,
+        where the face's mesh spans ``extent`` (width, height) pixels, as float32
+        luma around 0, and the share of a shortfall it makes up: ``share`` faded in
+        over GRAIN_FACE_PX of the face's width; None where that leaves none.
+        Its grains are about a pixel wide: sampled sparser, interpolation leaves the
+        pixels that fall between grains smoother than those on them, a lattice
+        across the face.
 
         A face drawn well above the processing size takes its grain at full
         resolution (see _fine_detail; the caller's ``share`` fades this one out as
@@ -3914,12 +3918,10 @@ class Swapper(FaceSwapping):
             self._uv_extent[0] / max(extent[0], 1.0), self._uv_extent[1] / max(extent[1], 1.0)
         )
         step = 1 << max(0, int(round(np.log2(max(texels_per_px, 1.0)))))
-        side = max(32, self.options.uv_size // step)
-        scale = np.float32((side - 1) / (self.options.uv_size - 1))
         drawn = cv2.remap(
-            _grain_plane(side),
-            uv[0] * scale,
-            uv[1] * scale,
+            _grain_plane(self.options.uv_size, min(step, 8)),
+            uv[0],
+            uv[1],
             cv2.INTER_LINEAR,
             borderMode=cv2.BORDER_CONSTANT,
             borderValue=128,
@@ -5654,7 +5656,8 @@ def _grain_share(
     def level(band: NDArray[np.float32]) -> float:
         return float(np.median(np.abs(shrunk(band)[skin])))
 
-    src_level = level(cv2.cvtColor(src_band, cv2.COLOR_BGR2GRAY))
+    # (The source's luma from its sparse samples: a third of a full conversion's work.)
+    src_level = float(np.median(np.abs(cv2.cvtColor(shrunk(src_band), cv2.COLOR_BGR2GRAY)[skin])))
     tgt_level = level(tgt_band)
     if tgt_level <= src_level:
         return None

@@ -2654,8 +2654,8 @@ class TestDetail:
 
     def test_a_small_face_takes_no_grain(self, astronaut_face: Face) -> None:
         swapper = Swapper(astronaut_face)
-        uv = (np.full((64, 64), 100.0, np.float32), np.full((64, 64), 100.0, np.float32))
-        uv[0][:] += np.arange(64, dtype=np.float32)
+        u = np.full((64, 64), 100.0, np.float32) + np.arange(64, dtype=np.float32)
+        uv = cv2.convertMaps(u, np.full((64, 64), 100.0, np.float32), cv2.CV_16SC2)
         assert swapper._grain_at(uv, (80.0, 90.0)) is None
         found = swapper._grain_at(uv, (200.0, 220.0))
         assert found is not None
