@@ -3903,9 +3903,9 @@ class Swapper(FaceSwapping):
         where the face's mesh spans ``extent`` (width, height) pixels, as float32
         luma around 0, and the share of a shortfall it makes up: ``share`` faded in
         over GRAIN_FACE_PX of the face's width; None where that leaves none.
-        Its grains are about a pixel wide: sampled sparser, interpolation leaves the
-        pixels that fall between grains smoother than those on them, a lattice
-        across the face.
+        Its grains are about a pixel wide (two planes' mixed, see below): sampled
+        sparser, interpolation leaves the pixels that fall between grains smoother
+        than those on them, a lattice across the face.
 
         A face drawn well above the processing size takes its grain at full
         resolution (see _fine_detail; the caller's ``share`` fades this one out as
@@ -3917,16 +3917,29 @@ class Swapper(FaceSwapping):
         texels_per_px = (self.options.uv_size - 1) * max(
             self._uv_extent[0] / max(extent[0], 1.0), self._uv_extent[1] / max(extent[1], 1.0)
         )
-        step = 1 << max(0, int(round(np.log2(max(texels_per_px, 1.0)))))
-        drawn = cv2.remap(
-            _grain_plane(self.options.uv_size, min(step, 8)),
-            uv[0],
-            uv[1],
-            cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_CONSTANT,
-            borderValue=128,
-        )
-        return np.asarray(cv2.subtract(drawn, 128, dtype=cv2.CV_32F), np.float32), fade
+        # Between two planes' spacings, both, mixed by where it lies between them (in
+        # octaves): a video's face growing past one spacing does not switch its
+        # grain from one frame to the next.
+        octave = min(max(float(np.log2(max(texels_per_px, 1.0))), 0.0), 3.0)
+        low = int(np.floor(octave))
+        mix = octave - low
+
+        def drawn(level: int) -> NDArray[np.float32]:
+            plane = _grain_plane(self.options.uv_size, 1 << level)
+            looked = cv2.remap(
+                plane,
+                uv[0],
+                uv[1],
+                cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=128,
+            )
+            return np.asarray(cv2.subtract(looked, 128, dtype=cv2.CV_32F), np.float32)
+
+        grain = drawn(low)
+        if mix > 0.01 and low < 3:
+            grain = cv2.addWeighted(grain, 1.0 - mix, drawn(low + 1), mix, 0.0)
+        return grain, fade
 
     def _lay_creases(
         self,
