@@ -3903,7 +3903,7 @@ class Swapper(FaceSwapping):
         where the face's mesh spans ``extent`` (width, height) pixels, as float32
         luma around 0, and the share of a shortfall it makes up: ``share`` faded in
         over GRAIN_FACE_PX of the face's width; None where that leaves none.
-        Its grains are about a pixel wide (two planes' mixed, see below): sampled
+        Its grains are about a pixel wide (two planes mixed, see below): sampled
         sparser, interpolation leaves the pixels that fall between grains smoother
         than those on them, a lattice across the face.
 
