@@ -3859,11 +3859,7 @@ class Swapper(FaceSwapping):
         change = cv2.resize(change, (cw, ch), interpolation=COMPOSITE_UPSAMPLING)
         for box, detail in rewarp_detail(coarse):
             change[box] = cv2.add(change[box], detail)
-        # S texels a crop pixel spans: the mesh's extent in the texture over its extent in
-        # the crop (the larger: a turned face is foreshortened).
-        texels_per_px = (self.options.uv_size - 1) * max(
-            self._uv_extent[0] / max(x1f - x0f, 1.0), self._uv_extent[1] / max(y1f - y0f, 1.0)
-        )
+        texels_per_px = self._texels_per_px((x1f - x0f, y1f - y0f))  # (per crop pixel)
         # The eyeballs' detail too, unless a turned head's nose may hide part of one
         # (their coarse drawing takes that into account, this would not).
         eyes_at = (
@@ -3892,6 +3888,14 @@ class Swapper(FaceSwapping):
             change = cv2.add(change, cv2.merge([fine, fine, fine]))
         out[y0:y1, x0:x1] = cv2.add(base, change, dtype=cv2.CV_8U)
 
+    def _texels_per_px(self, extent: tuple[float, float]) -> float:
+        """How many of the (S, S) texture's texels a pixel spans where the face's mesh
+        spans ``extent`` (width, height) pixels: the mesh's extent in the texture over
+        its extent in pixels, the larger (a turned face is foreshortened)."""
+        return (self.options.uv_size - 1) * max(
+            self._uv_extent[0] / max(extent[0], 1.0), self._uv_extent[1] / max(extent[1], 1.0)
+        )
+
     def _grain_at(
         self,
         uv: tuple[NDArray[np.int16], NDArray[np.uint16]],
@@ -3914,9 +3918,7 @@ class Swapper(FaceSwapping):
         fade = _ramp(max(extent), GRAIN_FACE_PX) * share
         if fade <= 0.0:
             return None
-        texels_per_px = (self.options.uv_size - 1) * max(
-            self._uv_extent[0] / max(extent[0], 1.0), self._uv_extent[1] / max(extent[1], 1.0)
-        )
+        texels_per_px = self._texels_per_px(extent)
         # Between two planes' spacings, both, mixed by where it lies between them (in
         # octaves): a video's face growing past one spacing does not switch its
         # grain from one frame to the next.
@@ -5666,12 +5668,12 @@ def _grain_share(
     if int(skin.sum()) < 16:
         return None
 
-    def level(band: NDArray[np.float32]) -> float:
-        return float(np.median(np.abs(shrunk(band)[skin])))
+    def level(sampled: NDArray[np.float32]) -> float:
+        return float(np.median(np.abs(sampled[skin])))
 
     # (The source's luma from its sparse samples: a third of a full conversion's work.)
-    src_level = float(np.median(np.abs(cv2.cvtColor(shrunk(src_band), cv2.COLOR_BGR2GRAY)[skin])))
-    tgt_level = level(tgt_band)
+    src_level = level(cv2.cvtColor(shrunk(src_band), cv2.COLOR_BGR2GRAY))
+    tgt_level = level(shrunk(tgt_band))
     if tgt_level <= src_level:
         return None
     found = grain()
@@ -5679,7 +5681,7 @@ def _grain_share(
         return None
     drawn, share = found
     band = cv2.subtract(drawn, cv2.pyrUp(cv2.pyrDown(drawn), dstsize=(cols, rows)))
-    grain_level = level(band)
+    grain_level = level(shrunk(band))
     if grain_level <= 1e-6 or share <= 0.0:
         return None
     short = share * strength * (tgt_level**2 - src_level**2) ** 0.5
