@@ -20,8 +20,8 @@ Stages (each timed separately, after warm-up runs, ``--reps`` times):
   Image mode (the default) runs both detectors and the static mesh on every call.
 
 At 720p it also times ``swap`` per blend mode and per colour mode, and with the
-light match or the fine-detail step off (what each costs), and it reports the
-source preparation (``Swapper(...)``) once. Then the neural engine
+light match or the fine-detail step off (what each costs), and at fusion 0.5, and
+it reports the source preparation (``Swapper(...)``) once. Then the neural engine
 (``NeuralSwapper``) at pixel boost 1 and 2: with ``--swapper-model`` and
 ``--embedder-model``, your models; by default a pass-through model with
 inswapper's signature, built here, so that those rows are the engine's own cost
@@ -230,8 +230,13 @@ def main(argv: list[str] | None = None) -> int:
                 lambda s=s: s.swap(frame, found[:1]), args.warmup, args.reps
             )
             print(f"  720p swap color={color:<9} {fmt(variants[f'color={color}'])} ms", flush=True)
-        # Optional steps off, one at a time: what each costs.
-        for name, change in (("light=0", {"light": 0.0}), ("detail=0", {"detail": 0.0})):
+        # Optional steps off, one at a time: what each costs; and a fusion between 0
+        # and 1 (the mix with the target, and its detail kept at the level between).
+        for name, change in (
+            ("light=0", {"light": 0.0}),
+            ("detail=0", {"detail": 0.0}),
+            ("fusion=0.5", {"fusion": 0.5}),
+        ):
             s = swapper.with_options(**change)
             variants[name] = bench(lambda s=s: s.swap(frame, found[:1]), args.warmup, args.reps)
             print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
