@@ -12,7 +12,10 @@ default options, and the output is measured with dlib:
   mean point distance over the target's inter-ocular distance, overall and for
   the mouth (points 48-67);
 * fusion: swaps at fusion 0, 0.25, 0.5, 0.75, 1 must move d(out, src) down
-  strictly, and fusion 0 must return the target (max abs diff <= 1);
+  strictly, and fusion 0 must return the target (max abs diff <= 1); the grain
+  (below) of the fusions between, over the level between the target's and the
+  full swap's as the fusion mixes them (``fusion_mix``): under 1, the
+  mix of two faces is smoother than both;
 * sharpness at 1:1 on large targets (faces at least ``LARGE_FACE`` pixels wide,
   swapped well below their size): the output's fine grain on the cheeks (the
   luma's difference from a Gaussian blur of 1.5 pixels, its standard deviation)
@@ -75,6 +78,7 @@ from common import (  # noqa: E402
 import faceweave as fw  # noqa: E402
 from faceweave.analysis.dlib_backend import DlibIdentity, DlibLandmarks68  # noqa: E402
 from faceweave.core.geometry import bbox_iou
+from faceweave.processors.swap import fusion_mix
 
 NORM_FACE = 160.0  # face width (mesh box) in pixels inside the measuring crop
 CROP_SCALE = 2.4  # measuring crop side, in face sizes
@@ -435,10 +439,12 @@ def sweep_record(
     m_full: Measure,
     judge: DlibJudge,
 ) -> None:
-    """Fusion 0..1: d(out, src) per step, strict monotonicity, fusion-0 identity."""
+    """Fusion 0..1: d(out, src) per step, strict monotonicity, fusion-0 identity, and
+    the grain of the fusions between over the level between the ends' grain."""
     assert src.face is not None and tgt.face is not None and src.measure is not None
     base = src.swappers[1.0]
     d_by_fusion: list[float] = []
+    grains: list[float] = []
     for f in FUSIONS:
         if f == 1.0:
             d_by_fusion.append(rec["d_src"])
@@ -450,6 +456,12 @@ def sweep_record(
         if f == 0.0:
             diff = np.abs(out.astype(np.int16) - tgt.image.frame.astype(np.int16))
             rec["fusion0_max_diff"] = int(diff.max())
+        elif np.isfinite(rec.get("grain_all", np.nan)):
+            # The grain between the target's (1) and the full swap's, as the fusion
+            # mixes the two faces.
+            mix = fusion_mix(f)
+            between = (1.0 - mix) + mix * rec["grain_all"]
+            grains.append(grain_ratio(out, tgt.image.frame, tgt.face) / max(between, 1e-6))
         d_by_fusion.append(dist(judge.measure(out, tgt.face.bbox).embedding, src.measure.embedding))
     steps = np.diff(d_by_fusion)
     rec["d_src_by_fusion"] = [round(d, 4) for d in d_by_fusion]
@@ -460,6 +472,8 @@ def sweep_record(
         for k in range(len(steps))
         if steps[k] >= 0
     ]
+    if grains:
+        rec["fusion_grain"] = float(np.mean(grains))
 
 
 def _mean(values: list[float]) -> float:
@@ -503,6 +517,7 @@ def summarise(subjects: list[Subject], records: list[dict[str, Any]]) -> dict[st
         "n_fusion_pairs": len(swept),
         "monotonic_pairs": sum(r["monotonic"] for r in swept),
         "fusion0_max_diff": max((r["fusion0_max_diff"] for r in swept), default=None),
+        "fusion_grain_mean": _mean([r["fusion_grain"] for r in swept if "fusion_grain" in r]),
         "tone_dl_abs_mean": _mean([abs(r["tone_dl"]) for r in toned]),
         "tone_dl_mean": _mean([r["tone_dl"] for r in toned]),
         "tone_dab_mean": _mean([r["tone_dab"] for r in toned]),
@@ -549,6 +564,10 @@ def summary_table(s: dict[str, Any]) -> str:
         (
             "fusion 0: max abs diff to target (grey levels)",
             "-" if s["fusion0_max_diff"] is None else str(s["fusion0_max_diff"]),
+        ),
+        (
+            "fusion .25, .5, .75: grain over the level between fusion 0's and 1's, mean",
+            f"{s['fusion_grain_mean']:.2f}",
         ),
         (
             "skin tone on the cheeks, output - target: mean |dL| (mean dL) / mean d(a, b)",
