@@ -567,7 +567,7 @@ def summary_table(s: dict[str, Any]) -> str:
         ),
         (
             "fusion .25, .5, .75: grain over the level between fusion 0's and 1's, mean",
-            f"{s['fusion_grain_mean']:.2f}",
+            f"{s['fusion_grain_mean']:.2f}" if np.isfinite(s["fusion_grain_mean"]) else "-",
         ),
         (
             "skin tone on the cheeks, output - target: mean |dL| (mean dL) / mean d(a, b)",
