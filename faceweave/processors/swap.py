@@ -4404,7 +4404,7 @@ def _keep_fused_detail(
     below its size, it took those to 0.94, 0.91 and 1.00, for 6 ms more a
     1080p frame.)
     """
-    greys = [source, target, cv2.cvtColor(fused, cv2.COLOR_BGR2GRAY)]
+    greys = [source, target]
     colour = fused
     bands: list[NDArray[np.float32]] = []
     gains: list[NDArray[np.float32]] = []
@@ -4416,13 +4416,12 @@ def _keep_fused_detail(
         share = cv2.pyrDown(share)  # the levels are measured at half the band's size
         levels = []
         for i, grey in enumerate(greys):
-            down = cv2.pyrDown(grey)
-            band = cv2.subtract(grey, cv2.pyrUp(down, dstsize=(w, h)))
+            band, greys[i] = _laplacian_step(grey)
             levels.append(_detail_level(band))
-            greys[i] = down
-        down = cv2.pyrDown(colour)
-        bands.append(cv2.subtract(colour, cv2.pyrUp(down, dstsize=(w, h))))
-        colour = down
+        band, colour = _laplacian_step(colour)
+        bands.append(band)
+        # The mix's luma band is its colour band's luma (both are linear).
+        levels.append(_detail_level(cv2.cvtColor(band, cv2.COLOR_BGR2GRAY)))
         want = cv2.add(
             cv2.multiply(share, levels[0]),
             cv2.multiply(np.float32(1.0) - share, levels[1]),
@@ -4439,6 +4438,14 @@ def _keep_fused_detail(
     if extra is None:
         return fused
     return np.asarray(cv2.add(fused, extra), np.float32)
+
+
+def _laplacian_step(image: NDArray[np.float32]) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """One level of a Laplacian pyramid: ``image`` less its Gaussian pyramid's next level
+    drawn back up to its size (its finest band), and that next level."""
+    down = cv2.pyrDown(image)
+    size = (image.shape[1], image.shape[0])
+    return np.asarray(cv2.subtract(image, cv2.pyrUp(down, dstsize=size)), np.float32), down
 
 
 def _detail_level(band: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -5673,10 +5680,8 @@ def _match_detail(
     bands: list[NDArray[np.float32]] = []
     made_up: NDArray[np.float32] | None = None  # the grain laid on the finest band
     for level in range(levels):
-        size = (src_level.shape[1], src_level.shape[0])
-        src_down, tgt_down = cv2.pyrDown(src_level), cv2.pyrDown(tgt_grey)
-        src_band = cv2.subtract(src_level, cv2.pyrUp(src_down, dstsize=size))
-        tgt_band = cv2.subtract(tgt_grey, cv2.pyrUp(tgt_down, dstsize=size))
+        src_band, src_down = _laplacian_step(src_level)
+        tgt_band, tgt_down = _laplacian_step(tgt_grey)
         gains.append(gain(src_band, tgt_band, on))
         if level == 0 and grain is not None:
             made_up = _grain_share(src_band, tgt_band, grain, (on, measured), strength)
@@ -5773,7 +5778,7 @@ def _grain_share(
     if found is None:
         return None
     drawn, share = found
-    band = cv2.subtract(drawn, cv2.pyrUp(cv2.pyrDown(drawn), dstsize=(cols, rows)))
+    band, _ = _laplacian_step(drawn)
     grain_level = level(shrunk(band))
     if grain_level <= 1e-6 or share <= 0.0:
         return None
