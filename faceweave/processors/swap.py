@@ -1635,7 +1635,7 @@ def prepare_source(
         )
         kept_frames = np.clip(frames * 2.0, 0.0, 1.0)
         occluder = occluder * (1.0 - kept_frames)
-    filled = _paint_out_edge(filled, edge, model)
+    filled, shading = _paint_out_edge(filled, edge, model, shading)
     # After the outliers: hair at the temples stays an occluder (the target's).
     filled = _fill_grazing_band(filled, used_cos * shown, occluder, model)
     if abs(source_face.pose.yaw) > 35.0:
@@ -2169,6 +2169,12 @@ EDGE_MIRROR_SLACK = 0.025
 # mouth in the canonical face) over EDGE_CHIN[2] of it: a beard does, hair hanging down
 # both cheeks does not.
 EDGE_CHIN = (0.2, 0.4, 0.02)
+# Such hair is strands: between the dark ones the skin shows, tinted by thinner ones,
+# nearer the skin's colour than EDGE_Z[0]. In a region of hair (not a beard) the gaps
+# between the strands found are closed, and texels over HAIR_STRAND_Z[0] robust z from
+# the cheeks count too (fully at HAIR_STRAND_Z[1]): p23's cheeks' sides kept streaks
+# of her hair, a grey smudge on every pale target's cheek.
+HAIR_STRAND_Z = (1.0, 2.0)
 # Below the mouth, a clear outlier on skin (z over CHIN_SEED_Z, on CHIN_SEED_SHARE of
 # the texture at least: the bright part of a microphone held to the chin) is followed
 # into the texels connected to it that are off the skin's colour by less (over
@@ -2356,19 +2362,30 @@ def _chin_object(
 
 
 def _paint_out_edge(
-    albedo: NDArray[np.float32], edge: NDArray[np.float32], model: FaceModel
-) -> NDArray[np.float32]:
+    albedo: NDArray[np.float32],
+    edge: NDArray[np.float32],
+    model: FaceModel,
+    shading: NDArray[np.float32],
+) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
     """The lower face's edge outliers (``edge``, from _source_outliers) painted over
     with the mean of the skin around them (_skin_fill): what lies inside the face's
     outline (the shadow under Grace Hopper's ear) becomes the source's skin; the
-    outer EDGE_RIM stays an occluder, the target's."""
+    outer EDGE_RIM stays an occluder, the target's. Returns ``(albedo, shading)``,
+    the (S, S, 3) shading painted alike with the shading around: the source's light is
+    fitted to its mesh's skin, hair and all, and it read long hair down both cheeks
+    (p23's) as a dark orange light on the face's sides, which the texture under that
+    light (albedo times shading) kept however the albedo was painted: a grey patch
+    on every pale target's cheek."""
     hole = edge > 0.3
     if not hole.any():
-        return albedo
+        return albedo, shading
     size = albedo.shape[0]
     grown = cv2.dilate(hole.astype(np.uint8), np.ones((5, 5), np.uint8))
     alpha = cv2.GaussianBlur(grown.astype(np.float32), (0, 0), size * 0.006)
-    return _painted_with_skin(albedo, _uv_skin(model, size), grown > 0, alpha)
+    skin = _uv_skin(model, size)
+    painted = _painted_with_skin(albedo, skin, grown > 0, alpha)
+    lit = _painted_with_skin(shading, skin, grown > 0, alpha)
+    return painted, lit
 
 
 def _painted_with_skin(
@@ -2407,7 +2424,9 @@ def _edge_outliers(
     on both sides. So is anything in the middle: p10's microphone stays. With
     ``hair``, a region on both sides counts all the same when most of it is nearer
     the hair's colour than the skin's and it does not reach the chin (EDGE_CHIN):
-    long hair down both cheeks (p23's) is no beard.
+    long hair down both cheeks (p23's) is no beard. In such a region of hair the
+    gaps between its strands count too, and so do texels only a little off the
+    skin's colour (HAIR_STRAND_Z): the skin seen through thinner strands.
 
     Args:
         texture: (S, S, 3) the albedo in 0..255 (see _albedo_bytes).
@@ -2445,11 +2464,25 @@ def _edge_outliers(
         )
         beard = (at_chin >= max(1.0, EDGE_CHIN[2] * float(chin.sum()))) | (share < 0.5)
         mirrored &= beard[regions]
+        hanging = ~beard[regions] & (regions > 0) & near
+    else:
+        hanging = np.zeros_like(joined)
     joined &= ~mirrored
     how = np.maximum(
         np.clip((z - z0) / (z1 - z0), 0.0, 1.0), np.clip((d0 - rel) / (d0 - d1), 0.0, 1.0)
     )
-    return np.asarray(joined * how, np.float32)
+    edge = joined * how
+    if hanging.any():
+        strands = hanging & (z > HAIR_STRAND_Z[0])
+        closed = (
+            cv2.morphologyEx(
+                (joined & hanging).astype(np.uint8), cv2.MORPH_CLOSE, np.ones((k, k), np.uint8)
+            )
+            > 0
+        )
+        loose = np.clip((z - HAIR_STRAND_Z[0]) / (HAIR_STRAND_Z[1] - HAIR_STRAND_Z[0]), 0.0, 1.0)
+        edge = np.maximum(edge, np.maximum(closed & hanging, strands * loose))
+    return np.asarray(edge, np.float32)
 
 
 def _hair_z(

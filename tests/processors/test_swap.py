@@ -1194,7 +1194,7 @@ def test_source_glasses_are_painted_out(
     wearing = dataclasses.replace(astronaut_face, frame=_draw_glasses(astronaut, astronaut_face))
     # Only the frames' own effect: the lower edge's paint-out and the edge-on band's fill
     # follow the skin around them.
-    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: (albedo, a[-1]))
     monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
     textures = [prepare_source(f, uv_size=384).texture for f in (wearing, grace_hopper_face)]
     plain = prepare_source(astronaut_face, uv_size=384).texture
@@ -1224,7 +1224,7 @@ def test_temple_arms_of_source_glasses_are_painted_out(
     # this is about the frames' own paint-out, and how far out it reaches, not whether
     # the drawn frames pass the residue check (which they pass or fail as the mesh
     # moves by a pixel).
-    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: (albedo, a[-1]))
     monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
     monkeypatch.setattr(swap_module, "GLASSES_PAINTED_RESIDUE", np.inf)
     wearing = dataclasses.replace(
@@ -1267,7 +1267,7 @@ def _texture_before_glasses_paint_out(
         return paint_out_texels(albedo, hole, model)
 
     monkeypatch.setattr(swap_module, "_paint_out_source_glasses", lambda albedo, *a: albedo)
-    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: albedo)
+    monkeypatch.setattr(swap_module, "_paint_out_edge", lambda albedo, *a: (albedo, a[-1]))
     monkeypatch.setattr(swap_module, "_fill_grazing_band", lambda albedo, *a: albedo)
     albedo = prepare_source(face, uv_size=size).albedo
     model = load_face_model()
@@ -2048,12 +2048,12 @@ def test_what_lies_at_the_lower_face_edge_is_not_the_sources_face() -> None:
     assert even_occluders[rim].mean() > 0.5
     inside = collar & (depth > 2 * swap_module.EDGE_RIM * size) & (y > mouth_y)
     assert inside.sum() > 20 and occluders[inside].max() < 0.1
-    painted = swap_module._paint_out_edge(dark, found, model)
+    painted, _ = swap_module._paint_out_edge(dark, found, model, np.ones_like(dark))
     np.testing.assert_array_equal(painted[mole_core], dark[mole_core])
     # Painted with the skin around it (on an even skin: on this one, dark noise texels
     # whose mirrors are dark too stay, and darken the mean around them).
     _, found_even = swap_module._source_outliers(model, size, even, covered)
-    painted_even = swap_module._paint_out_edge(even, found_even, model)
+    painted_even, _ = swap_module._paint_out_edge(even, found_even, model, np.ones_like(even))
     skin = float(even[covered & ~collar].mean())
     assert abs(float(painted_even[core].mean()) - skin) < 0.1 * skin  # dark: 0.3 of it
     lower = covered & (y > eye_y)
@@ -2096,7 +2096,7 @@ def test_an_object_held_to_the_chin_is_painted_out_whole() -> None:
     assert grey_core.sum() > 100
     assert found[core].min() > 0.99, found[core].mean()  # the grey body: 0 before
     assert occluders[core].max() < 0.1  # painted, not the target's
-    painted = swap_module._paint_out_edge(held, found, model)
+    painted, _ = swap_module._paint_out_edge(held, found, model, np.ones_like(held))
     assert np.abs(painted[core].mean(0) - skin).max() < 6.0, painted[core].mean(0)
     # Without the highlight the grey patch is the face's own.
     occluders, found = swap_module._source_outliers(model, size, body, covered)
@@ -2155,6 +2155,73 @@ def test_hair_down_both_cheeks_is_not_a_beard() -> None:
     assert found(locks, orange, with_hairline=False) < 0.1
     assert found(locks, np.array([60, 60, 70], np.float32)) < 0.1  # dark, under ginger hair
     assert float(np.abs(x[chin]).min()) < swap_module.EDGE_CHIN[0]  # the premise
+
+
+def test_strands_of_hair_down_both_cheeks_are_painted_out_whole() -> None:
+    """Long hair down the cheeks is strands, not a solid lock: between the dark ones
+    the skin shows, tinted by the thinner strands over it, off the skin's colour by
+    less than EDGE_Z. Only the dark strands were found (p23's), and the paint-out's
+    margin reached the texels between them only where the strands lay close: her
+    cheeks' sides kept streaks of hair. Now all of such a lock is found (the gaps
+    between its strands, and its tinted texels, over HAIR_STRAND_Z) and painted with
+    the skin further in. Dark strands of another colour than the hair's
+    on both sides (a beard's) stay the face's, the texels between them too."""
+    size = 256
+    model, texture, covered, y, x, depth, eye_y, mouth_y, brow_y = _uv_face(size)
+    skin = np.array([150, 170, 210], np.float32)
+    orange = np.array([40, 110, 210], np.float32)
+    hairline = covered & (y < brow_y - 0.05) & (depth < swap_module.HAIR_RIM * size)
+    locks = covered & (y > eye_y + 0.1) & (y < mouth_y + 0.3) & (depth < 0.08 * size)
+    xs = np.broadcast_to(np.arange(size)[None, :], (size, size))
+    strands = locks & (xs % 6 < 2)  # dark strands, two texels wide, four apart
+    tinted = locks & ~strands  # skin under thin strands: a tenth of the way to them
+    t = texture.copy()
+    t[hairline] = orange
+    t[strands] = orange
+    t[tinted] = 0.9 * skin + 0.1 * orange
+    z = swap_module._skin_z(model, size, swap_module._albedo_bytes(t), covered)
+    assert z is not None
+    core = tinted & (depth > 0.02 * size) & (depth < 0.06 * size) & (y < mouth_y + 0.2)
+    assert core.sum() > 100
+    assert float(np.median(z[core])) < swap_module.EDGE_Z[0] < float(np.median(z[strands]))
+    _, found = swap_module._source_outliers(model, size, t, covered)
+    assert float(found[core].mean()) > 0.85, float(found[core].mean())  # 0.0 before
+    painted, _ = swap_module._paint_out_edge(t, found, model, np.ones_like(t))
+    off = np.abs(painted[core] - skin).max(1)
+    assert float(np.median(off)) < 6.0, float(np.median(off))
+    # Dark strands of another colour than the hair's on both sides (a beard's) stay
+    # the face's, and so do the texels between them.
+    grey = np.array([60, 60, 70], np.float32)
+    collar = texture.copy()
+    collar[hairline] = orange
+    collar[strands] = grey
+    collar[tinted] = 0.9 * skin + 0.1 * grey
+    _, found = swap_module._source_outliers(model, size, collar, covered)
+    assert float(found[core].mean()) < 0.1, float(found[core].mean())
+
+
+def test_the_light_on_painted_out_edge_texels_is_the_skins_around_them() -> None:
+    """The source's light is fitted to its mesh's skin, hair and all: long hair down
+    both cheeks (p23's) read as a dark, orange light on the face's sides, and the
+    texture under the source's light (its albedo times that shading) kept a dark
+    orange band there however the albedo was painted: a grey patch on every pale
+    target's cheek. What the edge's paint-out paints over gets the shading around it
+    too; elsewhere the shading is the fitted one."""
+    size = 256
+    model, texture, covered, y, x, depth, eye_y, mouth_y, brow_y = _uv_face(size)
+    edge = np.zeros((size, size), np.float32)
+    band = covered & (y > eye_y + 0.1) & (y < mouth_y + 0.3) & (depth < 0.06 * size)
+    edge[band] = 1.0
+    shading = np.full((size, size, 3), 200.0, np.float32)
+    shading[band] = (90.0, 120.0, 160.0)  # darker and orange
+    _, lit = swap_module._paint_out_edge(texture, edge, model, shading)
+    core = cv2.erode(band.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    assert core.sum() > 100
+    assert np.abs(lit[core] - 200.0).max() < 10.0, np.abs(lit[core] - 200.0).max()
+    far = covered & (cv2.dilate(band.astype(np.uint8), np.ones((15, 15), np.uint8)) == 0)
+    np.testing.assert_array_equal(lit[far], shading[far])
+    _, untouched = swap_module._paint_out_edge(texture, np.zeros_like(edge), model, shading)
+    assert untouched is shading
 
 
 def test_a_dropped_jaw_does_not_hide_the_chin(
