@@ -2164,8 +2164,9 @@ def test_strands_of_hair_down_both_cheeks_are_painted_out_whole() -> None:
     margin reached the texels between them only where the strands lay close: her
     cheeks' sides kept streaks of hair. Now all of such a lock is found (the gaps
     between its strands, and its tinted texels, over HAIR_STRAND_Z) and painted with
-    the skin further in. Dark strands of another colour than the hair's
-    on both sides (a beard's) stay the face's, the texels between them too."""
+    the skin further in, down one cheek or both. Dark strands of another colour than
+    the hair's on both sides (a beard's) stay the face's, the texels between them
+    too."""
     size = 256
     model, texture, covered, y, x, depth, eye_y, mouth_y, brow_y = _uv_face(size)
     skin = np.array([150, 170, 210], np.float32)
@@ -2198,6 +2199,15 @@ def test_strands_of_hair_down_both_cheeks_are_painted_out_whole() -> None:
     collar[tinted] = 0.9 * skin + 0.1 * grey
     _, found = swap_module._source_outliers(model, size, collar, covered)
     assert float(found[core].mean()) < 0.1, float(found[core].mean())
+    # Hair swept down one cheek only is found whole as well.
+    left = np.broadcast_to(np.arange(size)[None, :] < size // 2, (size, size))
+    one_side = texture.copy()
+    one_side[hairline] = orange
+    one_side[strands & left] = orange
+    one_side[tinted & left] = 0.9 * skin + 0.1 * orange
+    _, found = swap_module._source_outliers(model, size, one_side, covered)
+    assert float(found[core & left].mean()) > 0.85, float(found[core & left].mean())
+    assert float(found[core & ~left].max()) < 0.1
 
 
 def test_the_light_on_painted_out_edge_texels_is_the_skins_around_them() -> None:
