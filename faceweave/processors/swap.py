@@ -2473,7 +2473,6 @@ def _edge_outliers(
     )
     edge = joined * how
     if hanging.any():
-        strands = hanging & (z > HAIR_STRAND_Z[0])
         closed = (
             cv2.morphologyEx(
                 (joined & hanging).astype(np.uint8), cv2.MORPH_CLOSE, np.ones((k, k), np.uint8)
@@ -2481,7 +2480,7 @@ def _edge_outliers(
             > 0
         )
         loose = np.clip((z - HAIR_STRAND_Z[0]) / (HAIR_STRAND_Z[1] - HAIR_STRAND_Z[0]), 0.0, 1.0)
-        edge = np.maximum(edge, np.maximum(closed & hanging, strands * loose))
+        edge = np.maximum(edge, np.maximum(closed & hanging, hanging * loose))
     return np.asarray(edge, np.float32)
 
 
