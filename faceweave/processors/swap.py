@@ -2179,16 +2179,23 @@ HAIR_STRAND_Z = (1.0, 2.0)
 # the texture at least: the bright part of a microphone held to the chin) is followed
 # into the texels connected to it that are off the skin's colour by less (over
 # CHIN_GROW_Z) and darker than it: the rest of the object. When that reaches inside
-# the face (CHIN_INSIDE: CHIN_INSIDE[1] of the texture's texels lie further than
-# CHIN_INSIDE[0] of its side from its edge) it is painted over, with a rim of
-# CHIN_RIM, like the edge's outliers: with the source's skin around it, its outer
-# EDGE_RIM left to the target. Before, only the microphone's highlight was an
-# occluder: its grey body went onto every target's chin, and where the highlight had
-# been, the target's own skin showed as a patch of another colour.
+# the face (CHIN_INSIDE: CHIN_INSIDE[1] of its texels, and CHIN_INSIDE[2] of the
+# texture's at least, lie further than CHIN_INSIDE[0] of its side from its edge) it is
+# painted over, with a rim of CHIN_RIM, like the edge's outliers: with the source's
+# skin around it, its outer EDGE_RIM left to the target. Before, only the microphone's
+# highlight was an occluder: its grey body went onto every target's chin, and where the
+# highlight had been, the target's own skin showed as a patch of another colour.
 CHIN_SEED_Z = 5.0
 CHIN_SEED_SHARE = 0.001
 CHIN_GROW_Z = 2.5
-CHIN_INSIDE = (0.08, 0.005)
+# A share of the object, not a count of texels: p10's microphone reached in by 861
+# texels (35% of it) in its photo and by 542 (27%) in the photo mirrored, where the
+# mesh sat a little lower on the chin; a count of 0.005 of the texture (737 texels at
+# 384) painted it out in one and carried its grey body onto every target's chin in
+# the other. A collar or a scarf along the chin's edge reaches in little or not at all
+# (on the development photos at most 13% of what is joined to a seed: the jersey
+# collar under p33's lowered chin).
+CHIN_INSIDE = (0.08, 0.2, 0.001)
 CHIN_RIM = 0.01
 
 
@@ -2342,9 +2349,9 @@ def _chin_object(
     connected to those over CHIN_SEED_Z, with them, and with a rim of CHIN_RIM.
 
     Only an object: its seeds cover CHIN_SEED_SHARE of the texture at least (not a
-    glint), and its body reaches inside the face (CHIN_INSIDE; ``depth``: texels from
-    the texture's edge), not a collar or a scarf along the chin's edge, which the edge
-    check deals with (_edge_outliers)."""
+    glint), and a share of its body reaches inside the face (CHIN_INSIDE; ``depth``:
+    texels from the texture's edge), not a collar or a scarf along the chin's edge,
+    which the edge check deals with (_edge_outliers)."""
     size = z.shape[0]
     seeds = chin & (z > CHIN_SEED_Z)
     plain = chin & (z < CHIN_GROW_Z)
@@ -2352,8 +2359,9 @@ def _chin_object(
         return None
     body = chin & (z > CHIN_GROW_Z) & (lightness < float(np.median(lightness[plain])))
     held = _joined(body, seeds)
-    reach, share = CHIN_INSIDE
-    if int((held & (depth > reach * size)).sum()) < share * size * size:
+    reach, part, least = CHIN_INSIDE
+    inside = int((held & (depth > reach * size)).sum())
+    if inside < max(part * int(held.sum()), least * size * size):
         return None
     # With its rim, the object's edge blurred into the skin (a grey ring round it).
     k = 2 * int(round(CHIN_RIM * size)) + 1
