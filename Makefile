@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned bench-cut bench-small-faces bench-group-tone clean
+.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned bench-cut bench-small-faces bench-group-tone bench-mirror clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,9 @@ bench-small-faces: $(STAMP)
 
 bench-group-tone: $(STAMP)
 	$(PY) benchmarks/group_tone.py
+
+bench-mirror: $(STAMP)
+	$(PY) benchmarks/mirror.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
