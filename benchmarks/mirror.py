@@ -55,6 +55,13 @@ def mirrored(frame: NDArray[np.uint8]) -> NDArray[np.uint8]:
     return np.ascontiguousarray(frame[:, ::-1])
 
 
+def face_box(face: fw.Face, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """The face's box (x0, y0, x1, y1) in whole pixels, within a frame of ``shape``."""
+    h, w = shape[:2]
+    x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
+    return max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+
+
 def patch_difference(
     first: NDArray[np.uint8], second: NDArray[np.uint8], box: tuple[int, int, int, int]
 ) -> tuple[float, NDArray[np.float32]]:
@@ -127,10 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             out = swapper.swap(frame, [face])
             out_m = mirrored(swapper_m.swap(flipped, [face_m]))
-            h, w = frame.shape[:2]
-            x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
-            box = (max(0, x0), max(0, y0), min(w, x1), min(h, y1))
-            p99, _ = patch_difference(out, out_m, box)
+            p99, _ = patch_difference(out, out_m, face_box(face, frame.shape))
             pairs.append({"source": source_name, "target": target_name, "p99": round(p99, 2)})
         print(f"  {source_name}: swapped both ways onto {len(subjects) - 1} targets", flush=True)
     p99s = np.array([p["p99"] for p in pairs])
@@ -143,9 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         _, frame, face, flipped, face_m = subjects[j]
         out = swappers[i][0].swap(frame, [face])
         out_m = mirrored(swappers[i][1].swap(flipped, [face_m]))
-        h, w = frame.shape[:2]
-        x0, y0, x1, y1 = (int(round(v)) for v in face.bbox)
-        box = (max(0, x0), max(0, y0), min(w, x1), min(h, y1))
+        box = face_box(face, frame.shape)
         _, blurred = patch_difference(out, out_m, box)
         heat = cv2.applyColorMap(np.clip(blurred * 4.0, 0, 255).astype(np.uint8), cv2.COLORMAP_JET)
         crop = (slice(box[1], box[3]), slice(box[0], box[2]))
