@@ -157,7 +157,11 @@ class FacePredictor:
         self._cached: tuple[tuple[object, ...], list[SourceLike], AnySwapper] | None = None
 
     def source_face(self, source: SourceLike) -> Face:
-        """Resolve a source given as a path, a frame or a Face to a Face."""
+        """Resolve a source given as a path, a frame or a Face to a Face: the largest
+        face the fast default analyser finds in a photo or frame, or where it finds
+        none, the largest that ``faceweave swap`` finds there (:func:`still_analyser`:
+        a small face in a large photo too, which BlazeFace sees whole at a few
+        pixels: the astronaut's face 48 px wide in a 1080p frame)."""
         if isinstance(source, Face):
             return source
         if isinstance(source, (str, os.PathLike)):
@@ -168,7 +172,7 @@ class FacePredictor:
         else:
             frame = source
             name = "source image"
-        faces = self.analyser.get_faces(frame)
+        faces = self.analyser.get_faces(frame) or still_analyser().get_faces(frame)
         if not faces:
             raise NoFaceError(f"{name}: no face found in the source")
         return faces[0]

@@ -10,6 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from portraits import portrait_frame  # tests/portraits.py: tests/ is on sys.path
 
 import faceweave as fw
 from faceweave.errors import InputError, NoFaceError, UsageError
@@ -164,6 +165,22 @@ def test_source_without_face(
         predictor.swap(grace_hopper, grey, grace_hopper_face)
     with pytest.raises(ValueError):
         predictor.source_face(grey)
+
+
+def test_a_small_source_face_is_found_as_faceweave_swap_finds_it(
+    predictor: fw.FacePredictor, astronaut: np.ndarray, grace_hopper: np.ndarray
+) -> None:
+    """A source photo whose face is small in a large frame (the astronaut's, 55 px
+    wide in 1080p): BlazeFace sees the frame whole at a few pixels a face, and the
+    fast default analyser finds none; the source is then looked for as `faceweave
+    swap` looks (tiles), and found (a NoFaceError before)."""
+    photo = portrait_frame([astronaut], (1080, 1920), [(800, 400)], 280)
+    assert not fw.api.default_analyser().get_faces(photo)  # premise
+    face = predictor.source_face(photo)
+    x0, y0, x1, y1 = face.bbox
+    assert 800 < x0 < x1 < 1080 and 400 < y0 < y1 < 680  # the portrait's face
+    out = predictor.swap(grace_hopper, photo)
+    assert out.shape == grace_hopper.shape and not np.array_equal(out, grace_hopper)
 
 
 def test_target_without_face(predictor: fw.FacePredictor, astronaut_face: Face) -> None:

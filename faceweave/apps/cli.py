@@ -1635,7 +1635,9 @@ def _run_live(args: argparse.Namespace) -> int:
         )
         if microphone is not None:
             cleanup.callback(microphone.close)  # the output closes it too
-        analyser = fw.FaceAnalyser(max_faces=args.max_faces, with_embedding=True, **detector)
+        # Source photos and the reference photo as `faceweave swap` finds them (a small
+        # face in a large photo too); the camera's frames in video mode, below.
+        analyser = photo_analyser(max_faces=args.max_faces, with_embedding=True, **detector)
         source_faces = _load_source_photos(analyser, args.source, args.max_pixels)
         # Swappers at fusion 1; run_live makes the other fusions from them (the keys).
         sources: Sequence[Any] = (

@@ -66,7 +66,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.analyser import FaceAnalyser, photo_analyser
 from faceweave.errors import BackendError, FaceweaveError, InputError, NoFaceError
 from faceweave.io.image import DEFAULT_MAX_PIXELS, read_image
 from faceweave.pipeline.tracking import FaceTracker
@@ -105,10 +105,12 @@ def default_analyser() -> FaceAnalyser:
 
 
 def default_source_analyser() -> FaceAnalyser:
-    """The analyser of source photos: still images (both detectors), with the identity
-    model (several photos of one person are checked to be one person). Two faces at
-    most: the largest is used, a second is only named in the session's notes."""
-    return FaceAnalyser(max_faces=2)
+    """The analyser of source photos: still images, found as ``faceweave swap`` and the
+    REST jobs find them (both detectors, tiles and the frame's sides: a small face in
+    a large photo too), with the identity model (several photos of one person are
+    checked to be one person). Two faces at most: the largest is used, a second is
+    only named in the session's notes."""
+    return photo_analyser(max_faces=2)
 
 
 # --- per-session processing (runs in the session's worker thread) ---------------------------

@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import pytest
 from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
+from portraits import portrait_frame  # tests/portraits.py: tests/ is on sys.path
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.dlib_backend import DlibIdentity
@@ -379,6 +380,21 @@ def test_live_window_without_display_is_one_line(
     assert err == "faceweave: error: no display: use --output FILE|udp://|rtmp://|virtualcam\n"
 
 
+def test_live_finds_a_small_source_face_as_faceweave_swap_does(
+    live_clip: Path, tmp_path: Path, astronaut: np.ndarray
+) -> None:
+    """A source photo whose face is small in a large frame (the astronaut's, 55 px
+    wide in 1080p) is found as `faceweave swap` finds it (tiles): `faceweave live`
+    had said it showed no face (exit 3)."""
+    source = tmp_path / "small.png"
+    write_image(source, portrait_frame([astronaut], (1080, 1920), [(800, 400)], 280))
+    recording = tmp_path / "rec.mp4"
+    argv = ["live", "--source", str(source), "--input", str(live_clip)]
+    assert cli.main([*argv, "--output", str(recording)]) == EXIT_OK
+    with av.open(str(recording)) as container:
+        assert sum(1 for _ in container.decode(video=0)) > 0
+
+
 def _blank_source_no_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A source photo (blank: never analysed), and models that fail if loaded: the
     checks under test come before them."""
@@ -387,6 +403,7 @@ def _blank_source_no_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         raise AssertionError("the models were loaded")
 
     monkeypatch.setattr("faceweave.FaceAnalyser", no_models)
+    monkeypatch.setattr("faceweave.analysis.analyser.FaceAnalyser", no_models)  # photo_analyser's
     source = tmp_path / "src.png"
     write_image(source, np.zeros((64, 64, 3), np.uint8))
     return source
