@@ -161,7 +161,7 @@ class FacePredictor:
         face the fast default analyser finds in a photo or frame, or where it finds
         none, the largest that ``faceweave swap`` finds there (:func:`still_analyser`:
         a small face in a large photo too, which BlazeFace sees whole at a few
-        pixels: the astronaut's face 48 px wide in a 1080p frame)."""
+        pixels: the astronaut's face 55 px wide in a 1080p frame)."""
         if isinstance(source, Face):
             return source
         if isinstance(source, (str, os.PathLike)):
