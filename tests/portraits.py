@@ -36,3 +36,23 @@ def portraits_found(
         for x0, y0, x1, y1 in boxes
         if x < (x0 + x1) / 2 < x + side and y < (y0 + y1) / 2 < y + side
     }
+
+
+# A source photo whose one face is small in a large frame: the astronaut's portrait in
+# a SMALL_SOURCE_SIDE px square at SMALL_SOURCE_AT of a 1080p frame, her face about 55
+# px wide (BlazeFace shown the frame whole finds none; its tiles find it).
+SMALL_SOURCE_AT = (800, 400)
+SMALL_SOURCE_SIDE = 280
+
+
+def small_source_photo(portrait: np.ndarray) -> np.ndarray:
+    """``portrait`` (a face photo) shrunk into one SMALL_SOURCE_SIDE px square of a
+    grey 1080p frame, at SMALL_SOURCE_AT."""
+    return portrait_frame([portrait], (1080, 1920), [SMALL_SOURCE_AT], SMALL_SOURCE_SIDE)
+
+
+def in_small_source(box: tuple[float, float, float, float]) -> bool:
+    """Whether ``box`` (x0, y0, x1, y1) lies inside small_source_photo's portrait."""
+    (x, y), side = SMALL_SOURCE_AT, SMALL_SOURCE_SIDE
+    x0, y0, x1, y1 = box
+    return x < x0 < x1 < x + side and y < y0 < y1 < y + side

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
-from portraits import portrait_frame  # tests/portraits.py: tests/ is on sys.path
+from portraits import small_source_photo  # tests/portraits.py: tests/ is on sys.path
 
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.dlib_backend import DlibIdentity
@@ -387,7 +387,7 @@ def test_live_finds_a_small_source_face_as_faceweave_swap_does(
     wide in 1080p) is found as `faceweave swap` finds it (tiles): `faceweave live`
     had said it showed no face (exit 3)."""
     source = tmp_path / "small.png"
-    write_image(source, portrait_frame([astronaut], (1080, 1920), [(800, 400)], 280))
+    write_image(source, small_source_photo(astronaut))
     recording = tmp_path / "rec.mp4"
     argv = ["live", "--source", str(source), "--input", str(live_clip)]
     assert cli.main([*argv, "--output", str(recording)]) == EXIT_OK

@@ -35,7 +35,7 @@ from aiortc.mediastreams import MediaStreamError  # noqa: E402
 from av import VideoFrame  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
-from portraits import portrait_frame  # noqa: E402  (tests/ is on sys.path)
+from portraits import in_small_source, small_source_photo  # noqa: E402  (tests/ on sys.path)
 
 from faceweave.errors import FaceweaveError  # noqa: E402
 from faceweave.service.app import require_key  # noqa: E402
@@ -609,11 +609,9 @@ def test_a_live_sessions_source_photo_is_searched_as_faceweave_swap_searches(
     """A source photo whose face is small in a large frame (the astronaut's, 55 px
     wide in 1080p) is found, as `faceweave swap` and the REST jobs find it (tiles);
     a live session had answered that it showed no face."""
-    photo = portrait_frame([np.asarray(astronaut)], (1080, 1920), [(800, 400)], 280)
-    faces = default_source_analyser().get_faces(photo)
+    faces = default_source_analyser().get_faces(small_source_photo(np.asarray(astronaut)))
     assert len(faces) == 1, [f.bbox for f in faces]
-    x0, y0, x1, y1 = faces[0].bbox
-    assert 800 < x0 < x1 < 1080 and 400 < y0 < y1 < 680
+    assert in_small_source(faces[0].bbox)
 
 
 def test_one_key_cannot_take_every_live_session(tmp_path: Path, astronaut: np.ndarray) -> None:
