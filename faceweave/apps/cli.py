@@ -702,8 +702,8 @@ def _add_watermark_option(parser: argparse.ArgumentParser, what: str = "the outp
     parser.add_argument(
         "--no-watermark",
         action="store_true",
-        help=f"do not mark {what} as synthetic (by default a faint watermark, which may "
-        "show on large flat areas, and metadata labels say 'synthetic, faceweave'; see "
+        help=f"do not mark {what} as synthetic (by default a faint watermark, fainter "
+        "still on flat areas, and metadata labels say 'synthetic, faceweave'; see "
         "'faceweave verify')",
     )
 

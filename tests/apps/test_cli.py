@@ -1203,8 +1203,9 @@ def test_a_transparent_target_stays_transparent(images: Images, tmp_path: Path) 
     assert np.asarray(Image.open(tmp_path / "out.jpg")).shape == (h, w, 3)
     shown = read_image(tmp_path / "out.png").astype(int)
     assert np.abs(shown - read_image(tmp_path / "out.jpg").astype(int)).mean() < 3
-    # (Within the two runs' different watermarks.)
-    assert np.abs(shown - read_image(tmp_path / "swapped/cut_out.tif").astype(int)).mean() < 2
+    # (Within the two runs' different watermarks: each about 2.2 grey levels RMS, up to
+    # twice that on texture, Grace Hopper's uniform and hair.)
+    assert np.abs(shown - read_image(tmp_path / "swapped/cut_out.tif").astype(int)).mean() < 3
     assert np.abs(shown - read_image(target).astype(int)).mean() > 1
     # A target with no face, passed through, keeps its transparency too.
     blank = np.zeros((64, 64, 4), np.uint8)

@@ -20,7 +20,9 @@ from faceweave.provenance.watermark import (
     COARSE_BELOW,
     COARSE_GRID,
     CODED_BITS,
+    DEFAULT_STRENGTH,
     GRID,
+    MASK_RMS_MOST,
     MIN_CONFIDENCE_COARSE,
     STATEMENT,
     WatermarkResult,
@@ -173,9 +175,45 @@ def test_invisible_psnr_at_least_40db(name: str, marked_package: dict[str, np.nd
 def test_luma_only_change(astronaut: np.ndarray) -> None:
     marked = embed_watermark(astronaut, JOB).astype(np.int16)
     delta = marked - astronaut.astype(np.int16)
-    unclipped = (astronaut > 3).all(axis=2) & (astronaut < 252).all(axis=2)
+    # (The mark reaches 5 grey levels in texture: pixels that far from black and white.)
+    unclipped = (astronaut > 8).all(axis=2) & (astronaut < 247).all(axis=2)
+    assert int(np.abs(delta).max()) <= 8
     assert np.array_equal(delta[unclipped, 0], delta[unclipped, 1])
     assert np.array_equal(delta[unclipped, 1], delta[unclipped, 2])
+
+
+def _half_flat_half_textured(seed: int = 3) -> np.ndarray:
+    """720p: a smooth gradient on the left, the same under grain (std 12) on the right."""
+    rng = np.random.default_rng(seed)
+    height, width = 720, 1280
+    ramp = np.linspace(70.0, 190.0, width)[None, :, None] * np.ones((height, 1, 3))
+    grain = rng.normal(0.0, 12.0, (height, width // 2, 3)).mean(axis=2, keepdims=True)
+    ramp[:, width // 2 :] += grain
+    return np.clip(ramp, 0, 255).astype(np.uint8)
+
+
+def test_fine_mark_hides_in_texture() -> None:
+    # Texture masking: fainter where the picture is flat (where a grey level shows),
+    # stronger in grain; still found after JPEG q75 and a half resize.
+    frame = _half_flat_half_textured()
+    marked = embed_watermark(frame, JOB)
+    delta = marked.astype(np.float64) - frame
+    width = frame.shape[1]
+    flat = float(np.sqrt(np.mean(delta[:, 16 : width // 2 - 16] ** 2)))
+    textured = float(np.sqrt(np.mean(delta[:, width // 2 + 16 : -16] ** 2)))
+    assert flat < 0.5 * DEFAULT_STRENGTH
+    assert textured > DEFAULT_STRENGTH
+    assert detect_watermark(_jpeg(_half(marked))).payload == JOB
+
+
+def test_fine_mark_rms_bounded_on_texture() -> None:
+    # All grain: the frame's RMS is held to MASK_RMS_MOST times the strength.
+    rng = np.random.default_rng(5)
+    frame = np.clip(rng.normal(128.0, 20.0, (480, 640, 1)), 0, 255).astype(np.uint8)
+    frame = np.repeat(frame, 3, axis=2)
+    delta = embed_watermark(frame, JOB).astype(np.float64) - frame
+    rms = float(np.sqrt(np.mean(delta**2)))
+    assert DEFAULT_STRENGTH <= rms <= 1.05 * MASK_RMS_MOST * DEFAULT_STRENGTH
 
 
 @pytest.mark.parametrize("bad", [np.zeros((64, 64), np.uint8), np.zeros((64, 64, 3), np.float32)])
