@@ -3232,6 +3232,7 @@ class Swapper(FaceSwapping):
             ]
         )
         self._uv_zones = np.round(zones * 255.0).astype(np.uint8)
+        self._uv_beard = _uv_beard_zones(self.model, self.masks.skin.shape[0])
         self._uv_glasses = np.round(self.masks.glasses * 255.0).astype(np.uint8)
         # The same band feathered, for a source whose glasses stay in its texture.
         self._uv_glasses_soft: NDArray[np.uint8] | None = None
@@ -3599,6 +3600,15 @@ class Swapper(FaceSwapping):
             borderMode=cv2.BORDER_CONSTANT,
         )
         zones[~raster.covered] = 0
+        # Where a target's beard is looked for, and the skin its colour is measured on.
+        beard_zones = cv2.remap(
+            self._uv_beard,
+            np.ascontiguousarray(maps[..., 0]),
+            np.ascontiguousarray(maps[..., 1]),
+            cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+        )
+        beard_zones[~raster.covered] = 0
         coverage = raster.covered.astype(np.float32)
         outline = coverage  # the mask's edge (see _outline_coverage)
         if (rw, rh) != (pw, ph):
@@ -3665,6 +3675,13 @@ class Swapper(FaceSwapping):
             _ramp(abs(target_face.pose.yaw), TARGET_DARK_YAW),
             target_proc,
         )
+        beard = _target_beard(target_small, beard_zones)
+        if beard is not None:
+            # (Not faded with the coverage at the outline, where the face mask fades.)
+            beard = cv2.resize(beard, (pw, ph), interpolation=cv2.INTER_LINEAR)
+            occluders = np.maximum(occluders, beard)
+            # Nor is the colour match measured there.
+            skin = skin * (beard < 0.5)
         keep_target = 1.0 - occluders
         # How much of the band where frames sit stays the target's, for a source whose
         # glasses stay in its texture. On a turned head those glasses, drawn on the skin,
@@ -4953,6 +4970,103 @@ def _target_occluders(
         if fringe is not None:
             occl = np.maximum(occl, cv2.resize(fringe, (w, h), interpolation=cv2.INTER_LINEAR))
     return occl, color_ops.colourfulness(cov), mean.astype(np.float32).reshape(3)
+
+
+# What a target wears or grows over its lower face (see _target_beard): on the lower face
+# (below the nose's tip, BEARD_BELOW canonical units, fading in over BEARD_FADE; clear of
+# the lips and the nose), pixels off the skin's colour as measured on the upper cheeks
+# (between BEARD_UPPER's heights) by BEARD_Z (Mahalanobis, as _target_occluders: a grey,
+# white or dyed beard, a face mask, a hand, a scarf), kept where they cover at least
+# BEARD_SHARE[0] of the lower face, in full from BEARD_SHARE[1] (not a shadow, a mole or
+# a few dark hairs; and a beard that comes and goes about that share in a video fades).
+# A dark beard on the skin's own hue lies within the skin's spread of grey and is not
+# told from the skin's shading: it is painted over as before.
+BEARD_BELOW = 0.11
+BEARD_FADE = 0.12
+BEARD_UPPER = (-0.42, 0.05)
+BEARD_Z = (3.0, 5.0)
+BEARD_SHARE = (0.25, 0.35)
+# Over the lips too where they are the colour of what covers the rest (a face mask, a
+# hand; not a beard's lips): within BEARD_LIPS_NEAR grey levels (BGR distance) of its
+# median colour, in full, out to BEARD_LIPS_NEAR[1].
+BEARD_LIPS_NEAR = (20.0, 40.0)
+# Skin in another light (a warm light on the lower face, a flush, a tan line) is off the
+# upper skin's colour too, but along its hue and at least as saturated: pixels within
+# BEARD_HUE degrees of the skin's hue (a-b, Lab), their chroma over BEARD_CHROMA of the
+# skin's (ramp), do not count. A beard is greyer, a mask or a glove another hue.
+BEARD_HUE = (20.0, 35.0)
+BEARD_CHROMA = (0.5, 0.8)
+
+
+@functools.lru_cache(maxsize=4)
+def _uv_beard_zones(model: FaceModel, size: int) -> NDArray[np.uint8]:
+    """(S, S, 3) uint8: 255 on the upper cheeks' skin (where a target's skin is measured
+    for its beard), the lower face where a beard may grow, fading in below the nose's
+    tip (see BEARD_BELOW), clear of the lips and the nose, and the lips with the band
+    round them (read-only)."""
+    raster = model.uv_raster(size)
+    nose = set(np.asarray(model.regions["nose"]).tolist())
+    nose_tri = np.array([all(v in nose for v in t) for t in model.render_triangles.tolist()])
+    on_nose = raster.covered & nose_tri[np.maximum(raster.triangle, 0)]
+    y = _uv_y(model, size)
+    upper = _uv_skin(model, size) & ~on_nose & (y > BEARD_UPPER[0]) & (y < BEARD_UPPER[1])
+    below = np.clip((y - BEARD_BELOW) / BEARD_FADE, 0.0, 1.0) * (raster.covered & ~on_nose)
+    lips = _uv_lips_band(model, size)
+    lower = below * (1.0 - lips)
+    zones = np.round(np.dstack([upper.astype(np.float32), lower, lips]) * 255.0).astype(np.uint8)
+    zones.setflags(write=False)
+    return zones
+
+
+def _target_beard(
+    small: NDArray[np.generic], zones: NDArray[np.uint8]
+) -> NDArray[np.float32] | None:
+    """What covers the target's lower face (a beard off its skin's colour, a face mask,
+    a hand) on the coarse grid, 0..1, or None: too little upper skin to measure its
+    colour on, or too little of the lower face off it (see BEARD_Z, BEARD_SHARE).
+    ``small`` is the target on the grid, ``zones`` its _uv_beard_zones there."""
+    image = np.asarray(small, np.float32)
+    upper = zones[..., 0] > 127
+    lower = zones[..., 1].astype(np.float32) * np.float32(1 / 255)
+    pixels = image[upper]
+    if len(pixels) < 16 or float(lower.sum()) < 16.0:
+        return None
+    cov, mean = _pixel_stats(pixels)
+    off = _ramps(_skin_distance(image, cov, mean), BEARD_Z)
+    if float((off * lower).sum()) <= BEARD_SHARE[0] * float(lower.sum()):
+        return None  # (the usual case, at the least cost: what follows only takes away)
+    # Not skin in another light: along the skin's hue, as saturated or more.
+    lab = cv2.cvtColor(np.clip(image * np.float32(1 / 255), 0.0, 1.0), cv2.COLOR_BGR2Lab)
+    skin_ab = np.median(lab[upper][:, 1:], axis=0)
+    skin_chroma = float(np.hypot(*skin_ab))
+    if skin_chroma > 1.0:
+        chroma = np.hypot(lab[..., 1], lab[..., 2])
+        cosine = (lab[..., 1] * skin_ab[0] + lab[..., 2] * skin_ab[1]) / np.maximum(
+            chroma * skin_chroma, 1e-3
+        )
+        angle = np.degrees(np.arccos(np.clip(cosine, -1.0, 1.0))).astype(np.float32)
+        along = (1.0 - _ramps(angle, BEARD_HUE)) * _ramps(
+            chroma * np.float32(1.0 / skin_chroma), BEARD_CHROMA
+        )
+        off *= 1.0 - along
+    share = _ramp(float((off * lower).sum()) / float(lower.sum()), BEARD_SHARE)
+    if share <= 0.0:
+        return None
+    # The lips where they are the colour of what covers the lower face.
+    lips = zones[..., 2].astype(np.float32) * np.float32(1 / 255)
+    sure = (off * lower) > 0.5
+    if sure.any():
+        covering = np.median(image[sure], axis=0).astype(np.float32)
+        lips *= 1.0 - _ramps(np.sqrt(np.sum(np.square(image - covering), axis=-1)), BEARD_LIPS_NEAR)
+    else:
+        lips[:] = 0.0
+    # Lone pixels and thin lines (a crease, a mole) are no beard; grown by a cell, so
+    # that it reaches the face's outline (else a rim of the source's chin showed along
+    # it, the grid's zone fading out there).
+    square = np.ones((3, 3), np.uint8)
+    beard = cv2.morphologyEx(np.maximum(off * lower, lips), cv2.MORPH_OPEN, square)
+    beard = cv2.dilate(beard, square)
+    return np.asarray(cv2.GaussianBlur(beard, (3, 3), 0) * np.float32(share), np.float32)
 
 
 # A target's fringe (see _target_occluders): forehead pixels at least FOREHEAD_Z[0]

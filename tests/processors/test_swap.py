@@ -4726,3 +4726,70 @@ def test_a_shadow_measure_that_is_no_number_changes_nothing() -> None:
     memory: dict[str, object] = {}
     assert swap_module._match_shadow_tint(broken, grey, on, shade, memory) is broken
     assert np.isfinite(np.array(memory["shadow_tint"])).all()
+
+
+def _lower_face_polygon(face: Face) -> np.ndarray:
+    """The target's lower face from just below the nose to the chin, ear to ear along
+    the jaw (a face mask's or a beard's outline; image pixels, int32)."""
+    points = face.landmarks_478[:, :2]
+    jaw = [132, 58, 172, 136, 150, 149, 176, 148, 152, 377, 400, 378, 379, 365, 397, 288, 361]
+    top = float(points[2, 1]) + 0.03 * face.size
+    outline = points[jaw].copy()
+    outline[0, 1] = outline[-1, 1] = top
+    return cv2.convexHull(outline.astype(np.int32))
+
+
+@pytest.fixture(scope="module")
+def swapper_grace(grace_hopper_face: Face) -> Swapper:
+    return Swapper(grace_hopper_face)
+
+
+@pytest.fixture(scope="module")
+def masked_astronaut(
+    analyser: FaceAnalyser, astronaut: np.ndarray, astronaut_face: Face
+) -> tuple[np.ndarray, Face, np.ndarray]:
+    """The astronaut wearing a light blue face mask over her mouth and chin (her
+    image, her face found again, and where the mask is, eroded by 4 px)."""
+    polygon = _lower_face_polygon(astronaut_face)
+    masked = astronaut.copy()
+    cv2.fillPoly(masked, [polygon], (235, 205, 170))
+    where = np.zeros(astronaut.shape[:2], np.uint8)
+    cv2.fillPoly(where, [polygon], 1)
+    inner = cv2.erode(where, np.ones((9, 9), np.uint8)) > 0
+    return masked, analyser.get_faces(masked)[0], inner
+
+
+def test_a_target_face_mask_stays_in_front(
+    swapper_grace: Swapper, masked_astronaut: tuple[np.ndarray, Face, np.ndarray]
+) -> None:
+    """What covers a target's lower face off its skin's colour (a face mask, a grey
+    beard) is the target's, over its lips too; the face above it is swapped, in the
+    skin's colours (not the mask's: before, the source's mouth and chin were drawn on
+    the mask, and the colour match, measured over it, turned the face blue-grey)."""
+    masked, face, inner = masked_astronaut
+    out = swapper_grace.swap(masked, face)
+    assert _kept(out, masked, inner) > 0.97
+    eyes = _under_the_eyes(face, masked.shape)
+    assert _kept(out, masked, eyes) < 0.5
+    # The swapped skin is no bluer than the target's own skin there (BGR: B - R).
+    tint = out[eyes].astype(np.float32).mean(0)
+    own = masked[eyes].astype(np.float32).mean(0)
+    assert tint[0] - tint[2] < own[0] - own[2] + 12.0
+
+
+def test_a_warm_lit_lower_face_is_no_cover(
+    swapper_grace: Swapper, analyser: FaceAnalyser, astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    """A lower face in a warmer, more saturated light than the cheeks above it (off
+    their colour, along their hue) is skin: swapped as the rest."""
+    polygon = _lower_face_polygon(astronaut_face)
+    where = np.zeros(astronaut.shape[:2], np.uint8)
+    cv2.fillPoly(where, [polygon], 1)
+    soft = cv2.GaussianBlur(where.astype(np.float32), (0, 0), 4.0)[..., None]
+    warm = astronaut.astype(np.float32) * (1.0 - soft) + soft * (
+        astronaut.astype(np.float32) * np.array([0.55, 0.8, 1.1], np.float32)
+    )
+    warm = np.clip(warm, 0, 255).astype(np.uint8)
+    face = analyser.get_faces(warm)[0]
+    inner = cv2.erode(where, np.ones((9, 9), np.uint8)) > 0
+    assert _kept(swapper_grace.swap(warm, face), warm, inner) < 0.5
