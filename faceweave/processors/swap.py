@@ -4976,7 +4976,7 @@ def _target_occluders(
 # (below the nose's tip, BEARD_BELOW canonical units, fading in over BEARD_FADE; clear of
 # the lips and the nose), pixels off the skin's colour as measured on the upper cheeks
 # (between BEARD_UPPER's heights) by BEARD_Z (Mahalanobis, as _target_occluders: a grey,
-# white or dyed beard, a face mask, a hand, a scarf), kept where they cover at least
+# white or dyed beard, a face mask, a scarf; not a bare hand), kept where they cover at least
 # BEARD_SHARE[0] of the lower face, in full from BEARD_SHARE[1] (not a shadow, a mole or
 # a few dark hairs; and a beard that comes and goes about that share in a video fades).
 # A dark beard on the skin's own hue lies within the skin's spread of grey and is not
@@ -4993,7 +4993,7 @@ BEARD_LIPS_NEAR = (20.0, 40.0)
 # Skin in another light (a warm light on the lower face, a flush, a tan line) is off the
 # upper skin's colour too, but along its hue and at least as saturated: pixels within
 # BEARD_HUE degrees of the skin's hue (a-b, Lab), their chroma over BEARD_CHROMA of the
-# skin's (ramp), do not count. A beard is greyer, a mask or a glove another hue.
+# skin's (ramp), do not count. A beard is greyer, a mask or a scarf another hue.
 BEARD_HUE = (20.0, 35.0)
 BEARD_CHROMA = (0.5, 0.8)
 
@@ -5022,7 +5022,7 @@ def _target_beard(
     small: NDArray[np.generic], zones: NDArray[np.uint8]
 ) -> NDArray[np.float32] | None:
     """What covers the target's lower face (a beard off its skin's colour, a face mask,
-    a hand) on the coarse grid, 0..1, or None: too little upper skin to measure its
+    a scarf) on the coarse grid, 0..1, or None: too little upper skin to measure its
     colour on, or too little of the lower face off it (see BEARD_Z, BEARD_SHARE).
     ``small`` is the target on the grid, ``zones`` its _uv_beard_zones there."""
     image = np.asarray(small, np.float32)
