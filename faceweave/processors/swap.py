@@ -4975,10 +4975,11 @@ def _target_occluders(
 # What a target wears or grows over its lower face (see _target_beard): on the lower face
 # (below the nose's tip, BEARD_BELOW canonical units, fading in over BEARD_FADE; clear of
 # the lips and the nose), pixels off the skin's colour as measured on the upper cheeks
-# (between BEARD_UPPER's heights) by BEARD_Z (Mahalanobis, as _target_occluders: a grey,
-# white or dyed beard, a face mask, a scarf; not a bare hand), kept where they cover at least
-# BEARD_SHARE[0] of the lower face, in full from BEARD_SHARE[1] (not a shadow, a mole or
-# a few dark hairs; and a beard that comes and goes about that share in a video fades).
+# (between BEARD_UPPER's heights) by BEARD_Z (Mahalanobis, as _target_occluders: a grey
+# or white beard, a face mask, a scarf; not a bare hand, nor a beard dyed the skin's hue),
+# kept where they cover at least BEARD_SHARE[0] of the lower face, in full from
+# BEARD_SHARE[1] (not a shadow, a mole or a few dark hairs; and a beard that comes and
+# goes about that share in a video fades).
 # A dark beard on the skin's own hue lies within the skin's spread of grey and is not
 # told from the skin's shading: it is painted over as before.
 BEARD_BELOW = 0.11
@@ -4987,7 +4988,7 @@ BEARD_UPPER = (-0.42, 0.05)
 BEARD_Z = (3.0, 5.0)
 BEARD_SHARE = (0.25, 0.35)
 # Over the lips too where they are the colour of what covers the rest (a face mask, a
-# hand; not a beard's lips): within BEARD_LIPS_NEAR grey levels (BGR distance) of its
+# scarf; not a beard's lips): within BEARD_LIPS_NEAR grey levels (BGR distance) of its
 # median colour, in full, out to BEARD_LIPS_NEAR[1].
 BEARD_LIPS_NEAR = (20.0, 40.0)
 # Skin in another light (a warm light on the lower face, a flush, a tan line) is off the
