@@ -4997,14 +4997,30 @@ BEARD_LIPS_NEAR = (20.0, 40.0)
 # skin's (ramp), do not count. A beard is greyer, a mask or a scarf another hue.
 BEARD_HUE = (20.0, 35.0)
 BEARD_CHROMA = (0.5, 0.8)
+# A cover over the upper cheeks too (a surgical mask up to the nose's bridge) leaves
+# them no skin to measure: where their colour is off the forehead's middle (above
+# FOREHEAD_ABOVE_BROWS, within BEARD_FOREHEAD_X of the midline) by BEARD_Z[0] or more,
+# not along its hue, the forehead is the skin, and the cover is looked for from
+# BEARD_MID_FACE (canonical height, just below the lower lids; nose included) down.
+BEARD_FOREHEAD_X = 0.5
+BEARD_MID_FACE = (-0.42, -0.36)
+# ...and only where the forehead's median colour looks like skin and the cheeks' does
+# not (Cr and Cb of YCrCb within SKIN_CR, SKIN_CB, as in Chai and Ngan's skin detector;
+# Y over SKIN_Y_MIN): a dark fringe over the forehead is no skin, nor is a black-and-
+# white photo's grey, and a face mask (pale blue, white, black) is none either.
+SKIN_CR = (133.0, 173.0)
+SKIN_CB = (77.0, 127.0)
+SKIN_Y_MIN = 40.0
 
 
 @functools.lru_cache(maxsize=4)
 def _uv_beard_zones(model: FaceModel, size: int) -> NDArray[np.uint8]:
-    """(S, S, 3) uint8: 255 on the upper cheeks' skin (where a target's skin is measured
+    """(S, S, 5) uint8: 255 on the upper cheeks' skin (where a target's skin is measured
     for its beard), the lower face where a beard may grow, fading in below the nose's
-    tip (see BEARD_BELOW), clear of the lips and the nose, and the lips with the band
-    round them (read-only)."""
+    tip (see BEARD_BELOW), clear of the lips and the nose, the lips with the band round
+    them, the forehead's middle (the skin measured when the upper cheeks are covered)
+    and the face below the lower lids, clear of the lips (where a cover over the upper
+    cheeks is looked for; see BEARD_MID_FACE) (read-only)."""
     raster = model.uv_raster(size)
     nose = set(np.asarray(model.regions["nose"]).tolist())
     nose_tri = np.array([all(v in nose for v in t) for t in model.render_triangles.tolist()])
@@ -5014,7 +5030,11 @@ def _uv_beard_zones(model: FaceModel, size: int) -> NDArray[np.uint8]:
     below = np.clip((y - BEARD_BELOW) / BEARD_FADE, 0.0, 1.0) * (raster.covered & ~on_nose)
     lips = _uv_lips_band(model, size)
     lower = below * (1.0 - lips)
-    zones = np.round(np.dstack([upper.astype(np.float32), lower, lips]) * 255.0).astype(np.uint8)
+    forehead = (_uv_forehead(model, size) > 0.5) & (np.abs(_uv_x(model, size)) < BEARD_FOREHEAD_X)
+    start, full = BEARD_MID_FACE
+    mid = np.clip((y - start) / (full - start), 0.0, 1.0) * raster.covered * (1.0 - lips)
+    planes = [upper.astype(np.float32), lower, lips, forehead.astype(np.float32), mid]
+    zones = np.round(np.dstack(planes) * 255.0).astype(np.uint8)
     zones.setflags(write=False)
     return zones
 
@@ -5034,22 +5054,26 @@ def _target_beard(
         return None
     cov, mean = _pixel_stats(pixels)
     off = _ramps(_skin_distance(image, cov, mean), BEARD_Z)
+    forehead = zones[..., 3] > 127
+    if int(forehead.sum()) >= 16:
+        # The upper cheeks covered too? Their colour against the forehead's middle.
+        cov_f, mean_f = _pixel_stats(image[forehead])
+        cheeks = np.median(pixels, axis=0).astype(np.float32).reshape(1, 1, 3)
+        brow = np.median(image[forehead], axis=0).astype(np.float32).reshape(1, 1, 3)
+        if (
+            _skin_like(brow)
+            and not _skin_like(cheeks)
+            and float(_skin_distance(cheeks, cov_f, mean_f)[0, 0]) >= BEARD_Z[0]
+            and float(_off_hue(_lab(cheeks), _lab(brow)[0, 0, 1:])[0, 0]) > 0.5
+        ):
+            lower = zones[..., 4].astype(np.float32) * np.float32(1 / 255)
+            upper, cov, mean = forehead, cov_f, mean_f
+            off = _ramps(_skin_distance(image, cov, mean), BEARD_Z)
     if float((off * lower).sum()) <= BEARD_SHARE[0] * float(lower.sum()):
         return None  # (the usual case, at the least cost: what follows only takes away)
     # Not skin in another light: along the skin's hue, as saturated or more.
-    lab = cv2.cvtColor(np.clip(image * np.float32(1 / 255), 0.0, 1.0), cv2.COLOR_BGR2Lab)
-    skin_ab = np.median(lab[upper][:, 1:], axis=0)
-    skin_chroma = float(np.hypot(*skin_ab))
-    if skin_chroma > 1.0:
-        chroma = np.hypot(lab[..., 1], lab[..., 2])
-        cosine = (lab[..., 1] * skin_ab[0] + lab[..., 2] * skin_ab[1]) / np.maximum(
-            chroma * skin_chroma, 1e-3
-        )
-        angle = np.degrees(np.arccos(np.clip(cosine, -1.0, 1.0))).astype(np.float32)
-        along = (1.0 - _ramps(angle, BEARD_HUE)) * _ramps(
-            chroma * np.float32(1.0 / skin_chroma), BEARD_CHROMA
-        )
-        off *= 1.0 - along
+    lab = _lab(image)
+    off *= _off_hue(lab, np.median(lab[upper][:, 1:], axis=0))
     share = _ramp(float((off * lower).sum()) / float(lower.sum()), BEARD_SHARE)
     if share <= 0.0:
         return None
@@ -5068,6 +5092,37 @@ def _target_beard(
     beard = cv2.morphologyEx(np.maximum(off * lower, lips), cv2.MORPH_OPEN, square)
     beard = cv2.dilate(beard, square)
     return np.asarray(cv2.GaussianBlur(beard, (3, 3), 0) * np.float32(share), np.float32)
+
+
+def _skin_like(colour: NDArray[np.float32]) -> bool:
+    """Whether a (1, 1, 3) BGR colour (0..255) lies in the skin box of YCrCb (see
+    SKIN_CR, SKIN_CB, SKIN_Y_MIN)."""
+    bytes_ = np.clip(np.rint(colour), 0, 255).astype(np.uint8)
+    y, cr, cb = (float(v) for v in cv2.cvtColor(bytes_, cv2.COLOR_BGR2YCrCb)[0, 0])
+    return y >= SKIN_Y_MIN and SKIN_CR[0] <= cr <= SKIN_CR[1] and SKIN_CB[0] <= cb <= SKIN_CB[1]
+
+
+def _lab(image: NDArray[np.float32]) -> NDArray[np.float32]:
+    """CIE Lab (L 0..100) of a BGR float image in 0..255."""
+    scaled = np.clip(image * np.float32(1 / 255), 0.0, 1.0)
+    return np.asarray(cv2.cvtColor(scaled, cv2.COLOR_BGR2Lab), np.float32)
+
+
+def _off_hue(lab: NDArray[np.float32], skin_ab: NDArray[np.floating]) -> NDArray[np.float32]:
+    """1 where a pixel (Lab) is not the skin (its median a, b) in another light: off its
+    hue or less saturated (see BEARD_HUE, BEARD_CHROMA); 0 along it, as saturated."""
+    skin_chroma = float(np.hypot(*skin_ab))
+    if skin_chroma <= 1.0:
+        return np.ones(lab.shape[:2], np.float32)
+    chroma = np.hypot(lab[..., 1], lab[..., 2])
+    cosine = (lab[..., 1] * skin_ab[0] + lab[..., 2] * skin_ab[1]) / np.maximum(
+        chroma * skin_chroma, 1e-3
+    )
+    angle = np.degrees(np.arccos(np.clip(cosine, -1.0, 1.0))).astype(np.float32)
+    along = (1.0 - _ramps(angle, BEARD_HUE)) * _ramps(
+        chroma * np.float32(1.0 / skin_chroma), BEARD_CHROMA
+    )
+    return np.asarray(1.0 - along, np.float32)
 
 
 # A target's fringe (see _target_occluders): forehead pixels at least FOREHEAD_Z[0]

@@ -4793,3 +4793,30 @@ def test_a_warm_lit_lower_face_is_no_cover(
     face = analyser.get_faces(warm)[0]
     inner = cv2.erode(where, np.ones((9, 9), np.uint8)) > 0
     assert _kept(swapper_grace.swap(warm, face), warm, inner) < 0.5
+
+
+def test_a_surgical_mask_over_the_nose_stays_in_front(
+    swapper_grace: Swapper, analyser: FaceAnalyser, astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    """A mask up to the nose's bridge covers the upper cheeks too, where the skin's
+    colour is measured: the forehead's is used, and the mask, nose and cheeks
+    included, stays the target's; the eyes above it are swapped."""
+    points = astronaut_face.landmarks_478[:, :2]
+    jaw = [234, 93, 132, 58, 172, 136, 150, 149, 176, 148, 152]
+    jaw += [377, 400, 378, 379, 365, 397, 288, 361, 323, 454]
+    top = float(points[6, 1]) + 0.25 * float(points[1, 1] - points[6, 1])
+    outline = np.vstack([points[jaw], [[points[454, 0], top], [points[234, 0], top]]])
+    polygon = cv2.convexHull(outline.astype(np.int32))
+    masked = astronaut.copy()
+    cv2.fillPoly(masked, [polygon], (240, 225, 215))
+    where = np.zeros(astronaut.shape[:2], np.uint8)
+    cv2.fillPoly(where, [polygon], 1)
+    inner = cv2.erode(where, np.ones((9, 9), np.uint8)) > 0
+    face = analyser.get_faces(masked)[0]
+    out = swapper_grace.swap(masked, face)
+    assert _kept(out, masked, inner) > 0.97
+    model = load_face_model()
+    for brow in ("left_eyebrow", "right_eyebrow"):
+        hull = cv2.convexHull(face.landmarks_478[model.regions[brow], :2].astype(np.float32))
+        region = _polygon_mask(hull[:, 0], masked.shape)
+        assert region.sum() > 20 and _kept(out, masked, region) < 0.5
