@@ -5054,15 +5054,15 @@ def _target_beard(
         return None
     cov, mean = _pixel_stats(pixels)
     off = _ramps(_skin_distance(image, cov, mean), BEARD_Z)
+    # The upper cheeks covered too? (Their median colour is skin-like on nearly every
+    # face, which ends the question.)
+    cheeks = np.median(pixels, axis=0).astype(np.float32).reshape(1, 1, 3)
     forehead = zones[..., 3] > 127
-    if int(forehead.sum()) >= 16:
-        # The upper cheeks covered too? Their colour against the forehead's middle.
-        cov_f, mean_f = _pixel_stats(image[forehead])
-        cheeks = np.median(pixels, axis=0).astype(np.float32).reshape(1, 1, 3)
+    if not _skin_like(cheeks) and int(forehead.sum()) >= 16:
         brow = np.median(image[forehead], axis=0).astype(np.float32).reshape(1, 1, 3)
+        cov_f, mean_f = _pixel_stats(image[forehead])
         if (
             _skin_like(brow)
-            and not _skin_like(cheeks)
             and float(_skin_distance(cheeks, cov_f, mean_f)[0, 0]) >= BEARD_Z[0]
             and float(_off_hue(_lab(cheeks), _lab(brow)[0, 0, 1:])[0, 0]) > 0.5
         ):
