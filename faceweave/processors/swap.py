@@ -5044,7 +5044,9 @@ def _target_beard(
 ) -> NDArray[np.float32] | None:
     """What covers the target's lower face (a beard off its skin's colour, a face mask,
     a scarf) on the coarse grid, 0..1, or None: too little upper skin to measure its
-    colour on, or too little of the lower face off it (see BEARD_Z, BEARD_SHARE).
+    colour on, or too little of the lower face off it (see BEARD_Z, BEARD_SHARE). When
+    the upper cheeks are covered too (a surgical mask), the forehead's middle is the
+    skin and the cover is looked for from below the lower lids (see BEARD_MID_FACE).
     ``small`` is the target on the grid, ``zones`` its _uv_beard_zones there."""
     image = np.asarray(small, np.float32)
     upper = zones[..., 0] > 127
