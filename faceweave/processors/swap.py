@@ -3590,25 +3590,20 @@ class Swapper(FaceSwapping):
             columns.append(_clamped_shading(normals_out, tgt_light, tgt_normals, skin_vertices))
         attributes = np.concatenate(columns, axis=1)
         maps = raster.interpolate(attributes, model.render_triangles)
+        grid_u, grid_v = np.ascontiguousarray(maps[..., 0]), np.ascontiguousarray(maps[..., 1])
+
+        def on_grid(texture: NDArray[np.uint8]) -> NDArray[np.uint8]:
+            looked_up = cv2.remap(
+                texture, grid_u, grid_v, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+            )
+            looked_up[~raster.covered] = 0
+            return np.asarray(looked_up, np.uint8)
+
         # Where a target's fringe is looked for and the cheeks' skin, on the coarse grid
-        # the target's occluders are found on (see _target_occluders).
-        zones = cv2.remap(
-            self._uv_zones,
-            np.ascontiguousarray(maps[..., 0]),
-            np.ascontiguousarray(maps[..., 1]),
-            cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_CONSTANT,
-        )
-        zones[~raster.covered] = 0
-        # Where a target's beard is looked for, and the skin its colour is measured on.
-        beard_zones = cv2.remap(
-            self._uv_beard,
-            np.ascontiguousarray(maps[..., 0]),
-            np.ascontiguousarray(maps[..., 1]),
-            cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_CONSTANT,
-        )
-        beard_zones[~raster.covered] = 0
+        # the target's occluders are found on (see _target_occluders); where its beard
+        # (or a face mask) is looked for, and the skin its colour is measured on.
+        zones = on_grid(self._uv_zones)
+        beard_zones = on_grid(self._uv_beard)
         coverage = raster.covered.astype(np.float32)
         outline = coverage  # the mask's edge (see _outline_coverage)
         if (rw, rh) != (pw, ph):
