@@ -4971,7 +4971,7 @@ def _target_occluders(
 # (below the nose's tip, BEARD_BELOW canonical units, fading in over BEARD_FADE; clear of
 # the lips and the nose), pixels off the skin's colour as measured on the upper cheeks
 # (between BEARD_UPPER's heights) by BEARD_Z (Mahalanobis, as _target_occluders: a grey
-# or white beard, a face mask, a scarf; not a bare hand, nor a beard dyed the skin's hue),
+# or white beard, a face mask; not a bare hand, nor a beard dyed the skin's hue),
 # kept where they cover at least BEARD_SHARE[0] of the lower face, in full from
 # BEARD_SHARE[1] (not a shadow, a mole or a few dark hairs; and a beard that comes and
 # goes about that share in a video fades).
@@ -4982,14 +4982,14 @@ BEARD_FADE = 0.12
 BEARD_UPPER = (-0.42, 0.05)
 BEARD_Z = (3.0, 5.0)
 BEARD_SHARE = (0.25, 0.35)
-# Over the lips too where they are the colour of what covers the rest (a face mask, a
-# scarf; not a beard's lips): within BEARD_LIPS_NEAR grey levels (BGR distance) of its
-# median colour, in full, out to BEARD_LIPS_NEAR[1].
+# Over the lips too where they are the colour of what covers the rest (a face mask's;
+# not a beard's lips): within BEARD_LIPS_NEAR grey levels (BGR distance) of its median
+# colour, in full, out to BEARD_LIPS_NEAR[1].
 BEARD_LIPS_NEAR = (20.0, 40.0)
 # Skin in another light (a warm light on the lower face, a flush, a tan line) is off the
 # upper skin's colour too, but along its hue and at least as saturated: pixels within
 # BEARD_HUE degrees of the skin's hue (a-b, Lab), their chroma over BEARD_CHROMA of the
-# skin's (ramp), do not count. A beard is greyer, a mask or a scarf another hue.
+# skin's (ramp), do not count. A beard is greyer, a mask another hue.
 BEARD_HUE = (20.0, 35.0)
 BEARD_CHROMA = (0.5, 0.8)
 # A cover over the upper cheeks too (a surgical mask up to the nose's bridge) leaves
@@ -5037,8 +5037,8 @@ def _uv_beard_zones(model: FaceModel, size: int) -> NDArray[np.uint8]:
 def _target_beard(
     small: NDArray[np.generic], zones: NDArray[np.uint8]
 ) -> NDArray[np.float32] | None:
-    """What covers the target's lower face (a beard off its skin's colour, a face mask,
-    a scarf) on the coarse grid, 0..1, or None: too little upper skin to measure its
+    """What covers the target's lower face off its skin's colour (a grey beard, a face
+    mask) on the coarse grid, 0..1, or None: too little upper skin to measure its
     colour on, or too little of the lower face off it (see BEARD_Z, BEARD_SHARE). When
     the upper cheeks are covered too (a surgical mask), the forehead's middle is the
     skin and the cover is looked for from below the lower lids (see BEARD_MID_FACE).
