@@ -444,11 +444,18 @@ def _brow_lift(model: FaceModel) -> BrowLift:
 @functools.lru_cache(maxsize=4)
 def _uv_skin(model: FaceModel, size: int) -> NDArray[np.bool_]:
     """Texels on skin triangles (no eye, brow, lip or hole vertex)."""
-    skin_set = set(_skin_vertices(model).tolist())
+    return _uv_triangles_within(model, size, _skin_vertices(model))
+
+
+def _uv_triangles_within(
+    model: FaceModel, size: int, vertices: NDArray[np.integer]
+) -> NDArray[np.bool_]:
+    """Texels on the triangles whose three vertices are all among ``vertices``."""
+    within = set(np.asarray(vertices).tolist())
     tris = model.render_triangles
-    skin_tri = np.array([all(v in skin_set for v in t) for t in tris.tolist()], bool)
+    inside = np.array([all(v in within for v in t) for t in tris.tolist()], bool)
     raster = model.uv_raster(size)
-    return np.asarray(raster.covered & skin_tri[np.maximum(raster.triangle, 0)])
+    return np.asarray(raster.covered & inside[np.maximum(raster.triangle, 0)])
 
 
 # The brows (BROW_OUTLINES) left out of the light match's skin, grown by this fraction
@@ -5017,9 +5024,7 @@ def _uv_beard_zones(model: FaceModel, size: int) -> NDArray[np.uint8]:
     and the face below the lower lids, clear of the lips (where a cover over the upper
     cheeks is looked for; see BEARD_MID_FACE) (read-only)."""
     raster = model.uv_raster(size)
-    nose = set(np.asarray(model.regions["nose"]).tolist())
-    nose_tri = np.array([all(v in nose for v in t) for t in model.render_triangles.tolist()])
-    on_nose = raster.covered & nose_tri[np.maximum(raster.triangle, 0)]
+    on_nose = _uv_triangles_within(model, size, np.asarray(model.regions["nose"]))
     y = _uv_y(model, size)
     upper = _uv_skin(model, size) & ~on_nose & (y > BEARD_UPPER[0]) & (y < BEARD_UPPER[1])
     below = np.clip((y - BEARD_BELOW) / BEARD_FADE, 0.0, 1.0) * (raster.covered & ~on_nose)
@@ -5061,7 +5066,7 @@ def _target_beard(
         if (
             _skin_like(brow)
             and float(_skin_distance(cheeks, cov_f, mean_f)[0, 0]) >= BEARD_Z[0]
-            and float(_off_hue(_lab(cheeks), _lab(brow)[0, 0, 1:])[0, 0]) > 0.5
+            and float(_off_hue(_texture_lab(cheeks), _texture_lab(brow)[0, 0, 1:])[0, 0]) > 0.5
         ):
             lower = zones[..., 4].astype(np.float32) * np.float32(1 / 255)
             upper, cov, mean = forehead, cov_f, mean_f
@@ -5069,7 +5074,7 @@ def _target_beard(
     if float((off * lower).sum()) <= BEARD_SHARE[0] * float(lower.sum()):
         return None  # (the usual case, at the least cost: what follows only takes away)
     # Not skin in another light: along the skin's hue, as saturated or more.
-    lab = _lab(image)
+    lab = _texture_lab(image)
     off *= _off_hue(lab, np.median(lab[upper][:, 1:], axis=0))
     share = _ramp(float((off * lower).sum()) / float(lower.sum()), BEARD_SHARE)
     if share <= 0.0:
@@ -5097,12 +5102,6 @@ def _skin_like(colour: NDArray[np.float32]) -> bool:
     bytes_ = np.clip(np.rint(colour), 0, 255).astype(np.uint8)
     y, cr, cb = (float(v) for v in cv2.cvtColor(bytes_, cv2.COLOR_BGR2YCrCb)[0, 0])
     return y >= SKIN_Y_MIN and SKIN_CR[0] <= cr <= SKIN_CR[1] and SKIN_CB[0] <= cb <= SKIN_CB[1]
-
-
-def _lab(image: NDArray[np.float32]) -> NDArray[np.float32]:
-    """CIE Lab (L 0..100) of a BGR float image in 0..255."""
-    scaled = np.clip(image * np.float32(1 / 255), 0.0, 1.0)
-    return np.asarray(cv2.cvtColor(scaled, cv2.COLOR_BGR2Lab), np.float32)
 
 
 def _off_hue(lab: NDArray[np.float32], skin_ab: NDArray[np.floating]) -> NDArray[np.float32]:
