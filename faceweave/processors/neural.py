@@ -62,11 +62,13 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from faceweave.analysis.hands import Hand
 from faceweave.analysis.onnx_backend import OnnxModel, check_model_file
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import umeyama
+from faceweave.core.hands import keep_hands
 from faceweave.errors import BackendError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
     COLOR_GAIN_RANGE,
@@ -824,12 +826,21 @@ class EnhancedSwapper:
             enhancer = enhancer.with_feather(swapper.options.feather)
         return EnhancedSwapper(swapper, enhancer)
 
-    def swap(self, frame: Frame, faces: list[Face] | Face) -> Frame:
-        out = self.swapper.swap(frame, faces)
+    def swap(
+        self, frame: Frame, faces: list[Face] | Face, *, hands: Sequence[Hand] | None = None
+    ) -> Frame:
+        # With mask_hands the hands go back over the restored faces too: the enhancer
+        # redraws its whole crop, fingers at the chin included.
+        if self.options.mask_hands and hands is None and self.options.fusion > 0.0:
+            hands = self.swapper.hands_near(frame, faces)
+        out = self.swapper.swap(frame, faces, hands=hands)
         strength = min(1.0, self.options.fusion / FUSION_FADE_IN)
         if strength <= 0.0:
             return out
-        return self.enhancer.enhance(out, faces, strength=strength)
+        out = self.enhancer.enhance(out, faces, strength=strength)
+        if self.options.mask_hands and hands:
+            keep_hands(out, frame, [hand.landmarks for hand in hands])
+        return out
 
 
 # A swapper of any engine, enhanced or not: the pipelines and front ends take them all.

@@ -23,7 +23,9 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
 from onnx import TensorProto  # noqa: E402
 
 import faceweave as fw  # noqa: E402
+from faceweave.analysis.hands import Hand  # noqa: E402
 from faceweave.core.facemodel import load_face_model  # noqa: E402
+from faceweave.core.hands import hand_silhouette  # noqa: E402
 from faceweave.errors import (  # noqa: E402
     EXIT_ERROR,
     EXIT_OK,
@@ -535,6 +537,47 @@ def test_an_enhanced_swapper_restores_the_swapped_faces_of_either_engine(
         # The restored face's mask follows a changed feather; other changes keep it.
         assert enhanced.with_options(feather=0.1).enhancer.feather == 0.1
         assert enhanced.with_options(fusion=0.5).enhancer is enhancer
+
+
+class _OneHand:
+    """A hand finder that reports one hand, over the face's image-left cheek."""
+
+    def __init__(self, face: Face) -> None:
+        points = face.landmarks_478[:, :2]
+        cheek = points[[50, 101, 118, 123, 147, 187, 205]].mean(0)
+        size = float(np.hypot(*(points[263] - points[33]))) * 0.7
+        fan = [(0.0, 1.4)] + [(-0.3 - 0.2 * k, 1.2 - 0.25 * k) for k in range(4)]
+        for dx in (-0.35, -0.1, 0.15, 0.4):
+            fan += [(dx + dx * 0.15 * k, 0.45 - 0.32 * k) for k in range(4)]
+        self.hand = Hand((cheek + size * np.array(fan)).astype(np.float32), 0.9, "left")
+
+    def find(self, frame: np.ndarray, boxes: list) -> list[Hand]:
+        return [self.hand]
+
+    def close(self) -> None:
+        pass
+
+
+def test_hands_stay_in_front_of_a_restored_face(
+    models: dict,
+    enhancers: dict,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    """The enhancer redraws its whole crop: with mask_hands the hands are laid back
+    over its output too, for either engine."""
+    finder = _OneHand(astronaut_face)
+    silhouette = hand_silhouette(finder.hand.landmarks, astronaut.shape[:2])
+    inside = cv2.erode((silhouette == 1.0).astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
+    for swapper in (fw.Swapper(grace_hopper_face), _swapper(models, grace_hopper_face)):
+        enhanced = EnhancedSwapper(swapper, FaceEnhancer(enhancers["darker"]))
+        plain = enhanced.swap(astronaut, astronaut_face)
+        assert np.abs(plain.astype(int) - astronaut)[inside].mean() > 20
+        kept = enhanced.with_options(mask_hands=True)
+        kept.swapper._hand_finder = finder
+        out = kept.swap(astronaut, astronaut_face)
+        np.testing.assert_array_equal(out[inside], astronaut[inside])
 
 
 def test_enhancer_models_and_values_it_refuses(

@@ -14,10 +14,12 @@ import pytest
 
 import faceweave.processors.swap as swap_module
 from faceweave.analysis.analyser import FaceAnalyser
+from faceweave.analysis.hands import Hand
 from faceweave.core import creases
 from faceweave.core.brows import BrowLift, brow_lifts
 from faceweave.core.facemodel import FaceModel, load_face_model
 from faceweave.core.geometry import from_pose_space, to_pose_space
+from faceweave.core.hands import hand_silhouette
 from faceweave.errors import FaceweaveError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
     BLEND_MODES,
@@ -4820,3 +4822,105 @@ def test_a_surgical_mask_over_the_nose_stays_in_front(
         hull = cv2.convexHull(face.landmarks_478[model.regions[brow], :2].astype(np.float32))
         region = _polygon_mask(hull[:, 0], masked.shape)
         assert region.sum() > 20 and _kept(out, masked, region) < 0.5
+
+
+class _Hands:
+    """A hand finder that hands back the given hands and counts its calls (or fails)."""
+
+    def __init__(self, hands: list[Hand], fail: bool = False) -> None:
+        self.hands, self.fail, self.calls = hands, fail, 0
+
+    def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Hand]:
+        if self.fail:
+            raise AssertionError("no hands are looked for here")
+        self.calls += 1
+        return list(self.hands)
+
+    def close(self) -> None:
+        pass
+
+
+def _hand_on_cheek(face: Face) -> Hand:
+    """An upright open hand whose fingers lie over the face's image-left cheek: the
+    wrist below the jaw, the palm as long as a third of the face."""
+    points = face.landmarks_478[:, :2]
+    cheek = points[[50, 101, 118, 123, 147, 187, 205]].mean(0)
+    size = float(np.hypot(*(points[263] - points[33]))) * 0.7
+    wrist = cheek + np.array([0.0, 1.4 * size])
+    landmarks = [wrist]
+    landmarks += [wrist + size * np.array([-0.3 - 0.2 * k, -0.2 - 0.25 * k]) for k in range(4)]
+    for finger, dx in enumerate((-0.35, -0.1, 0.15, 0.4)):
+        root = wrist + size * np.array([dx, -(1.0 if finger == 1 else 0.95)])
+        landmarks += [root + size * np.array([dx * 0.15 * k, -0.32 * k]) for k in range(4)]
+    return Hand(np.array(landmarks, np.float32), 0.9, "left")
+
+
+class TestHands:
+    def test_a_hand_over_the_face_stays_the_targets(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        """With mask_hands the hand the finder reports stays in front of the swapped
+        face, to the grey level inside it; away from it the swap is the same."""
+        hand = _hand_on_cheek(grace_hopper_face)
+        kept = swapper.with_options(mask_hands=True)
+        finder = _Hands([hand])
+        kept._hand_finder = finder
+        out = kept.swap(grace_hopper, grace_hopper_face)
+        plain = swapper.swap(grace_hopper, grace_hopper_face)
+        assert finder.calls == 1
+        silhouette = hand_silhouette(hand.landmarks, grace_hopper.shape[:2])
+        inside = cv2.erode((silhouette == 1.0).astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
+        away = cv2.dilate((silhouette > 0).astype(np.uint8), np.ones((11, 11), np.uint8)) == 0
+        on_face = inside & (np.abs(plain.astype(int) - grace_hopper).max(axis=2) > 12)
+        assert on_face.sum() > 300  # the plain swap changed the face under the hand
+        np.testing.assert_array_equal(out[inside], grace_hopper[inside])
+        np.testing.assert_array_equal(out[away], plain[away])
+
+    def test_hands_are_looked_for_only_with_the_option(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        plain = swapper.with_options()
+        plain._hand_finder = _Hands([], fail=True)
+        np.testing.assert_array_equal(
+            plain.swap(grace_hopper, grace_hopper_face),
+            swapper.swap(grace_hopper, grace_hopper_face),
+        )
+        # Nor at fusion 0 (the target comes back), nor where the caller gives them.
+        kept = swapper.with_options(mask_hands=True, fusion=0.0)
+        kept._hand_finder = _Hands([], fail=True)
+        np.testing.assert_array_equal(kept.swap(grace_hopper, grace_hopper_face), grace_hopper)
+        given = swapper.with_options(mask_hands=True)
+        given._hand_finder = _Hands([], fail=True)
+        hand = _hand_on_cheek(grace_hopper_face)
+        out = given.swap(grace_hopper, grace_hopper_face, hands=[hand])
+        x, y = np.round(hand.landmarks[9]).astype(int)  # the middle finger's root
+        np.testing.assert_array_equal(
+            out[y - 3 : y + 4, x - 3 : x + 4], grace_hopper[y - 3 : y + 4, x - 3 : x + 4]
+        )
+        # No hand found: the plain swap.
+        none = swapper.with_options(mask_hands=True)
+        none._hand_finder = _Hands([])
+        np.testing.assert_array_equal(
+            none.swap(grace_hopper, grace_hopper_face),
+            swapper.swap(grace_hopper, grace_hopper_face),
+        )
+
+    def test_a_real_fist_under_the_chin_is_kept(
+        self, astronaut_face: Face, shared_faces: Path, analyser: FaceAnalyser
+    ) -> None:
+        """Chandler's fist under his chin (img_p05): the plain swap paints the
+        astronaut's jaw over his knuckles; with mask_hands MediaPipe finds the hand
+        and its pixels stay his."""
+        frame = cv2.imread(str(shared_faces / "img_p05_friends_multiface.jpg"))
+        faces = analyser.get_faces(frame)
+        chandler = min(faces, key=lambda face: np.hypot(face.bbox[0] - 418, face.bbox[1] - 145))
+        kept = Swapper(astronaut_face, mask_hands=True)
+        hands = kept.hands_near(frame, chandler)
+        assert len(hands) == 1
+        silhouette = hand_silhouette(hands[0].landmarks, frame.shape[:2])
+        inside = cv2.erode((silhouette == 1.0).astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+        plain = Swapper(astronaut_face).swap(frame, chandler)
+        changed = inside & (np.abs(plain.astype(int) - frame).max(axis=2) > 10)
+        assert changed.sum() > 40, changed.sum()
+        out = kept.swap(frame, chandler)
+        np.testing.assert_array_equal(out[inside], frame[inside])
