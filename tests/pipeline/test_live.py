@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import av
 import cv2
@@ -18,6 +19,7 @@ import pytest
 from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
 from portraits import small_source_photo  # tests/portraits.py: tests/ is on sys.path
 
+import faceweave.pipeline.video_job as video_job
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.dlib_backend import DlibIdentity
 from faceweave.analysis.identity_worker import IdentityWorker
@@ -119,6 +121,47 @@ def test_run_live_takes_one_source_and_options_as_a_mapping(
     assert stats.frames_processed > 0
     with pytest.raises(UsageError, match="fuzion"):
         run_live(capture, output, grace_hopper_face, options={"fuzion": 1}, handle_sigint=False)
+
+
+def test_a_live_session_tracks_hands_only_with_mask_hands(
+    live_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With mask_hands one tracking hand finder follows the session's frames (looked at
+    where a face is swapped) and is closed at its end; without it none is made."""
+    made: list[dict[str, Any]] = []
+
+    class Tracker:
+        def __init__(self, **kwargs: Any) -> None:
+            made.append({"kwargs": kwargs, "calls": 0, "closed": False})
+
+        def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Any]:
+            assert boxes
+            made[-1]["calls"] += 1
+            return []
+
+        def close(self) -> None:
+            made[-1]["closed"] = True
+
+    monkeypatch.setattr(video_job, "MediaPipeHands", Tracker)
+    for options in ({}, {"mask_hands": True}):
+        capture = FilePacer(live_clip)
+        output = FileOutput(tmp_path / "hands.mkv", capture.width, capture.height, capture.fps)
+        stats = run_live(
+            capture,
+            output,
+            grace_hopper_face,
+            analyser=analyser,
+            options=options,
+            handle_sigint=False,
+        )
+        assert stats.frames_processed > 0
+    assert len(made) == 1 and made[0]["kwargs"] == {"tracking": True}
+    assert 0 < made[0]["calls"] <= stats.frames_processed
+    assert made[0]["closed"] is True
 
 
 def test_a_live_recording_is_marked_as_synthetic(

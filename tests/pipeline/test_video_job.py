@@ -20,7 +20,9 @@ from clips import FPS, make_clip  # tests/clips.py: tests/ is on sys.path
 import faceweave.pipeline.video_job as video_job
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.dlib_backend import DlibIdentity
+from faceweave.analysis.hands import Hand
 from faceweave.analysis.identity_worker import IdentityWorker
+from faceweave.core.hands import hand_silhouette
 from faceweave.errors import InputError, UsageError
 from faceweave.io.video import VideoReader
 from faceweave.pipeline.tracking import TrackedFace
@@ -349,6 +351,71 @@ def test_swap_video_keeps_frames_order_audio_and_background(
         others = [mean_diff(after[index][-60:], b[-60:]) for b in before]
         assert int(np.argmin(others)) == index
     assert list(tmp_path.glob("*.tmp")) == [] and list(tmp_path.glob(".*.tmp")) == []
+
+
+def _cheek_hand(face: Face) -> Hand:
+    """An upright open hand with its fingers over the face's image-left cheek."""
+    points = face.landmarks_478[:, :2]
+    cheek = points[[50, 101, 118, 123, 147, 187, 205]].mean(0)
+    size = float(np.hypot(*(points[263] - points[33]))) * 0.7
+    fan = [(0.0, 1.4)] + [(-0.3 - 0.2 * k, 1.2 - 0.25 * k) for k in range(4)]
+    for dx in (-0.35, -0.1, 0.15, 0.4):
+        fan += [(dx + dx * 0.15 * k, 0.45 - 0.32 * k) for k in range(4)]
+    return Hand((cheek + size * np.array(fan)).astype(np.float32), 0.9, "left")
+
+
+def test_a_video_keeps_the_hands_its_tracker_finds(
+    astronaut_clip: Path,
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    grace_hopper_face: Face,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With mask_hands a video job tracks hands over its frames in order (one finder
+    in MediaPipe's tracking mode, in a stage of its own) and every frame keeps them."""
+    before, _ = decode(astronaut_clip)
+    first = analyser.get_faces(before[0])[0]
+    template = _cheek_hand(first)
+    made: list[dict[str, Any]] = []
+    given: list[Hand] = []
+
+    class Tracker:
+        def __init__(self, **kwargs: Any) -> None:
+            made.append({"kwargs": kwargs, "calls": 0, "closed": False})
+
+        def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Hand]:
+            # The hand moves with the face (the clip slides sideways).
+            (box,) = boxes
+            shift = np.array([box[0] - first.bbox[0], box[1] - first.bbox[1]], np.float32)
+            made[-1]["calls"] += 1
+            given.append(Hand(template.landmarks + shift, 0.9, "left"))
+            return [given[-1]]
+
+        def close(self) -> None:
+            made[-1]["closed"] = True
+
+    monkeypatch.setattr(video_job, "MediaPipeHands", Tracker)
+    plain_out, kept_out = tmp_path / "plain.mp4", tmp_path / "kept.mp4"
+    swap_video([grace_hopper_face], astronaut_clip, plain_out, analyser=analyser)
+    assert made == []  # no finder without the option
+    stats = swap_video(
+        [grace_hopper_face],
+        astronaut_clip,
+        kept_out,
+        options={"mask_hands": True},
+        analyser=analyser,
+    )
+    assert made == [{"kwargs": {"tracking": True}, "calls": 30, "closed": True}]
+    assert "hands" in stats.stage_ms
+    plain, kept = decode(plain_out)[0], decode(kept_out)[0]
+    for index in (0, 29):
+        silhouette = hand_silhouette(given[index].landmarks, before[index].shape[:2])
+        inside = cv2.erode((silhouette == 1.0).astype(np.uint8), np.ones((9, 9), np.uint8)) > 0
+        # Where the plain swap changed the face under the hand, the kept one did not.
+        swapped = inside & (np.abs(plain[index].astype(int) - before[index]).max(axis=2) > 16)
+        assert swapped.sum() > 100, swapped.sum()
+        assert mean_diff(plain[index][swapped], before[index][swapped]) > 12.0
+        assert mean_diff(kept[index][swapped], before[index][swapped]) < 3.0
 
 
 @pytest.mark.parametrize("rotation", [90, 180])
