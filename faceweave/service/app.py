@@ -346,6 +346,7 @@ _OPTION_SCHEMA: dict[str, Any] = {
     "mask_lips": {"type": "boolean"},
     "mask_eyes": {"type": "boolean"},
     "mask_glasses": {"type": "boolean"},
+    "mask_hands": {"type": "boolean"},
     "mask_padding": {
         "type": "string",
         "description": "top right bottom left: 1, 2 or 4 fractions of the face given back "

@@ -95,6 +95,8 @@ class JobOptions:
         mask_eyes: keep the target's eyes.
         mask_glasses: keep the target's glasses frames and tinted lenses in front of the
             swapped face.
+        mask_hands: keep the target's hands in front of its faces (MediaPipe's hand
+            landmarker round each face; about 9 ms a face more).
         mask_padding: (top, right, bottom, left) fractions of the face given back to
             the target; in a form, 1, 2 or 4 numbers as in CSS (``"0 0 0.2 0"``).
         feather: width of the face mask's soft edge, as a fraction of the face.
@@ -124,6 +126,7 @@ class JobOptions:
     mask_lips: bool = _ENGINE.mask_lips
     mask_eyes: bool = _ENGINE.mask_eyes
     mask_glasses: bool = _ENGINE.mask_glasses
+    mask_hands: bool = _ENGINE.mask_hands
     mask_padding: tuple[float, float, float, float] = _ENGINE.mask_padding
     feather: float = _ENGINE.feather
     skip_no_face: bool = False

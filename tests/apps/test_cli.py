@@ -496,6 +496,9 @@ def test_defaults_live_in_module_constants() -> None:
     for command in (["swap", "-o", "c.png", "-t", "b"], ["live"]):
         lips = cli.build_parser().parse_args([*command, "-s", "a", "--mask-lips"])
         assert SwapOptions.from_settings(lips).mask_lips is True, command
+        hands = cli.build_parser().parse_args([*command, "-s", "a", "--mask-hands"])
+        assert SwapOptions.from_settings(hands).mask_hands is True, command
+    assert args.mask_hands is cli.DEFAULT_MASK_HANDS is False
     assert args.mask_padding == cli.DEFAULT_MASK_PADDING == (0.0, 0.0, 0.0, 0.0)
     assert args.feather == cli.DEFAULT_FEATHER
 
@@ -918,6 +921,31 @@ def test_swap_image_to_image(images: Images, target_faces: list[dict], tmp_path:
     assert np.mean(difference[far] > 2) < 0.01
     assert debug.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     _assert_no_temp_files(tmp_path, images.root)
+
+
+@pytest.mark.slow
+def test_swap_keeps_a_hand_in_front_of_the_face(
+    images: Images, shared_faces: Path, tmp_path: Path
+) -> None:
+    """``--mask-hands`` end to end: Chandler's fist under his chin (img_p05) keeps its
+    pixels where the plain swap paints the astronaut's jaw over its knuckles."""
+    target = shared_faces / "img_p05_friends_multiface.jpg"
+    outputs = {}
+    for name, flags in (("plain", []), ("kept", ["--mask-hands"])):
+        outputs[name] = tmp_path / f"{name}.png"
+        result = _run(
+            "swap", "-s", images.source_png, "-t", target, "-o", outputs[name],
+            "--face-selector", "many", *flags, cwd=tmp_path,
+        )  # fmt: skip
+        assert result.returncode == EXIT_OK, result.stderr
+    frame = read_image(target)
+    plain, kept = read_image(outputs["plain"]), read_image(outputs["kept"])
+    # His knuckles at the jaw (the hand found there: see tests/analysis/test_hand_finder.py).
+    knuckles = (slice(210, 225), slice(485, 495))
+    frame_part = frame[knuckles].astype(np.int16)
+    assert np.abs(plain[knuckles] - frame_part).max() > 20
+    assert np.abs(kept[knuckles] - frame_part).max() <= 2
+    _assert_no_temp_files(tmp_path)
 
 
 @pytest.mark.slow

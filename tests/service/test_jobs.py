@@ -154,6 +154,12 @@ def test_options_from_form() -> None:
     assert options.mask_glasses is True  # the default
     assert JobOptions.from_form({"mask_glasses": "false"}).mask_glasses is False
     assert JobOptions.from_form({"mask_lips": "true"}).mask_lips is True
+    assert JobOptions().mask_hands is False
+    hands = JobOptions.from_form({"mask_hands": "true"})
+    assert hands.mask_hands is True
+    from faceweave.processors.swap import SwapOptions
+
+    assert SwapOptions.from_settings(hands).mask_hands is True
     for bad in (
         {"fusion": "-1"},
         {"max_faces": "1.5"},
@@ -210,7 +216,7 @@ def test_look_options_reach_the_engine_with_its_defaults() -> None:
     assert {"fusion", "color", "blend", "gaze", "detail", "light", "shape", "mask_eyes"} <= set(
         shared
     )
-    assert "mask_lips" in shared
+    assert {"mask_lips", "mask_hands"} <= set(shared)
     for name in shared:
         assert getattr(JobOptions(), name) == getattr(engine, name), name
     options = JobOptions.from_form({"light": "0.9", "shape": "0.2"})

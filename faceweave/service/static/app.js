@@ -64,7 +64,7 @@ function formData() {
   for (const name of ["fusion", "light", "shape", "creases", "color", "blend", "gaze", "face_selector"]) {
     if (shown(name)) data.append(name, form.elements[name].value);
   }
-  for (const name of ["mask_mouth", "mask_lips", "mask_eyes", "mask_glasses"]) {
+  for (const name of ["mask_mouth", "mask_lips", "mask_eyes", "mask_glasses", "mask_hands"]) {
     if (shown(name)) data.append(name, form.elements[name].checked ? "true" : "false");
   }
   // The video options go only where they apply: an image job refuses them when set.
