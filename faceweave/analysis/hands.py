@@ -125,11 +125,14 @@ class MediaPipeHands:
 
     Args:
         max_hands: the most hands looked for on one face's crop.
-        min_score: the palm detector's confidence threshold.
+        min_score: the palm detector's confidence threshold. A palm it finds that is no
+            hand costs the landmarker's run too (about 9 ms more a crop); at 0.7 the
+            development photos' faces took 11.4 ms a face against 12.5, and the Hamilton
+            clip's tracked frames with a hand over the face fell from 112 to 87.
         min_presence: see :data:`HAND_PRESENCE`.
         complexity: MediaPipe's hand model: 0 (lite) or 1 (full; on this project's
             development machine the cheaper one when no hand shows, its usual case:
-            about 9 ms a crop against 13).
+            about 9.5 ms a crop against 13, 18 ms where a hand shows).
         reach: see :data:`HAND_REACH`.
         crop_size: see :data:`HAND_CROP_SIZE`.
         tracking: for a video's frames in order: the whole frame (within

@@ -762,7 +762,7 @@ def _add_look_and_selection_options(
         default=DEFAULT_MASK_HANDS,
         help="keep the target's hands in front of its faces (a chin on a fist, fingers at "
         "the cheek, a hand round a microphone), found by MediaPipe's hand landmarker round "
-        "each face: about 9 ms a face more, 18 ms where a hand shows",
+        "each face: 10-25 ms a face more",
     )
     parser.add_argument(
         "--face-selector",

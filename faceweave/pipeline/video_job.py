@@ -806,7 +806,7 @@ def swap_video(
             [
                 Stage("analyse", analyse),
                 Stage("select", select),
-                # (Its own thread: about 10 ms a frame, 18 where a hand shows.)
+                # (Its own thread: 11-25 ms a frame, about 18 with a hand in view.)
                 *([Stage("hands", find_hands)] if hands is not None else []),
                 Stage("swap", swap),
                 # Its own thread: marking a 1080p frame costs 3 ms the swap stage,

@@ -271,8 +271,9 @@ class SwapOptions:
             fingers at the cheek, a hand round a microphone at the mouth): MediaPipe's
             hand landmarker looks round each face (:mod:`faceweave.analysis.hands`),
             and each hand it finds is laid back over the swap
-            (:func:`faceweave.core.hands.keep_hands`). About 9 ms a face on this
-            project's 2-core machine when no hand shows, 18 ms when one does.
+            (:func:`faceweave.core.hands.keep_hands`). It costs 10-25 ms a face on this
+            project's 2-core machine (a median of 12.5 on the development photos'
+            faces, most of them with no hand near; see ``benchmarks/hands.py``).
         feather: width of the mask's soft edge, as a fraction of the face's UV size.
         mask_padding: (top, right, bottom, left), how much of the face mask to give
             back to the target from each side, as fractions of the face's height and

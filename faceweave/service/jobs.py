@@ -96,7 +96,7 @@ class JobOptions:
         mask_glasses: keep the target's glasses frames and tinted lenses in front of the
             swapped face.
         mask_hands: keep the target's hands in front of its faces (MediaPipe's hand
-            landmarker round each face; about 9 ms a face more).
+            landmarker round each face; 10-25 ms a face more).
         mask_padding: (top, right, bottom, left) fractions of the face given back to
             the target; in a form, 1, 2 or 4 numbers as in CSS (``"0 0 0.2 0"``).
         feather: width of the face mask's soft edge, as a fraction of the face.
