@@ -68,7 +68,7 @@ from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import umeyama
-from faceweave.core.hands import keep_hands
+from faceweave.core.hands import hand_silhouette, keep_hands
 from faceweave.errors import BackendError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
     COLOR_GAIN_RANGE,
@@ -666,7 +666,7 @@ class NeuralSwapper(FaceSwapping):
             lips=opts.mask_lips,
         )
 
-    def _swap_into(self, out: Frame, target_face: Face) -> None:
+    def _swap_into(self, out: Frame, target_face: Face, hands: Sequence[Hand] = ()) -> None:
         opts = self.options
         size = self.model.size * self.pixel_boost
         points = target_face.landmarks_5
@@ -678,6 +678,11 @@ class NeuralSwapper(FaceSwapping):
         if self.pixel_boost > 1:
             mask = cv2.resize(mask, (size, size), interpolation=cv2.INTER_LINEAR)
         mask *= min(1.0, opts.fusion / FUSION_FADE_IN)
+        for hand in hands:
+            # A hand in front of the face (mask_hands) is no part of it: neither pasted
+            # over nor measured for the colour match (it is laid back afterwards).
+            at = cv2.transform(hand.landmarks.reshape(1, -1, 2).astype(np.float64), matrix)[0]
+            mask *= 1.0 - hand_silhouette(at, (size, size))
         if not mask.any():
             return
         if opts.color != "none":

@@ -59,7 +59,7 @@ from faceweave.core.facemodel import (
     load_face_model,
 )
 from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_normals
-from faceweave.core.hands import keep_hands
+from faceweave.core.hands import hand_silhouette, keep_hands
 from faceweave.core.raster import Raster, rasterize
 from faceweave.core.shape import IdentityShape
 from faceweave.errors import InputError, NoFaceError, UnknownOptionError, UsageError
@@ -3168,10 +3168,11 @@ class FaceSwapping:
             return out
         if self.options.mask_hands and hands is None:
             hands = self.hands_near(frame, targets)
+        kept = list(hands) if self.options.mask_hands and hands else []
         for face in targets:
-            self._swap_into(out, face)
-        if self.options.mask_hands and hands:
-            keep_hands(out, frame, [hand.landmarks for hand in hands])
+            self._swap_into(out, face, kept)
+        if kept:
+            keep_hands(out, frame, [hand.landmarks for hand in kept])
         return out
 
     def hands_near(self, frame: Frame, faces: list[Face] | Face) -> list[Hand]:
@@ -3184,8 +3185,10 @@ class FaceSwapping:
             self._hand_finder = MediaPipeHands()
         return self._hand_finder.find(frame, [face.bbox for face in targets])
 
-    def _swap_into(self, out: Frame, target_face: Face) -> None:
-        """Swap one target face, writing into ``out`` (which holds the target frame)."""
+    def _swap_into(self, out: Frame, target_face: Face, hands: Sequence[Hand] = ()) -> None:
+        """Swap one target face, writing into ``out`` (which holds the target frame);
+        ``hands`` in front of it are left out of what is measured on the target (they
+        are laid back over the output afterwards)."""
         raise NotImplementedError
 
 
@@ -3569,7 +3572,7 @@ class Swapper(FaceSwapping):
         self._swap_into(out, target_face)
         return out
 
-    def _swap_into(self, out: Frame, target_face: Face) -> None:
+    def _swap_into(self, out: Frame, target_face: Face, hands: Sequence[Hand] = ()) -> None:
         """Swap one target face, writing into ``out`` (which holds the target frame)."""
         frame = out
         opts = self.options
@@ -3717,6 +3720,20 @@ class Swapper(FaceSwapping):
             # Nor is the colour match measured there.
             skin = skin * (beard < 0.5)
         keep_target = 1.0 - occluders
+        if hands:
+            # A hand in front of the face (mask_hands) is the target's, as an occluder is:
+            # its colour and light are not the face's, to match or to blend into it.
+            held = np.zeros((ph, pw), np.float32)
+            for hand in hands:
+                held = np.maximum(
+                    held,
+                    hand_silhouette(
+                        hand.landmarks, (ph, pw), offset=(x0, y0), scale=float(np.mean(to_proc))
+                    ),
+                )
+            if held.any():
+                keep_target = keep_target * (1.0 - held)
+                skin = skin * (held < 0.5)
         # How much of the band where frames sit stays the target's, for a source whose
         # glasses stay in its texture. On a turned head those glasses, drawn on the skin,
         # no longer read as glasses: their rims lie along the cheek as streaks (Grace
