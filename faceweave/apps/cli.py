@@ -902,8 +902,18 @@ class _SwapJob:
                 order=self.face_order,
             )
             targets = [SwapTarget(face, 0, i) for i, face in enumerate(selected)]
+        # With --mask-hands, the hands round the faces swapped, found once for every
+        # source's swapper (and shown on the --debug overlay).
+        hands = (
+            self.swappers[0].hands_near(target_frame, [t.face for t in targets])
+            if targets and any(s.options.mask_hands for s in self.swappers)
+            else None
+        )
         if debug_path is not None:
-            write_image(debug_path, fw.draw_debug(target_frame, [t.face for t in targets]))
+            landmarks = [hand.landmarks for hand in hands or []]
+            write_image(
+                debug_path, fw.draw_debug(target_frame, [t.face for t in targets], hands=landmarks)
+            )
         references = self.map_references or (
             [self.reference_face] if self.reference_face is not None else []
         )
@@ -920,7 +930,7 @@ class _SwapJob:
             unchanged = keep_alpha(target_frame, alpha, output_path)
             write_image(output_path, unchanged, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
-        output_frame = swap_targets(target_frame, targets, self.swappers)
+        output_frame = swap_targets(target_frame, targets, self.swappers, hands)
         _write_output(output_path, output_frame, self.quality, self.watermark, alpha)
         if unmatched:  # --map: the entries that found nobody, while others were swapped
             entries = ", ".join(str(index + 1) for index, _ in unmatched)

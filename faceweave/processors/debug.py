@@ -1,12 +1,15 @@
-"""Debug overlay (like FaceFusion's face_debugger): boxes, mesh, mask outlines, pose."""
+"""Debug overlay (like FaceFusion's face_debugger): boxes, mesh, mask outlines, pose, hands."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.core.facemodel import load_face_model
+from faceweave.core.hands import HAND_BONES, hand_silhouette
 from faceweave.types import Face, Frame
 
 MESH_ALPHA = 0.4  # the wireframe over the face: the face stays visible under it
@@ -15,11 +18,20 @@ _BOX = (0, 255, 255)
 _MESH = (80, 200, 80)
 _OVAL = (255, 160, 0)
 _HOLES = (0, 0, 255)
+_HAND = (255, 0, 255)
 
 
-def draw_debug(frame: Frame, faces: list[Face], *, mesh: bool = True, mask: bool = True) -> Frame:
+def draw_debug(
+    frame: Frame,
+    faces: list[Face],
+    *,
+    mesh: bool = True,
+    mask: bool = True,
+    hands: Sequence[NDArray[np.floating]] = (),
+) -> Frame:
     """Return a copy of ``frame`` with each face's box, number, score, pose, mesh and
-    mask outlines (face oval; eye and mouth openings) drawn.
+    mask outlines (face oval; eye and mouth openings) drawn, and the outline and
+    bones of each of ``hands`` (their (21, 2) landmarks: what ``mask_hands`` keeps).
 
     The mesh is blended in at MESH_ALPHA so that a small face is not buried under its
     478 points; each label sits on a dark plate above its box (inside the frame), its
@@ -36,6 +48,8 @@ def draw_debug(frame: Frame, faces: list[Face], *, mesh: bool = True, mask: bool
             lines = np.round(face.landmarks_478[:, :2][edges] * 16).astype(np.int32)
             cv2.polylines(layer, list(lines), False, _MESH, 1, cv2.LINE_AA, shift=4)
         out = cv2.addWeighted(layer, MESH_ALPHA, out, 1.0 - MESH_ALPHA, 0.0)
+    for landmarks in hands:
+        _draw_hand(out, np.asarray(landmarks, np.float64)[:, :2], thickness)
     for index, face in enumerate(faces):
         pts = face.landmarks_478[:, :2]
         if mask:
@@ -56,6 +70,16 @@ def draw_debug(frame: Frame, faces: list[Face], *, mesh: bool = True, mask: bool
         scale = float(np.clip((x1 - x0) / 160.0, 0.35, 1.2))
         _label(out, lines_text, (x0, y0), scale, max(1, round(scale * 1.6)))
     return out
+
+
+def _draw_hand(image: NDArray[np.uint8], points: NDArray[np.float64], thickness: int) -> None:
+    """A hand's kept area (its silhouette's outline) and its bones, in place."""
+    area = (hand_silhouette(points, (image.shape[0], image.shape[1])) > 0.5).astype(np.uint8)
+    outline, _ = cv2.findContours(area, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    cv2.drawContours(image, outline, -1, _HAND, thickness, cv2.LINE_AA)
+    at = np.round(points * 16).astype(np.int32)
+    for a, b in HAND_BONES:
+        cv2.line(image, tuple(at[a]), tuple(at[b]), _HAND, 1, cv2.LINE_AA, 4)
 
 
 def _degrees(angle: float) -> str:

@@ -831,6 +831,10 @@ class EnhancedSwapper:
             enhancer = enhancer.with_feather(swapper.options.feather)
         return EnhancedSwapper(swapper, enhancer)
 
+    def hands_near(self, frame: Frame, faces: list[Face] | Face) -> list[Hand]:
+        """The hands round the given faces (the swapper's finder)."""
+        return self.swapper.hands_near(frame, faces)
+
     def swap(
         self, frame: Frame, faces: list[Face] | Face, *, hands: Sequence[Hand] | None = None
     ) -> Frame:

@@ -931,7 +931,8 @@ def test_swap_keeps_a_hand_in_front_of_the_face(
     pixels where the plain swap paints the astronaut's jaw over its knuckles."""
     target = shared_faces / "img_p05_friends_multiface.jpg"
     outputs = {}
-    for name, flags in (("plain", []), ("kept", ["--mask-hands"])):
+    debug = tmp_path / "debug.png"
+    for name, flags in (("plain", []), ("kept", ["--mask-hands", "--debug", str(debug)])):
         outputs[name] = tmp_path / f"{name}.png"
         result = _run(
             "swap", "-s", images.source_png, "-t", target, "-o", outputs[name],
@@ -945,6 +946,10 @@ def test_swap_keeps_a_hand_in_front_of_the_face(
     frame_part = frame[knuckles].astype(np.int16)
     assert np.abs(plain[knuckles] - frame_part).max() > 20
     assert np.abs(kept[knuckles] - frame_part).max() <= 2
+    # The --debug overlay outlines the hand kept (magenta) round his knuckles.
+    overlay = read_image(debug).astype(np.int16)
+    magenta = (overlay[..., 0] > 200) & (overlay[..., 1] < 60) & (overlay[..., 2] > 200)
+    assert magenta[180:290, 450:540].sum() > 50
     _assert_no_temp_files(tmp_path)
 
 

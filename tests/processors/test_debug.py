@@ -52,3 +52,18 @@ def test_label_stays_inside_the_frame(astronaut: np.ndarray, astronaut_face: Fac
     # The plate darkens a band at the very top, starting at the box's left edge.
     assert changed[0:3, int(x0) : int(x0) + 20].all()
     assert out[1, int(x0) + 1 : int(x0) + 4].max() < astronaut[1, int(x0) + 1 : int(x0) + 4].max()
+
+
+def test_hands_kept_are_outlined(astronaut: np.ndarray) -> None:
+    """A hand's kept area is outlined (magenta) with its bones; far from it, and with no
+    hands given, the overlay is as before."""
+    palm = np.array([[250.0, 400.0]])
+    fan = [(0.0, 0.0)] + [(-12.0 - 8.0 * k, -8.0 - 10.0 * k) for k in range(4)]
+    for dx in (-14.0, -4.0, 6.0, 16.0):
+        fan += [(dx * (1.0 + 0.15 * k), -38.0 - 13.0 * k) for k in range(4)]
+    hand = palm + np.array(fan)
+    with_hand = draw_debug(astronaut, [], hands=[hand])
+    magenta = (with_hand[..., 0] > 200) & (with_hand[..., 1] < 60) & (with_hand[..., 2] > 200)
+    assert magenta[300:420, 180:320].sum() > 100
+    assert magenta.sum() == magenta[300:420, 180:320].sum()
+    assert np.array_equal(draw_debug(astronaut, [], hands=[]), astronaut)
