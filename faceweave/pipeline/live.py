@@ -254,8 +254,9 @@ def run_live(
         and isinstance(getattr(analyser, "identity", None), DlibIdentity)
         else None
     )
-    # With mask_hands: MediaPipe's hand tracking over the frames (see hand_tracker), in
-    # the swap stage: 11-25 ms a frame of latency (about 18 with a hand in view).
+    # With mask_hands: MediaPipe's hand tracking over the frames (see hand_tracker), a
+    # stage of its own: 11-25 ms a frame more of latency (about 18 with a hand in view),
+    # which in the swap stage had held each frame past the camera's next one.
     hands = hand_tracker(base)
     router = FaceRouter(
         selector,
@@ -286,10 +287,16 @@ def run_live(
                 base[index] if fusion == 1.0 else base[index].with_options(fusion=fusion)
             )
         targets = [replace(t, source_index=0) for t in packet.data["targets"]]
-        found = (
-            hands.find(packet.image, [t.face.bbox for t in targets]) if hands is not None else None
+        packet.image = swap_targets(
+            packet.image, targets, [variants[key]], packet.data.get("hands")
         )
-        packet.image = swap_targets(packet.image, targets, [variants[key]], found)
+        return packet
+
+    def find_hands(packet: Packet) -> Packet:
+        assert hands is not None
+        if controls.enabled and controls.fusion > 0 and packet.data["targets"]:
+            boxes = [t.face.bbox for t in packet.data["targets"]]
+            packet.data["hands"] = hands.find(packet.image, boxes)
         return packet
 
     latencies: list[float] = []
@@ -309,7 +316,11 @@ def run_live(
 
     pipeline = Pipeline(
         iter(capture),
-        [Stage("analyse", analyse), Stage("swap", swap)],
+        [
+            Stage("analyse", analyse),
+            *([Stage("hands", find_hands)] if hands is not None else []),
+            Stage("swap", swap),
+        ],
         sink,
         queue_size=queue_size,
         mode="latest",
