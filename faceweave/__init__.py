@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from faceweave.analysis.analyser import FaceAnalyser
+    from faceweave.analysis.hands import Hand, MediaPipeHands
     from faceweave.analysis.selection import face_distance, order_faces, select_faces
     from faceweave.api import FacePredictor, get_many_faces, get_one_face
     from faceweave.errors import (
@@ -51,6 +52,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "FaceAnalyser": "faceweave.analysis.analyser",
+    "Hand": "faceweave.analysis.hands",
+    "MediaPipeHands": "faceweave.analysis.hands",
     "face_distance": "faceweave.analysis.selection",
     "order_faces": "faceweave.analysis.selection",
     "select_faces": "faceweave.analysis.selection",
@@ -96,8 +99,10 @@ __all__ = [
     "FacePredictor",
     "FaceweaveError",
     "Frame",
+    "Hand",
     "ImageTooLargeError",
     "InputError",
+    "MediaPipeHands",
     "NeuralSwapper",
     "NoFaceError",
     "OutputError",
