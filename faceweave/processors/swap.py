@@ -3567,10 +3567,9 @@ class Swapper(FaceSwapping):
         return close_lids(from_pose_space(moved, target_face.pose), self.model, shut)
 
     def swap_face(self, frame: Frame, target_face: Face) -> Frame:
-        """Swap one target face; returns a new frame."""
-        out = frame.copy()
-        self._swap_into(out, target_face)
-        return out
+        """Swap one target face; returns a new frame (:meth:`swap` with that face: its
+        checks, and with ``mask_hands`` its hands kept)."""
+        return self.swap(frame, [target_face])
 
     def _swap_into(self, out: Frame, target_face: Face, hands: Sequence[Hand] = ()) -> None:
         """Swap one target face, writing into ``out`` (which holds the target frame)."""
