@@ -54,8 +54,8 @@ SAME_HAND = 0.25
 # ``min_tracking_confidence``, which thresholds it in the static mode too). At 0.5, of
 # the 10 hands found on the development photos (on crops round their faces) one was a
 # tie's knot under Grace Hopper's chin; at 0.8 the 6 left are all hands, Chandler's fist
-# under his chin (img_p05) among them, and 3 hands away from any face (one at a
-# shoulder, one round a glass, one holding a bag) are lost with the knot. A hand found
+# under his chin (img_p05) among them, and 3 hands away from any face (at a shoulder,
+# at a chest, holding a bag) are lost with the knot. A hand found
 # where there is none would keep a hand-shaped patch of the target's face; one missed
 # leaves the swap as it is without the option.
 HAND_PRESENCE = 0.8
@@ -140,9 +140,10 @@ class MediaPipeHands:
             where the last frame showed it. Per-frame crops in the static mode lose a
             hand for a frame here and there, and a hand kept in one frame and painted
             over in the next flickers: on the Hamilton clip (vid_p01, 275 frames, a
-            hand round a microphone at the mouth) they found a hand in 157 frames,
-            with 5 gaps of 1-3 frames between finds; the whole frame tracked, in 186,
-            with 1 such gap. Small faces' hands (a wide shot) are missed this way.
+            hand round a microphone at the mouth) they found a hand over the face in
+            87 frames, with 7 gaps of 1-3 frames between frames with a hand; the whole
+            frame tracked, in 112, with 1 such gap (``benchmarks/hands.py``, run
+            ``hands78``). Small faces' hands (a wide shot) are missed this way.
     """
 
     def __init__(
