@@ -20,6 +20,8 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from faceweave.errors import InputError
+
 __all__ = [
     "HAND_BONES",
     "HAND_EDGE_SIGMA",
@@ -53,12 +55,12 @@ _MIN_STROKE = 2
 
 
 def _hand_points(landmarks: NDArray[np.floating]) -> NDArray[np.float64]:
-    """A hand's (21, 2) points as float64; ValueError for another shape or a NaN."""
+    """A hand's (21, 2) points as float64; InputError for another shape or a NaN."""
     points = np.asarray(landmarks, np.float64)
     if points.ndim != 2 or points.shape[0] != HAND_POINTS or points.shape[1] < 2:
-        raise ValueError(f"a hand has {HAND_POINTS} (x, y) landmarks, got shape {points.shape}")
+        raise InputError(f"a hand has {HAND_POINTS} (x, y) landmarks, got shape {points.shape}")
     if not np.all(np.isfinite(points[:, :2])):
-        raise ValueError("hand landmarks must be finite")
+        raise InputError("hand landmarks must be finite")
     return points[:, :2]
 
 
@@ -84,7 +86,8 @@ def hand_silhouette(
         (H, W) float32, 1 on the hand (anti-aliased edges), 0 elsewhere.
 
     Raises:
-        ValueError: ``landmarks`` is not (21, 2) or more columns, or holds NaN.
+        InputError: ``landmarks`` is not (21, 2) or more columns, or holds NaN (a
+            ``ValueError`` too).
 
     Example:
         >>> mask = hand_silhouette(hand.landmarks, frame.shape[:2])  # doctest: +SKIP
@@ -131,11 +134,11 @@ def keep_hands(
         edge_sigma: the silhouette's soft edge (see HAND_EDGE_SIGMA).
 
     Raises:
-        ValueError: ``out`` and ``original`` differ in shape, or a hand's landmarks
-            are not (21, 2) finite points.
+        InputError: ``out`` and ``original`` differ in shape, or a hand's landmarks
+            are not (21, 2) finite points (a ``ValueError`` too).
     """
     if out.shape != original.shape:
-        raise ValueError(f"frames differ in shape: {out.shape} and {original.shape}")
+        raise InputError(f"frames differ in shape: {out.shape} and {original.shape}")
     height, width = out.shape[:2]
     for landmarks in hands:
         points = _hand_points(landmarks)
