@@ -47,6 +47,7 @@ from faceweave.service.live import (  # noqa: E402
     LiveSessions,
     SwappedTrack,
     create_live_router,
+    default_analyser,
     default_source_analyser,
     use_marker_jitter_buffer,
 )
@@ -315,6 +316,17 @@ async def _drive(
         result["gaze_options"] = (swapper.options.gaze, swapper.options.fusion)
         bad = await client.post(f"/v1/live/{session}/gaze", json={"gaze": "up"}, headers=headers)
         result["bad_gaze_status"] = bad.status_code
+        response = await client.post(
+            f"/v1/live/{session}/hands", json={"mask_hands": True}, headers=headers
+        )
+        assert response.status_code == 200, response.text
+        assert response.json()["mask_hands"] is True
+        swapper = sessions.sessions[session].processor.swapper
+        result["hands_options"] = (swapper.options.mask_hands, swapper.options.gaze)
+        bad = await client.post(
+            f"/v1/live/{session}/hands", json={"mask_hands": "maybe"}, headers=headers
+        )
+        result["bad_hands_status"] = bad.status_code
 
         other = await client.post(
             "/v1/live/" + "0" * 32 + "/fusion", json={"fusion": 1}, headers=headers
@@ -382,6 +394,8 @@ def test_live_loopback_swaps_frames_with_low_latency(
     assert result["bad_fusion_status"] == 422
     assert result["gaze_options"] == ("source", 0.0)  # the fusion set before is kept
     assert result["bad_gaze_status"] == 422
+    assert result["hands_options"] == (True, "source")  # the gaze set before is kept
+    assert result["bad_hands_status"] == 422
     assert result["session"] not in sessions.sessions
 
 
@@ -648,3 +662,54 @@ def test_one_key_cannot_take_every_live_session(tmp_path: Path, astronaut: np.nd
         assert asyncio.run(run()) == [(200, ""), (429, "too_many_sessions"), (200, "")]
     finally:
         service.db.close()
+
+
+def test_a_processor_with_mask_hands_tracks_hands_and_keeps_them(
+    monkeypatch: pytest.MonkeyPatch, astronaut: np.ndarray, grace_hopper_face: Any
+) -> None:
+    """A session whose swapper keeps hands follows them with one tracking hand finder
+    (built on the first frame that needs it, freed by close) and hands them to the
+    swap; without the option none is built."""
+    import faceweave as fw
+    import faceweave.service.live as service_live
+    from faceweave.analysis.hands import Hand
+
+    made: list[dict[str, Any]] = []
+
+    class Tracker:
+        def __init__(self, **kwargs: Any) -> None:
+            made.append({"kwargs": kwargs, "calls": 0, "closed": False})
+
+        def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Hand]:
+            made[-1]["calls"] += 1
+            return []
+
+        def close(self) -> None:
+            made[-1]["closed"] = True
+
+    monkeypatch.setattr(service_live, "MediaPipeHands", Tracker)
+    given: list[Any] = []
+
+    class Recorder:
+        def __init__(self, swapper: Any) -> None:
+            self.options = swapper.options
+            self.swapper = swapper
+
+        def swap(self, image: np.ndarray, faces: Any, *, hands: Any = None) -> np.ndarray:
+            given.append(hands)
+            return np.asarray(self.swapper.swap(image, faces, hands=hands))
+
+    frame = VideoFrame.from_ndarray(np.ascontiguousarray(astronaut), format="bgr24")
+    frame.pts, frame.time_base = 0, Fraction(1, 90000)
+    processor = FrameProcessor(default_analyser)
+    plain = fw.Swapper(grace_hopper_face)
+    processor.swapper = Recorder(plain)  # type: ignore[assignment]
+    processor.process(frame)
+    assert made == [] and given == [None]
+    processor.swapper = Recorder(plain.with_options(mask_hands=True))  # type: ignore[assignment]
+    processor.process(frame)
+    processor.process(frame)
+    assert made == [{"kwargs": {"tracking": True}, "calls": 2, "closed": False}]
+    assert given[1:] == [[], []]
+    processor.close()
+    assert made[0]["closed"] is True

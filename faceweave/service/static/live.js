@@ -236,6 +236,14 @@ async function sendGaze() {
   });
 }
 
+async function sendHands() {
+  if (!live.session) return;
+  await api(`/v1/live/${live.session}/hands`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ mask_hands: $("hands").checked }),
+  });
+}
+
 async function start(event) {
   event.preventDefault();
   if (!apiKey()) { say("Enter your API key first.", true); return; }
@@ -287,6 +295,7 @@ async function start(event) {
       method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({
         sdp: pc.localDescription.sdp, type: "offer", fusion: Number($("fusion").value), gaze: gaze(),
+        mask_hands: $("hands").checked,
       }),
     })).json();
     live.session = answer.session;
@@ -355,5 +364,6 @@ document.addEventListener("DOMContentLoaded", () => {
     fusionTimer = setTimeout(() => sendFusion().catch((e) => say(e.message, true)), 100);
   });
   $("eye-contact").addEventListener("change", () => sendGaze().catch((e) => say(e.message, true)));
+  $("hands").addEventListener("change", () => sendHands().catch((e) => say(e.message, true)));
   window.addEventListener("pagehide", stop);
 });
