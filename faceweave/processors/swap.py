@@ -36,6 +36,7 @@ import functools
 import itertools
 import logging
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -44,7 +45,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.hands import Hand, HandFinder, MediaPipeHands
+from faceweave.analysis.hands import Hand, HandFinder, MediaPipeHands, face_crop
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core import creases, eyeball, lighting
@@ -813,8 +814,9 @@ def source_advice(face: Face) -> list[str]:
     return _advice(face, eyes_seen(face), _wears_glasses(face))
 
 
-def _advice(face: Face, eyes: float, glasses: bool) -> list[str]:
-    """source_advice's lines, given the face's eye check and glasses check."""
+def _advice(face: Face, eyes: float, glasses: bool, hands: bool = False) -> list[str]:
+    """source_advice's lines, given the face's eye check and glasses check (and, from
+    prepare_source, whether a hand covers part of the face)."""
     advice: list[str] = []
     yaw, pitch = face.pose.yaw, face.pose.pitch
     if abs(yaw) > ADVICE_MAX_TURN_DEG:
@@ -848,7 +850,55 @@ def _advice(face: Face, eyes: float, glasses: bool) -> list[str]:
             "source face's mouth is wide open (a laugh, a scream): its stretched lips and "
             "chin show in every swap; a photo with the mouth closed swaps better"
         )
+    if hands:
+        advice.append(
+            "a hand covers part of the source face: its skin there is taken from the "
+            "other side of the face, or left to each target; a photo without it swaps better"
+        )
     return advice
+
+
+# The hand finder of source photos (see _source_hands), one a process: built on first
+# use, its graph locked per call.
+_SOURCE_HANDS: list[MediaPipeHands] = []
+_SOURCE_HANDS_LOCK = threading.Lock()
+
+
+def _source_hands(
+    image: Frame, face: Face, map_xy: NDArray[np.float32]
+) -> NDArray[np.float32] | None:
+    """(S, S) 0..1: the texels of a source's texture (``map_xy``: each texel's photo
+    position) that a hand in front of the face covers in its photo, or None when no
+    hand does. A chin on a fist or fingers at the cheek are no part of the face, and
+    drawn into the texture they showed on every target (Chandler's knuckles, img_p05,
+    as a pale blotch beside each target's mouth)."""
+    with _SOURCE_HANDS_LOCK:
+        if not _SOURCE_HANDS:
+            _SOURCE_HANDS.append(MediaPipeHands())
+        finder = _SOURCE_HANDS[0]
+    hands = finder.find(image, [face.bbox])
+    if not hands:
+        return None
+    x0, y0, x1, y1 = face_crop(face.bbox, image.shape)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    held = np.zeros((y1 - y0, x1 - x0), np.float32)
+    for hand in hands:
+        held = np.maximum(
+            held, hand_silhouette(hand.landmarks, (y1 - y0, x1 - x0), offset=(x0, y0))
+        )
+    texels = cv2.remap(
+        held,
+        map_xy[..., 0] - np.float32(x0),
+        map_xy[..., 1] - np.float32(y0),
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+    )
+    if float(texels.max()) < 0.5:
+        return None  # near the face, not over it
+    # Grown by a texel or two: the silhouette's edge is a pixel or two off the hand's.
+    grown = cv2.dilate(texels, np.ones((5, 5), np.uint8))
+    return np.asarray(np.clip(grown, 0.0, 1.0), np.float32)
 
 
 def eyes_seen(face: Face, image: Frame | None = None) -> float:
@@ -1512,9 +1562,6 @@ def prepare_source(
     # The eye and glasses checks, once: for the advice and for the texture below.
     seen_eyes = eyes_seen(source_face, image)
     glasses = _glasses_in_photo(source_face, image)
-    advice = tuple(_advice(source_face, seen_eyes, _glasses_found(glasses)))
-    for line in advice if log_advice else ():
-        logger.warning("%s", line)
     verts = model.extend(source_face.landmarks_478)
     uvr = model.uv_raster(uv_size)
     covered = uvr.covered
@@ -1547,6 +1594,14 @@ def prepare_source(
     )
     cos = np.clip(per_texel[..., 6], 0.0, 1.0)
     seen = cv2.GaussianBlur((facing & ~occluded).astype(np.float32), (5, 5), 0) * covered
+    # A hand in front of the face hides what it covers, as the nose hides a turned
+    # face's far cheek: the other side's texels, or the target's own skin, take it.
+    held = _source_hands(image, source_face, map_xy)
+    if held is not None:
+        seen = seen * (1.0 - held)
+    advice = tuple(_advice(source_face, seen_eyes, _glasses_found(glasses), hands=held is not None))
+    for line in advice if log_advice else ():
+        logger.warning("%s", line)
     shading = np.maximum(per_texel[..., 3:6], 1.0)
     albedo = tex / shading
     # Where this side was seen badly (hidden, or at a grazing angle), take the mirror texel,

@@ -4934,3 +4934,49 @@ class TestHands:
         assert changed.sum() > 40, changed.sum()
         out = kept.swap(frame, chandler)
         np.testing.assert_array_equal(out[inside], frame[inside])
+
+    def test_a_sources_hand_is_no_part_of_its_texture(
+        self, astronaut_face: Face, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Texels a hand covers in the source photo are taken from the other side of
+        the face (its mirror texels), as a turned face's hidden cheek is, and the
+        advice says so. (The hand here is a band over the image-left cheek in texture
+        space, standing in for what the hand finder reports.)"""
+        size = SwapOptions().uv_size
+        held = np.zeros((size, size), np.float32)
+        held[int(0.55 * size) : int(0.7 * size), int(0.2 * size) : int(0.35 * size)] = 1.0
+        monkeypatch.setattr(swap_module, "_source_hands", lambda *args: held)
+        covered = prepare_source(astronaut_face)
+        monkeypatch.setattr(swap_module, "_source_hands", lambda *args: None)
+        bare = prepare_source(astronaut_face)
+        on = held > 0.5
+        off_mirror = {
+            name: float(np.abs(model.albedo[on] - model.albedo[:, ::-1][on]).mean())
+            for name, model in (("covered", covered), ("bare", bare))
+        }
+        assert off_mirror["covered"] < 0.25 * off_mirror["bare"], off_mirror
+        assert any("hand" in line for line in covered.advice)
+        assert not any("hand" in line for line in bare.advice)
+        # Away from the hand the texture is about the same (the skin's statistics, taken
+        # over the whole face, move a little with what the hand took away).
+        away = cv2.dilate(on.astype(np.uint8), np.ones((15, 15), np.uint8)) == 0
+        moved = np.abs(covered.albedo - bare.albedo).max(axis=2)[away]
+        assert float(moved.mean()) < 0.005 and float(np.percentile(moved, 99)) < 0.03
+
+    def test_a_real_hand_on_a_sources_chin_is_not_carried(
+        self, shared_faces: Path, analyser: FaceAnalyser
+    ) -> None:
+        """Chandler's fist under his chin (img_p05) as a source: the hand finder finds
+        it, and its texels are his other side's, not his knuckles."""
+        frame = cv2.imread(str(shared_faces / "img_p05_friends_multiface.jpg"))
+        faces = analyser.get_faces(frame)
+        chandler = min(faces, key=lambda face: np.hypot(face.bbox[0] - 418, face.bbox[1] - 145))
+        model = prepare_source(chandler, frame=frame)
+        verts = load_face_model().extend(chandler.landmarks_478)
+        raster = load_face_model().uv_raster(SwapOptions().uv_size)
+        map_xy = raster.interpolate(verts[:, :2], load_face_model().render_triangles)
+        held = swap_module._source_hands(frame, chandler, map_xy)
+        assert held is not None and int((held > 0.9).sum()) > 5000
+        on = held > 0.9
+        assert float(np.abs(model.albedo[on] - model.albedo[:, ::-1][on]).mean()) < 0.01
+        assert any("hand" in line for line in model.advice)
