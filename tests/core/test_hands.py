@@ -5,22 +5,9 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import pytest
+from synthetic_hands import open_hand  # tests/synthetic_hands.py: tests/ is on sys.path
 
 from faceweave.core.hands import HAND_BONES, HAND_POINTS, hand_silhouette, keep_hands
-
-
-def open_hand(at: tuple[float, float] = (60.0, 100.0), size: float = 40.0) -> np.ndarray:
-    """A synthetic upright open hand: the wrist at ``at``, the palm ``size`` px long,
-    the fingers fanned upwards, the thumb out to the image's left."""
-    x, y = at
-    points = [(x, y)]
-    # Thumb: out to the left and up.
-    points += [(x - size * (0.3 + 0.2 * k), y - size * (0.2 + 0.25 * k)) for k in range(4)]
-    # The four fingers: roots across the palm's top, each joint further up.
-    for finger, dx in enumerate((-0.35, -0.1, 0.15, 0.4)):
-        root = (x + size * dx, y - size * (1.0 if finger == 1 else 0.95))
-        points += [(root[0] + size * dx * 0.15 * k, root[1] - size * 0.32 * k) for k in range(4)]
-    return np.array(points, np.float32)
 
 
 def test_hand_bones_cover_every_point_but_the_wrist() -> None:

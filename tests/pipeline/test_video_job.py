@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import pytest
 from clips import FPS, make_clip  # tests/clips.py: tests/ is on sys.path
+from synthetic_hands import hand_on_cheek  # tests/synthetic_hands.py
 
 import faceweave.pipeline.video_job as video_job
 from faceweave.analysis.analyser import FaceAnalyser
@@ -353,17 +354,6 @@ def test_swap_video_keeps_frames_order_audio_and_background(
     assert list(tmp_path.glob("*.tmp")) == [] and list(tmp_path.glob(".*.tmp")) == []
 
 
-def _cheek_hand(face: Face) -> Hand:
-    """An upright open hand with its fingers over the face's image-left cheek."""
-    points = face.landmarks_478[:, :2]
-    cheek = points[[50, 101, 118, 123, 147, 187, 205]].mean(0)
-    size = float(np.hypot(*(points[263] - points[33]))) * 0.7
-    fan = [(0.0, 1.4)] + [(-0.3 - 0.2 * k, 1.2 - 0.25 * k) for k in range(4)]
-    for dx in (-0.35, -0.1, 0.15, 0.4):
-        fan += [(dx + dx * 0.15 * k, 0.45 - 0.32 * k) for k in range(4)]
-    return Hand((cheek + size * np.array(fan)).astype(np.float32), 0.9, "left")
-
-
 def test_a_video_keeps_the_hands_its_tracker_finds(
     astronaut_clip: Path,
     tmp_path: Path,
@@ -375,7 +365,7 @@ def test_a_video_keeps_the_hands_its_tracker_finds(
     in MediaPipe's tracking mode, in a stage of its own) and every frame keeps them."""
     before, _ = decode(astronaut_clip)
     first = analyser.get_faces(before[0])[0]
-    template = _cheek_hand(first)
+    template = hand_on_cheek(first)
     made: list[dict[str, Any]] = []
     given: list[Hand] = []
 

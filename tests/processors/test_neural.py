@@ -21,6 +21,7 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     tiny_swapper,
 )
 from onnx import TensorProto  # noqa: E402
+from synthetic_hands import hand_on_cheek  # noqa: E402  (tests/ is on sys.path)
 
 import faceweave as fw  # noqa: E402
 from faceweave.analysis.hands import Hand  # noqa: E402
@@ -543,13 +544,7 @@ class _OneHand:
     """A hand finder that reports one hand, over the face's image-left cheek."""
 
     def __init__(self, face: Face) -> None:
-        points = face.landmarks_478[:, :2]
-        cheek = points[[50, 101, 118, 123, 147, 187, 205]].mean(0)
-        size = float(np.hypot(*(points[263] - points[33]))) * 0.7
-        fan = [(0.0, 1.4)] + [(-0.3 - 0.2 * k, 1.2 - 0.25 * k) for k in range(4)]
-        for dx in (-0.35, -0.1, 0.15, 0.4):
-            fan += [(dx + dx * 0.15 * k, 0.45 - 0.32 * k) for k in range(4)]
-        self.hand = Hand((cheek + size * np.array(fan)).astype(np.float32), 0.9, "left")
+        self.hand = hand_on_cheek(face)
 
     def find(self, frame: np.ndarray, boxes: list) -> list[Hand]:
         return [self.hand]

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import cv2
 import numpy as np
 import pytest
+from synthetic_hands import hand_on_cheek  # tests/synthetic_hands.py: tests/ is on sys.path
 
 import faceweave.processors.swap as swap_module
 from faceweave.analysis.analyser import FaceAnalyser
@@ -4840,21 +4841,6 @@ class _Hands:
         pass
 
 
-def _hand_on_cheek(face: Face) -> Hand:
-    """An upright open hand whose fingers lie over the face's image-left cheek: the
-    wrist below the jaw, the palm as long as a third of the face."""
-    points = face.landmarks_478[:, :2]
-    cheek = points[[50, 101, 118, 123, 147, 187, 205]].mean(0)
-    size = float(np.hypot(*(points[263] - points[33]))) * 0.7
-    wrist = cheek + np.array([0.0, 1.4 * size])
-    landmarks = [wrist]
-    landmarks += [wrist + size * np.array([-0.3 - 0.2 * k, -0.2 - 0.25 * k]) for k in range(4)]
-    for finger, dx in enumerate((-0.35, -0.1, 0.15, 0.4)):
-        root = wrist + size * np.array([dx, -(1.0 if finger == 1 else 0.95)])
-        landmarks += [root + size * np.array([dx * 0.15 * k, -0.32 * k]) for k in range(4)]
-    return Hand(np.array(landmarks, np.float32), 0.9, "left")
-
-
 class TestHands:
     def test_a_hand_over_the_face_stays_the_targets(
         self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
@@ -4863,7 +4849,7 @@ class TestHands:
         face, to the grey level inside it; and the rest of the face is swapped as if
         it were not there: a dark hand (a glove, one in shadow) is measured neither for
         the colour match nor for the light, which it had darkened."""
-        hand = _hand_on_cheek(grace_hopper_face)
+        hand = hand_on_cheek(grace_hopper_face)
         silhouette = hand_silhouette(hand.landmarks, grace_hopper.shape[:2])
         gloved = grace_hopper.copy()
         gloved[silhouette > 0.5] = (40, 40, 40)
@@ -4901,7 +4887,7 @@ class TestHands:
         np.testing.assert_array_equal(kept.swap(grace_hopper, grace_hopper_face), grace_hopper)
         given = swapper.with_options(mask_hands=True)
         given._hand_finder = _Hands([], fail=True)
-        hand = _hand_on_cheek(grace_hopper_face)
+        hand = hand_on_cheek(grace_hopper_face)
         out = given.swap(grace_hopper, grace_hopper_face, hands=[hand])
         x, y = np.round(hand.landmarks[9]).astype(int)  # the middle finger's root
         np.testing.assert_array_equal(
