@@ -135,6 +135,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="with --reference: check identities in the session's own process",
     )
+    parser.add_argument(
+        "--mask-hands",
+        action="store_true",
+        help="keep hands in front of the face (the swap's --mask-hands: MediaPipe's hand "
+        "tracking over the frames; the clip shows none, so this times the search)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT_DIR / "live")
     return parser.parse_args(argv)
 
@@ -199,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             redetect_every=args.redetect_every,
             frame_skip=args.frame_skip,
             duration=args.seconds,
+            options={"mask_hands": True} if args.mask_hands else None,
             **selection,
         )
         print(f"  {stats.summary()} ({time.perf_counter() - began:.1f} s)")
