@@ -10,7 +10,9 @@ the Friends photo (img_p05 of the development set) that it finds on a crop round
 his face. So :class:`MediaPipeHands` looks on a square crop round each face
 (:data:`HAND_REACH` box sizes out from its middle), shrunk to at most
 :data:`HAND_CROP_SIZE` px, and maps the points back to the frame; a hand that two
-faces' crops both show is kept once.
+faces' crops both show is kept once. A video's frames, in order, are looked at
+whole in MediaPipe's tracking mode instead (``tracking``): each hand is looked for
+where the last frame showed it, and is lost far less often from frame to frame.
 """
 
 from __future__ import annotations
