@@ -135,6 +135,7 @@ class FrameProcessor:
         # With a swapper that keeps hands (mask_hands): MediaPipe's hand tracking over
         # the session's frames, built on the first such frame.
         self._hands: MediaPipeHands | None = None
+        self._hand_pool: ThreadPoolExecutor | None = None
 
     def warm_up(self) -> None:
         """Load the models now (called once in the worker thread at session start)."""
@@ -149,15 +150,21 @@ class FrameProcessor:
         self.warm_up()
         assert self._tracker is not None
         image: Frame = np.asarray(frame.to_ndarray(format="bgr24"), np.uint8)
-        faces = [tracked.face for tracked in self._tracker.update(image, time.monotonic())]
         swapper = self.swapper
+        # With mask_hands the hands are tracked on the whole frame beside its face
+        # analysis (MediaPipe leaves Python's lock), not after it.
+        pending = None
+        if swapper is not None and swapper.options.mask_hands and swapper.options.fusion > 0.0:
+            if self._hands is None:
+                self._hands = MediaPipeHands(tracking=True)
+                self._hand_pool = ThreadPoolExecutor(1, thread_name_prefix="faceweave-live-hands")
+            assert self._hand_pool is not None
+            whole = (0.0, 0.0, float(image.shape[1]), float(image.shape[0]))
+            pending = self._hand_pool.submit(self._hands.find, image, [whole])
+        faces = [tracked.face for tracked in self._tracker.update(image, time.monotonic())]
         if swapper is not None and faces:
             try:
-                hands = None
-                if swapper.options.mask_hands and swapper.options.fusion > 0.0:
-                    if self._hands is None:
-                        self._hands = MediaPipeHands(tracking=True)
-                    hands = self._hands.find(image, [face.bbox for face in faces])
+                hands = pending.result() if pending is not None else None
                 image = swapper.swap(image, faces, hands=hands)
                 self.error = None
             except Exception as exc:  # noqa: BLE001 - a failing model must not stop the stream
@@ -173,6 +180,11 @@ class FrameProcessor:
                     )
                 self.error = message
         else:
+            if pending is not None:
+                # Waited for, so the tracker is done with this frame before the next; a
+                # failure shows in the next frame with a face, where it is reported.
+                with contextlib.suppress(Exception):
+                    pending.result()
             self.error = None  # no swap tried: none failed
         out = VideoFrame.from_ndarray(image, format="bgr24")
         out.pts = frame.pts
@@ -180,7 +192,10 @@ class FrameProcessor:
         return out, len(faces)
 
     def close(self) -> None:
-        """Free the hand tracker, if one was built (called in the worker thread)."""
+        """Free the hand tracker, if one was built (called once the worker is done)."""
+        if self._hand_pool is not None:
+            self._hand_pool.shutdown(wait=True)
+            self._hand_pool = None
         if self._hands is not None:
             self._hands.close()
             self._hands = None
