@@ -619,6 +619,12 @@ def _add_analyse_parser(commands: Any) -> None:
         "--debug", type=Path, metavar="OUT.png", help="write an overlay of the faces"
     )
     analyse.add_argument(
+        "--hands",
+        action="store_true",
+        help="also list the hands round each face, as swap's --mask-hands finds them "
+        "(and outline them in --debug)",
+    )
+    analyse.add_argument(
         "--max-faces",
         type=positive_int,
         default=DEFAULT_MAX_FACES,
@@ -1924,16 +1930,32 @@ def _run_analyse(args: argparse.Namespace) -> int:
     else:
         frame = read_image(image_path, max_pixels=args.max_pixels)
     faces = order_faces(_faces_in(_still_analyser(args), frame, image_path), args.face_order)
+    # Each face's hands, as swap --mask-hands finds them for a still (a crop round it).
+    near: list[list[Any]] = [[] for _ in faces]
+    if args.hands and faces:
+        finder = fw.MediaPipeHands()
+        try:
+            near = [finder.find(frame, [face.bbox]) for face in faces]
+        finally:
+            finder.close()
     if args.json:
         records = [_face_record(face, landmarks=args.landmarks) for face in faces]
+        if args.hands:
+            for record, hands in zip(records, near, strict=True):
+                record["hands"] = [_hand_record(hand) for hand in hands]
         print(json.dumps(records, indent=2))
     else:
         height, width = frame.shape[:2]
         print(f"{where}: {width}x{height}, {len(faces)} face(s)")
         for index, face in enumerate(faces):
             print(_face_line(index, face))
+            for hand in near[index]:
+                print(_hand_line(hand))
     if args.debug is not None:
-        write_image(args.debug, fw.draw_debug(frame, faces))
+        from faceweave.analysis.hands import distinct_hands
+
+        shown = distinct_hands([hand for hands in near for hand in hands])  # (two faces' crops)
+        write_image(args.debug, fw.draw_debug(frame, faces, hands=[h.landmarks for h in shown]))
     if not faces:
         raise NoFaceError(f"{where}: no face found")
     return EXIT_OK
@@ -1955,6 +1977,24 @@ def _face_record(face: Face, *, landmarks: bool) -> dict[str, Any]:
             [round(float(v), 2) for v in point] for point in face.landmarks_478
         ]
     return record
+
+
+def _hand_record(hand: Any) -> dict[str, Any]:
+    """A hand (see faceweave.analysis.hands.Hand) as JSON: its 21 points, score, side."""
+    return {
+        "side": hand.side,
+        "score": round(float(hand.score), 4),
+        "landmarks": [[round(float(v), 2) for v in point] for point in hand.landmarks],
+    }
+
+
+def _hand_line(hand: Any) -> str:
+    x0, y0 = (float(v) for v in hand.landmarks.min(axis=0))
+    x1, y1 = (float(v) for v in hand.landmarks.max(axis=0))
+    return (
+        f"  hand ({hand.side}, {hand.score:.2f}): points within "
+        f"({x0:.0f},{y0:.0f})-({x1:.0f},{y1:.0f})"
+    )
 
 
 def _face_line(index: int, face: Face) -> str:

@@ -890,6 +890,37 @@ def test_analyze_alias_with_landmarks_and_debug(images: Images, tmp_path: Path) 
 
 
 @pytest.mark.slow
+def test_analyse_lists_the_hands_round_each_face(
+    images: Images, shared_faces: Path, tmp_path: Path
+) -> None:
+    """``analyse --hands``: each face's record lists the hands round it (none round
+    Grace Hopper's; Chandler's fist round his face in the Friends photo), the text
+    output a line under the face, and --debug outlines it; without --hands no key."""
+    plain = _run("analyse", images.target_png, "--json", cwd=tmp_path)
+    assert plain.returncode == EXIT_OK, plain.stderr
+    assert "hands" not in json.loads(plain.stdout)[0]
+    none = _run("analyse", images.target_png, "--json", "--hands", cwd=tmp_path)
+    assert none.returncode == EXIT_OK, none.stderr
+    assert [record["hands"] for record in json.loads(none.stdout)] == [[]]
+    friends = shared_faces / "img_p05_friends_multiface.jpg"
+    debug = tmp_path / "hands.png"
+    found = _run("analyse", friends, "--json", "--hands", "--debug", debug, cwd=tmp_path)
+    assert found.returncode == EXIT_OK, found.stderr
+    records = json.loads(found.stdout)
+    chandler = min(records, key=lambda r: abs(r["bbox"][0] - 418) + abs(r["bbox"][1] - 145))
+    assert len(chandler["hands"]) == 1
+    hand = chandler["hands"][0]
+    assert len(hand["landmarks"]) == 21 and hand["side"] in ("left", "right")
+    assert hand["landmarks"][0][1] > chandler["bbox"][3] - 30  # the wrist under the chin
+    overlay = read_image(debug).astype(np.int16)
+    magenta = (overlay[..., 0] > 200) & (overlay[..., 1] < 60) & (overlay[..., 2] > 200)
+    assert magenta[180:290, 450:540].sum() > 50
+    text = _run("analyse", friends, "--hands", cwd=tmp_path)
+    assert text.returncode == EXIT_OK, text.stderr
+    assert "  hand (" in text.stdout
+
+
+@pytest.mark.slow
 def test_analyse_text_and_no_face(images: Images, tmp_path: Path) -> None:
     result = _run("analyse", images.target_png, cwd=tmp_path)
     assert result.returncode == EXIT_OK, result.stderr
