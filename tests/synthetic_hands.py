@@ -3,6 +3,9 @@ order), and one laid over a face's cheek, as a hand finder would report it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from faceweave.analysis.hands import Hand
@@ -34,3 +37,51 @@ def hand_on_cheek(face: Face) -> Hand:
     size = float(np.hypot(*(points[263] - points[33]))) * 0.7
     wrist = cheek + np.array([0.0, 1.4 * size])
     return Hand(open_hand((float(wrist[0]), float(wrist[1])), size), 0.9, "left")
+
+
+class FakeHands:
+    """A stand-in for MediaPipeHands: reports ``report(frame, boxes)`` (no hand by
+    default), recording how it was made, how often it was asked and whether it was
+    closed; with ``fail`` any look is an error (where no hand must be looked for)."""
+
+    def __init__(
+        self,
+        report: Callable[[np.ndarray, list[Any]], list[Hand]] | None = None,
+        *,
+        fail: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self.report = report or (lambda frame, boxes: [])
+        self.fail = fail
+        self.kwargs = kwargs
+        self.calls = 0
+        self.closed = False
+
+    def find(self, frame: np.ndarray, boxes: Sequence[Any]) -> list[Hand]:
+        if self.fail:
+            raise AssertionError("no hands are looked for here")
+        self.calls += 1
+        return list(self.report(frame, list(boxes)))
+
+    def track(self, frame: np.ndarray) -> list[Hand]:
+        return self.find(frame, [(0.0, 0.0, float(frame.shape[1]), float(frame.shape[0]))])
+
+    def close(self) -> None:
+        self.closed = True
+
+    def record(self) -> dict[str, Any]:
+        """How it was made, how often asked, whether closed."""
+        return {"kwargs": self.kwargs, "calls": self.calls, "closed": self.closed}
+
+
+def fake_hands_class(
+    made: list[FakeHands], report: Callable[[np.ndarray, list[Any]], list[Hand]] | None = None
+) -> Callable[..., FakeHands]:
+    """What to put in MediaPipeHands' place: each finder it makes (a FakeHands reporting
+    ``report``) is appended to ``made``."""
+
+    def make(**kwargs: Any) -> FakeHands:
+        made.append(FakeHands(report, **kwargs))
+        return made[-1]
+
+    return make

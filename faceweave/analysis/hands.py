@@ -174,15 +174,23 @@ class MediaPipeHands:
 
     def find(self, frame: Frame, boxes: Sequence[BBox]) -> list[Hand]:
         """The hands on the crops round the faces in ``boxes`` (see the module), or with
-        ``tracking`` on the whole frame; none where no box is given."""
+        ``tracking`` on the whole frame (:meth:`track`); none where no box is given."""
         if not boxes:
             return []
+        if self.tracking:
+            return self.track(frame)
+        crops = [(*face_crop(box, frame.shape, self.reach), self.crop_size) for box in boxes]
+        return self._look(frame, crops)
+
+    def track(self, frame: Frame) -> list[Hand]:
+        """The hands on the whole frame (within :data:`HAND_FRAME_SIZE`): with
+        ``tracking``, a video's next frame, each hand looked for where the last frame
+        showed it (a live session looks while its faces are still being found)."""
         height, width = frame.shape[:2]
-        crops = (
-            [(0, 0, width, height, HAND_FRAME_SIZE)]
-            if self.tracking
-            else [(*face_crop(box, frame.shape, self.reach), self.crop_size) for box in boxes]
-        )
+        return self._look(frame, [(0, 0, width, height, HAND_FRAME_SIZE)])
+
+    def _look(self, frame: Frame, crops: Sequence[tuple[int, ...]]) -> list[Hand]:
+        """The hands on each (x0, y0, x1, y1, most px) crop of ``frame``, in its pixels."""
         found: list[Hand] = []
         for x0, y0, x1, y1, most in crops:
             if x1 - x0 < 16 or y1 - y0 < 16:

@@ -52,7 +52,7 @@ from faceweave.processors.engines import swap_options
 from faceweave.processors.neural import AnySwapper, uses_creases
 from faceweave.processors.swap import SourcePhotos, SwapOptions
 from faceweave.runtime import STOP_SIGNALS, StopSignal, handling_signals
-from faceweave.types import BBox, Face, Frame
+from faceweave.types import Face
 
 if (
     TYPE_CHECKING
@@ -150,11 +150,6 @@ class LiveStats:
             f"{self.frames_processed} frames in {self.wall_s:.1f} s ({self.fps:.1f} fps), "
             f"{latency}, {self.frames_captured} captured, {self.frames_dropped} dropped"
         )
-
-
-def _whole(image: Frame) -> BBox:
-    """The whole frame as a box."""
-    return (0.0, 0.0, float(image.shape[1]), float(image.shape[0]))
 
 
 def run_live(
@@ -281,7 +276,7 @@ def run_live(
         # The hands are looked for on the whole frame while its faces are (MediaPipe
         # leaves Python's lock: the two run on both cores), not after them.
         pending = (
-            hand_pool.submit(hands.find, packet.image, [_whole(packet.image)])
+            hand_pool.submit(hands.track, packet.image)
             if hand_pool is not None
             and hands is not None
             and controls.enabled

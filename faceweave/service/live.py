@@ -159,8 +159,7 @@ class FrameProcessor:
                 self._hands = MediaPipeHands(tracking=True)
                 self._hand_pool = ThreadPoolExecutor(1, thread_name_prefix="faceweave-live-hands")
             assert self._hand_pool is not None
-            whole = (0.0, 0.0, float(image.shape[1]), float(image.shape[0]))
-            pending = self._hand_pool.submit(self._hands.find, image, [whole])
+            pending = self._hand_pool.submit(self._hands.track, image)
         faces = [tracked.face for tracked in self._tracker.update(image, time.monotonic())]
         if swapper is not None and faces:
             try:

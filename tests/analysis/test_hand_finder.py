@@ -75,3 +75,25 @@ def test_a_fist_under_the_chin_is_found(finder: MediaPipeHands, shared_faces: Pa
     # Looked for round two faces whose crops both show it: still one hand.
     ross = min(faces, key=lambda face: np.hypot(face.bbox[0] - 552, face.bbox[1] - 58))
     assert len(finder.find(frame, [chandler.bbox, ross.bbox])) == 1
+
+
+def test_the_video_finder_looks_at_the_whole_frame(shared_faces: Path) -> None:
+    """In tracking mode the whole frame is looked at (``track``; ``find`` the same once
+    a face is given, nothing without one): the hand round the microphone at Lin-Manuel
+    Miranda's mouth in the Hamilton clip, tracked over frames 96-100."""
+    from faceweave.io.video import VideoReader
+
+    tracker = MediaPipeHands(tracking=True)
+    try:
+        frames = [f.image for f in VideoReader(shared_faces / "vid_p01_hamilton_clip.mp4")]
+        for frame in frames[96:100]:
+            tracker.track(frame)
+        hands = tracker.track(frames[100])
+        assert len(hands) >= 1
+        x0, y0 = hands[0].landmarks.min(axis=0)
+        x1, y1 = hands[0].landmarks.max(axis=0)
+        assert 0 <= x0 < x1 <= frames[100].shape[1] and 0 <= y0 < y1 <= frames[100].shape[0]
+        assert tracker.find(frames[100], []) == []
+        assert len(tracker.find(frames[100], [(0.0, 0.0, 10.0, 10.0)])) >= 1
+    finally:
+        tracker.close()

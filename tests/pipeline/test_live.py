@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from clips import make_clip  # tests/clips.py: tests/ is on sys.path under pytest
 from portraits import small_source_photo  # tests/portraits.py: tests/ is on sys.path
+from synthetic_hands import FakeHands, fake_hands_class  # tests/synthetic_hands.py
 
 import faceweave.pipeline.video_job as video_job
 from faceweave.analysis.analyser import FaceAnalyser
@@ -132,21 +133,13 @@ def test_a_live_session_tracks_hands_only_with_mask_hands(
 ) -> None:
     """With mask_hands one tracking hand finder follows the session's frames (looked at
     where a face is swapped) and is closed at its end; without it none is made."""
-    made: list[dict[str, Any]] = []
+    made: list[FakeHands] = []
 
-    class Tracker:
-        def __init__(self, **kwargs: Any) -> None:
-            made.append({"kwargs": kwargs, "calls": 0, "closed": False})
+    def none_round(frame: np.ndarray, boxes: list[Any]) -> list[Any]:
+        assert boxes
+        return []
 
-        def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Any]:
-            assert boxes
-            made[-1]["calls"] += 1
-            return []
-
-        def close(self) -> None:
-            made[-1]["closed"] = True
-
-    monkeypatch.setattr(video_job, "MediaPipeHands", Tracker)
+    monkeypatch.setattr(video_job, "MediaPipeHands", fake_hands_class(made, none_round))
     for options in ({}, {"mask_hands": True}):
         capture = FilePacer(live_clip)
         output = FileOutput(tmp_path / "hands.mkv", capture.width, capture.height, capture.fps)
@@ -159,9 +152,9 @@ def test_a_live_session_tracks_hands_only_with_mask_hands(
             handle_sigint=False,
         )
         assert stats.frames_processed > 0
-    assert len(made) == 1 and made[0]["kwargs"] == {"tracking": True}
-    assert 0 < made[0]["calls"] <= stats.frames_processed
-    assert made[0]["closed"] is True
+    assert len(made) == 1 and made[0].kwargs == {"tracking": True}
+    assert 0 < made[0].calls <= stats.frames_processed
+    assert made[0].closed is True
 
 
 def test_a_live_recording_is_marked_as_synthetic(

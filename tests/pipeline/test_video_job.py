@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 from clips import FPS, make_clip  # tests/clips.py: tests/ is on sys.path
-from synthetic_hands import hand_on_cheek  # tests/synthetic_hands.py
+from synthetic_hands import FakeHands, fake_hands_class, hand_on_cheek  # tests/synthetic_hands.py
 
 import faceweave.pipeline.video_job as video_job
 from faceweave.analysis.analyser import FaceAnalyser
@@ -366,25 +366,17 @@ def test_a_video_keeps_the_hands_its_tracker_finds(
     before, _ = decode(astronaut_clip)
     first = analyser.get_faces(before[0])[0]
     template = hand_on_cheek(first)
-    made: list[dict[str, Any]] = []
+    made: list[FakeHands] = []
     given: list[Hand] = []
 
-    class Tracker:
-        def __init__(self, **kwargs: Any) -> None:
-            made.append({"kwargs": kwargs, "calls": 0, "closed": False})
+    def moving_hand(frame: np.ndarray, boxes: list[Any]) -> list[Hand]:
+        # The hand moves with the face (the clip slides sideways).
+        (box,) = boxes
+        shift = np.array([box[0] - first.bbox[0], box[1] - first.bbox[1]], np.float32)
+        given.append(Hand(template.landmarks + shift, 0.9, "left"))
+        return [given[-1]]
 
-        def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Hand]:
-            # The hand moves with the face (the clip slides sideways).
-            (box,) = boxes
-            shift = np.array([box[0] - first.bbox[0], box[1] - first.bbox[1]], np.float32)
-            made[-1]["calls"] += 1
-            given.append(Hand(template.landmarks + shift, 0.9, "left"))
-            return [given[-1]]
-
-        def close(self) -> None:
-            made[-1]["closed"] = True
-
-    monkeypatch.setattr(video_job, "MediaPipeHands", Tracker)
+    monkeypatch.setattr(video_job, "MediaPipeHands", fake_hands_class(made, moving_hand))
     plain_out, kept_out = tmp_path / "plain.mp4", tmp_path / "kept.mp4"
     swap_video([grace_hopper_face], astronaut_clip, plain_out, analyser=analyser)
     assert made == []  # no finder without the option
@@ -395,7 +387,9 @@ def test_a_video_keeps_the_hands_its_tracker_finds(
         options={"mask_hands": True},
         analyser=analyser,
     )
-    assert made == [{"kwargs": {"tracking": True}, "calls": 30, "closed": True}]
+    assert [finder.record() for finder in made] == [
+        {"kwargs": {"tracking": True}, "calls": 30, "closed": True}
+    ]
     assert "hands" in stats.stage_ms
     plain, kept = decode(plain_out)[0], decode(kept_out)[0]
     for index in (0, 29):

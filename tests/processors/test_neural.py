@@ -21,10 +21,9 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     tiny_swapper,
 )
 from onnx import TensorProto  # noqa: E402
-from synthetic_hands import hand_on_cheek  # noqa: E402  (tests/ is on sys.path)
+from synthetic_hands import FakeHands, hand_on_cheek  # noqa: E402  (tests/ is on sys.path)
 
 import faceweave as fw  # noqa: E402
-from faceweave.analysis.hands import Hand  # noqa: E402
 from faceweave.core.facemodel import load_face_model  # noqa: E402
 from faceweave.core.hands import hand_silhouette  # noqa: E402
 from faceweave.errors import (  # noqa: E402
@@ -540,19 +539,6 @@ def test_an_enhanced_swapper_restores_the_swapped_faces_of_either_engine(
         assert enhanced.with_options(fusion=0.5).enhancer is enhancer
 
 
-class _OneHand:
-    """A hand finder that reports one hand, over the face's image-left cheek."""
-
-    def __init__(self, face: Face) -> None:
-        self.hand = hand_on_cheek(face)
-
-    def find(self, frame: np.ndarray, boxes: list) -> list[Hand]:
-        return [self.hand]
-
-    def close(self) -> None:
-        pass
-
-
 def test_hands_stay_in_front_of_a_restored_face(
     models: dict,
     enhancers: dict,
@@ -562,8 +548,9 @@ def test_hands_stay_in_front_of_a_restored_face(
 ) -> None:
     """The enhancer redraws its whole crop: with mask_hands the hands are laid back
     over its output too, for either engine."""
-    finder = _OneHand(astronaut_face)
-    silhouette = hand_silhouette(finder.hand.landmarks, astronaut.shape[:2])
+    hand = hand_on_cheek(astronaut_face)
+    finder = FakeHands(lambda frame, boxes: [hand])
+    silhouette = hand_silhouette(hand.landmarks, astronaut.shape[:2])
     inside = cv2.erode((silhouette == 1.0).astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
     for swapper in (fw.Swapper(grace_hopper_face), _swapper(models, grace_hopper_face)):
         enhanced = EnhancedSwapper(swapper, FaceEnhancer(enhancers["darker"]))

@@ -36,6 +36,7 @@ from av import VideoFrame  # noqa: E402
 from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import JSONResponse  # noqa: E402
 from portraits import in_small_source, small_source_photo  # noqa: E402  (tests/ on sys.path)
+from synthetic_hands import FakeHands, fake_hands_class  # noqa: E402  (tests/ on sys.path)
 
 from faceweave.errors import FaceweaveError  # noqa: E402
 from faceweave.service.app import require_key  # noqa: E402
@@ -672,22 +673,9 @@ def test_a_processor_with_mask_hands_tracks_hands_and_keeps_them(
     swap; without the option none is built."""
     import faceweave as fw
     import faceweave.service.live as service_live
-    from faceweave.analysis.hands import Hand
 
-    made: list[dict[str, Any]] = []
-
-    class Tracker:
-        def __init__(self, **kwargs: Any) -> None:
-            made.append({"kwargs": kwargs, "calls": 0, "closed": False})
-
-        def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Hand]:
-            made[-1]["calls"] += 1
-            return []
-
-        def close(self) -> None:
-            made[-1]["closed"] = True
-
-    monkeypatch.setattr(service_live, "MediaPipeHands", Tracker)
+    made: list[FakeHands] = []
+    monkeypatch.setattr(service_live, "MediaPipeHands", fake_hands_class(made))
     given: list[Any] = []
 
     class Recorder:
@@ -709,7 +697,9 @@ def test_a_processor_with_mask_hands_tracks_hands_and_keeps_them(
     processor.swapper = Recorder(plain.with_options(mask_hands=True))  # type: ignore[assignment]
     processor.process(frame)
     processor.process(frame)
-    assert made == [{"kwargs": {"tracking": True}, "calls": 2, "closed": False}]
+    assert [finder.record() for finder in made] == [
+        {"kwargs": {"tracking": True}, "calls": 2, "closed": False}
+    ]
     assert given[1:] == [[], []]
     processor.close()
-    assert made[0]["closed"] is True
+    assert made[0].closed is True
