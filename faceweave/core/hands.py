@@ -28,6 +28,7 @@ __all__ = [
     "HAND_FINGER_WIDTH",
     "HAND_POINTS",
     "hand_silhouette",
+    "hands_area",
     "keep_hands",
 ]
 
@@ -113,6 +114,26 @@ def hand_silhouette(
     # wrist's are as wide as a finger.
     cv2.polylines(mask, [hull], True, 255, stroke, cv2.LINE_AA, shift)
     return mask.astype(np.float32) * np.float32(1.0 / 255.0)
+
+
+def hands_area(
+    hands: Sequence[NDArray[np.floating]],
+    shape: tuple[int, int],
+    *,
+    offset: tuple[float, float] = (0.0, 0.0),
+    scale: float = 1.0,
+    finger_width: float = HAND_FINGER_WIDTH,
+) -> NDArray[np.float32]:
+    """The area all of ``hands`` cover (each hand's landmarks, as for
+    :func:`hand_silhouette`, which the other arguments are): their silhouettes' maximum,
+    (H, W) float32, all 0 with no hand."""
+    area = np.zeros(shape, np.float32)
+    for landmarks in hands:
+        silhouette = hand_silhouette(
+            landmarks, shape, offset=offset, scale=scale, finger_width=finger_width
+        )
+        np.maximum(area, silhouette, out=area)
+    return area
 
 
 def keep_hands(

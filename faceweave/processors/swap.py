@@ -60,7 +60,7 @@ from faceweave.core.facemodel import (
     load_face_model,
 )
 from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_normals
-from faceweave.core.hands import hand_silhouette, keep_hands
+from faceweave.core.hands import hands_area, keep_hands
 from faceweave.core.raster import Raster, rasterize
 from faceweave.core.shape import IdentityShape
 from faceweave.errors import InputError, NoFaceError, UnknownOptionError, UsageError
@@ -882,11 +882,7 @@ def _source_hands(
     x0, y0, x1, y1 = face_crop(face.bbox, image.shape)
     if x1 <= x0 or y1 <= y0:
         return None
-    held = np.zeros((y1 - y0, x1 - x0), np.float32)
-    for hand in hands:
-        held = np.maximum(
-            held, hand_silhouette(hand.landmarks, (y1 - y0, x1 - x0), offset=(x0, y0))
-        )
+    held = hands_area([hand.landmarks for hand in hands], (y1 - y0, x1 - x0), offset=(x0, y0))
     texels = cv2.remap(
         held,
         map_xy[..., 0] - np.float32(x0),
@@ -3777,14 +3773,12 @@ class Swapper(FaceSwapping):
         if hands:
             # A hand in front of the face (mask_hands) is the target's, as an occluder is:
             # its colour and light are not the face's, to match or to blend into it.
-            held = np.zeros((ph, pw), np.float32)
-            for hand in hands:
-                held = np.maximum(
-                    held,
-                    hand_silhouette(
-                        hand.landmarks, (ph, pw), offset=(x0, y0), scale=float(np.mean(to_proc))
-                    ),
-                )
+            held = hands_area(
+                [hand.landmarks for hand in hands],
+                (ph, pw),
+                offset=(x0, y0),
+                scale=float(np.mean(to_proc)),
+            )
             if held.any():
                 keep_target = keep_target * (1.0 - held)
                 skin = skin * (held < 0.5)

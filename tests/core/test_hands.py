@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from synthetic_hands import open_hand  # tests/synthetic_hands.py: tests/ is on sys.path
 
-from faceweave.core.hands import HAND_BONES, HAND_POINTS, hand_silhouette, keep_hands
+from faceweave.core.hands import HAND_BONES, HAND_POINTS, hand_silhouette, hands_area, keep_hands
 
 
 def test_hand_bones_cover_every_point_but_the_wrist() -> None:
@@ -98,3 +98,15 @@ def test_keep_hands_with_no_hands_changes_nothing() -> None:
 def test_keep_hands_refuses_frames_of_other_sizes() -> None:
     with pytest.raises(ValueError, match="shape"):
         keep_hands(np.zeros((8, 8, 3), np.uint8), np.zeros((8, 9, 3), np.uint8), [open_hand()])
+
+
+def test_hands_area_is_their_silhouettes_together() -> None:
+    left, right = open_hand((40.0, 100.0), 30.0), open_hand((90.0, 110.0), 35.0)
+    area = hands_area([left, right], (128, 120), offset=(5.0, 3.0), scale=0.9)
+    both = np.maximum(
+        hand_silhouette(left, (128, 120), offset=(5.0, 3.0), scale=0.9),
+        hand_silhouette(right, (128, 120), offset=(5.0, 3.0), scale=0.9),
+    )
+    np.testing.assert_array_equal(area, both)
+    assert area.dtype == np.float32
+    assert float(hands_area([], (8, 9)).max()) == 0.0 and hands_area([], (8, 9)).shape == (8, 9)

@@ -11,11 +11,13 @@ from typing import Any, NamedTuple
 import cv2
 import numpy as np
 import pytest
-from synthetic_hands import hand_on_cheek  # tests/synthetic_hands.py: tests/ is on sys.path
+from synthetic_hands import (  # tests/synthetic_hands.py: tests/ is on sys.path
+    FakeHands,
+    hand_on_cheek,
+)
 
 import faceweave.processors.swap as swap_module
 from faceweave.analysis.analyser import FaceAnalyser
-from faceweave.analysis.hands import Hand
 from faceweave.core import creases
 from faceweave.core.brows import BrowLift, brow_lifts
 from faceweave.core.facemodel import FaceModel, load_face_model
@@ -4825,22 +4827,6 @@ def test_a_surgical_mask_over_the_nose_stays_in_front(
         assert region.sum() > 20 and _kept(out, masked, region) < 0.5
 
 
-class _Hands:
-    """A hand finder that hands back the given hands and counts its calls (or fails)."""
-
-    def __init__(self, hands: list[Hand], fail: bool = False) -> None:
-        self.hands, self.fail, self.calls = hands, fail, 0
-
-    def find(self, frame: np.ndarray, boxes: list[Any]) -> list[Hand]:
-        if self.fail:
-            raise AssertionError("no hands are looked for here")
-        self.calls += 1
-        return list(self.hands)
-
-    def close(self) -> None:
-        pass
-
-
 class TestHands:
     def test_a_hand_over_the_face_stays_the_targets(
         self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
@@ -4854,7 +4840,7 @@ class TestHands:
         gloved = grace_hopper.copy()
         gloved[silhouette > 0.5] = (40, 40, 40)
         kept = swapper.with_options(mask_hands=True)
-        finder = _Hands([hand])
+        finder = FakeHands(lambda frame, boxes: [hand])
         kept._hand_finder = finder
         out = kept.swap(gloved, grace_hopper_face)
         assert finder.calls == 1
@@ -4876,17 +4862,17 @@ class TestHands:
         self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
     ) -> None:
         plain = swapper.with_options()
-        plain._hand_finder = _Hands([], fail=True)
+        plain._hand_finder = FakeHands(fail=True)
         np.testing.assert_array_equal(
             plain.swap(grace_hopper, grace_hopper_face),
             swapper.swap(grace_hopper, grace_hopper_face),
         )
         # Nor at fusion 0 (the target comes back), nor where the caller gives them.
         kept = swapper.with_options(mask_hands=True, fusion=0.0)
-        kept._hand_finder = _Hands([], fail=True)
+        kept._hand_finder = FakeHands(fail=True)
         np.testing.assert_array_equal(kept.swap(grace_hopper, grace_hopper_face), grace_hopper)
         given = swapper.with_options(mask_hands=True)
-        given._hand_finder = _Hands([], fail=True)
+        given._hand_finder = FakeHands(fail=True)
         hand = hand_on_cheek(grace_hopper_face)
         out = given.swap(grace_hopper, grace_hopper_face, hands=[hand])
         x, y = np.round(hand.landmarks[9]).astype(int)  # the middle finger's root
@@ -4895,7 +4881,7 @@ class TestHands:
         )
         # No hand found: the plain swap.
         none = swapper.with_options(mask_hands=True)
-        none._hand_finder = _Hands([])
+        none._hand_finder = FakeHands()
         np.testing.assert_array_equal(
             none.swap(grace_hopper, grace_hopper_face),
             swapper.swap(grace_hopper, grace_hopper_face),
