@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from faceweave.analysis.analyser import FaceAnalyser
     from faceweave.analysis.hands import Hand, MediaPipeHands
+    from faceweave.analysis.occluder import FaceOccluder, Occlusion
     from faceweave.analysis.selection import face_distance, order_faces, select_faces
     from faceweave.api import FacePredictor, get_many_faces, get_one_face
     from faceweave.errors import (
@@ -54,6 +55,8 @@ _EXPORTS = {
     "FaceAnalyser": "faceweave.analysis.analyser",
     "Hand": "faceweave.analysis.hands",
     "MediaPipeHands": "faceweave.analysis.hands",
+    "FaceOccluder": "faceweave.analysis.occluder",
+    "Occlusion": "faceweave.analysis.occluder",
     "face_distance": "faceweave.analysis.selection",
     "order_faces": "faceweave.analysis.selection",
     "select_faces": "faceweave.analysis.selection",
@@ -96,6 +99,7 @@ __all__ = [
     "Face",
     "FaceAnalyser",
     "FaceEnhancer",
+    "FaceOccluder",
     "FacePredictor",
     "FaceweaveError",
     "Frame",
@@ -105,6 +109,7 @@ __all__ = [
     "MediaPipeHands",
     "NeuralSwapper",
     "NoFaceError",
+    "Occlusion",
     "OutputError",
     "Pose",
     "SourceModel",

@@ -33,6 +33,8 @@ EXECUTION_PROVIDERS = ENGINES["mesh"]
 NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
 # ... and the face enhancer, for either engine.
 ENHANCER_SETUP = ("enhancer_model", "enhancer_blend", "enhancer_weight")
+# ... and the face occluder, for either engine.
+OCCLUDER_SETUP = ("occluder_model",)
 
 
 def _source_key(photo: object) -> object:
@@ -106,7 +108,9 @@ class FacePredictor:
             ``pixel_boost=``. Either engine takes ``enhancer_model=`` (a face
             restoration model's ``.onnx`` file, see :class:`~faceweave.FaceEnhancer`)
             and ``enhancer_blend=`` (0..1, default 0.8) and ``enhancer_weight=``
-            (CodeFormer's fidelity, 0..1, default 1).
+            (CodeFormer's fidelity, 0..1, default 1), and ``occluder_model=`` (a face
+            occluder's ``.onnx`` file, see :class:`~faceweave.FaceOccluder`: what it
+            finds in front of a face stays the target's).
         execution_provider: ``cpu`` (the embedded engine runs on the CPU); for
             ``inswapper`` any onnxruntime provider this machine has (``cuda``...).
         **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
@@ -117,8 +121,10 @@ class FacePredictor:
     ) -> None:
         if model not in ENGINES:
             raise UsageError(f"unknown model {model!r}; available: {', '.join(ENGINES)}")
-        # The embedded engine runs on the CPU; an enhancer's model may run elsewhere.
-        providers = ENGINES["inswapper"] if "enhancer_model" in options else ENGINES[model]
+        # The embedded engine runs on the CPU; an enhancer's or occluder's model may run
+        # elsewhere.
+        runs_onnx = any(name in options for name in ("enhancer_model", *OCCLUDER_SETUP))
+        providers = ENGINES["inswapper"] if runs_onnx else ENGINES[model]
         if execution_provider not in providers:
             raise UsageError(
                 f"execution provider {execution_provider!r} is not available for the "
@@ -126,6 +132,7 @@ class FacePredictor:
             )
         setup = {name: options.pop(name) for name in NEURAL_SETUP if name in options}
         restore = {name: options.pop(name) for name in ENHANCER_SETUP if name in options}
+        occlude = {name: options.pop(name) for name in OCCLUDER_SETUP if name in options}
         if restore and "enhancer_model" not in restore:
             given = ", ".join(f"{name}=" for name in restore)
             raise UsageError(f"{given} is for enhancer_model= (an .onnx file)")
@@ -148,6 +155,7 @@ class FacePredictor:
             enhancer_model=restore.get("enhancer_model"),  # type: ignore[arg-type]
             enhancer_blend=restore.get("enhancer_blend", ENHANCER_BLEND),  # type: ignore[arg-type]
             enhancer_weight=restore.get("enhancer_weight", 1.0),  # type: ignore[arg-type]
+            occluder_model=occlude.get("occluder_model"),  # type: ignore[arg-type]
             execution_provider=execution_provider,
         )
         settings.check_options(checked, name=lambda n: f"{n}=")

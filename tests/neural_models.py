@@ -169,3 +169,79 @@ def tiny_enhancer(
         inits,
         path,
     )
+
+
+# Green: the colour the tiny occluder takes for something in front of the face.
+OCCLUDER_GREEN = (0, 255, 0)
+
+
+def green_patch(frame: np.ndarray, face, radius: float = 0.12) -> tuple[np.ndarray, np.ndarray]:
+    """``frame`` with a green disc (what the tiny occluder takes for something in front of
+    the face) on the face's left cheek (image left), ``radius`` of the face's size, and
+    the disc's mask (bool)."""
+    import cv2
+
+    centre = face.landmarks_478[205, :2]  # the cheek below the image-left eye
+    out = frame.copy()
+    disc = np.zeros(frame.shape[:2], np.uint8)
+    cv2.circle(disc, tuple(int(v) for v in centre), int(radius * face.size), 1, -1)
+    out[disc > 0] = OCCLUDER_GREEN
+    return out, disc.astype(bool)
+
+
+def tiny_occluder(
+    path: Path,
+    *,
+    size: int | str = 256,
+    channels_last: bool = True,
+    output: str = "mask",
+    input_type: int = TensorProto.FLOAT,
+    nan: bool = False,
+) -> Path:
+    """A face occluder's signature (DeepFaceLab's XSeg: input ``in_face:0`` [1, S, S, 3],
+    BGR in 0..1 -> ``out_mask:0`` [1, S, S, 1], the face's visibility): what is green
+    (G over both B and R by a tenth or more) is covered (0), the rest seen (1):
+    ``1 - clip(8 * (G - max(B, R)), 0, 1)``. ``channels_last`` False: [1, 3, S, S] in,
+    [1, 1, S, S] out. ``size`` may be a name (a dimension the file leaves open).
+    ``output``: ``mask`` (as above), ``flat`` ([1, S, S]) or ``rgb`` (three channels:
+    a wrong signature). ``nan``: the output is NaN (a model that misbehaves)."""
+    axis = 3 if channels_last else 1
+    image = [1, size, size, 3] if channels_last else [1, 3, size, size]
+    inits = [
+        numpy_helper.from_array(np.array(8.0, np.float32), "gain"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+    ]
+    first = "x32"
+    nodes = [helper.make_node("Cast", ["in_face:0"], [first], to=TensorProto.FLOAT)]
+    nodes += [
+        helper.make_node("Split", [first], ["b", "g", "r"], axis=axis),
+        helper.make_node("Max", ["b", "r"], ["other"]),
+        helper.make_node("Sub", ["g", "other"], ["green"]),
+        helper.make_node("Mul", ["green", "gain"], ["strong"]),
+        helper.make_node("Clip", ["strong", "zero", "one"], ["covered"]),
+        helper.make_node("Sub", ["one", "covered"], ["seen"]),
+    ]
+    shape: list = [1, size, size, 1] if channels_last else [1, 1, size, size]
+    last = "seen"
+    if nan:
+        nodes.append(helper.make_node("Div", ["zero", "zero"], ["nan"]))
+        nodes.append(helper.make_node("Add", [last, "nan"], ["seen_nan"]))
+        last = "seen_nan"
+    if output == "flat":
+        inits.append(numpy_helper.from_array(np.array([axis], np.int64), "axes"))
+        nodes.append(helper.make_node("Squeeze", [last, "axes"], ["out_mask:0"]))
+        shape = [1, size, size]
+    elif output == "rgb":
+        nodes.append(helper.make_node("Concat", [last, last, last], ["out_mask:0"], axis=axis))
+        shape = [1, size, size, 3] if channels_last else [1, 3, size, size]
+    else:
+        nodes.append(helper.make_node("Identity", [last], ["out_mask:0"]))
+    return _save(
+        nodes,
+        "tiny_occluder",
+        [helper.make_tensor_value_info("in_face:0", input_type, image)],
+        [helper.make_tensor_value_info("out_mask:0", TensorProto.FLOAT, shape)],
+        inits,
+        path,
+    )

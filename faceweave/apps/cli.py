@@ -1035,14 +1035,12 @@ def _check_quality_used(args: argparse.Namespace, outputs: list[Path]) -> None:
 
 def _check_execution_provider(args: argparse.Namespace, engine: EngineSettings | None) -> None:
     """A GPU provider where no ONNX model runs is a usage error: it would do nothing."""
-    runs_onnx = args.detector != "mediapipe" or (
-        engine is not None and (engine.neural or engine.enhancer_model is not None)
-    )
+    runs_onnx = args.detector != "mediapipe" or (engine is not None and not engine.embedded_only)
     if args.execution_provider != "cpu" and not runs_onnx:
         raise UsageError(
             f"--execution-provider {args.execution_provider} runs ONNX models (--engine "
-            "inswapper, --enhancer-model, --detector yunet); the embedded engine and "
-            "MediaPipe run on the CPU"
+            "inswapper, --enhancer-model, --occluder-model, --detector yunet); the embedded "
+            "engine and MediaPipe run on the CPU"
         )
 
 

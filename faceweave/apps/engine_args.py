@@ -1,7 +1,7 @@
 """The engine's command-line options, shared by ``swap``, ``live`` and ``serve``.
 
 :func:`add_engine_options` adds ``--engine``, the neural engine's model files and the
-face enhancer's; :func:`engine_settings` turns them into an
+face enhancer's and the face occluder's; :func:`engine_settings` turns them into an
 :class:`~faceweave.processors.engines.EngineSettings`, checking the flags (and the
 files' presence) before any model loads.
 """
@@ -23,8 +23,9 @@ _DEFAULT = EngineSettings()
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """``--engine``, ``--swapper-model``, ``--embedder-model``, ``--pixel-boost`` and
-    the ``--enhancer-*`` options (``--execution-provider`` is the caller's)."""
+    """``--engine``, ``--swapper-model``, ``--embedder-model``, ``--pixel-boost``, the
+    ``--enhancer-*`` options and ``--occluder-model`` (``--execution-provider`` is the
+    caller's)."""
     engine = parser.add_argument_group(
         "neural engine",
         "ONNX models you bring (faceweave ships no weights); --execution-provider runs them",
@@ -79,6 +80,18 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         metavar="0..1",
         help="CodeFormer's fidelity (its 'weight' input; default 1); other models have none",
     )
+    occluder = parser.add_argument_group(
+        "face occluder",
+        "an ONNX face occluder you bring, for either engine",
+    )
+    occluder.add_argument(
+        "--occluder-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="DeepFaceLab's XSeg exported to ONNX (FaceFusion's xseg_1) or a model with its "
+        "signature: what it finds in front of a face (a hand, a microphone, hair) stays the "
+        "target's",
+    )
 
 
 def option_flag(name: str) -> str:
@@ -120,6 +133,7 @@ def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None
         enhancer_weight=(
             _DEFAULT.enhancer_weight if args.enhancer_weight is None else args.enhancer_weight
         ),
+        occluder_model=args.occluder_model,
         execution_provider=args.execution_provider,
     ).validated()
     if options is not None:

@@ -3,7 +3,8 @@
 The command line (``swap``, ``live``), the Python API and the service
 (``faceweave serve``) take the same settings: the embedded ``mesh`` engine (no model
 files), or ``inswapper`` on ONNX models the user brings, either of them optionally
-followed by a face enhancer (see :mod:`faceweave.processors.neural`)::
+followed by a face enhancer (see :mod:`faceweave.processors.neural`), and either of them
+optionally with a face occluder (see :mod:`faceweave.analysis.occluder`)::
 
     engine = SwapEngine(EngineSettings(engine="inswapper",
                                        swapper_model=Path("inswapper_128.onnx"),
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from faceweave.analysis.occluder import FaceOccluder
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.errors import InputError, UsageError
 from faceweave.processors.neural import (
@@ -52,6 +54,8 @@ __all__ = [
 # mesh: the embedded engine; inswapper: InsightFace's inswapper_128 or a model with its
 # signature, on files the user brings.
 ENGINE_NAMES = ("mesh", "inswapper")
+# The settings that name model files.
+_MODEL_FILES = ("swapper_model", "embedder_model", "enhancer_model", "occluder_model")
 
 
 def check_model_file(path: Path) -> None:
@@ -73,6 +77,8 @@ class EngineSettings:
         enhancer_model: a face restoration model's ``.onnx`` file, for either engine.
         enhancer_blend: how much of the restored face is used, 0..1.
         enhancer_weight: CodeFormer's fidelity input, 0..1.
+        occluder_model: a face occluder's ``.onnx`` file (XSeg), for either engine:
+            what it finds in front of a face stays the target's.
         execution_provider: onnxruntime provider of the models (``cpu``, ``cuda``...).
     """
 
@@ -83,11 +89,12 @@ class EngineSettings:
     enhancer_model: Path | None = None
     enhancer_blend: float = ENHANCER_BLEND
     enhancer_weight: float = 1.0
+    occluder_model: Path | None = None
     execution_provider: str = "cpu"
 
     def __post_init__(self) -> None:
         # Paths may be given as strings (or any path-like), as the models' own classes take them.
-        for name in ("swapper_model", "embedder_model", "enhancer_model"):
+        for name in _MODEL_FILES:
             value = getattr(self, name)
             if isinstance(value, (str, os.PathLike)) and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(os.fspath(value)))
@@ -99,8 +106,8 @@ class EngineSettings:
 
     @property
     def embedded_only(self) -> bool:
-        """The embedded engine with no enhancer: no model file at all."""
-        return not self.neural and self.enhancer_model is None
+        """The embedded engine with no enhancer or occluder: no model file at all."""
+        return not self.neural and self.enhancer_model is None and self.occluder_model is None
 
     def validated(self) -> EngineSettings:
         """``self`` when the settings are usable and the named files exist; else a
@@ -119,7 +126,7 @@ class EngineSettings:
         checked_pixel_boost(self.pixel_boost)
         checked_enhancer_number("blend", self.enhancer_blend, 1.0)  # numpy numbers too; refuses NaN
         checked_enhancer_number("weight", self.enhancer_weight, 1.0)
-        for name in ("swapper_model", "embedder_model", "enhancer_model"):
+        for name in _MODEL_FILES:
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):
                 raise InputError(f"{name} is a .onnx file's path, got {type(value).__name__}")
@@ -134,8 +141,9 @@ class EngineSettings:
             raise UsageError(
                 "swapper model, embedder model and pixel boost are for the inswapper engine"
             )
-        if self.enhancer_model is not None:
-            check_model_file(self.enhancer_model)
+        for path in (self.enhancer_model, self.occluder_model):
+            if path is not None:
+                check_model_file(path)
         return self
 
     def check_options(
@@ -201,6 +209,11 @@ class SwapEngine:
             if s.enhancer_model is not None
             else None
         )
+        self.occluder = (
+            FaceOccluder(s.occluder_model, execution_provider=s.execution_provider)
+            if s.occluder_model is not None
+            else None
+        )
 
     @property
     def name(self) -> str:
@@ -227,6 +240,8 @@ class SwapEngine:
                 pixel_boost=self.settings.pixel_boost,
                 **options.__dict__,
             )
+        if self.occluder is not None:
+            base = base.with_occluder(self.occluder)
         if self.enhancer is None:
             return base
         return EnhancedSwapper(base, self.enhancer.with_feather(options.feather))

@@ -63,9 +63,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.hands import Hand
+from faceweave.analysis.occluder import FaceOccluder, Occlusion, lay_back
 from faceweave.analysis.onnx_backend import OnnxModel, check_model_file
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
+from faceweave.core.align import ARCFACE_TEMPLATE, aligned_crop, alignment
 from faceweave.core.facemodel import load_face_model
 from faceweave.core.geometry import umeyama
 from faceweave.core.hands import hand_silhouette, keep_hands
@@ -104,19 +106,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-# ArcFace's five-point template at 112 px (eyes, nose tip, mouth corners, image-left
-# first): the alignment the recogniser, and inswapper after it, were trained on.
-ARCFACE_TEMPLATE = np.array(
-    [
-        [38.2946, 51.6963],
-        [73.5318, 51.5014],
-        [56.0252, 71.7366],
-        [41.5493, 92.3655],
-        [70.7299, 92.2041],
-    ],
-    np.float64,
-)
 
 # FFHQ's five-point template (as fractions of the crop's side): the alignment face
 # restoration models (GFPGAN, GPEN, CodeFormer) were trained on.
@@ -159,29 +148,6 @@ FUSION_FADE_IN = 0.2
 PIXEL_BOOSTS = (1, 2, 3, 4)
 # Frame pixels around the box of what the swap changes, pasted back too.
 PASTE_MARGIN = 2
-
-
-def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
-    """(2, 3) similarity that takes a face's five points (``Face.landmarks_5``, frame
-    pixels) to ArcFace's template at ``size`` px: scaled by
-    size/112 for multiples of 112, else by size/128 and moved 8*size/128 px right
-    (the 128-px crops inswapper was trained on)."""
-    if size % 112 == 0:
-        template = ARCFACE_TEMPLATE * (size / 112)
-    else:
-        template = ARCFACE_TEMPLATE * (size / 128) + np.array([8 * size / 128, 0.0])
-    rotation, scale, translation = umeyama(np.asarray(points5, np.float64)[:, :2], template)
-    return np.hstack([scale * rotation, translation[:, None]])
-
-
-def aligned_crop(frame: Frame, matrix: NDArray[np.float64], size: int) -> Frame:
-    """The aligned crop; beyond the frame's edges the frame is continued (no black
-    border for the model to take for part of the face, or for the paste-back and the
-    blend to bring in)."""
-    crop = cv2.warpAffine(
-        frame, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-    )
-    return np.asarray(crop, np.uint8)
 
 
 def _border_taper(size: int, width: float) -> NDArray[np.float32]:
@@ -666,7 +632,13 @@ class NeuralSwapper(FaceSwapping):
             lips=opts.mask_lips,
         )
 
-    def _swap_into(self, out: Frame, target_face: Face, hands: Sequence[Hand] = ()) -> None:
+    def _swap_into(
+        self,
+        out: Frame,
+        target_face: Face,
+        hands: Sequence[Hand] = (),
+        occlusion: Occlusion | None = None,
+    ) -> None:
         opts = self.options
         size = self.model.size * self.pixel_boost
         points = target_face.landmarks_5
@@ -683,6 +655,9 @@ class NeuralSwapper(FaceSwapping):
             # over nor measured for the colour match (it is laid back afterwards).
             at = cv2.transform(hand.landmarks.reshape(1, -1, 2).astype(np.float64), matrix)[0]
             mask *= 1.0 - hand_silhouette(at, (size, size))
+        if occlusion is not None:
+            # What the occluder finds in front of the face, likewise.
+            mask *= occlusion.in_crop(cv2.invertAffineTransform(matrix), (size, size))
         if not mask.any():
             return
         if opts.color != "none":
@@ -835,21 +810,44 @@ class EnhancedSwapper:
         """The hands round the given faces (the swapper's finder)."""
         return self.swapper.hands_near(frame, faces)
 
+    @property
+    def occluder(self) -> FaceOccluder | None:
+        return self.swapper.occluder
+
+    def with_occluder(self, occluder: FaceOccluder | None) -> EnhancedSwapper:
+        """The same, its swapper with ``occluder`` (see FaceSwapping.with_occluder)."""
+        return EnhancedSwapper(self.swapper.with_occluder(occluder), self.enhancer)
+
+    def occlusions(self, frame: Frame, faces: list[Face] | Face) -> list[Occlusion | None]:
+        return self.swapper.occlusions(frame, faces)
+
     def swap(
-        self, frame: Frame, faces: list[Face] | Face, *, hands: Sequence[Hand] | None = None
+        self,
+        frame: Frame,
+        faces: list[Face] | Face,
+        *,
+        hands: Sequence[Hand] | None = None,
+        occlusions: Sequence[Occlusion | None] | None = None,
     ) -> Frame:
         # With mask_hands the hands go back over the restored faces too: the enhancer
-        # redraws its whole crop, fingers at the chin included.
+        # redraws its whole crop, fingers at the chin included; so with an occluder
+        # does what covers each face.
         if self.options.mask_hands and hands is None and self.options.fusion > 0.0:
             hands = self.swapper.hands_near(frame, faces)
-        out = self.swapper.swap(frame, faces, hands=hands)
+        if occlusions is None and self.options.fusion > 0.0:
+            occlusions = self.swapper.occlusions(frame, faces)
+        out = self.swapper.swap(frame, faces, hands=hands, occlusions=occlusions)
         strength = min(1.0, self.options.fusion / FUSION_FADE_IN)
         if strength <= 0.0:
             return out
-        out = self.enhancer.enhance(out, faces, strength=strength)
+        enhanced = self.enhancer.enhance(out, faces, strength=strength)
+        for face, occlusion in zip(target_faces(frame, faces), occlusions or (), strict=True):
+            cover = None if occlusion is None else occlusion.cover(face, frame.shape)
+            if cover is not None:
+                lay_back(enhanced, out[cover[0]], cover)
         if self.options.mask_hands and hands:
-            keep_hands(out, frame, [hand.landmarks for hand in hands])
-        return out
+            keep_hands(enhanced, frame, [hand.landmarks for hand in hands])
+        return enhanced
 
 
 # A swapper of any engine, enhanced or not: the pipelines and front ends take them all.

@@ -39,13 +39,14 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import cv2
 import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.hands import Hand, HandFinder, MediaPipeHands, face_crop
+from faceweave.analysis.occluder import FaceOccluder, Occlusion, lay_back
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core import creases, eyeball, lighting
@@ -3192,26 +3193,60 @@ def _same_person_advice(faces: list[Face]) -> list[str]:
     return lines
 
 
+_Swapping = TypeVar("_Swapping", bound="FaceSwapping")
+
+
 class FaceSwapping:
     """What the engines share: :meth:`swap` over the given faces, each swapped into
-    the output by the engine's ``_swap_into``, and with ``mask_hands`` the hands in
-    front of them laid back over it."""
+    the output by the engine's ``_swap_into``; with ``mask_hands`` the hands in front
+    of them laid back over it, and with an :attr:`occluder` what it finds in front of
+    each face."""
 
     options: SwapOptions
     # Built on the first swap that asks for it (see hands_near), one per swapper.
     _hand_finder: HandFinder | None = None
+    # An ONNX face occluder the user brings (see with_occluder); None: none.
+    occluder: FaceOccluder | None = None
+
+    def with_occluder(self: _Swapping, occluder: FaceOccluder | None) -> _Swapping:
+        """This swapper (sharing its source and models) with ``occluder``: whatever it
+        finds in front of a target face (a hand, a microphone, hair) stays the
+        target's, left out of what the swap measures on the target, as a hand is
+        with ``mask_hands``. None: no occluder."""
+        if occluder is not None and not isinstance(occluder, FaceOccluder):
+            raise InputError(f"occluder is a FaceOccluder, got {type(occluder).__name__}")
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.occluder = occluder
+        return other
+
+    def occlusions(self, frame: Frame, faces: list[Face] | Face) -> list[Occlusion | None]:
+        """What the occluder finds in front of each given face (None for each without
+        an occluder)."""
+        targets = target_faces(frame, faces)
+        if self.occluder is None:
+            return [None] * len(targets)
+        return [self.occluder.occlusion(frame, face) for face in targets]
 
     def swap(
-        self, frame: Frame, faces: list[Face] | Face, *, hands: Sequence[Hand] | None = None
+        self,
+        frame: Frame,
+        faces: list[Face] | Face,
+        *,
+        hands: Sequence[Hand] | None = None,
+        occlusions: Sequence[Occlusion | None] | None = None,
     ) -> Frame:
         """Swap every given target face in ``frame``; returns a new frame.
 
         With ``mask_hands``, the hands near those faces (``hands``, or when None
-        those :meth:`hands_near` finds) stay in front of them.
+        those :meth:`hands_near` finds) stay in front of them. With an occluder, what
+        covers each face (``occlusions``, one per face, or when None those
+        :meth:`occlusions` finds) stays the target's.
 
         Raises:
             InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, or ``faces`` is not
-                a Face or a list of them, or one was found in a frame of another size.
+                a Face or a list of them, or one was found in a frame of another size,
+                or ``occlusions`` are not one per face.
         """
         targets = target_faces(frame, faces)
         out = frame.copy()
@@ -3220,8 +3255,18 @@ class FaceSwapping:
         if self.options.mask_hands and hands is None:
             hands = self.hands_near(frame, targets)
         kept = list(hands) if self.options.mask_hands and hands else []
-        for face in targets:
-            self._swap_into(out, face, kept)
+        if occlusions is None:
+            occlusions = self.occlusions(frame, targets)
+        elif len(occlusions) != len(targets):
+            raise InputError(f"{len(occlusions)} occlusions given for {len(targets)} faces")
+        for face, occlusion in zip(targets, occlusions, strict=True):
+            cover = None if occlusion is None else occlusion.cover(face, frame.shape)
+            # What covers the face goes back as it was before this face's swap (not as
+            # the frame was: a neighbour swapped already keeps its swap).
+            before = None if cover is None else out[cover[0]].copy()
+            self._swap_into(out, face, kept, occlusion)
+            if cover is not None and before is not None:
+                lay_back(out, before, cover)
         if kept:
             keep_hands(out, frame, [hand.landmarks for hand in kept])
         return out
@@ -3236,10 +3281,17 @@ class FaceSwapping:
             self._hand_finder = MediaPipeHands()
         return self._hand_finder.find(frame, [face.bbox for face in targets])
 
-    def _swap_into(self, out: Frame, target_face: Face, hands: Sequence[Hand] = ()) -> None:
+    def _swap_into(
+        self,
+        out: Frame,
+        target_face: Face,
+        hands: Sequence[Hand] = (),
+        occlusion: Occlusion | None = None,
+    ) -> None:
         """Swap one target face, writing into ``out`` (which holds the target frame);
-        ``hands`` in front of it are left out of what is measured on the target (they
-        are laid back over the output afterwards)."""
+        ``hands`` in front of it, and what ``occlusion`` says covers it, are left out
+        of what is measured on the target (they are laid back over the output
+        afterwards)."""
         raise NotImplementedError
 
 
@@ -3515,6 +3567,7 @@ class Swapper(FaceSwapping):
             source = replace(merge_sources(models), advice=self.source.advice)
         swapper = Swapper(source, **opts.__dict__)
         swapper._photos = self._photos  # the photos it came from, for a later size change
+        swapper.occluder = self.occluder
         return swapper
 
     def _shape_amount(self, target_face: Face) -> float:
@@ -3622,7 +3675,13 @@ class Swapper(FaceSwapping):
         checks, and with ``mask_hands`` its hands kept)."""
         return self.swap(frame, [target_face])
 
-    def _swap_into(self, out: Frame, target_face: Face, hands: Sequence[Hand] = ()) -> None:
+    def _swap_into(
+        self,
+        out: Frame,
+        target_face: Face,
+        hands: Sequence[Hand] = (),
+        occlusion: Occlusion | None = None,
+    ) -> None:
         """Swap one target face, writing into ``out`` (which holds the target frame)."""
         frame = out
         opts = self.options
@@ -3782,6 +3841,12 @@ class Swapper(FaceSwapping):
             if held.any():
                 keep_target = keep_target * (1.0 - held)
                 skin = skin * (held < 0.5)
+        if occlusion is not None:
+            # What the occluder finds in front of the face, likewise.
+            to_frame = np.array([[1.0 / to_proc[0], 0.0, x0], [0.0, 1.0 / to_proc[1], y0]])
+            seen = occlusion.in_crop(to_frame, (pw, ph))
+            keep_target = keep_target * seen
+            skin = skin * (seen > 0.5)
         # How much of the band where frames sit stays the target's, for a source whose
         # glasses stay in its texture. On a turned head those glasses, drawn on the skin,
         # no longer read as glasses: their rims lie along the cheek as streaks (Grace

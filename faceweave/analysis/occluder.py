@@ -1,0 +1,212 @@
+"""What covers a face, from an ONNX face occluder a user brings (faceweave ships no weights).
+
+A face occluder segments the face that is seen in an aligned crop: 1 where its skin
+shows, 0 where something lies in front of it (a hand, a microphone, hair, a cup, a
+scarf) and outside it. DeepFaceLab's XSeg, exported to ONNX, is the model FaceFusion
+runs for its ``occlusion`` face mask. A swap that knows the area keeps the target's
+pixels there (``--occluder-model``; see :class:`~faceweave.processors.swap.FaceSwapping`).
+
+The model's contract, checked when it loads (another signature is one clear line):
+
+* one image input, float32 (or float16), either ``[1, S, S, 3]`` (channels last, as
+  XSeg's ``in_face:0``) or ``[1, 3, S, S]``; S = 256 where the file leaves it open.
+  The face is aligned by its five points to ArcFace's template at S px (the crop
+  inswapper sees, scaled: see :func:`~faceweave.core.align.alignment`), BGR, 0..1.
+* one output, ``[1, S, S, 1]``, ``[1, 1, S, S]`` or ``[1, S, S]``: the face's
+  visibility, 0..1.
+
+Around the model: its output is smoothed (a Gaussian of ``S / 128`` px) and what
+reads under one half taken as covered, ramping to seen at 1, so that an
+occluder's own edge stays covered rather than a soft mix of both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from faceweave.analysis.onnx_backend import OnnxModel
+from faceweave.core.align import aligned_crop, alignment
+from faceweave.errors import BackendError, InputError
+from faceweave.types import Face, Frame
+
+__all__ = ["OCCLUDER_SIZE", "FaceOccluder", "Occlusion", "lay_back"]
+
+# The crop's side where the model's file leaves it open (XSeg's).
+OCCLUDER_SIZE = 256
+# The model's output smoothed over this share of the crop's side (a Gaussian's sigma).
+OCCLUDER_SMOOTH = 1.0 / 128.0
+# A face's own area, for laying back what covers it: its mesh's outline grown by this
+# share of its size round its middle (an occluder at the jaw's edge is covered whole).
+FACE_AREA_GROWTH = 0.1
+_FLOAT_TYPES = ("tensor(float)", "tensor(float16)")
+
+
+@dataclass(frozen=True)
+class Occlusion:
+    """One face's occlusion, in the aligned crop the occluder saw.
+
+    Attributes:
+        visible: (S, S) float32, 1 where the face shows, 0 where something covers it
+            (and outside the face).
+        matrix: (2, 3) float64, frame pixels to the crop's pixels.
+    """
+
+    visible: NDArray[np.float32]
+    matrix: NDArray[np.float64]
+
+    def in_crop(self, to_frame: NDArray[np.floating], size: tuple[int, int]) -> NDArray[np.float32]:
+        """``visible`` in another crop of the frame: ``to_frame`` (2, 3) takes that crop's
+        pixels to the frame's, ``size`` is its (width, height). Outside what the
+        occluder saw the face counts as seen (1)."""
+        to_frame = np.asarray(to_frame, np.float64)
+        linear = self.matrix[:, :2] @ to_frame[:, :2]
+        shift = self.matrix[:, :2] @ to_frame[:, 2] + self.matrix[:, 2]
+        warped = cv2.warpAffine(
+            self.visible,
+            np.hstack([linear, shift[:, None]]),
+            size,
+            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=1.0,
+        )
+        return np.asarray(warped, np.float32)
+
+    def cover(
+        self, face: Face, shape: tuple[int, ...]
+    ) -> tuple[tuple[slice, slice], NDArray[np.float32]] | None:
+        """Where the frame (of ``shape``) shows something in front of ``face``: the box
+        (row and column slices) round the face's own area and, in it, (h, w, 1) how
+        much is covered (0..1); None where nothing is. Only the face's own area
+        (its mesh's outline, grown by FACE_AREA_GROWTH) counts: the crop shows its
+        neighbours too, which are no part of this face to keep."""
+        h, w = shape[:2]
+        hull = cv2.convexHull(face.landmarks_478[:, :2].astype(np.float32)).reshape(-1, 2)
+        middle = hull.mean(axis=0)
+        hull = middle + (hull - middle) * np.float32(1.0 + FACE_AREA_GROWTH)
+        x0, y0 = np.maximum(np.floor(hull.min(axis=0)).astype(int), 0)
+        x1 = min(w, int(np.ceil(hull[:, 0].max())) + 1)
+        y1 = min(h, int(np.ceil(hull[:, 1].max())) + 1)
+        if x1 - x0 < 2 or y1 - y0 < 2:
+            return None
+        to_frame = np.array([[1.0, 0.0, x0], [0.0, 1.0, y0]])
+        covered = 1.0 - self.in_crop(to_frame, (x1 - x0, y1 - y0))
+        area = np.zeros((y1 - y0, x1 - x0), np.uint8)
+        corners = np.round((hull - (x0, y0)) * 16).astype(np.int32)
+        cv2.fillConvexPoly(area, corners, 1, cv2.LINE_AA, 4)
+        covered *= area
+        if not covered.any():
+            return None
+        return (slice(y0, y1), slice(x0, x1)), covered[:, :, None]
+
+
+def lay_back(
+    out: Frame, before: Frame, cover: tuple[tuple[slice, slice], NDArray[np.float32]]
+) -> None:
+    """Put ``before`` (the pixels of ``cover``'s box as they were) back into ``out`` (in
+    place) where ``cover`` (from :meth:`Occlusion.cover`) says the face is covered."""
+    box, covered = cover
+    now = out[box].astype(np.float32)
+    mixed = now + covered * (before.astype(np.float32) - now)
+    out[box] = np.clip(mixed + 0.5, 0, 255).astype(np.uint8)
+
+
+def _side(shape: list[Any], path: Path) -> tuple[int, bool]:
+    """The square side S of the image input and whether its channels come last."""
+    dims = [d if isinstance(d, int) and d > 0 else None for d in shape]
+    if len(dims) == 4 and dims[0] in (1, None):
+        if dims[3] == 3 and dims[1] != 3:
+            sides, last = dims[1:3], True
+        elif dims[1] == 3:
+            sides, last = dims[2:4], False
+        else:
+            sides, last = [], False
+        if sides:
+            if None not in sides and sides[0] != sides[1]:
+                raise InputError(f"{path}: input {shape} is not square")
+            side = sides[0] or sides[1] or OCCLUDER_SIZE
+            if side < 16:
+                raise InputError(f"{path}: input {shape} is too small for a face")
+            return side, last
+    raise InputError(f"{path}: input {shape}, expected [1, size, size, 3] or [1, 3, size, size]")
+
+
+class FaceOccluder:
+    """Finds what covers each face with an ONNX occluder model (see the module).
+
+    Args:
+        model_path: the ``.onnx`` file (DeepFaceLab's XSeg exported to ONNX, as
+            FaceFusion's ``xseg_1``, or a model with its signature).
+        execution_provider: onnxruntime provider (``cpu``, ``cuda``...).
+
+    Example:
+        >>> occluder = FaceOccluder("xseg_1.onnx")  # doctest: +SKIP
+        >>> swapper = fw.Swapper(source_face).with_occluder(occluder)  # doctest: +SKIP
+    """
+
+    def __init__(self, model_path: str | Path, *, execution_provider: str = "cpu") -> None:
+        if not isinstance(model_path, (str, Path)):
+            raise InputError(f"the occluder model is a .onnx file's path, got {model_path!r}")
+        self.model = OnnxModel(
+            model_path, inputs=(), outputs=None, execution_provider=execution_provider
+        )
+        path = self.model.path
+        if len(self.model.input_shapes) != 1 or len(self.model.output_names) != 1:
+            raise InputError(
+                f"{path}: not a face occluder: expected one image input and one output, got "
+                f"inputs {list(self.model.input_shapes)} and outputs {self.model.output_names}"
+            )
+        ((self.input_name, shape),) = self.model.input_shapes.items()
+        self.size, self.channels_last = _side(shape, path)
+        kinds = {i.name: i.type for i in self.model.session.get_inputs()}
+        kinds["the output"] = self.model.session.get_outputs()[0].type
+        for name, kind in kinds.items():
+            if kind not in _FLOAT_TYPES:
+                raise InputError(f"{path}: {name} is {kind}, expected float32 or float16")
+        self._half = kinds[self.input_name] == "tensor(float16)"
+        declared = self.model.session.get_outputs()[0].shape
+        if not _fits_mask(list(declared), self.size):
+            raise InputError(
+                f"{path}: output {list(declared)}, expected [1, {self.size}, {self.size}, 1], "
+                f"[1, 1, {self.size}, {self.size}] or [1, {self.size}, {self.size}] (the mask)"
+            )
+
+    def run(self, crop: Frame) -> NDArray[np.float32]:
+        """The model's raw visibility of one aligned ``size`` px BGR crop, (S, S) 0..1."""
+        blob = crop.astype(np.float32) * np.float32(1.0 / 255.0)
+        blob = blob[None] if self.channels_last else blob.transpose(2, 0, 1)[None]
+        feeds = {
+            self.input_name: np.ascontiguousarray(blob.astype(np.float16) if self._half else blob)
+        }
+        (value,) = self.model.run(feeds).values()
+        if value.size != self.size * self.size:
+            raise BackendError(
+                f"{self.model.path.name}: output {list(value.shape)}, expected "
+                f"{self.size} x {self.size} values"
+            )
+        if not np.isfinite(value).all():
+            raise BackendError(f"{self.model.path.name}: the model's output is not finite (NaN)")
+        return np.clip(value.reshape(self.size, self.size), 0.0, 1.0).astype(np.float32)
+
+    def occlusion(self, frame: Frame, face: Face) -> Occlusion:
+        """What covers ``face`` in ``frame`` (see :class:`Occlusion`)."""
+        matrix = alignment(face.landmarks_5, self.size)
+        raw = self.run(aligned_crop(frame, matrix, self.size))
+        smooth = cv2.GaussianBlur(raw, (0, 0), max(0.5, OCCLUDER_SMOOTH * self.size))
+        visible = np.clip((smooth - 0.5) * 2.0, 0.0, 1.0).astype(np.float32)
+        return Occlusion(visible, matrix)
+
+
+def _fits_mask(declared: list[Any], size: int) -> bool:
+    """Whether an output declared ``declared`` may hold one size x size mask."""
+    known = [d if isinstance(d, int) and d > 0 else None for d in declared]
+    return any(
+        len(known) == len(layout)
+        and all(k in (None, e) for k, e in zip(known, layout, strict=True))
+        for layout in ([1, size, size, 1], [1, 1, size, size], [1, size, size])
+    )

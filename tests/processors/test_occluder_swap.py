@@ -1,0 +1,241 @@
+"""Swaps with a face occluder (FaceSwapping.with_occluder, ``--occluder-model``): what it
+finds in front of a target face stays the target's and is left out of what the swap
+measures on it, in both engines, under an enhancer and over several faces; and the
+occluder through the engine settings, the Python API and the command line. The
+occluder is a tiny ONNX model with XSeg's signature built here
+(tests/neural_models.py): green is what covers the face."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from neural_models import (  # noqa: E402  (tests/ is on sys.path)
+    green_patch,
+    tiny_embedder,
+    tiny_enhancer,
+    tiny_occluder,
+    tiny_swapper,
+)
+
+import faceweave as fw  # noqa: E402
+from faceweave.errors import EXIT_ERROR, EXIT_OK, InputError  # noqa: E402
+from faceweave.io.image import read_image, write_image  # noqa: E402
+from faceweave.processors.engines import EngineSettings, SwapEngine  # noqa: E402
+from faceweave.types import Face  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("occluded")
+    swapper, _, _ = tiny_swapper(root / "tint.onnx", tint=0.9)
+    return {
+        "occluder": tiny_occluder(root / "xseg.onnx"),
+        "embedder": tiny_embedder(root / "arcface.onnx"),
+        "swapper": swapper,
+        "enhancer": tiny_enhancer(root / "darker.onnx", scale=0.5, shift=-0.5),
+    }
+
+
+@pytest.fixture(scope="module")
+def occluder(files: dict[str, Path]) -> fw.FaceOccluder:
+    return fw.FaceOccluder(files["occluder"])
+
+
+def _changed(a: np.ndarray, b: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Each pixel's largest channel difference between ``a`` and ``b`` at ``where``."""
+    return np.abs(a[where].astype(int) - b[where].astype(int)).max(axis=1)
+
+
+def _regions(face: Face, disc: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """The disc's inside (clear of its edge) and the face's skin away from it."""
+    inner = cv2.erode(disc.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    face_area = np.zeros(shape[:2], np.uint8)
+    cv2.fillConvexPoly(face_area, cv2.convexHull(face.landmarks_478[:, :2].astype(np.int32)), 1)
+    face_area = cv2.erode(face_area, np.ones((25, 25), np.uint8)) > 0
+    near = cv2.dilate(disc.astype(np.uint8), np.ones((21, 21), np.uint8)) > 0
+    return inner, face_area & ~near
+
+
+def _check_kept(swapper, occluder, frame, bare_frame, disc, face, *, cast: bool) -> None:
+    """The plain swap paints over the disc; with the occluder the disc stays to the grey
+    level, the rest of the face is swapped as on the frame without the disc (with
+    ``cast``, the plain swap's colour match took the disc's green into the face)."""
+    inner, away = _regions(face, disc, frame.shape)
+    plain = swapper.swap(frame, [face])
+    kept = swapper.with_occluder(occluder).swap(frame, [face])
+    bare = swapper.swap(bare_frame, [face])
+    assert _changed(plain, frame, inner).mean() > 60
+    assert _changed(kept, frame, inner).max() <= 1
+    assert _changed(kept, frame, away).mean() > 20  # still swapped
+    assert np.median(_changed(kept, bare, away)) <= 2
+    if cast:
+        assert np.median(_changed(plain, bare, away)) >= 5
+
+
+def test_the_mesh_engine_keeps_what_covers_the_face(
+    occluder: fw.FaceOccluder, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    frame, disc = green_patch(astronaut, astronaut_face)
+    swapper = fw.Swapper(grace_hopper_face)
+    _check_kept(swapper, occluder, frame, astronaut, disc, astronaut_face, cast=True)
+
+
+@pytest.mark.parametrize("color", ["lct", "none"])
+def test_the_neural_engine_keeps_what_covers_the_face(
+    files: dict[str, Path],
+    occluder: fw.FaceOccluder,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+    color: str,
+) -> None:
+    frame, disc = green_patch(astronaut, astronaut_face)
+    swapper = fw.NeuralSwapper(
+        grace_hopper_face,
+        swapper_model=files["swapper"],
+        embedder_model=files["embedder"],
+        color=color,
+    )
+    _check_kept(swapper, occluder, frame, astronaut, disc, astronaut_face, cast=False)
+
+
+def test_an_enhancer_does_not_redraw_what_covers_the_face(
+    files: dict[str, Path],
+    occluder: fw.FaceOccluder,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    frame, disc = green_patch(astronaut, astronaut_face)
+    enhanced = fw.EnhancedSwapper(fw.Swapper(grace_hopper_face), fw.FaceEnhancer(files["enhancer"]))
+    _check_kept(enhanced, occluder, frame, astronaut, disc, astronaut_face, cast=True)
+    with_it = enhanced.with_occluder(occluder)
+    assert isinstance(with_it, fw.EnhancedSwapper) and with_it.occluder is occluder
+    assert enhanced.occluder is None
+
+
+def test_each_face_keeps_its_own_cover_and_its_neighbours_swap(
+    occluder: fw.FaceOccluder, pair_frame: np.ndarray, pair_faces: list[Face], astronaut_face: Face
+) -> None:
+    first, second = pair_faces[:2]
+    frame, disc = green_patch(pair_frame, first)
+    swapper = fw.Swapper(astronaut_face).with_occluder(occluder)
+    out = swapper.swap(frame, [first, second])
+    inner, away_first = _regions(first, disc, frame.shape)
+    _, away_second = _regions(second, np.zeros_like(disc), frame.shape)
+    assert _changed(out, frame, inner).max() <= 1
+    assert _changed(out, frame, away_first).mean() > 8  # swapped
+    # The second face is swapped as without the occluder (it covers nothing of it).
+    alone = fw.Swapper(astronaut_face).swap(frame, [second])
+    assert _changed(out, alone, away_second).max() <= 1
+
+
+def test_with_occluder_makes_a_copy_that_keeps_it(
+    occluder: fw.FaceOccluder, astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    swapper = fw.Swapper(grace_hopper_face)
+    occluded = swapper.with_occluder(occluder)
+    assert swapper.occluder is None and occluded.occluder is occluder
+    assert occluded.source is swapper.source  # the prepared source is shared
+    assert occluded.with_options(fusion=0.5).occluder is occluder
+    assert occluded.with_occluder(None).occluder is None
+    with pytest.raises(InputError, match="occluder is a FaceOccluder"):
+        swapper.with_occluder("xseg.onnx")  # type: ignore[arg-type]
+    assert occluded.occlusions(astronaut, [astronaut_face])[0] is not None
+    assert swapper.occlusions(astronaut, [astronaut_face]) == [None]
+    with pytest.raises(InputError, match="2 occlusions given for 1 faces"):
+        occluded.swap(astronaut, [astronaut_face], occlusions=[None, None])
+
+
+def test_fusion_0_runs_no_occluder(
+    files: dict[str, Path], astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    class Counting(fw.FaceOccluder):
+        calls = 0
+
+        def occlusion(self, frame: np.ndarray, face: Face) -> fw.Occlusion:
+            Counting.calls += 1
+            return super().occlusion(frame, face)
+
+    swapper = fw.Swapper(grace_hopper_face, fusion=0.0).with_occluder(Counting(files["occluder"]))
+    assert np.array_equal(swapper.swap(astronaut, [astronaut_face]), astronaut)
+    assert Counting.calls == 0
+    swapper.with_options(fusion=0.5).swap(astronaut, [astronaut_face])
+    assert Counting.calls == 1
+
+
+def test_the_engine_settings_load_the_occluder_once_for_every_swapper(
+    files: dict[str, Path], tmp_path: Path, grace_hopper_face: Face, astronaut_face: Face
+) -> None:
+    settings = EngineSettings(occluder_model=str(files["occluder"]))  # a string path too
+    assert settings.occluder_model == files["occluder"] and not settings.embedded_only
+    engine = SwapEngine(settings)
+    first, second = engine.swappers([[grace_hopper_face], [astronaut_face]])
+    assert first.occluder is engine.occluder and second.occluder is engine.occluder
+    enhanced = SwapEngine(
+        EngineSettings(occluder_model=files["occluder"], enhancer_model=files["enhancer"])
+    ).swapper(grace_hopper_face)
+    assert isinstance(enhanced, fw.EnhancedSwapper) and enhanced.occluder is not None
+    with pytest.raises(InputError, match="model file not found"):
+        EngineSettings(occluder_model=tmp_path / "missing.onnx").validated()
+    assert SwapEngine().swapper(grace_hopper_face).occluder is None
+
+
+def test_the_python_api_takes_an_occluder_model(
+    files: dict[str, Path], astronaut: np.ndarray, astronaut_face: Face, grace_hopper: np.ndarray
+) -> None:
+    frame, disc = green_patch(astronaut, astronaut_face)
+    predictor = fw.FacePredictor(occluder_model=files["occluder"])
+    out = predictor.swap(frame, grace_hopper, astronaut_face)
+    inner, away = _regions(astronaut_face, disc, frame.shape)
+    assert _changed(out, frame, inner).max() <= 1
+    assert _changed(out, frame, away).mean() > 20
+
+
+def _cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "faceweave", *map(str, args)],
+        cwd=cwd,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_command_line_swaps_with_an_occluder(
+    files: dict[str, Path],
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper: np.ndarray,
+    tmp_path: Path,
+) -> None:
+    frame, disc = green_patch(astronaut, astronaut_face)
+    write_image(tmp_path / "grace.png", grace_hopper)
+    write_image(tmp_path / "target.png", frame)
+    common = ["swap", "-s", "grace.png", "-t", "target.png", "--no-watermark"]
+    done = _cli(*common, "-o", "out.png", "--occluder-model", files["occluder"], cwd=tmp_path)
+    assert done.returncode == EXIT_OK, done.stderr
+    out = read_image(tmp_path / "out.png")
+    inner, away = _regions(astronaut_face, disc, frame.shape)
+    assert _changed(out, frame, inner).max() <= 1
+    assert _changed(out, frame, away).mean() > 20
+
+    missing = _cli(*common, "-o", "a.png", "--occluder-model", "nope.onnx", cwd=tmp_path)
+    assert missing.returncode == EXIT_ERROR
+    assert "nope.onnx: model file not found" in missing.stderr and "Traceback" not in missing.stderr
+    wrong = _cli(*common, "-o", "b.png", "--occluder-model", files["embedder"], cwd=tmp_path)
+    assert wrong.returncode == EXIT_ERROR
+    assert "(the mask)" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert not (tmp_path / "a.png").exists() and not (tmp_path / "b.png").exists()
