@@ -25,7 +25,9 @@ it reports the source preparation (``Swapper(...)``) once. Then the neural engin
 (``NeuralSwapper``) at pixel boost 1 and 2: with ``--swapper-model`` and
 ``--embedder-model``, your models; by default a pass-through model with
 inswapper's signature, built here, so that those rows are the engine's own cost
-around a model (alignment, mask, colour match, paste-back and blend).
+around a model (alignment, mask, colour match, paste-back and blend). Last, the
+embedded engine's swap with a face occluder (``--occluder-model``, or by default a tiny
+model with XSeg's signature built here: the cost around a model).
 
 Example:
     python benchmarks/speed.py
@@ -136,6 +138,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "give the engine's own cost around a model",
     )
     parser.add_argument("--embedder-model", type=Path, metavar="FILE.onnx")
+    parser.add_argument(
+        "--occluder-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="time the embedded engine's swap with this face occluder (XSeg's signature); "
+        "default: a tiny model with its signature, built here, so that the row gives the "
+        "cost around a model (the aligned crop, its mask warped into the swap; the test frame "
+        "shows nothing in front of the face)",
+    )
     return parser.parse_args(argv)
 
 
@@ -154,6 +165,19 @@ def neural_models(args: argparse.Namespace, folder: Path) -> tuple[Path, Path, s
         return None
     swap_model, _, _ = tiny_swapper(folder / "pass_through_inswapper.onnx")
     return swap_model, tiny_embedder(folder / "tiny_arcface.onnx"), "pass-through model"
+
+
+def occluder_model(args: argparse.Namespace, folder: Path) -> tuple[Path, str] | None:
+    """(occluder, what it is): the user's file, or a tiny model with its signature
+    (tests/neural_models.py) written to ``folder``; None without the onnx package."""
+    if args.occluder_model is not None:
+        return args.occluder_model, "your model"
+    try:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from neural_models import tiny_occluder
+    except ImportError:
+        return None
+    return tiny_occluder(folder / "tiny_occluder.onnx"), "tiny model"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,6 +285,17 @@ def main(argv: list[str] | None = None) -> int:
                     lambda s=neural: s.swap(frame, found[:1]), args.warmup, args.reps
                 )
                 print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
+
+        # The embedded engine with a face occluder: its cost around the model (and the
+        # model's own with your file).
+        occluder = occluder_model(args, out_dir)
+        if occluder is not None:
+            occluded = swapper.with_occluder(fw.FaceOccluder(occluder[0]))
+            name = f"occluder, {occluder[1]}"
+            variants[name] = bench(
+                lambda s=occluded: s.swap(frame, found[:1]), args.warmup, args.reps
+            )
+            print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
 
     rss = peak_rss_mib()
     if not found:

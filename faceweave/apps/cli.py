@@ -917,8 +917,19 @@ class _SwapJob:
         )
         if debug_path is not None:
             landmarks = [hand.landmarks for hand in hands or []]
+            # With --occluder-model, what it finds in front of the faces swapped.
+            swapped = [t.face for t in targets]
+            covers = [
+                cover
+                for face, occlusion in zip(
+                    swapped, self.swappers[0].occlusions(target_frame, swapped), strict=True
+                )
+                if occlusion is not None
+                and (cover := occlusion.cover(face, target_frame.shape)) is not None
+            ]
             write_image(
-                debug_path, fw.draw_debug(target_frame, [t.face for t in targets], hands=landmarks)
+                debug_path,
+                fw.draw_debug(target_frame, swapped, hands=landmarks, covers=covers),
             )
         references = self.map_references or (
             [self.reference_face] if self.reference_face is not None else []

@@ -1,4 +1,5 @@
-"""Debug overlay (like FaceFusion's face_debugger): boxes, mesh, mask outlines, pose, hands."""
+"""Debug overlay (like FaceFusion's face_debugger): boxes, mesh, mask outlines, pose, hands,
+and what a face occluder finds in front of the faces."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ _MESH = (80, 200, 80)
 _OVAL = (255, 160, 0)
 _HOLES = (0, 0, 255)
 _HAND = (255, 0, 255)
+_COVER = (0, 165, 255)
+# How strongly what an occluder finds in front of a face is tinted.
+COVER_ALPHA = 0.35
 
 
 def draw_debug(
@@ -28,10 +32,14 @@ def draw_debug(
     mesh: bool = True,
     mask: bool = True,
     hands: Sequence[NDArray[np.floating]] = (),
+    covers: Sequence[tuple[tuple[slice, slice], NDArray[np.float32]]] = (),
 ) -> Frame:
     """Return a copy of ``frame`` with each face's box, number, score, pose, mesh and
-    mask outlines (face oval; eye and mouth openings) drawn, and the outline and
-    bones of each of ``hands`` (their (21, 2) landmarks: what ``mask_hands`` keeps).
+    mask outlines (face oval; eye and mouth openings) drawn, the outline and
+    bones of each of ``hands`` (their (21, 2) landmarks: what ``mask_hands`` keeps),
+    and each of ``covers`` (a box and how much of it is covered, as
+    :meth:`~faceweave.Occlusion.cover` gives it: what a face occluder keeps) tinted
+    orange and outlined.
 
     The mesh is blended in at MESH_ALPHA so that a small face is not buried under its
     478 points; each label sits on a dark plate above its box (inside the frame), its
@@ -50,6 +58,8 @@ def draw_debug(
         out = cv2.addWeighted(layer, MESH_ALPHA, out, 1.0 - MESH_ALPHA, 0.0)
     for landmarks in hands:
         _draw_hand(out, np.asarray(landmarks, np.float64)[:, :2], thickness)
+    for box, covered in covers:
+        _draw_cover(out, box, covered[:, :, 0], thickness)
     for index, face in enumerate(faces):
         pts = face.landmarks_478[:, :2]
         if mask:
@@ -80,6 +90,20 @@ def _draw_hand(image: NDArray[np.uint8], points: NDArray[np.float64], thickness:
     at = np.round(points * 16).astype(np.int32)
     for a, b in HAND_BONES:
         cv2.line(image, tuple(at[a]), tuple(at[b]), _HAND, 1, cv2.LINE_AA, 4)
+
+
+def _draw_cover(
+    image: NDArray[np.uint8], box: tuple[slice, slice], covered: NDArray[np.float32], thickness: int
+) -> None:
+    """What an occluder finds in front of a face, tinted and outlined, in place."""
+    region = image[box]
+    tint = (covered * np.float32(COVER_ALPHA))[:, :, None]
+    colour = np.array(_COVER, np.float32)
+    region[...] = np.clip(region + tint * (colour - region), 0, 255).astype(np.uint8)
+    outline, _ = cv2.findContours(
+        (covered > 0.5).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE
+    )
+    cv2.drawContours(region, outline, -1, _COVER, thickness, cv2.LINE_AA)
 
 
 def _degrees(angle: float) -> str:

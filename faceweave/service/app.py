@@ -245,6 +245,9 @@ class Health(BaseModel):
         "mesh engine's own options are refused by another"
     )
     enhancer: bool = Field(description="swapped faces are restored by a face enhancer")
+    occluder: bool = Field(
+        description="a face occluder keeps what covers a face (a hand, a microphone) the target's"
+    )
 
 
 def _iso(seconds: float | None) -> str | None:
@@ -640,6 +643,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
             provenance=provenance_available(),
             engine=state.swap_engine.name,
             enhancer=state.swap_engine.enhancer is not None,
+            occluder=state.swap_engine.occluder is not None,
         )
 
     @app.post(

@@ -67,3 +67,17 @@ def test_hands_kept_are_outlined(astronaut: np.ndarray) -> None:
     assert magenta[300:420, 180:320].sum() > 100
     assert magenta.sum() == magenta[300:420, 180:320].sum()
     assert np.array_equal(draw_debug(astronaut, [], hands=[]), astronaut)
+
+
+def test_what_an_occluder_covers_is_tinted_and_outlined(astronaut: np.ndarray) -> None:
+    covered = np.zeros((60, 80, 1), np.float32)
+    covered[20:40, 30:50] = 1.0
+    box = (slice(100, 160), slice(200, 280))
+    out = draw_debug(astronaut, [], covers=[(box, covered)])
+    region = out[box].astype(int) - astronaut[box]
+    inside = region[25:35, 35:45]
+    # Tinted towards orange (BGR 0, 165, 255): red up, blue down, where it is covered only.
+    assert (inside[..., 2] >= 0).all() and (inside[..., 0] <= 0).all()
+    assert np.abs(inside).max() > 20
+    assert (out[:100] == astronaut[:100]).all() and (out[160:] == astronaut[160:]).all()
+    assert (region[:15] == 0).all() and (region[45:] == 0).all()  # outline 1 px off the edge

@@ -201,6 +201,37 @@ def test_the_python_api_takes_an_occluder_model(
     assert _changed(out, frame, away).mean() > 20
 
 
+def test_a_video_keeps_what_covers_the_face_on_every_frame(
+    occluder: fw.FaceOccluder,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+    tmp_path: Path,
+) -> None:
+    from clips import make_clip  # tests/clips.py
+
+    from faceweave.io.video import VideoReader
+    from faceweave.pipeline.video_job import swap_video
+
+    frame, _ = green_patch(astronaut, astronaut_face, radius=0.15)
+    clip = make_clip(tmp_path / "in.mp4", frame, frames=6, size=(400, 400), audio=False)
+
+    def green_pixels(path: Path) -> list[int]:
+        with VideoReader(path) as reader:
+            return [
+                int(((p.image[..., 1] > 180) & (p.image[..., [0, 2]].max(axis=2) < 90)).sum())
+                for p in reader
+            ]
+
+    before = green_pixels(clip)
+    swap_video([fw.Swapper(grace_hopper_face).with_occluder(occluder)], clip, tmp_path / "o.mp4")
+    swap_video([fw.Swapper(grace_hopper_face)], clip, tmp_path / "plain.mp4")
+    kept, plain = green_pixels(tmp_path / "o.mp4"), green_pixels(tmp_path / "plain.mp4")
+    assert len(kept) == len(before) == 6 and min(before) > 100
+    assert all(k >= 0.9 * b for k, b in zip(kept, before, strict=True))
+    assert all(p < 0.5 * b for p, b in zip(plain, before, strict=True))  # painted over
+
+
 def _cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "faceweave", *map(str, args)],
@@ -225,12 +256,18 @@ def test_command_line_swaps_with_an_occluder(
     write_image(tmp_path / "grace.png", grace_hopper)
     write_image(tmp_path / "target.png", frame)
     common = ["swap", "-s", "grace.png", "-t", "target.png", "--no-watermark"]
-    done = _cli(*common, "-o", "out.png", "--occluder-model", files["occluder"], cwd=tmp_path)
+    done = _cli(
+        *common,
+        *("-o", "out.png", "--occluder-model", files["occluder"], "--debug", "debug.png"),
+        cwd=tmp_path,
+    )
     assert done.returncode == EXIT_OK, done.stderr
     out = read_image(tmp_path / "out.png")
     inner, away = _regions(astronaut_face, disc, frame.shape)
     assert _changed(out, frame, inner).max() <= 1
     assert _changed(out, frame, away).mean() > 20
+    # The overlay tints what the occluder covers orange: the green disc takes red.
+    assert read_image(tmp_path / "debug.png")[inner][:, 2].mean() > 50 > frame[inner][:, 2].max()
 
     missing = _cli(*common, "-o", "a.png", "--occluder-model", "nope.onnx", cwd=tmp_path)
     assert missing.returncode == EXIT_ERROR

@@ -12,13 +12,20 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
 pytest.importorskip("onnx")
-from neural_models import tiny_embedder, tiny_enhancer, tiny_swapper  # noqa: E402
+from neural_models import (  # noqa: E402  (tests/ is on sys.path)
+    green_patch,
+    tiny_embedder,
+    tiny_enhancer,
+    tiny_occluder,
+    tiny_swapper,
+)
 
 from faceweave.analysis.analyser import FaceAnalyser  # noqa: E402
 from faceweave.errors import EXIT_ERROR, EXIT_USAGE, InputError, UsageError  # noqa: E402
@@ -44,6 +51,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "broken": broken,
         "embedder": tiny_embedder(root / "arcface.onnx"),
         "enhancer": tiny_enhancer(root / "darken.onnx", scale=0.6, shift=-0.3),
+        "occluder": tiny_occluder(root / "xseg.onnx"),
         "root": root,
     }
 
@@ -211,6 +219,36 @@ def test_an_enhancer_on_the_embedded_engine_restores_the_jobs_faces(
     # The darkening "restoration" (0.6 x - 0.3 in -1..1) took the face well below the
     # plain embedded swap; the job's light=0.3 is not the default, so compare in kind.
     assert result[rows, cols].mean() < plain[rows, cols].mean() - 40.0
+
+
+def test_an_occluder_keeps_what_covers_the_jobs_faces(
+    make_client: AppFactory,
+    models: dict[str, Path],
+    tmp_path: Path,
+    source_png: bytes,
+    grace_hopper_rgb: np.ndarray,
+) -> None:
+    settings = EngineSettings(occluder_model=models["occluder"])
+    client = make_client(data_dir=tmp_path / "svc", engine=settings)
+    health = client.get("/healthz").json()
+    assert health["engine"] == "mesh" and health["occluder"] is True, health
+    assert health["enhancer"] is False
+    target = np.ascontiguousarray(grace_hopper_rgb[:, :, ::-1])
+    face = FaceAnalyser().get_faces(target)[0]
+    covered, disc = green_patch(target, face)
+    buffer = io.BytesIO()
+    Image.fromarray(covered[:, :, ::-1]).save(buffer, format="PNG")
+    key = make_key(tmp_path / "svc", "occluder")
+    job = _finished_job(client, key, source_png, buffer.getvalue())
+    assert job["state"] == "done", job
+    result = _result(client, key, job)
+    inner = cv2.erode(disc.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    # Kept (the service's invisible watermark moves a few grey levels); a swap without
+    # the occluder paints it over by over 60.
+    kept = np.abs(result[inner].astype(int) - covered[inner])
+    assert kept.max() <= 8 and kept.mean() < 2
+    rows, cols = _face_box(target)
+    assert np.abs(result[rows, cols].astype(int) - covered[rows, cols]).mean() > 10  # swapped
 
 
 def test_live_sources_take_the_servers_engine_and_it_refuses_a_source_gaze(

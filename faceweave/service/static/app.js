@@ -243,8 +243,12 @@ async function showEngine() {
   });
   if (!$("color").value) $("color").value = "lct";
   const note = $("engine-note");
+  const extras = [
+    health.enhancer ? "a face enhancer restores the faces" : "",
+    health.occluder ? "a face occluder keeps what covers them" : "",
+  ].filter(Boolean);
   note.textContent = `This server swaps with the ${health.engine} engine` +
-    (health.enhancer ? ", and a face enhancer restores the faces." : ".");
+    (extras.length ? `, and ${extras.join(" and ")}.` : ".");
   note.hidden = false;
 }
 
