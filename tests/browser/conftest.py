@@ -121,9 +121,10 @@ def service(tmp_path: Path) -> Iterator[tuple[str, str]]:
 @pytest.fixture
 def neural_service(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """(base URL, API key) of a running service on the neural engine: tiny ONNX models
-    with inswapper's and ArcFace's signatures (tests/neural_models.py), the swap tinted."""
+    with inswapper's and ArcFace's signatures (tests/neural_models.py), the swap tinted,
+    and a face occluder with XSeg's."""
     pytest.importorskip("onnx")
-    from neural_models import tiny_embedder, tiny_swapper  # tests/ is on sys.path
+    from neural_models import tiny_embedder, tiny_occluder, tiny_swapper  # tests/ on sys.path
 
     from faceweave.processors.engines import EngineSettings
 
@@ -132,6 +133,7 @@ def neural_service(tmp_path: Path) -> Iterator[tuple[str, str]]:
         engine="inswapper",
         swapper_model=swapper,
         embedder_model=tiny_embedder(tmp_path / "arcface.onnx"),
+        occluder_model=tiny_occluder(tmp_path / "xseg.onnx"),
     )
     data_dir = tmp_path / "data"
     key = make_key(data_dir)
