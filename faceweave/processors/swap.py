@@ -3821,6 +3821,12 @@ class Swapper(FaceSwapping):
             _ramp(abs(target_face.pose.yaw), TARGET_DARK_YAW),
             target_proc,
         )
+        off_skin = _off_skin(target_small, skin, (pw, ph))
+        if off_skin is not None:
+            # Anywhere on the face, what is far off the skin's hue (a coloured object, a
+            # sticker, face paint) is not measured as its skin: swapped over as before,
+            # but its colour no longer casts over the whole face.
+            skin = skin * (1.0 - off_skin)
         beard = _target_beard(target_small, beard_zones)
         if beard is not None:
             # (Not faded with the coverage at the outline, where the face mask fades.)
@@ -3960,6 +3966,8 @@ class Swapper(FaceSwapping):
             # Skin seen in both (see _uv_lit): 255 where the source's own texels are used.
             lit = cv2.resize(zones[..., 2], (pw, ph), interpolation=cv2.INTER_LINEAR)
             on = cv2.compare(lit, 127, cv2.CMP_GT) & cv2.compare(weight, 0.5, cv2.CMP_GT)
+            if off_skin is not None:  # (nor is the light of what is off the skin's hue)
+                on &= cv2.compare(off_skin, 0.5, cv2.CMP_LT)
             grid = _SkinGrid.of(on)  # (once for both matches)
             if grid is not None:
                 source = _match_light(source, target_proc, grid, opts.light, zones[..., 3])
@@ -5134,6 +5142,36 @@ def _target_occluders(
         if fringe is not None:
             occl = np.maximum(occl, cv2.resize(fringe, (w, h), interpolation=cv2.INTER_LINEAR))
     return occl, color_ops.colourfulness(cov), mean.astype(np.float32).reshape(3)
+
+
+# What lies far off the target skin's hue anywhere on its face (see _off_skin): the
+# distance of a pixel's chroma (Cr, Cb of YCrCb) from the skin's median, in units of
+# the skin's own spread (1.4826 times its median absolute deviation, plus OFF_SKIN_FLOOR
+# levels), counted from OFF_SKIN_Z[0], in full from OFF_SKIN_Z[1]. A flush, a shadow or
+# a highlight keeps the skin's hue; a green, blue or red object does not.
+OFF_SKIN_Z = (5.0, 7.0)
+OFF_SKIN_FLOOR = 2.0
+
+
+def _off_skin(
+    target_small: Frame, skin: NDArray[np.floating], size: tuple[int, int]
+) -> NDArray[np.float32] | None:
+    """How far off the skin's hue each pixel of the face is (0..1, see OFF_SKIN_Z), at
+    ``size`` (width, height), from ``target_small`` (the target crop on the coarse grid)
+    and ``skin`` (at any size); None where nothing is (or too little skin shows)."""
+    grid = (target_small.shape[1], target_small.shape[0])
+    inside = cv2.resize(np.ascontiguousarray(skin, np.float32), grid, interpolation=cv2.INTER_AREA)
+    chroma = cv2.cvtColor(target_small, cv2.COLOR_BGR2YCrCb)[..., 1:].astype(np.float32)
+    samples = chroma[inside > 0.9]
+    if len(samples) < 32:
+        return None
+    middle = np.median(samples, axis=0)
+    spread = 1.4826 * np.median(np.abs(samples - middle), axis=0) + OFF_SKIN_FLOOR
+    z = np.sqrt((((chroma - middle) / spread.astype(np.float32)) ** 2).sum(axis=2))
+    off = _ramps(z, OFF_SKIN_Z) * (inside > 0.0)
+    if not off.any():
+        return None
+    return np.asarray(cv2.resize(off, size, interpolation=cv2.INTER_LINEAR), np.float32)
 
 
 # What a target wears or grows over its lower face (see _target_beard): on the lower face

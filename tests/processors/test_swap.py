@@ -1819,6 +1819,57 @@ def test_a_turned_targets_dark_background_at_the_edge_stays_the_targets() -> Non
     np.testing.assert_array_equal(frontal, alone)
 
 
+def test_off_skin_finds_what_is_off_the_skins_hue_not_its_shade() -> None:
+    """Anywhere on the face, pixels far off the skin's hue (a green, blue or red
+    object) are found; the skin's own shading (dark to bright, along its hue) and a
+    flush are not, nor is anything on a black-and-white face (all one hue)."""
+    h, w = 64, 64
+    shade = np.linspace(0.35, 1.0, w, dtype=np.float32)[None, :, None]
+    face = np.repeat(shade * np.array([120.0, 150.0, 205.0], np.float32), h, axis=0)
+    face[40:52, 8:20] *= np.array([0.9, 0.92, 1.12], np.float32)  # a flush
+    for colour, at in (((40, 200, 40), 10), ((200, 90, 30), 26), ((40, 40, 220), 42)):
+        face[at : at + 10, 40:52] = colour
+    target = np.clip(face, 0, 255).astype(np.uint8)
+    skin = np.ones((h, w), np.float32)
+    off = swap_module._off_skin(target, skin, (w * 2, h * 2))
+    assert off is not None and off.shape == (h * 2, w * 2)
+    for at in (10, 26, 42):
+        assert off[2 * at + 4 : 2 * at + 16, 84:100].min() > 0.8
+    rest = np.ones((h * 2, w * 2), bool)
+    rest[16:108, 76:108] = False  # round the objects (the resize's soft edge)
+    assert off[rest].max() == 0.0
+    grey = cv2.cvtColor(cv2.cvtColor(target, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+    assert swap_module._off_skin(grey, skin, (w, h)) is None
+    assert swap_module._off_skin(target, np.zeros((h, w), np.float32), (w, h)) is None
+
+
+def test_a_coloured_object_on_the_face_casts_no_colour_over_it(
+    astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
+) -> None:
+    """A coloured object across the target's cheek to its mouth (a green microphone, a
+    blue or red one) is swapped over as before, but its colour is not measured as the
+    skin's: the face away from it comes out as the bare face's swap (it had taken the
+    object's colour all over: 7-12 grey levels off, median)."""
+    swapper = Swapper(grace_hopper_face)
+    bare = swapper.swap(astronaut, [astronaut_face])
+    points = astronaut_face.landmarks_478[:, :2]
+    start = tuple(int(v) for v in points[205] + (-40, 30))
+    end = tuple(int(v) for v in points[61] + (5, 5))
+    face_area = np.zeros(astronaut.shape[:2], np.uint8)
+    cv2.fillConvexPoly(face_area, cv2.convexHull(points.astype(np.int32)), 1)
+    face_area = cv2.erode(face_area, np.ones((25, 25), np.uint8))
+    for colour in ((40, 200, 40), (200, 90, 30), (40, 40, 220)):
+        target = astronaut.copy()
+        cv2.line(target, start, end, colour, 14, cv2.LINE_AA)
+        cv2.circle(target, end, 14, colour, -1, cv2.LINE_AA)
+        drawn = (np.abs(target.astype(int) - astronaut).max(axis=2) > 0).astype(np.uint8)
+        away = (face_area > 0) & (cv2.dilate(drawn, np.ones((21, 21), np.uint8)) == 0)
+        out = swapper.swap(target, [astronaut_face])
+        change = np.abs(out[away].astype(int) - bare[away]).max(axis=1)
+        assert np.median(change) <= 3, colour
+        assert np.abs(out[drawn > 0].astype(int) - target[drawn > 0]).max(axis=1).mean() > 40
+
+
 def test_a_shadow_under_the_lower_lip_is_lifted_a_beard_is_not() -> None:
     """A hard top light casts a shadow under the lower lip (Bob Dylan's, p26: a dark
     blob under every target's lips). Smooth skin under the lip at 0.3 of the chin's
