@@ -123,7 +123,9 @@ class FacePredictor:
             raise UsageError(f"unknown model {model!r}; available: {', '.join(ENGINES)}")
         # The embedded engine runs on the CPU; an enhancer's or occluder's model may run
         # elsewhere.
-        runs_onnx = any(name in options for name in ("enhancer_model", *OCCLUDER_SETUP))
+        runs_onnx = any(
+            options.get(name) is not None for name in ("enhancer_model", *OCCLUDER_SETUP)
+        )
         providers = ENGINES["inswapper"] if runs_onnx else ENGINES[model]
         if execution_provider not in providers:
             raise UsageError(

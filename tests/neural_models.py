@@ -197,6 +197,7 @@ def tiny_occluder(
     output: str = "mask",
     input_type: int = TensorProto.FLOAT,
     nan: bool = False,
+    output_side: int | str | None = None,
 ) -> Path:
     """A face occluder's signature (DeepFaceLab's XSeg: input ``in_face:0`` [1, S, S, 3],
     BGR in 0..1 -> ``out_mask:0`` [1, S, S, 1], the face's visibility): what is green
@@ -204,7 +205,8 @@ def tiny_occluder(
     ``1 - clip(8 * (G - max(B, R)), 0, 1)``. ``channels_last`` False: [1, 3, S, S] in,
     [1, 1, S, S] out. ``size`` may be a name (a dimension the file leaves open).
     ``output``: ``mask`` (as above), ``flat`` ([1, S, S]) or ``rgb`` (three channels:
-    a wrong signature). ``nan``: the output is NaN (a model that misbehaves)."""
+    a wrong signature). ``nan``: the output is NaN (a model that misbehaves).
+    ``output_side``: the output's side as declared (default ``size``)."""
     axis = 3 if channels_last else 1
     image = [1, size, size, 3] if channels_last else [1, 3, size, size]
     inits = [
@@ -222,7 +224,8 @@ def tiny_occluder(
         helper.make_node("Clip", ["strong", "zero", "one"], ["covered"]),
         helper.make_node("Sub", ["one", "covered"], ["seen"]),
     ]
-    shape: list = [1, size, size, 1] if channels_last else [1, 1, size, size]
+    side = size if output_side is None else output_side
+    shape: list = [1, side, side, 1] if channels_last else [1, 1, side, side]
     last = "seen"
     if nan:
         nodes.append(helper.make_node("Div", ["zero", "zero"], ["nan"]))
@@ -231,10 +234,10 @@ def tiny_occluder(
     if output == "flat":
         inits.append(numpy_helper.from_array(np.array([axis], np.int64), "axes"))
         nodes.append(helper.make_node("Squeeze", [last, "axes"], ["out_mask:0"]))
-        shape = [1, size, size]
+        shape = [1, side, side]
     elif output == "rgb":
         nodes.append(helper.make_node("Concat", [last, last, last], ["out_mask:0"], axis=axis))
-        shape = [1, size, size, 3] if channels_last else [1, 3, size, size]
+        shape = [1, side, side, 3] if channels_last else [1, 3, side, side]
     else:
         nodes.append(helper.make_node("Identity", [last], ["out_mask:0"]))
     return _save(

@@ -33,12 +33,13 @@ from numpy.typing import NDArray
 from faceweave.analysis.onnx_backend import OnnxModel
 from faceweave.core.align import aligned_crop, alignment
 from faceweave.errors import BackendError, InputError
-from faceweave.types import Face, Frame
+from faceweave.types import Face, Frame, check_frame
 
 __all__ = ["OCCLUDER_SIZE", "FaceOccluder", "Occlusion", "lay_back"]
 
-# The crop's side where the model's file leaves it open (XSeg's).
+# The crop's side where the model's file leaves it open (XSeg's), and the largest taken.
 OCCLUDER_SIZE = 256
+OCCLUDER_MAX_SIZE = 2048
 # The model's output smoothed over this share of the crop's side (a Gaussian's sigma).
 OCCLUDER_SMOOTH = 1.0 / 128.0
 # A face's own area, for laying back what covers it: its mesh's outline grown by this
@@ -59,6 +60,23 @@ class Occlusion:
 
     visible: NDArray[np.float32]
     matrix: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        visible = np.asarray(self.visible)
+        matrix = np.asarray(self.matrix)
+        if (
+            visible.ndim != 2
+            or min(visible.shape) < 2
+            or not np.issubdtype(visible.dtype, np.floating)
+        ):
+            raise InputError(
+                f"an occlusion's visible is an (S, S) float mask, got {visible.dtype} "
+                f"{visible.shape}"
+            )
+        if matrix.shape != (2, 3) or not np.isfinite(matrix).all():
+            raise InputError(f"an occlusion's matrix is a finite (2, 3) affine, got {matrix.shape}")
+        object.__setattr__(self, "visible", np.ascontiguousarray(visible, np.float32))
+        object.__setattr__(self, "matrix", matrix.astype(np.float64))
 
     def in_crop(self, to_frame: NDArray[np.floating], size: tuple[int, int]) -> NDArray[np.float32]:
         """``visible`` in another crop of the frame: ``to_frame`` (2, 3) takes that crop's
@@ -117,7 +135,8 @@ def lay_back(
 
 
 def _side(shape: list[Any], path: Path) -> tuple[int, bool]:
-    """The square side S of the image input and whether its channels come last."""
+    """The square side S of the image input (0 where the file leaves it open) and
+    whether its channels come last."""
     dims = [d if isinstance(d, int) and d > 0 else None for d in shape]
     if len(dims) == 4 and dims[0] in (1, None):
         if dims[3] == 3 and dims[1] != 3:
@@ -129,9 +148,14 @@ def _side(shape: list[Any], path: Path) -> tuple[int, bool]:
         if sides:
             if None not in sides and sides[0] != sides[1]:
                 raise InputError(f"{path}: input {shape} is not square")
-            side = sides[0] or sides[1] or OCCLUDER_SIZE
-            if side < 16:
+            side = sides[0] or sides[1] or 0  # 0: left open
+            if 0 < side < 16:
                 raise InputError(f"{path}: input {shape} is too small for a face")
+            if side > OCCLUDER_MAX_SIZE:
+                raise InputError(
+                    f"{path}: input {shape} is over {OCCLUDER_MAX_SIZE} px a side: not a face "
+                    "occluder"
+                )
             return side, last
     raise InputError(f"{path}: input {shape}, expected [1, size, size, 3] or [1, 3, size, size]")
 
@@ -162,14 +186,16 @@ class FaceOccluder:
                 f"inputs {list(self.model.input_shapes)} and outputs {self.model.output_names}"
             )
         ((self.input_name, shape),) = self.model.input_shapes.items()
-        self.size, self.channels_last = _side(shape, path)
+        side, self.channels_last = _side(shape, path)
+        declared = self.model.session.get_outputs()[0].shape
+        # An input side left open takes the output's, if it gives one (else XSeg's 256).
+        self.size = side or _mask_side(list(declared)) or OCCLUDER_SIZE
         kinds = {i.name: i.type for i in self.model.session.get_inputs()}
         kinds["the output"] = self.model.session.get_outputs()[0].type
         for name, kind in kinds.items():
             if kind not in _FLOAT_TYPES:
                 raise InputError(f"{path}: {name} is {kind}, expected float32 or float16")
         self._half = kinds[self.input_name] == "tensor(float16)"
-        declared = self.model.session.get_outputs()[0].shape
         if not _fits_mask(list(declared), self.size):
             raise InputError(
                 f"{path}: output {list(declared)}, expected [1, {self.size}, {self.size}, 1], "
@@ -190,16 +216,35 @@ class FaceOccluder:
                 f"{self.size} x {self.size} values"
             )
         if not np.isfinite(value).all():
-            raise BackendError(f"{self.model.path.name}: the model's output is not finite (NaN)")
+            raise BackendError(
+                f"{self.model.path.name}: the model's output is not finite (NaN or infinity)"
+            )
         return np.clip(value.reshape(self.size, self.size), 0.0, 1.0).astype(np.float32)
 
     def occlusion(self, frame: Frame, face: Face) -> Occlusion:
-        """What covers ``face`` in ``frame`` (see :class:`Occlusion`)."""
+        """What covers ``face`` in ``frame`` (see :class:`Occlusion`).
+
+        Raises:
+            InputError: ``frame`` is no uint8 (H, W, 3) image or ``face`` no Face.
+            BackendError: the model fails or gives values that are not finite.
+        """
+        frame = check_frame(frame)
+        if not isinstance(face, Face):
+            raise InputError(f"expected a Face, got {type(face).__name__}")
         matrix = alignment(face.landmarks_5, self.size)
         raw = self.run(aligned_crop(frame, matrix, self.size))
         smooth = cv2.GaussianBlur(raw, (0, 0), max(0.5, OCCLUDER_SMOOTH * self.size))
         visible = np.clip((smooth - 0.5) * 2.0, 0.0, 1.0).astype(np.float32)
         return Occlusion(visible, matrix)
+
+
+def _mask_side(declared: list[Any]) -> int:
+    """The square side an output declared ``declared`` gives its mask (0: none given)."""
+    known = [d if isinstance(d, int) and d > 0 else 0 for d in declared]
+    for sides in (known[1:3], known[2:4]) if len(known) == 4 else (known[1:3],):
+        if len(sides) == 2 and sides[0] == sides[1] and 16 <= sides[0] <= OCCLUDER_MAX_SIZE:
+            return sides[0]
+    return 0
 
 
 def _fits_mask(declared: list[Any], size: int) -> bool:

@@ -93,7 +93,11 @@ class OnnxModel:
         except ImportError as exc:  # pragma: no cover - install problem
             raise BackendError(f"onnxruntime is not installed: {exc}") from exc
         self.path = check_model_file(Path(path))
-        provider = EXECUTION_PROVIDERS.get(execution_provider)
+        provider = (
+            EXECUTION_PROVIDERS.get(execution_provider)
+            if isinstance(execution_provider, str)
+            else None
+        )
         if provider is None:
             raise InputError(
                 f"unknown execution provider {execution_provider!r}; "

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faceweave.analysis.occluder import FaceOccluder
-from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
+from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS, check_model_file
 from faceweave.errors import InputError, UsageError
 from faceweave.processors.neural import (
     ENHANCER_BLEND,
@@ -56,14 +56,6 @@ __all__ = [
 ENGINE_NAMES = ("mesh", "inswapper")
 # The settings that name model files.
 _MODEL_FILES = ("swapper_model", "embedder_model", "enhancer_model", "occluder_model")
-
-
-def check_model_file(path: Path) -> None:
-    """A model file the user named exists (checked before any model loads)."""
-    if path.is_dir():
-        raise InputError(f"{path}: a folder, not a model file")
-    if not path.is_file():
-        raise InputError(f"{path}: model file not found")
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ from faceweave.processors.swap import (
     FaceSwapping,
     SwapOptions,
     Swapper,
+    checked_occlusions,
     target_faces,
 )
 from faceweave.types import Face, Frame
@@ -834,7 +835,9 @@ class EnhancedSwapper:
         # does what covers each face.
         if self.options.mask_hands and hands is None and self.options.fusion > 0.0:
             hands = self.swapper.hands_near(frame, faces)
-        if occlusions is None and self.options.fusion > 0.0:
+        if occlusions is not None:
+            occlusions = checked_occlusions(occlusions, len(target_faces(frame, faces)))
+        elif self.options.fusion > 0.0:
             occlusions = self.swapper.occlusions(frame, faces)
         out = self.swapper.swap(frame, faces, hands=hands, occlusions=occlusions)
         strength = min(1.0, self.options.fusion / FUSION_FADE_IN)

@@ -3196,6 +3196,23 @@ def _same_person_advice(faces: list[Face]) -> list[str]:
 _Swapping = TypeVar("_Swapping", bound="FaceSwapping")
 
 
+def checked_occlusions(occlusions: object, count: int) -> list[Occlusion | None]:
+    """``occlusions`` as a list of ``count`` Occlusions (or None for a face without
+    one), or an InputError."""
+    if isinstance(occlusions, (str, bytes)) or not isinstance(occlusions, Sequence):
+        raise InputError(
+            "occlusions are a list of Occlusion (or None), one per face, got "
+            f"{type(occlusions).__name__}"
+        )
+    given = list(occlusions)
+    if len(given) != count:
+        raise InputError(f"{len(given)} occlusions given for {count} faces")
+    for item in given:
+        if item is not None and not isinstance(item, Occlusion):
+            raise InputError(f"an occlusion is an Occlusion or None, got {type(item).__name__}")
+    return given
+
+
 class FaceSwapping:
     """What the engines share: :meth:`swap` over the given faces, each swapped into
     the output by the engine's ``_swap_into``; with ``mask_hands`` the hands in front
@@ -3249,17 +3266,16 @@ class FaceSwapping:
                 or ``occlusions`` are not one per face.
         """
         targets = target_faces(frame, faces)
+        given = None if occlusions is None else checked_occlusions(occlusions, len(targets))
         out = frame.copy()
         if self.options.fusion <= 0.0:
             return out
         if self.options.mask_hands and hands is None:
             hands = self.hands_near(frame, targets)
         kept = list(hands) if self.options.mask_hands and hands else []
-        if occlusions is None:
-            occlusions = self.occlusions(frame, targets)
-        elif len(occlusions) != len(targets):
-            raise InputError(f"{len(occlusions)} occlusions given for {len(targets)} faces")
-        for face, occlusion in zip(targets, occlusions, strict=True):
+        for face, occlusion in zip(
+            targets, self.occlusions(frame, targets) if given is None else given, strict=True
+        ):
             cover = None if occlusion is None else occlusion.cover(face, frame.shape)
             # What covers the face goes back as it was before this face's swap (not as
             # the frame was: a neighbour swapped already keeps its swap).

@@ -39,6 +39,7 @@ def occluder_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ({"output": "flat"}, 256, True),
         ({"channels_last": False, "output": "flat"}, 256, False),
         ({"input_type": TensorProto.FLOAT16}, 256, True),
+        ({"size": "side", "output_side": 128}, 128, True),  # the output's side, then
     ],
 )
 def test_occluder_reads_its_models_layout(
@@ -59,6 +60,8 @@ def test_occluder_reads_its_models_layout(
     [
         ({"output": "rgb"}, "expected [1, 256, 256, 1], [1, 1, 256, 256] or [1, 256, 256]"),
         ({"input_type": TensorProto.UINT8}, "expected float32 or float16"),
+        ({"size": 4096}, "is over 2048 px a side: not a face occluder"),
+        ({"size": "side", "output_side": 96, "output": "rgb"}, "expected [1, 96, 96, 1]"),
     ],
 )
 def test_occluder_refuses_another_signature(tmp_path: Path, options: dict, message: str) -> None:
@@ -88,8 +91,12 @@ def test_a_model_that_gives_nan_is_a_backend_error(
     tmp_path: Path, astronaut: np.ndarray, astronaut_face: Face
 ) -> None:
     occluder = FaceOccluder(tiny_occluder(tmp_path / "nan.onnx", nan=True))
-    with pytest.raises(BackendError, match="not finite"):
+    with pytest.raises(BackendError, match=r"not finite \(NaN or infinity\)"):
         occluder.occlusion(astronaut, astronaut_face)
+    with pytest.raises(InputError, match="expected a Face, got str"):
+        occluder.occlusion(astronaut, "face")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="uint8"):
+        occluder.occlusion(astronaut.astype(np.float32), astronaut_face)
 
 
 def test_occlusion_finds_what_covers_the_face_in_frame_pixels(
@@ -169,6 +176,18 @@ def test_lay_back_mixes_by_the_cover() -> None:
     lay_back(out, before, ((slice(3, 7), slice(2, 6)), covered))
     assert (out[3:5, 2:6] == 0).all() and (out[5:7, 2:6] == 150).all()
     assert (out[:3] == 200).all() and (out[:, :2] == 200).all() and (out[7:] == 200).all()
+
+
+def test_an_occlusion_checks_what_it_is_made_of() -> None:
+    matrix = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    made = Occlusion(np.ones((8, 8), np.float64), matrix)
+    assert made.visible.dtype == np.float32 and made.visible.flags.c_contiguous
+    for visible in (np.ones((8, 8, 3), np.float32), np.ones((8, 8), np.uint8), np.ones((1, 8))):
+        with pytest.raises(InputError, match=r"an \(S, S\) float mask"):
+            Occlusion(visible, matrix)
+    for bad in (np.eye(3), np.full((2, 3), np.nan)):
+        with pytest.raises(InputError, match=r"a finite \(2, 3\) affine"):
+            Occlusion(np.ones((8, 8), np.float32), bad)
 
 
 def test_occlusion_is_frozen(
