@@ -3837,12 +3837,6 @@ class Swapper(FaceSwapping):
             _ramp(abs(target_face.pose.yaw), TARGET_DARK_YAW),
             target_proc,
         )
-        off_skin = _off_skin(target_small, skin, (pw, ph))
-        if off_skin is not None:
-            # Anywhere on the face, what is far off the skin's hue (a coloured object, a
-            # sticker, face paint) is not measured as its skin: swapped over as before,
-            # but its colour no longer casts over the whole face.
-            skin = skin * (1.0 - off_skin)
         beard = _target_beard(target_small, beard_zones)
         if beard is not None:
             # (Not faded with the coverage at the outline, where the face mask fades.)
@@ -3850,6 +3844,13 @@ class Swapper(FaceSwapping):
             occluders = np.maximum(occluders, beard)
             # Nor is the colour match measured there.
             skin = skin * (beard < 0.5)
+        off_skin = _off_skin(target_small, skin, (pw, ph))
+        if off_skin is not None:
+            # Anywhere on the face, what is far off the skin's hue (a coloured object, a
+            # sticker, face paint) is not measured as its skin: swapped over as before,
+            # but its colour no longer casts over the whole face. (After a cover of the
+            # lower face is left out: the skin's hue is then the rest's.)
+            skin = skin * (1.0 - off_skin)
         keep_target = 1.0 - occluders
         if hands:
             # A hand in front of the face (mask_hands) is the target's, as an occluder is:
@@ -3965,7 +3966,7 @@ class Swapper(FaceSwapping):
             # Eyeballs that cannot be white-balanced (and all of them with no colour
             # match) go in now, in the photo's colours: the skin's colour map follows.
             self._paint_eyes(source, eye_points, eye_hidden, warped_target, colour, "source")
-        enough_skin = cv2.countNonZero(skin) > 64
+        enough_skin = cv2.countNonZero(cv2.compare(skin, 0.5, cv2.CMP_GE)) > 64
         if opts.color != "none" and enough_skin:
             source = color_ops.color_transfer(
                 source,
@@ -5167,6 +5168,8 @@ def _target_occluders(
 # a highlight keeps the skin's hue; a green, blue or red object does not.
 OFF_SKIN_Z = (5.0, 7.0)
 OFF_SKIN_FLOOR = 2.0
+# ...and none of it where that would leave out over this share of the skin.
+OFF_SKIN_MOST = 0.3
 
 
 def _off_skin(
@@ -5185,7 +5188,8 @@ def _off_skin(
     spread = 1.4826 * np.median(np.abs(samples - middle), axis=0) + OFF_SKIN_FLOOR
     z = np.sqrt((((chroma - middle) / spread.astype(np.float32)) ** 2).sum(axis=2))
     off = _ramps(z, OFF_SKIN_Z) * (inside > 0.0)
-    if not off.any():
+    if not off.any() or float(off[inside > 0.9].mean()) > OFF_SKIN_MOST:
+        # (Off the median's hue on most of the skin: no one hue to tell the skin by.)
         return None
     return np.asarray(cv2.resize(off, size, interpolation=cv2.INTER_LINEAR), np.float32)
 

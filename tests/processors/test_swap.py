@@ -1841,6 +1841,11 @@ def test_off_skin_finds_what_is_off_the_skins_hue_not_its_shade() -> None:
     grey = cv2.cvtColor(cv2.cvtColor(target, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
     assert swap_module._off_skin(grey, skin, (w, h)) is None
     assert swap_module._off_skin(target, np.zeros((h, w), np.float32), (w, h)) is None
+    # Two hues, the second over a third of the face: no one hue is the skin's (a large
+    # cover the lower face's check has not taken out), so nothing is left out.
+    halves = target.copy()
+    halves[40:] = (40, 200, 40)
+    assert swap_module._off_skin(halves, skin, (w, h)) is None
 
 
 def test_a_coloured_object_on_the_face_casts_no_colour_over_it(
