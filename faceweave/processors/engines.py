@@ -222,7 +222,8 @@ class SwapEngine:
         options = swap_options(options)
         base: Swapper | NeuralSwapper
         if self._models is None:
-            base = Swapper(source, **options.__dict__)
+            # (Given at once: the source's photos are prepared with it, once.)
+            base = Swapper(source, occluder=self.occluder, **options.__dict__)
         else:
             swap_model, embedder = self._models
             base = NeuralSwapper(
@@ -232,8 +233,8 @@ class SwapEngine:
                 pixel_boost=self.settings.pixel_boost,
                 **options.__dict__,
             )
-        if self.occluder is not None:
-            base = base.with_occluder(self.occluder)
+            if self.occluder is not None:
+                base = base.with_occluder(self.occluder)
         if self.enhancer is None:
             return base
         return EnhancedSwapper(base, self.enhancer.with_feather(options.feather))

@@ -1523,6 +1523,7 @@ def prepare_source(
     uv_size: int = SwapOptions.uv_size,
     frame: Frame | None = None,
     log_advice: bool = True,
+    face_occluder: FaceOccluder | None = None,
 ) -> SourceModel:
     """Unwrap, complete and de-light a source face.
 
@@ -1534,6 +1535,8 @@ def prepare_source(
         frame: the image the face was found in.
         log_advice: log the advice lines (below); False for a photo that only
             helps another one (see :func:`merge_sources`).
+        face_occluder: a face occluder (a model you bring): what it finds in front
+            of the face hides what it covers, as a hand does.
 
     Returns:
         The :class:`SourceModel`.
@@ -1564,7 +1567,16 @@ def prepare_source(
     covered = uvr.covered
     normals = vertex_normals(verts, model.render_triangles)
     skin = _skin_vertices(model)
-    light = _fit_light(image, verts, normals, skin, source_face.size)
+    # What a face occluder finds in front of the face: hidden (below), and not fitted
+    # as the face's light either (a green object had tinted the light, and with it
+    # the skin taken from the other side where it was).
+    occlusion = None if face_occluder is None else face_occluder.occlusion(image, source_face)
+    fitted = skin
+    if occlusion is not None:
+        on_face = _texels_seen(occlusion, verts[None, skin, :2].astype(np.float32))[0]
+        if int((on_face > 0.5).sum()) >= 20:
+            fitted = skin[on_face > 0.5]
+    light = _fit_light(image, verts, normals, fitted, source_face.size)
     # Per texel: source pixel position, depth, shading, how squarely it faces the camera,
     # and the same seen from above (the normal's up-down tilt left out).
     attrs = np.concatenate(
@@ -1596,6 +1608,9 @@ def prepare_source(
     held = _source_hands(image, source_face, map_xy)
     if held is not None:
         seen = seen * (1.0 - held)
+    if occlusion is not None:
+        # So does what a face occluder finds in front of it (a microphone, a cup).
+        seen = seen * _texels_seen(occlusion, map_xy)
     advice = tuple(_advice(source_face, seen_eyes, _glasses_found(glasses), hands=held is not None))
     for line in advice if log_advice else ():
         logger.warning("%s", line)
@@ -1748,6 +1763,22 @@ def prepare_source(
         ),
         glasses=glasses_kept,
     )
+
+
+def _texels_seen(occlusion: Occlusion, map_xy: NDArray[np.float32]) -> NDArray[np.float32]:
+    """(S, S) how much of each texel (at ``map_xy``, its photo's pixels) the occluder saw
+    as the face's: 1 outside what it looked at."""
+    matrix = occlusion.matrix.astype(np.float32)
+    at = map_xy @ matrix[:, :2].T + matrix[:, 2]
+    seen = cv2.remap(
+        occlusion.visible,
+        np.ascontiguousarray(at[..., 0]),
+        np.ascontiguousarray(at[..., 1]),
+        cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=1.0,
+    )
+    return np.asarray(seen, np.float32)
 
 
 # Colour in a source's dark skin (see _calm_shadow_chroma): texels whose photo
@@ -3319,6 +3350,9 @@ class Swapper(FaceSwapping):
             (it carries its image), or a prepared :class:`SourceModel`; or a list of
             them, several photos of the same person, merged by :func:`merge_sources`
             (the first leads; a turned photo gives the far side its own texture).
+        occluder: a face occluder (:class:`~faceweave.FaceOccluder`, a model you
+            bring): what it finds in front of a target face stays the target's, and in
+            front of the source's face is hidden, as a hand is (see with_occluder).
         fusion, shape, color, blend, mask_mouth, mask_lips, mask_eyes, mask_glasses,
         feather, mask_padding, uv_size, work_size: see :class:`SwapOptions`.
 
@@ -3327,7 +3361,16 @@ class Swapper(FaceSwapping):
         >>> out = swapper.swap(frame, faces)  # doctest: +SKIP
     """
 
-    def __init__(self, source_face: SourcePhotos, **options: object) -> None:
+    def __init__(
+        self,
+        source_face: SourcePhotos,
+        *,
+        occluder: FaceOccluder | None = None,
+        **options: object,
+    ) -> None:
+        if occluder is not None and not isinstance(occluder, FaceOccluder):
+            raise InputError(f"occluder is a FaceOccluder, got {type(occluder).__name__}")
+        self.occluder = occluder
         self.model = load_face_model()
         self.options = SwapOptions.from_kwargs(options)
         photos = list(source_face) if isinstance(source_face, (list, tuple)) else [source_face]
@@ -3345,6 +3388,7 @@ class Swapper(FaceSwapping):
                         model=self.model,
                         uv_size=self.options.uv_size,
                         log_advice=number == 0,
+                        face_occluder=occluder,
                     )
                 )
             elif photo is None:
@@ -3577,13 +3621,42 @@ class Swapper(FaceSwapping):
         faces = [p for p in self._photos if isinstance(p, Face)]
         if opts.uv_size != self.options.uv_size and len(faces) == len(self._photos):
             models = [
-                prepare_source(f, model=self.model, uv_size=opts.uv_size, log_advice=False)
+                prepare_source(
+                    f,
+                    model=self.model,
+                    uv_size=opts.uv_size,
+                    log_advice=False,
+                    face_occluder=self.occluder,
+                )
                 for f in faces
             ]
             source = replace(merge_sources(models), advice=self.source.advice)
-        swapper = Swapper(source, **opts.__dict__)
+        swapper = Swapper(source, occluder=self.occluder, **opts.__dict__)
         swapper._photos = self._photos  # the photos it came from, for a later size change
-        swapper.occluder = self.occluder
+        return swapper
+
+    def with_occluder(self, occluder: FaceOccluder | None) -> Swapper:
+        """This swapper with ``occluder`` (see FaceSwapping.with_occluder); a source
+        given as Faces is prepared again from them with it, so that what it finds in
+        front of the source's face too is hidden, as a hand is (about 0.2 s; a source
+        given prepared is kept as it is)."""
+        other = super().with_occluder(occluder)
+        faces = [p for p in self._photos if isinstance(p, Face)]
+        if occluder is self.occluder or not faces or len(faces) != len(self._photos):
+            return other
+        models = [
+            prepare_source(
+                f,
+                model=self.model,
+                uv_size=self.options.uv_size,
+                log_advice=False,
+                face_occluder=occluder,
+            )
+            for f in faces
+        ]
+        source = replace(merge_sources(models), advice=self.source.advice)
+        swapper = Swapper(source, occluder=occluder, **self.options.__dict__)
+        swapper._photos = self._photos
         return swapper
 
     def _shape_amount(self, target_face: Face) -> float:

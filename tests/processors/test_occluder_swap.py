@@ -144,7 +144,8 @@ def test_with_occluder_makes_a_copy_that_keeps_it(
     swapper = fw.Swapper(grace_hopper_face)
     occluded = swapper.with_occluder(occluder)
     assert swapper.occluder is None and occluded.occluder is occluder
-    assert occluded.source is swapper.source  # the prepared source is shared
+    assert occluded.model is swapper.model
+    assert occluded.with_options(fusion=0.5).source is occluded.source  # shared
     assert occluded.with_options(fusion=0.5).occluder is occluder
     assert occluded.with_occluder(None).occluder is None
     with pytest.raises(InputError, match="occluder is a FaceOccluder"):
@@ -169,6 +170,61 @@ def test_with_occluder_makes_a_copy_that_keeps_it(
     )
 
 
+def _microphone(frame: np.ndarray, face: Face) -> np.ndarray:
+    """``frame`` with a green bar across the face's left cheek to a disc at its mouth's
+    corner (a microphone), drawn on the face it holds."""
+    points = face.landmarks_478[:, :2]
+    end = tuple(int(v) for v in points[61] + (5, 5))
+    out = frame.copy()
+    cv2.line(out, tuple(int(v) for v in points[205] + (-40, 30)), end, (40, 200, 40), 14)
+    cv2.circle(out, end, 14, (40, 200, 40), -1)
+    return out
+
+
+def test_what_covers_the_source_photos_face_is_hidden(
+    occluder: fw.FaceOccluder,
+    analyser: fw.FaceAnalyser,
+    astronaut: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper: np.ndarray,
+    grace_hopper_face: Face,
+) -> None:
+    """A source photo with a microphone at its mouth's corner: without the occluder its
+    head is carried onto the target as a blob by the mouth; with it, those texels are
+    taken from the face's other side (and its light is fitted without them), and the
+    swap is the swap of the photo without the microphone."""
+    held = analyser.get_faces(_microphone(astronaut, astronaut_face))[0]
+    bare = fw.Swapper(astronaut_face).swap(grace_hopper, [grace_hopper_face])
+    plain = fw.Swapper(held).swap(grace_hopper, [grace_hopper_face])
+    given = fw.Swapper(held, occluder=occluder)
+    kept = given.swap(grace_hopper, [grace_hopper_face])
+    blob = np.abs(plain.astype(int) - bare).max(axis=2) > 30
+    assert blob.sum() > 150  # the microphone's head, carried
+
+    def redness(image: np.ndarray) -> float:  # Lab a's median over the blob (green: low)
+        return float(np.median(cv2.cvtColor(image, cv2.COLOR_BGR2LAB)[blob][:, 1]))
+
+    # Carried, green (a 15 under the bare swap's); kept out, the skin's (within 4).
+    assert redness(plain) < redness(bare) - 10 and abs(redness(kept) - redness(bare)) <= 4
+    off = [np.median(np.abs(o[blob].astype(int) - bare[blob]).max(axis=1)) for o in (plain, kept)]
+    assert off[1] < 0.5 * off[0]  # (the other cheek's texels, in their own light)
+    # with_occluder prepares the source again with it: the same swap.
+    later = fw.Swapper(held).with_occluder(occluder)
+    assert later.source is not given.source
+    assert np.abs(later.swap(grace_hopper, [grace_hopper_face]).astype(int) - kept).max() <= 1
+    assert later.with_occluder(occluder).source is later.source  # the same one: kept
+    # At another texture size the source is prepared again with it too.
+    assert np.array_equal(
+        later.with_options(uv_size=256).source.valid,
+        fw.Swapper(held, occluder=occluder, uv_size=256).source.valid,
+    )
+    # A prepared source is kept as it is.
+    prepared = fw.Swapper(fw.prepare_source(held))
+    assert prepared.with_occluder(occluder).source is prepared.source
+    with pytest.raises(InputError, match="occluder is a FaceOccluder"):
+        fw.Swapper(held, occluder="xseg.onnx")  # type: ignore[arg-type]
+
+
 def test_fusion_0_runs_no_occluder(
     files: dict[str, Path], astronaut: np.ndarray, astronaut_face: Face, grace_hopper_face: Face
 ) -> None:
@@ -180,10 +236,11 @@ def test_fusion_0_runs_no_occluder(
             return super().occlusion(frame, face)
 
     swapper = fw.Swapper(grace_hopper_face, fusion=0.0).with_occluder(Counting(files["occluder"]))
+    assert Counting.calls == 1  # the source photo's, once
     assert np.array_equal(swapper.swap(astronaut, [astronaut_face]), astronaut)
-    assert Counting.calls == 0
-    swapper.with_options(fusion=0.5).swap(astronaut, [astronaut_face])
     assert Counting.calls == 1
+    swapper.with_options(fusion=0.5).swap(astronaut, [astronaut_face])
+    assert Counting.calls == 2
 
 
 def test_the_engine_settings_load_the_occluder_once_for_every_swapper(
