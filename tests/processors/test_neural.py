@@ -6,7 +6,6 @@ the command line."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import av
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
+from cli_runner import run_cli as _cli  # noqa: E402  (tests/ is on sys.path)
 from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     tiny_embedder,
     tiny_enhancer,
@@ -44,8 +44,6 @@ from faceweave.processors.neural import (  # noqa: E402
     alignment,
 )
 from faceweave.types import Face  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -682,18 +680,6 @@ def test_live_swaps_with_the_neural_engine_at_the_fusion_the_keys_set(
         before = next(camera.decode(video=0)).to_ndarray(format="bgr24").astype(int)
         after = next(recording.decode(video=0)).to_ndarray(format="bgr24").astype(int)
     assert (np.abs(after - before).max(axis=2) > 40).sum() > 200  # the face, not codec noise
-
-
-def _cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave", *map(str, args)],
-        cwd=cwd,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def _error_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -7,8 +7,6 @@ occluder is a tiny ONNX model with XSeg's signature built here
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -16,6 +14,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
+from cli_runner import run_cli as _cli  # noqa: E402  (tests/ is on sys.path)
 from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     green_patch,
     tiny_embedder,
@@ -29,8 +28,6 @@ from faceweave.errors import EXIT_ERROR, EXIT_OK, InputError  # noqa: E402
 from faceweave.io.image import read_image, write_image  # noqa: E402
 from faceweave.processors.engines import EngineSettings, SwapEngine  # noqa: E402
 from faceweave.types import Face  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -304,18 +301,6 @@ def test_a_video_keeps_what_covers_the_face_on_every_frame(
     assert len(kept) == len(before) == 6 and min(before) > 100
     assert all(k >= 0.9 * b for k, b in zip(kept, before, strict=True))
     assert all(p < 0.5 * b for p, b in zip(plain, before, strict=True))  # painted over
-
-
-def _cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "faceweave", *map(str, args)],
-        cwd=cwd,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 @pytest.mark.slow
