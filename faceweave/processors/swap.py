@@ -3257,10 +3257,11 @@ class FaceSwapping:
     occluder: FaceOccluder | None = None
 
     def with_occluder(self: _Swapping, occluder: FaceOccluder | None) -> _Swapping:
-        """This swapper (sharing its source and models) with ``occluder``: whatever it
-        finds in front of a target face (a hand, a microphone, hair) stays the
-        target's, left out of what the swap measures on the target, as a hand is
-        with ``mask_hands``. None: no occluder."""
+        """This swapper (sharing its models) with ``occluder``: whatever it finds in
+        front of a target face (a hand, a microphone, hair) stays the target's, left
+        out of what the swap measures on the target, as a hand is with
+        ``mask_hands``. None: no occluder. (The embedded engine's also prepares a
+        source given as Faces again with it: see :meth:`Swapper.with_occluder`.)"""
         if occluder is not None and not isinstance(occluder, FaceOccluder):
             raise InputError(f"occluder is a FaceOccluder, got {type(occluder).__name__}")
         other = object.__new__(type(self))
