@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import resource
 import signal
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.dlib_backend import DlibIdentity
 from faceweave.analysis.identity_worker import IdentityWorker
-from faceweave.errors import UsageError
+from faceweave.errors import BackendError, UsageError
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
 from faceweave.pipeline.tracking import FaceTracker, TrackerCounters
 from faceweave.pipeline.video_job import (
@@ -61,6 +62,8 @@ if (
     from faceweave.io.outputs import FrameOutput
 
 __all__ = ["LiveControls", "LiveStats", "run_live"]
+
+logger = logging.getLogger(__name__)
 
 FUSION_STEP = 0.1
 # A live session checks a known face's identity again at most once in this many frames
@@ -120,6 +123,9 @@ class LiveStats:
         stopped_by: ``end``, ``duration``, ``quit``, ``interrupt`` or
             ``camera_lost`` (a camera that stopped giving frames: unplugged, its
             stream closed, or no frame for CAMERA_STALL_S).
+        frames_unswapped: frames shown as they came because a model you bring (the
+            neural engine's, an enhancer's, an occluder's) failed on them; the
+            session goes on.
     """
 
     frames_captured: int
@@ -133,6 +139,7 @@ class LiveStats:
     tracker: TrackerCounters
     samples: list[dict[str, Any]] = field(default_factory=list)
     stopped_by: str = "end"
+    frames_unswapped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (NaN where a timing has no sample)."""
@@ -146,9 +153,15 @@ class LiveStats:
             if self.frames_processed
             else "no frame shown"
         )
+        unswapped = (
+            f", {self.frames_unswapped} shown unswapped (a model failed)"
+            if self.frames_unswapped
+            else ""
+        )
         return (
             f"{self.frames_processed} frames in {self.wall_s:.1f} s ({self.fps:.1f} fps), "
             f"{latency}, {self.frames_captured} captured, {self.frames_dropped} dropped"
+            f"{unswapped}"
         )
 
 
@@ -305,13 +318,24 @@ def run_live(
                 base[index] if fusion == 1.0 else base[index].with_options(fusion=fusion)
             )
         targets = [replace(t, source_index=0) for t in packet.data["targets"]]
-        packet.image = swap_targets(
-            packet.image, targets, [variants[key]], packet.data.get("hands")
-        )
+        try:
+            packet.image = swap_targets(
+                packet.image, targets, [variants[key]], packet.data.get("hands")
+            )
+            failed[0] = ""
+        except BackendError as exc:
+            # A model you bring failed on this frame (NaN, its runtime): the frame is
+            # shown as it came and the session goes on; said once per new failure.
+            failed[1] += 1
+            message = " ".join(str(exc).split())
+            if message != failed[0]:
+                logger.warning("live swap failed, frame shown unswapped: %s", message)
+            failed[0] = message
         return packet
 
     latencies: list[float] = []
     stopped_by = ["end"]
+    failed: list[Any] = ["", 0]  # the last swap failure's message, and how many frames
     pipeline: Pipeline
 
     def sink(packet: Packet) -> None:
@@ -379,6 +403,7 @@ def run_live(
         tracker=replace(tracker.counters),
         samples=sampler.samples,
         stopped_by=stopped_by[0],
+        frames_unswapped=int(failed[1]),
     )
 
 

@@ -682,6 +682,38 @@ def test_live_swaps_with_the_neural_engine_at_the_fusion_the_keys_set(
     assert (np.abs(after - before).max(axis=2) > 40).sum() > 200  # the face, not codec noise
 
 
+def test_a_model_that_fails_live_leaves_frames_unswapped_and_the_session_on(
+    models: dict, astronaut: np.ndarray, grace_hopper_face: Face, tmp_path: Path, caplog
+) -> None:
+    """A live session whose model fails on its frames (NaN out) shows them as they came
+    and goes on to the end, its recording kept; the warning is said once, not per
+    frame."""
+    from clips import make_clip  # tests/clips.py
+
+    from faceweave.io.camera import FilePacer
+    from faceweave.io.outputs import FileOutput
+    from faceweave.pipeline.live import run_live
+
+    broken, _, _ = tiny_swapper(tmp_path / "nan.onnx", tint=float("nan"))
+    clip = make_clip(tmp_path / "cam.mp4", astronaut, frames=8, size=(320, 240), audio=False)
+    capture = FilePacer(clip, realtime=False)
+    output = FileOutput(tmp_path / "rec.mp4", capture.width, capture.height, capture.fps)
+    swapper = NeuralSwapper(
+        grace_hopper_face, swapper_model=broken, embedder_model=models["embedder"], color="none"
+    )
+    with caplog.at_level("WARNING", logger="faceweave"):
+        stats = run_live(capture, output, [swapper], handle_sigint=False)
+    shown = stats.frames_processed  # (a live session drops what it cannot keep up with)
+    assert stats.stopped_by == "end" and shown > 0
+    assert stats.frames_unswapped == shown and f"{shown} shown unswapped" in stats.summary()
+    failures = [r for r in caplog.records if "live swap failed" in r.getMessage()]
+    assert len(failures) == 1 and "not finite" in failures[0].getMessage()
+    with av.open(str(clip)) as camera, av.open(str(tmp_path / "rec.mp4")) as recording:
+        before = next(camera.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+        after = next(recording.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+    assert np.abs(after - before).mean() < 3  # as it came (the encoder's noise)
+
+
 def _error_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = [
         line
