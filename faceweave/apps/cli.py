@@ -915,15 +915,20 @@ class _SwapJob:
             if targets and any(s.options.mask_hands for s in self.swappers)
             else None
         )
+        # With --occluder-model and --debug, what it finds in front of the faces swapped,
+        # found once for the overlay and the swap.
+        swapped = [t.face for t in targets]
+        occlusions = (
+            self.swappers[0].occlusions(target_frame, swapped)
+            if debug_path is not None and targets and self.swappers[0].occluder is not None
+            else None
+        )
         if debug_path is not None:
             landmarks = [hand.landmarks for hand in hands or []]
-            # With --occluder-model, what it finds in front of the faces swapped.
-            swapped = [t.face for t in targets]
+            found = [] if occlusions is None else list(zip(swapped, occlusions, strict=True))
             covers = [
                 cover
-                for face, occlusion in zip(
-                    swapped, self.swappers[0].occlusions(target_frame, swapped), strict=True
-                )
+                for face, occlusion in found
                 if occlusion is not None
                 and (cover := occlusion.cover(face, target_frame.shape)) is not None
             ]
@@ -947,7 +952,7 @@ class _SwapJob:
             unchanged = keep_alpha(target_frame, alpha, output_path)
             write_image(output_path, unchanged, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
-        output_frame = swap_targets(target_frame, targets, self.swappers, hands)
+        output_frame = swap_targets(target_frame, targets, self.swappers, hands, occlusions)
         _write_output(output_path, output_frame, self.quality, self.watermark, alpha)
         if unmatched:  # --map: the entries that found nobody, while others were swapped
             entries = ", ".join(str(index + 1) for index, _ in unmatched)

@@ -41,6 +41,7 @@ from faceweave.analysis.dlib_backend import DlibIdentity
 from faceweave.analysis.hands import Hand, MediaPipeHands
 from faceweave.analysis.identity_worker import IdentityWorker
 from faceweave.analysis.mediapipe_backend import TILE_MOST_PX
+from faceweave.analysis.occluder import Occlusion
 from faceweave.analysis.selection import SELECTORS, face_distance, order_faces
 from faceweave.errors import InputError, UsageError
 from faceweave.io.image import PathLike
@@ -429,14 +430,23 @@ def swap_targets(
     targets: Sequence[SwapTarget],
     swappers: Sequence[AnySwapper],
     hands: Sequence[Hand] | None = None,
+    occlusions: Sequence[Occlusion | None] | None = None,
 ) -> Frame:
     """Swap every target with its source; the image itself when there is nothing to swap.
     ``hands``: the image's hands, for the swappers with ``mask_hands`` (None: each such
-    swapper looks for them round its faces)."""
+    swapper looks for them round its faces). ``occlusions``: what covers each target's
+    face, in ``targets``' order (None: each swapper with an occluder finds them)."""
+    if occlusions is not None and len(occlusions) != len(targets):
+        raise InputError(f"{len(occlusions)} occlusions given for {len(targets)} faces")
     out = image
     for index in sorted({t.source_index for t in targets}):
-        faces = [t.face for t in targets if t.source_index == index]
-        out = swappers[index].swap(out, faces, hands=hands)
+        mine = [i for i, t in enumerate(targets) if t.source_index == index]
+        out = swappers[index].swap(
+            out,
+            [targets[i].face for i in mine],
+            hands=hands,
+            occlusions=None if occlusions is None else [occlusions[i] for i in mine],
+        )
     return out
 
 

@@ -835,16 +835,17 @@ class EnhancedSwapper:
         # does what covers each face.
         if self.options.mask_hands and hands is None and self.options.fusion > 0.0:
             hands = self.swapper.hands_near(frame, faces)
+        targets = target_faces(frame, faces)
         if occlusions is not None:
-            occlusions = checked_occlusions(occlusions, len(target_faces(frame, faces)))
+            occlusions = checked_occlusions(occlusions, len(targets))
         elif self.options.fusion > 0.0:
-            occlusions = self.swapper.occlusions(frame, faces)
-        out = self.swapper.swap(frame, faces, hands=hands, occlusions=occlusions)
+            occlusions = self.swapper.occlusions(frame, targets)
+        out = self.swapper.swap(frame, targets, hands=hands, occlusions=occlusions)
         strength = min(1.0, self.options.fusion / FUSION_FADE_IN)
         if strength <= 0.0:
             return out
-        enhanced = self.enhancer.enhance(out, faces, strength=strength)
-        for face, occlusion in zip(target_faces(frame, faces), occlusions or (), strict=True):
+        enhanced = self.enhancer.enhance(out, targets, strength=strength)
+        for face, occlusion in zip(targets, occlusions or (), strict=True):
             cover = None if occlusion is None else occlusion.cover(face, frame.shape)
             if cover is not None:
                 lay_back(enhanced, out[cover[0]], cover)

@@ -240,6 +240,41 @@ def test_fusion_0_runs_no_occluder(
     assert Counting.calls == 2
 
 
+def test_occlusions_found_once_serve_every_sources_swap(
+    files: dict[str, Path],
+    pair_frame: np.ndarray,
+    pair_faces: list[Face],
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    """swap_targets takes the targets' occlusions (as the command's --debug overlay
+    finds them), each source's swapper its own faces' share, and finds none again."""
+    from faceweave.pipeline.video_job import SwapTarget, swap_targets
+
+    class Counting(fw.FaceOccluder):
+        calls = 0
+
+        def occlusion(self, frame: np.ndarray, face: Face) -> fw.Occlusion:
+            Counting.calls += 1
+            return super().occlusion(frame, face)
+
+    occluder = Counting(files["occluder"])
+    frame, _ = green_patch(pair_frame, pair_faces[0])
+    swappers = [
+        fw.Swapper(astronaut_face, occluder=occluder),
+        fw.Swapper(grace_hopper_face, occluder=occluder),
+    ]
+    targets = [SwapTarget(pair_faces[0], 1, 0), SwapTarget(pair_faces[1], 0, 1)]
+    found = swappers[0].occlusions(frame, [t.face for t in targets])
+    Counting.calls = 0
+    given = swap_targets(frame, targets, swappers, occlusions=found)
+    assert Counting.calls == 0
+    assert np.array_equal(given, swap_targets(frame, targets, swappers))
+    assert Counting.calls == 2  # found by each swapper for its own face
+    with pytest.raises(InputError, match="1 occlusions given for 2 faces"):
+        swap_targets(frame, targets, swappers, occlusions=found[:1])
+
+
 def test_the_engine_settings_load_the_occluder_once_for_every_swapper(
     files: dict[str, Path], tmp_path: Path, grace_hopper_face: Face, astronaut_face: Face
 ) -> None:
