@@ -27,7 +27,8 @@ it reports the source preparation (``Swapper(...)``) once. Then the neural engin
 inswapper's signature, built here, so that those rows are the engine's own cost
 around a model (alignment, mask, colour match, paste-back and blend). Last, the
 embedded engine's swap with a face occluder (``--occluder-model``, or by default a tiny
-model with XSeg's signature built here: the cost around a model).
+model with XSeg's signature built here: the cost around a model), and with a face
+parser (``--parser-model``, or by default a tiny model with BiSeNet's signature).
 
 Example:
     python benchmarks/speed.py
@@ -147,6 +148,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "cost around a model (the aligned crop, its mask warped into the swap; the test frame "
         "shows nothing in front of the face)",
     )
+    parser.add_argument(
+        "--parser-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="time the embedded engine's swap with this face parser (BiSeNet's signature); "
+        "default: a tiny model with its signature at 512 px, built here (the cost around a "
+        "model: the aligned crop, the argmax over its 19 classes, its mask warped into the "
+        "swap)",
+    )
     return parser.parse_args(argv)
 
 
@@ -167,17 +177,19 @@ def neural_models(args: argparse.Namespace, folder: Path) -> tuple[Path, Path, s
     return swap_model, tiny_embedder(folder / "tiny_arcface.onnx"), "pass-through model"
 
 
-def occluder_model(args: argparse.Namespace, folder: Path) -> tuple[Path, str] | None:
-    """(occluder, what it is): the user's file, or a tiny model with its signature
-    (tests/neural_models.py) written to ``folder``; None without the onnx package."""
-    if args.occluder_model is not None:
-        return args.occluder_model, "your model"
+def mask_model(given: Path | None, kind: str, folder: Path) -> tuple[Path, str] | None:
+    """(model, what it is) of a face ``kind`` (``occluder`` or ``parser``): the user's
+    file, or a tiny model with its signature (tests/neural_models.py) written to
+    ``folder``; None without the onnx package."""
+    if given is not None:
+        return given, "your model"
     try:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-        from neural_models import tiny_occluder
+        import neural_models
     except ImportError:
         return None
-    return tiny_occluder(folder / "tiny_occluder.onnx"), "tiny model"
+    build = getattr(neural_models, f"tiny_{kind}")
+    return build(folder / f"tiny_{kind}.onnx"), "tiny model"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,16 +298,20 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
 
-        # The embedded engine with a face occluder: its cost around the model (and the
-        # model's own with your file).
-        occluder = occluder_model(args, out_dir)
-        if occluder is not None:
-            occluded = swapper.with_occluder(fw.FaceOccluder(occluder[0]))
-            name = f"occluder, {occluder[1]}"
-            variants[name] = bench(
-                lambda s=occluded: s.swap(frame, found[:1]), args.warmup, args.reps
-            )
-            print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
+        # The embedded engine with a face occluder, and with a face parser: the cost
+        # around the model (and the model's own with your file).
+        for kind, given, load in (
+            ("occluder", args.occluder_model, fw.FaceOccluder),
+            ("parser", args.parser_model, fw.FaceParser),
+        ):
+            model = mask_model(given, kind, out_dir)
+            if model is not None:
+                occluded = swapper.with_occluder(load(model[0]))
+                name = f"{kind}, {model[1]}"
+                variants[name] = bench(
+                    lambda s=occluded: s.swap(frame, found[:1]), args.warmup, args.reps
+                )
+                print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
 
     rss = peak_rss_mib()
     if not found:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from faceweave.analysis.analyser import FaceAnalyser
     from faceweave.analysis.hands import Hand, MediaPipeHands
-    from faceweave.analysis.occluder import FaceOccluder, Occlusion
+    from faceweave.analysis.occluder import FaceOccluder, Occluder, Occluders, Occlusion
+    from faceweave.analysis.parser import FaceParser
     from faceweave.analysis.selection import face_distance, order_faces, select_faces
     from faceweave.api import FacePredictor, get_many_faces, get_one_face
     from faceweave.errors import (
@@ -56,7 +57,10 @@ _EXPORTS = {
     "Hand": "faceweave.analysis.hands",
     "MediaPipeHands": "faceweave.analysis.hands",
     "FaceOccluder": "faceweave.analysis.occluder",
+    "Occluder": "faceweave.analysis.occluder",
+    "Occluders": "faceweave.analysis.occluder",
     "Occlusion": "faceweave.analysis.occluder",
+    "FaceParser": "faceweave.analysis.parser",
     "face_distance": "faceweave.analysis.selection",
     "order_faces": "faceweave.analysis.selection",
     "select_faces": "faceweave.analysis.selection",
@@ -100,6 +104,7 @@ __all__ = [
     "FaceAnalyser",
     "FaceEnhancer",
     "FaceOccluder",
+    "FaceParser",
     "FacePredictor",
     "FaceweaveError",
     "Frame",
@@ -109,6 +114,8 @@ __all__ = [
     "MediaPipeHands",
     "NeuralSwapper",
     "NoFaceError",
+    "Occluder",
+    "Occluders",
     "Occlusion",
     "OutputError",
     "Pose",

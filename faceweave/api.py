@@ -17,6 +17,7 @@ import numpy as np
 
 from faceweave.analysis.analyser import FaceAnalyser, photo_analyser
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS as ONNX_PROVIDERS
+from faceweave.analysis.parser import DEFAULT_REGIONS
 from faceweave.errors import FaceweaveError, NoFaceError, UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings, SwapEngine
 from faceweave.processors.neural import ENHANCER_BLEND, AnySwapper
@@ -33,8 +34,8 @@ EXECUTION_PROVIDERS = ENGINES["mesh"]
 NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
 # ... and the face enhancer, for either engine.
 ENHANCER_SETUP = ("enhancer_model", "enhancer_blend", "enhancer_weight")
-# ... and the face occluder, for either engine.
-OCCLUDER_SETUP = ("occluder_model",)
+# ... and the face occluder and face parser, for either engine.
+OCCLUDER_SETUP = ("occluder_model", "parser_model", "mask_regions")
 
 
 def _source_key(photo: object) -> object:
@@ -110,7 +111,9 @@ class FacePredictor:
             and ``enhancer_blend=`` (0..1, default 0.8) and ``enhancer_weight=``
             (CodeFormer's fidelity, 0..1, default 1), and ``occluder_model=`` (a face
             occluder's ``.onnx`` file, see :class:`~faceweave.FaceOccluder`: what it
-            finds in front of a face stays the target's).
+            finds in front of a face stays the target's), and ``parser_model=`` (a face
+            parser's ``.onnx`` file, see :class:`~faceweave.FaceParser`) with
+            ``mask_regions=`` (the regions swapped; default all but glasses).
         execution_provider: ``cpu`` (the embedded engine runs on the CPU); for
             ``inswapper`` any onnxruntime provider this machine has (``cuda``...).
         **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
@@ -121,10 +124,11 @@ class FacePredictor:
     ) -> None:
         if model not in ENGINES:
             raise UsageError(f"unknown model {model!r}; available: {', '.join(ENGINES)}")
-        # The embedded engine runs on the CPU; an enhancer's or occluder's model may run
-        # elsewhere.
+        # The embedded engine runs on the CPU; an enhancer's, occluder's or parser's
+        # model may run elsewhere.
         runs_onnx = any(
-            options.get(name) is not None for name in ("enhancer_model", *OCCLUDER_SETUP)
+            options.get(name) is not None
+            for name in ("enhancer_model", "occluder_model", "parser_model")
         )
         providers = ENGINES["inswapper"] if runs_onnx else ENGINES[model]
         if execution_provider not in providers:
@@ -158,6 +162,8 @@ class FacePredictor:
             enhancer_blend=restore.get("enhancer_blend", ENHANCER_BLEND),  # type: ignore[arg-type]
             enhancer_weight=restore.get("enhancer_weight", 1.0),  # type: ignore[arg-type]
             occluder_model=occlude.get("occluder_model"),  # type: ignore[arg-type]
+            parser_model=occlude.get("parser_model"),  # type: ignore[arg-type]
+            mask_regions=occlude.get("mask_regions", DEFAULT_REGIONS),  # type: ignore[arg-type]
             execution_provider=execution_provider,
         )
         settings.check_options(checked, name=lambda n: f"{n}=")

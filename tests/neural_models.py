@@ -189,6 +189,19 @@ def green_patch(frame: np.ndarray, face, radius: float = 0.12) -> tuple[np.ndarr
     return out, disc.astype(bool)
 
 
+def green_microphone(frame: np.ndarray, face) -> np.ndarray:
+    """``frame`` with a green bar across the face's left cheek to a disc at its mouth's
+    corner (a microphone), drawn on the face it holds."""
+    import cv2
+
+    points = face.landmarks_478[:, :2]
+    end = tuple(int(v) for v in points[61] + (5, 5))
+    out = frame.copy()
+    cv2.line(out, tuple(int(v) for v in points[205] + (-40, 30)), end, (40, 200, 40), 14)
+    cv2.circle(out, end, 14, (40, 200, 40), -1)
+    return out
+
+
 def tiny_occluder(
     path: Path,
     *,
@@ -245,6 +258,87 @@ def tiny_occluder(
         "tiny_occluder",
         [helper.make_tensor_value_info("in_face:0", input_type, image)],
         [helper.make_tensor_value_info("out_mask:0", TensorProto.FLOAT, shape)],
+        inits,
+        path,
+    )
+
+
+# CelebAMask-HQ's class indices the tiny parser gives (see tiny_parser).
+PARSER_SKIN, PARSER_GLASSES, PARSER_HAIR = 1, 6, 17
+PARSER_BLUE = (255, 0, 0)  # BGR: what the tiny parser takes for glasses
+
+
+def tiny_parser(
+    path: Path,
+    *,
+    size: int | str = 512,
+    classes: int = 19,
+    output_side: int | None = None,
+    aux_outputs: bool = False,
+    input_type: int = TensorProto.FLOAT,
+    nan: bool = False,
+    channels_last: bool = False,
+) -> Path:
+    """A face parser's signature (BiSeNet on CelebAMask-HQ: ``input`` [1, 3, S, S], RGB
+    normalised by ImageNet's mean and deviation -> ``output`` [1, 19, S, S], a score per
+    class): one 1x1 convolution that undoes the normalisation and scores, on 0..1
+    colours, skin 0, hair (class 17) ``4 (2G - R - B) - 0.8`` (green), glasses (6)
+    ``4 (2B - R - G) - 0.8`` (blue), every other class -100. ``output_side``: the
+    output resized to that side (declared so); ``aux_outputs``: two more outputs after
+    it, as BiSeNet's training export has; ``classes``: another count (a wrong
+    signature); ``nan``: the output is NaN; ``channels_last``: [1, S, S, 3] in (a wrong
+    signature). ``size`` may be a name (a side the file leaves open)."""
+    mean = np.array([0.485, 0.456, 0.406])
+    std = np.array([0.229, 0.224, 0.225])
+    # Scores on 0..1 RGB colours: a (classes, 3) and b (classes,).
+    a = np.zeros((classes, 3))
+    b = np.full(classes, -100.0)
+    b[PARSER_SKIN] = 0.0
+    if classes > PARSER_HAIR:
+        a[PARSER_HAIR], b[PARSER_HAIR] = (-4.0, 8.0, -4.0), -0.8
+        a[PARSER_GLASSES], b[PARSER_GLASSES] = (-4.0, -4.0, 8.0), -0.8
+    # On the normalised input x = (v - mean) / std: v = x * std + mean.
+    weight = (a * std)[:, :, None, None].astype(np.float32)
+    bias = (b + a @ mean).astype(np.float32)
+    inits = [
+        numpy_helper.from_array(weight, "weight"),
+        numpy_helper.from_array(bias, "bias"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+    ]
+    first = "x32"
+    nodes = [helper.make_node("Cast", ["input"], [first], to=TensorProto.FLOAT)]
+    if channels_last:
+        nodes.append(helper.make_node("Transpose", [first], ["nchw"], perm=[0, 3, 1, 2]))
+        first = "nchw"
+    nodes.append(helper.make_node("Conv", [first, "weight", "bias"], ["scores"]))
+    last = "scores"
+    if nan:
+        nodes.append(helper.make_node("Div", ["zero", "zero"], ["nan"]))
+        nodes.append(helper.make_node("Add", [last, "nan"], ["scores_nan"]))
+        last = "scores_nan"
+    side: int | str = size if output_side is None else output_side
+    if output_side is not None:
+        inits.append(
+            numpy_helper.from_array(
+                np.array([1, classes, output_side, output_side], np.int64), "to"
+            )
+        )
+        nodes.append(helper.make_node("Resize", [last, "", "", "to"], ["resized"], mode="linear"))
+        last = "resized"
+    nodes.append(helper.make_node("Identity", [last], ["output"]))
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes, side, side])]
+    if aux_outputs:
+        for name in ("aux16", "aux32"):
+            nodes.append(helper.make_node("Identity", ["scores"], [name]))
+            outputs.append(
+                helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, classes, size, size])
+            )
+    image = [1, size, size, 3] if channels_last else [1, 3, size, size]
+    return _save(
+        nodes,
+        "tiny_parser",
+        [helper.make_tensor_value_info("input", input_type, image)],
+        outputs,
         inits,
         path,
     )

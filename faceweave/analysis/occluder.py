@@ -22,6 +22,8 @@ occluder's own edge stays covered rather than a soft mix of both.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,15 @@ from faceweave.core.align import aligned_crop, alignment
 from faceweave.errors import BackendError, InputError
 from faceweave.types import Face, Frame, check_frame
 
-__all__ = ["OCCLUDER_SIZE", "FaceOccluder", "Occlusion", "lay_back"]
+__all__ = [
+    "OCCLUDER_SIZE",
+    "FaceOccluder",
+    "Occluder",
+    "Occluders",
+    "Occlusion",
+    "lay_back",
+    "merged",
+]
 
 # The crop's side where the model's file leaves it open (XSeg's), and the largest taken.
 OCCLUDER_SIZE = 256
@@ -160,7 +170,59 @@ def _side(shape: list[Any], path: Path) -> tuple[int, bool]:
     raise InputError(f"{path}: input {shape}, expected [1, size, size, 3] or [1, 3, size, size]")
 
 
-class FaceOccluder:
+class Occluder(ABC):
+    """Finds what covers a face: an ONNX face occluder (:class:`FaceOccluder`), a face
+    parser keeping the regions asked for (:class:`~faceweave.FaceParser`), or several
+    of them (:class:`Occluders`). Every engine and front end takes any of them."""
+
+    @abstractmethod
+    def occlusion(self, frame: Frame, face: Face) -> Occlusion:
+        """What covers ``face`` in ``frame`` (see :class:`Occlusion`)."""
+
+
+class Occluders(Occluder):
+    """Several occluders as one: a pixel is seen where every one of them sees it (see
+    :func:`merged`).
+
+    Example:
+        >>> xseg, parser = FaceOccluder("xseg.onnx"), FaceParser("bisenet.onnx")  # doctest: +SKIP
+        >>> both = Occluders([xseg, parser])  # doctest: +SKIP
+    """
+
+    def __init__(self, occluders: Sequence[Occluder]) -> None:
+        parts = list(occluders) if isinstance(occluders, Sequence) else []
+        if not parts or not all(isinstance(o, Occluder) for o in parts):
+            raise InputError(f"Occluders takes a list of one or more occluders, got {occluders!r}")
+        self.parts = parts
+
+    def occlusion(self, frame: Frame, face: Face) -> Occlusion:
+        return merged([o.occlusion(frame, face) for o in self.parts])
+
+
+def merged(occlusions: Sequence[Occlusion]) -> Occlusion:
+    """One occlusion from several of one face: seen where all of them see the face,
+    in the crop of the one that shows the most of the frame (a face parser's wide
+    crop holds a fringe that an occluder's tight one cuts), at its size."""
+    if not occlusions:
+        raise InputError("merged takes one or more occlusions")
+    if len(occlusions) == 1:
+        return occlusions[0]
+
+    def reach(o: Occlusion) -> float:
+        # The frame's area the crop shows: its side over the matrix's scale, squared.
+        return o.visible.shape[0] * o.visible.shape[1] / abs(np.linalg.det(o.matrix[:, :2]))
+
+    widest = max(occlusions, key=reach)
+    h, w = widest.visible.shape
+    to_frame = cv2.invertAffineTransform(widest.matrix)
+    visible = widest.visible.copy()
+    for other in occlusions:
+        if other is not widest:
+            visible *= other.in_crop(to_frame, (w, h))
+    return Occlusion(visible, widest.matrix)
+
+
+class FaceOccluder(Occluder):
     """Finds what covers each face with an ONNX occluder model (see the module).
 
     Args:

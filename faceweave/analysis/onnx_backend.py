@@ -142,13 +142,17 @@ class OnnxModel:
         self.output_names = list(outputs)
         self._lock = threading.Lock()  # one run at a time per session: results stay in order
 
-    def run(self, feeds: dict[str, NDArray[Any]]) -> dict[str, NDArray[np.float32]]:
+    def run(
+        self, feeds: dict[str, NDArray[Any]], names: list[str] | None = None
+    ) -> dict[str, NDArray[np.float32]]:
+        """The outputs ``names`` (None: :attr:`output_names`) for ``feeds``."""
+        names = self.output_names if names is None else names
         with self._lock:
             try:
-                values = self.session.run(self.output_names, feeds)
+                values = self.session.run(names, feeds)
             except Exception as exc:
                 raise BackendError(f"{self.path.name}: inference failed: {exc}") from exc
-        pairs = zip(self.output_names, values, strict=True)
+        pairs = zip(names, values, strict=True)
         return {name: np.asarray(value, np.float32) for name, value in pairs}
 
 

@@ -915,8 +915,8 @@ class _SwapJob:
             if targets and any(s.options.mask_hands for s in self.swappers)
             else None
         )
-        # With --occluder-model and --debug, what it finds in front of the faces swapped,
-        # found once for the overlay and the swap.
+        # With --occluder-model or --parser-model and --debug, what they find in front of
+        # (or leave out of) the faces swapped, found once for the overlay and the swap.
         swapped = [t.face for t in targets]
         occlusions = (
             self.swappers[0].occlusions(target_frame, swapped)
@@ -1055,8 +1055,8 @@ def _check_execution_provider(args: argparse.Namespace, engine: EngineSettings |
     if args.execution_provider != "cpu" and not runs_onnx:
         raise UsageError(
             f"--execution-provider {args.execution_provider} runs ONNX models (--engine "
-            "inswapper, --enhancer-model, --occluder-model, --detector yunet); the embedded "
-            "engine and MediaPipe run on the CPU"
+            "inswapper, --enhancer-model, --occluder-model, --parser-model, --detector yunet); "
+            "the embedded engine and MediaPipe run on the CPU"
         )
 
 

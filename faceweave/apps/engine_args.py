@@ -1,9 +1,9 @@
 """The engine's command-line options, shared by ``swap``, ``live`` and ``serve``.
 
 :func:`add_engine_options` adds ``--engine``, the neural engine's model files and the
-face enhancer's and the face occluder's; :func:`engine_settings` turns them into an
-:class:`~faceweave.processors.engines.EngineSettings`, checking the flags (and the
-files' presence) before any model loads.
+face enhancer's, the face occluder's and the face parser's; :func:`engine_settings`
+turns them into an :class:`~faceweave.processors.engines.EngineSettings`, checking the
+flags (and the files' presence) before any model loads.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from faceweave.analysis.parser import REGIONS, checked_regions
 from faceweave.apps.argtypes import unit_interval
 from faceweave.errors import UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings
@@ -24,8 +25,8 @@ _DEFAULT = EngineSettings()
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """``--engine``, ``--swapper-model``, ``--embedder-model``, ``--pixel-boost``, the
-    ``--enhancer-*`` options and ``--occluder-model`` (``--execution-provider`` is the
-    caller's)."""
+    ``--enhancer-*`` options, ``--occluder-model``, ``--parser-model`` and
+    ``--mask-regions`` (``--execution-provider`` is the caller's)."""
     engine = parser.add_argument_group(
         "neural engine",
         "ONNX models you bring (faceweave ships no weights); --execution-provider runs them",
@@ -92,6 +93,26 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "signature: what it finds in front of a face (a hand, a microphone, hair) stays the "
         "target's",
     )
+    face_parser = parser.add_argument_group(
+        "face parser",
+        "an ONNX face parser you bring, for either engine",
+    )
+    face_parser.add_argument(
+        "--parser-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="BiSeNet on CelebAMask-HQ exported to ONNX (FaceFusion's bisenet_resnet_34) or a "
+        "model with its signature: only --mask-regions of a face are swapped; hair over it, a "
+        "hat and the regions left out stay the target's",
+    )
+    face_parser.add_argument(
+        "--mask-regions",
+        nargs="+",
+        choices=(*REGIONS, "all"),
+        default=None,
+        metavar="REGION",
+        help=f"the regions swapped, from {', '.join(REGIONS)} or all (default: all but glasses)",
+    )
 
 
 def option_flag(name: str) -> str:
@@ -108,6 +129,8 @@ def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None
     ):
         if value is not None and args.enhancer_model is None:
             raise UsageError(f"{flag} is for --enhancer-model FILE.onnx")
+    if args.mask_regions is not None and args.parser_model is None:
+        raise UsageError("--mask-regions is for --parser-model FILE.onnx (a face parser)")
     neural = (
         ("--swapper-model", args.swapper_model),
         ("--embedder-model", args.embedder_model),
@@ -134,6 +157,12 @@ def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None
             _DEFAULT.enhancer_weight if args.enhancer_weight is None else args.enhancer_weight
         ),
         occluder_model=args.occluder_model,
+        parser_model=args.parser_model,
+        mask_regions=(
+            _DEFAULT.mask_regions
+            if args.mask_regions is None
+            else checked_regions(args.mask_regions)
+        ),
         execution_provider=args.execution_provider,
     ).validated()
     if options is not None:

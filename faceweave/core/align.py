@@ -1,8 +1,9 @@
 """Five-point face alignment: the similarity that takes a face's five points (eyes, nose
 tip, mouth corners) to a model's template, and the aligned crop it gives.
 
-The neural models a user brings (:mod:`faceweave.processors.neural`) and the face
-occluder (:mod:`faceweave.analysis.occluder`) were trained on faces aligned so.
+The neural models a user brings (:mod:`faceweave.processors.neural`), the face
+occluder (:mod:`faceweave.analysis.occluder`) and the face parser
+(:mod:`faceweave.analysis.parser`) were trained on faces aligned so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from numpy.typing import NDArray
 from faceweave.core.geometry import umeyama
 from faceweave.types import Frame
 
-__all__ = ["ARCFACE_TEMPLATE", "aligned_crop", "alignment"]
+__all__ = ["ARCFACE_TEMPLATE", "FFHQ_TEMPLATE", "aligned_crop", "alignment", "ffhq_alignment"]
 
 # ArcFace's five-point template at 112 px (eyes, nose tip, mouth corners, image-left
 # first): the alignment the recogniser, and inswapper after it, were trained on.
@@ -28,6 +29,29 @@ ARCFACE_TEMPLATE = np.array(
     ],
     np.float64,
 )
+
+# FFHQ's five-point template (as fractions of the crop's side): the alignment face
+# restoration models (GFPGAN, GPEN, CodeFormer) were trained on, and close to the
+# CelebAMask-HQ photos face parsers (BiSeNet) were: the whole head, hair included.
+FFHQ_TEMPLATE = np.array(
+    [
+        [0.37691676, 0.46864664],
+        [0.62285697, 0.46912813],
+        [0.50123859, 0.61331904],
+        [0.39308822, 0.72541100],
+        [0.61150205, 0.72490465],
+    ],
+    np.float64,
+)
+
+
+def ffhq_alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:
+    """(2, 3) similarity that takes a face's five points (frame pixels) to FFHQ's
+    template at ``size`` px."""
+    rotation, scale, translation = umeyama(
+        np.asarray(points5, np.float64)[:, :2], FFHQ_TEMPLATE * size
+    )
+    return np.hstack([scale * rotation, translation[:, None]])
 
 
 def alignment(points5: NDArray[np.floating], size: int) -> NDArray[np.float64]:

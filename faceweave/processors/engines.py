@@ -4,7 +4,8 @@ The command line (``swap``, ``live``), the Python API and the service
 (``faceweave serve``) take the same settings: the embedded ``mesh`` engine (no model
 files), or ``inswapper`` on ONNX models the user brings, either of them optionally
 followed by a face enhancer (see :mod:`faceweave.processors.neural`), and either of them
-optionally with a face occluder (see :mod:`faceweave.analysis.occluder`)::
+optionally with a face occluder (see :mod:`faceweave.analysis.occluder`) or a face
+parser (see :mod:`faceweave.analysis.parser`), or both::
 
     engine = SwapEngine(EngineSettings(engine="inswapper",
                                        swapper_model=Path("inswapper_128.onnx"),
@@ -21,12 +22,13 @@ hold one copy of the weights, not one each.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from faceweave.analysis.occluder import FaceOccluder
+from faceweave.analysis.occluder import FaceOccluder, Occluder, Occluders
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS, check_model_file
+from faceweave.analysis.parser import DEFAULT_REGIONS, FaceParser, checked_regions
 from faceweave.errors import InputError, UsageError
 from faceweave.processors.neural import (
     ENHANCER_BLEND,
@@ -55,7 +57,13 @@ __all__ = [
 # signature, on files the user brings.
 ENGINE_NAMES = ("mesh", "inswapper")
 # The settings that name model files.
-_MODEL_FILES = ("swapper_model", "embedder_model", "enhancer_model", "occluder_model")
+_MODEL_FILES = (
+    "swapper_model",
+    "embedder_model",
+    "enhancer_model",
+    "occluder_model",
+    "parser_model",
+)
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,11 @@ class EngineSettings:
         enhancer_weight: CodeFormer's fidelity input, 0..1.
         occluder_model: a face occluder's ``.onnx`` file (XSeg), for either engine:
             what it finds in front of a face stays the target's.
+        parser_model: a face parser's ``.onnx`` file (BiSeNet), for either engine:
+            only ``mask_regions`` of a face are swapped, the rest (hair over it, a
+            hat, glasses, regions left out) stays the target's.
+        mask_regions: the regions the face parser keeps to swap (see
+            :data:`~faceweave.analysis.parser.REGIONS`).
         execution_provider: onnxruntime provider of the models (``cpu``, ``cuda``...).
     """
 
@@ -82,6 +95,8 @@ class EngineSettings:
     enhancer_blend: float = ENHANCER_BLEND
     enhancer_weight: float = 1.0
     occluder_model: Path | None = None
+    parser_model: Path | None = None
+    mask_regions: tuple[str, ...] = DEFAULT_REGIONS
     execution_provider: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -90,6 +105,11 @@ class EngineSettings:
             value = getattr(self, name)
             if isinstance(value, (str, os.PathLike)) and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(os.fspath(value)))
+        if not isinstance(self.mask_regions, tuple) and isinstance(self.mask_regions, Iterable):
+            regions = self.mask_regions
+            object.__setattr__(
+                self, "mask_regions", (regions,) if isinstance(regions, str) else tuple(regions)
+            )
 
     @property
     def neural(self) -> bool:
@@ -98,8 +118,11 @@ class EngineSettings:
 
     @property
     def embedded_only(self) -> bool:
-        """The embedded engine with no enhancer or occluder: no model file at all."""
-        return not self.neural and self.enhancer_model is None and self.occluder_model is None
+        """The embedded engine with no enhancer, occluder or parser: no model file at all."""
+        return not self.neural and all(
+            getattr(self, name) is None
+            for name in ("enhancer_model", "occluder_model", "parser_model")
+        )
 
     def validated(self) -> EngineSettings:
         """``self`` when the settings are usable and the named files exist; else a
@@ -133,9 +156,15 @@ class EngineSettings:
             raise UsageError(
                 "swapper model, embedder model and pixel boost are for the inswapper engine"
             )
-        for path in (self.enhancer_model, self.occluder_model):
+        for path in (self.enhancer_model, self.occluder_model, self.parser_model):
             if path is not None:
                 check_model_file(path)
+        try:
+            regions = checked_regions(self.mask_regions)
+        except InputError as exc:
+            raise UsageError(str(exc)) from None
+        if self.parser_model is None and set(regions) != set(DEFAULT_REGIONS):
+            raise UsageError("mask regions are a face parser's: give its model too")
         return self
 
     def check_options(
@@ -201,10 +230,20 @@ class SwapEngine:
             if s.enhancer_model is not None
             else None
         )
-        self.occluder = (
-            FaceOccluder(s.occluder_model, execution_provider=s.execution_provider)
-            if s.occluder_model is not None
-            else None
+        # What covers a face: an occluder's finds, a parser's regions left out, or both.
+        found: list[Occluder] = []
+        if s.occluder_model is not None:
+            found.append(FaceOccluder(s.occluder_model, execution_provider=s.execution_provider))
+        if s.parser_model is not None:
+            found.append(
+                FaceParser(
+                    s.parser_model,
+                    regions=s.mask_regions,
+                    execution_provider=s.execution_provider,
+                )
+            )
+        self.occluder: Occluder | None = (
+            None if not found else found[0] if len(found) == 1 else Occluders(found)
         )
 
     @property

@@ -63,13 +63,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.hands import Hand
-from faceweave.analysis.occluder import FaceOccluder, Occlusion, lay_back
+from faceweave.analysis.occluder import Occluder, Occlusion, lay_back
 from faceweave.analysis.onnx_backend import OnnxModel, check_model_file
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
-from faceweave.core.align import ARCFACE_TEMPLATE, aligned_crop, alignment
+from faceweave.core.align import ARCFACE_TEMPLATE, aligned_crop, alignment, ffhq_alignment
 from faceweave.core.facemodel import load_face_model
-from faceweave.core.geometry import umeyama
 from faceweave.core.hands import hand_silhouette, keep_hands
 from faceweave.errors import BackendError, InputError, NoFaceError, UsageError
 from faceweave.processors.swap import (
@@ -108,18 +107,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# FFHQ's five-point template (as fractions of the crop's side): the alignment face
-# restoration models (GFPGAN, GPEN, CodeFormer) were trained on.
-FFHQ_TEMPLATE = np.array(
-    [
-        [0.37691676, 0.46864664],
-        [0.62285697, 0.46912813],
-        [0.50123859, 0.61331904],
-        [0.39308822, 0.72541100],
-        [0.61150205, 0.72490465],
-    ],
-    np.float64,
-)
 # How much of the restored face an enhancer uses by default (FaceFusion's 80%).
 ENHANCER_BLEND = 0.8
 NEURAL_COLOR_MODES = ("none", "rct", "lct")
@@ -750,10 +737,7 @@ class FaceEnhancer:
 
     def matrix(self, face: Face) -> NDArray[np.float64]:
         """The similarity taking the face to the FFHQ template at the model's size."""
-        rotation, scale, translation = umeyama(
-            np.asarray(face.landmarks_5, np.float64), FFHQ_TEMPLATE * self.size
-        )
-        return np.hstack([scale * rotation, translation[:, None]])
+        return ffhq_alignment(face.landmarks_5, self.size)
 
     def run(self, crop: Frame) -> NDArray[np.float32]:
         """The restored face of one aligned crop, BGR float32 0..255."""
@@ -812,10 +796,10 @@ class EnhancedSwapper:
         return self.swapper.hands_near(frame, faces)
 
     @property
-    def occluder(self) -> FaceOccluder | None:
+    def occluder(self) -> Occluder | None:
         return self.swapper.occluder
 
-    def with_occluder(self, occluder: FaceOccluder | None) -> EnhancedSwapper:
+    def with_occluder(self, occluder: Occluder | None) -> EnhancedSwapper:
         """The same, its swapper with ``occluder`` (see FaceSwapping.with_occluder)."""
         return EnhancedSwapper(self.swapper.with_occluder(occluder), self.enhancer)
 

@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.hands import Hand, HandFinder, MediaPipeHands, face_crop
-from faceweave.analysis.occluder import FaceOccluder, Occlusion, lay_back
+from faceweave.analysis.occluder import Occluder, Occlusion, lay_back
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core import creases, eyeball, lighting
@@ -1523,7 +1523,7 @@ def prepare_source(
     uv_size: int = SwapOptions.uv_size,
     frame: Frame | None = None,
     log_advice: bool = True,
-    face_occluder: FaceOccluder | None = None,
+    face_occluder: Occluder | None = None,
 ) -> SourceModel:
     """Unwrap, complete and de-light a source face.
 
@@ -1535,8 +1535,8 @@ def prepare_source(
         frame: the image the face was found in.
         log_advice: log the advice lines (below); False for a photo that only
             helps another one (see :func:`merge_sources`).
-        face_occluder: a face occluder (a model you bring): what it finds in front
-            of the face hides what it covers, as a hand does.
+        face_occluder: a face occluder or parser (a model you bring): what it finds
+            in front of the face hides what it covers, as a hand does.
 
     Returns:
         The :class:`SourceModel`.
@@ -3254,16 +3254,19 @@ class FaceSwapping:
     # Built on the first swap that asks for it (see hands_near), one per swapper.
     _hand_finder: HandFinder | None = None
     # An ONNX face occluder the user brings (see with_occluder); None: none.
-    occluder: FaceOccluder | None = None
+    occluder: Occluder | None = None
 
-    def with_occluder(self: _Swapping, occluder: FaceOccluder | None) -> _Swapping:
+    def with_occluder(self: _Swapping, occluder: Occluder | None) -> _Swapping:
         """This swapper (sharing its models) with ``occluder``: whatever it finds in
         front of a target face (a hand, a microphone, hair) stays the target's, left
         out of what the swap measures on the target, as a hand is with
         ``mask_hands``. None: no occluder. (The embedded engine's also prepares a
         source given as Faces again with it: see :meth:`Swapper.with_occluder`.)"""
-        if occluder is not None and not isinstance(occluder, FaceOccluder):
-            raise InputError(f"occluder is a FaceOccluder, got {type(occluder).__name__}")
+        if occluder is not None and not isinstance(occluder, Occluder):
+            raise InputError(
+                "occluder is a FaceOccluder, a FaceParser or Occluders of them, got "
+                f"{type(occluder).__name__}"
+            )
         other = object.__new__(type(self))
         other.__dict__.update(self.__dict__)
         other.occluder = occluder
@@ -3351,9 +3354,11 @@ class Swapper(FaceSwapping):
             (it carries its image), or a prepared :class:`SourceModel`; or a list of
             them, several photos of the same person, merged by :func:`merge_sources`
             (the first leads; a turned photo gives the far side its own texture).
-        occluder: a face occluder (:class:`~faceweave.FaceOccluder`, a model you
-            bring): what it finds in front of a target face stays the target's, and in
-            front of the source's face is hidden, as a hand is (see with_occluder).
+        occluder: a face occluder or parser (:class:`~faceweave.FaceOccluder`,
+            :class:`~faceweave.FaceParser`, a model you bring, or
+            :class:`~faceweave.Occluders` of both): what it finds in front of a target
+            face stays the target's, and in front of the source's face is hidden, as a
+            hand is (see with_occluder).
         fusion, shape, color, blend, mask_mouth, mask_lips, mask_eyes, mask_glasses,
         feather, mask_padding, uv_size, work_size: see :class:`SwapOptions`.
 
@@ -3366,11 +3371,14 @@ class Swapper(FaceSwapping):
         self,
         source_face: SourcePhotos,
         *,
-        occluder: FaceOccluder | None = None,
+        occluder: Occluder | None = None,
         **options: object,
     ) -> None:
-        if occluder is not None and not isinstance(occluder, FaceOccluder):
-            raise InputError(f"occluder is a FaceOccluder, got {type(occluder).__name__}")
+        if occluder is not None and not isinstance(occluder, Occluder):
+            raise InputError(
+                "occluder is a FaceOccluder, a FaceParser or Occluders of them, got "
+                f"{type(occluder).__name__}"
+            )
         self.occluder = occluder
         self.model = load_face_model()
         self.options = SwapOptions.from_kwargs(options)
@@ -3636,7 +3644,7 @@ class Swapper(FaceSwapping):
         swapper._photos = self._photos  # the photos it came from, for a later size change
         return swapper
 
-    def with_occluder(self, occluder: FaceOccluder | None) -> Swapper:
+    def with_occluder(self, occluder: Occluder | None) -> Swapper:
         """This swapper with ``occluder`` (see FaceSwapping.with_occluder); a source
         given as Faces is prepared again from them with it, so that what it finds in
         front of the source's face too is hidden, as a hand is (about 0.2 s; a source

@@ -248,6 +248,14 @@ class Health(BaseModel):
     occluder: bool = Field(
         description="a face occluder keeps what covers a face (a hand, a microphone) the target's"
     )
+    parser: bool = Field(
+        default=False,
+        description="a face parser swaps only mask_regions of a face; the rest (hair over it, "
+        "a hat, the regions left out) stays the target's",
+    )
+    mask_regions: list[str] | None = Field(
+        default=None, description="the regions a face parser swaps (null: no parser)"
+    )
 
 
 def _iso(seconds: float | None) -> str | None:
@@ -633,6 +641,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
     def healthz(request: Request) -> Health:
         """Liveness and queue size; no key needed."""
         state = _state(request)
+        parsing = state.swap_engine.settings.parser_model is not None
         return Health(
             status="ok",
             version=faceweave.__version__,
@@ -643,7 +652,9 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
             provenance=provenance_available(),
             engine=state.swap_engine.name,
             enhancer=state.swap_engine.enhancer is not None,
-            occluder=state.swap_engine.occluder is not None,
+            occluder=state.swap_engine.settings.occluder_model is not None,
+            parser=parsing,
+            mask_regions=list(state.swap_engine.settings.mask_regions) if parsing else None,
         )
 
     @app.post(

@@ -122,9 +122,14 @@ def service(tmp_path: Path) -> Iterator[tuple[str, str]]:
 def neural_service(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """(base URL, API key) of a running service on the neural engine: tiny ONNX models
     with inswapper's and ArcFace's signatures (tests/neural_models.py), the swap tinted,
-    and a face occluder with XSeg's."""
+    a face occluder with XSeg's and a face parser with BiSeNet's, swapping skin and nose."""
     pytest.importorskip("onnx")
-    from neural_models import tiny_embedder, tiny_occluder, tiny_swapper  # tests/ on sys.path
+    from neural_models import (  # tests/ on sys.path
+        tiny_embedder,
+        tiny_occluder,
+        tiny_parser,
+        tiny_swapper,
+    )
 
     from faceweave.processors.engines import EngineSettings
 
@@ -134,6 +139,8 @@ def neural_service(tmp_path: Path) -> Iterator[tuple[str, str]]:
         swapper_model=swapper,
         embedder_model=tiny_embedder(tmp_path / "arcface.onnx"),
         occluder_model=tiny_occluder(tmp_path / "xseg.onnx"),
+        parser_model=tiny_parser(tmp_path / "bisenet.onnx", size=128),
+        mask_regions=("skin", "nose"),
     )
     data_dir = tmp_path / "data"
     key = make_key(data_dir)

@@ -151,6 +151,7 @@ def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
     note.wait_for(state="visible")
     assert "inswapper engine" in note.inner_text()
     assert "a face occluder keeps what covers them" in note.inner_text()
+    assert "a face parser swaps only their skin, nose." in note.inner_text()
     for label in (
         "Target's light",
         "Face shape",

@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("onnx")
 from cli_runner import run_cli as _cli  # noqa: E402  (tests/ is on sys.path)
 from neural_models import (  # noqa: E402  (tests/ is on sys.path)
+    green_microphone,
     green_patch,
     tiny_embedder,
     tiny_enhancer,
@@ -167,17 +168,6 @@ def test_with_occluder_makes_a_copy_that_keeps_it(
     )
 
 
-def _microphone(frame: np.ndarray, face: Face) -> np.ndarray:
-    """``frame`` with a green bar across the face's left cheek to a disc at its mouth's
-    corner (a microphone), drawn on the face it holds."""
-    points = face.landmarks_478[:, :2]
-    end = tuple(int(v) for v in points[61] + (5, 5))
-    out = frame.copy()
-    cv2.line(out, tuple(int(v) for v in points[205] + (-40, 30)), end, (40, 200, 40), 14)
-    cv2.circle(out, end, 14, (40, 200, 40), -1)
-    return out
-
-
 def test_what_covers_the_source_photos_face_is_hidden(
     occluder: fw.FaceOccluder,
     analyser: fw.FaceAnalyser,
@@ -190,7 +180,7 @@ def test_what_covers_the_source_photos_face_is_hidden(
     head is carried onto the target as a blob by the mouth; with it, those texels are
     taken from the face's other side (and its light is fitted without them), and the
     swap is the swap of the photo without the microphone."""
-    held = analyser.get_faces(_microphone(astronaut, astronaut_face))[0]
+    held = analyser.get_faces(green_microphone(astronaut, astronaut_face))[0]
     bare = fw.Swapper(astronaut_face).swap(grace_hopper, [grace_hopper_face])
     plain = fw.Swapper(held).swap(grace_hopper, [grace_hopper_face])
     given = fw.Swapper(held, occluder=occluder)

@@ -24,6 +24,7 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     tiny_embedder,
     tiny_enhancer,
     tiny_occluder,
+    tiny_parser,
     tiny_swapper,
 )
 
@@ -52,6 +53,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "embedder": tiny_embedder(root / "arcface.onnx"),
         "enhancer": tiny_enhancer(root / "darken.onnx", scale=0.6, shift=-0.3),
         "occluder": tiny_occluder(root / "xseg.onnx"),
+        "parser": tiny_parser(root / "bisenet.onnx", size=256),
         "root": root,
     }
 
@@ -249,6 +251,33 @@ def test_an_occluder_keeps_what_covers_the_jobs_faces(
     assert kept.max() <= 8 and kept.mean() < 2
     rows, cols = _face_box(target)
     assert np.abs(result[rows, cols].astype(int) - covered[rows, cols]).mean() > 10  # swapped
+
+
+def test_a_parser_swaps_only_the_servers_regions_of_the_jobs_faces(
+    make_client: AppFactory,
+    models: dict[str, Path],
+    tmp_path: Path,
+    source_png: bytes,
+    grace_hopper_rgb: np.ndarray,
+) -> None:
+    """A server started with a face parser and --mask-regions nose: the tiny parser reads
+    the whole face as skin, so the job's face stays the target's (to the watermark)."""
+    settings = EngineSettings(parser_model=models["parser"], mask_regions=("nose",))
+    client = make_client(data_dir=tmp_path / "svc", engine=settings)
+    health = client.get("/healthz").json()
+    assert health["parser"] is True and health["mask_regions"] == ["nose"], health
+    assert health["occluder"] is False
+    key = make_key(tmp_path / "svc", "parser")
+    target = np.ascontiguousarray(grace_hopper_rgb[:, :, ::-1])
+    buffer = io.BytesIO()
+    Image.fromarray(grace_hopper_rgb).save(buffer, format="PNG")
+    job = _finished_job(client, key, source_png, buffer.getvalue())
+    assert job["state"] == "done", job
+    rows, cols = _face_box(target)
+    kept = np.abs(_result(client, key, job)[rows, cols].astype(int) - target[rows, cols])
+    assert np.median(kept) <= 2, np.median(kept)  # a swap changes it by over 10
+    plain = make_client(data_dir=tmp_path / "plain").get("/healthz").json()
+    assert plain["parser"] is False and plain["mask_regions"] is None
 
 
 def test_live_sources_take_the_servers_engine_and_it_refuses_a_source_gaze(

@@ -230,23 +230,30 @@ function jobRow(job) {
   return row;
 }
 
-// The server's engine (no key needed): another than the embedded one takes fewer options.
+// The server's engine (no key needed): another than the embedded one takes fewer options;
+// the models it runs (an enhancer, an occluder, a face parser) are named in a note.
 async function showEngine() {
   const response = await fetch("/healthz");
   if (!response.ok) return;
   const health = await response.json();
-  if (!health.engine || health.engine === "mesh") return;
-  // Options are removed (Safari shows a hidden <option>), the other controls hidden.
-  document.querySelectorAll("[data-mesh-only]").forEach((element) => {
-    if (element.tagName === "OPTION") element.remove();
-    else element.hidden = true;
-  });
-  if (!$("color").value) $("color").value = "lct";
-  const note = $("engine-note");
   const extras = [
     health.enhancer ? "a face enhancer restores the faces" : "",
     health.occluder ? "a face occluder keeps what covers them" : "",
+    health.parser
+      ? `a face parser swaps only their ${(health.mask_regions || []).join(", ")}`
+      : "",
   ].filter(Boolean);
+  const mesh = !health.engine || health.engine === "mesh";
+  if (mesh && !extras.length) return;
+  if (!mesh) {
+    // Options are removed (Safari shows a hidden <option>), the other controls hidden.
+    document.querySelectorAll("[data-mesh-only]").forEach((element) => {
+      if (element.tagName === "OPTION") element.remove();
+      else element.hidden = true;
+    });
+    if (!$("color").value) $("color").value = "lct";
+  }
+  const note = $("engine-note");
   note.textContent = `This server swaps with the ${health.engine} engine` +
     (extras.length ? `, and ${extras.join(" and ")}.` : ".");
   note.hidden = false;
