@@ -273,7 +273,7 @@ def tiny_parser(
     *,
     size: int | str = 512,
     classes: int = 19,
-    output_side: int | None = None,
+    output_side: int | tuple[int, int] | None = None,
     aux_outputs: bool = False,
     input_type: int = TensorProto.FLOAT,
     nan: bool = False,
@@ -284,7 +284,8 @@ def tiny_parser(
     class): one 1x1 convolution that undoes the normalisation and scores, on 0..1
     colours, skin 0, hair (class 17) ``4 (2G - R - B) - 0.8`` (green), glasses (6)
     ``4 (2B - R - G) - 0.8`` (blue), every other class -100. ``output_side``: the
-    output resized to that side (declared so); ``aux_outputs``: two more outputs after
+    output resized to that side (declared so), or to (height, width) (declared open:
+    a model that gives no square); ``aux_outputs``: two more outputs after
     it, as BiSeNet's training export has; ``classes``: another count (a wrong
     signature); ``nan``: the output is NaN; ``channels_last``: [1, S, S, 3] in (a wrong
     signature). ``size`` may be a name (a side the file leaves open)."""
@@ -316,17 +317,15 @@ def tiny_parser(
         nodes.append(helper.make_node("Div", ["zero", "zero"], ["nan"]))
         nodes.append(helper.make_node("Add", [last, "nan"], ["scores_nan"]))
         last = "scores_nan"
-    side: int | str = size if output_side is None else output_side
+    sides: list = [size, size]
     if output_side is not None:
-        inits.append(
-            numpy_helper.from_array(
-                np.array([1, classes, output_side, output_side], np.int64), "to"
-            )
-        )
+        high, wide = output_side if isinstance(output_side, tuple) else (output_side,) * 2
+        sides = ["h", "w"] if isinstance(output_side, tuple) else [high, wide]
+        inits.append(numpy_helper.from_array(np.array([1, classes, high, wide], np.int64), "to"))
         nodes.append(helper.make_node("Resize", [last, "", "", "to"], ["resized"], mode="linear"))
         last = "resized"
     nodes.append(helper.make_node("Identity", [last], ["output"]))
-    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes, side, side])]
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes, *sides])]
     if aux_outputs:
         for name in ("aux16", "aux32"):
             nodes.append(helper.make_node("Identity", ["scores"], [name]))

@@ -45,6 +45,7 @@ __all__ = [
     "Occlusion",
     "lay_back",
     "merged",
+    "occlusion_of",
 ]
 
 # The crop's side where the model's file leaves it open (XSeg's), and the largest taken.
@@ -176,8 +177,8 @@ class Occluder(ABC):
     of them (:class:`Occluders`). Every engine and front end takes any of them."""
 
     @abstractmethod
-    def occlusion(self, frame: Frame, face: Face) -> Occlusion:
-        """What covers ``face`` in ``frame`` (see :class:`Occlusion`)."""
+    def occlusion(self, frame: Frame, face: Face) -> Occlusion | None:
+        """What covers ``face`` in ``frame`` (see :class:`Occlusion`); None: nothing."""
 
 
 class Occluders(Occluder):
@@ -195,16 +196,37 @@ class Occluders(Occluder):
             raise InputError(f"Occluders takes a list of one or more occluders, got {occluders!r}")
         self.parts = parts
 
-    def occlusion(self, frame: Frame, face: Face) -> Occlusion:
-        return merged([o.occlusion(frame, face) for o in self.parts])
+    def occlusion(self, frame: Frame, face: Face) -> Occlusion | None:
+        """Every part's occlusion of ``face`` as one (None where none finds anything).
+
+        Raises:
+            BackendError: a part gives something else than an Occlusion or None.
+        """
+        found = [o for part in self.parts if (o := occlusion_of(part, frame, face)) is not None]
+        return merged(found) if found else None
+
+
+def occlusion_of(occluder: Occluder, frame: Frame, face: Face) -> Occlusion | None:
+    """``occluder.occlusion(frame, face)``, checked: an occluder of your own that gives
+    something else than an Occlusion or None is a :class:`BackendError`."""
+    occlusion = occluder.occlusion(frame, face)
+    if occlusion is not None and not isinstance(occlusion, Occlusion):
+        raise BackendError(
+            f"{type(occluder).__name__}.occlusion gave a {type(occlusion).__name__}, not an "
+            "Occlusion or None"
+        )
+    return occlusion
 
 
 def merged(occlusions: Sequence[Occlusion]) -> Occlusion:
     """One occlusion from several of one face: seen where all of them see the face,
     in the crop of the one that shows the most of the frame (a face parser's wide
     crop holds a fringe that an occluder's tight one cuts), at its size."""
-    if not occlusions:
-        raise InputError("merged takes one or more occlusions")
+    if not isinstance(occlusions, Sequence) or not occlusions:
+        raise InputError(f"merged takes a list of one or more occlusions, got {occlusions!r}")
+    for item in occlusions:
+        if not isinstance(item, Occlusion):
+            raise InputError(f"merged takes Occlusions, got a {type(item).__name__}")
     if len(occlusions) == 1:
         return occlusions[0]
 

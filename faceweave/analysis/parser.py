@@ -96,27 +96,29 @@ _FLOAT_TYPES = ("tensor(float)", "tensor(float16)")
 
 
 def checked_regions(regions: object) -> tuple[str, ...]:
-    """``regions`` as a tuple of names from :data:`REGIONS` (one or more, each once;
-    ``"all"`` alone: all of them).
+    """``regions`` as a tuple of names from :data:`REGIONS`, each once, in that order
+    (one or more; ``"all"`` alone: all of them).
 
     Raises:
         InputError: not a list of known region names.
     """
     if isinstance(regions, str):
         regions = [regions]
-    if not isinstance(regions, Iterable):
+    if isinstance(regions, (bytes, bytearray, dict)) or not isinstance(regions, Iterable):
         raise InputError(f"regions are a list of names from {', '.join(REGIONS)}; got {regions!r}")
-    names = list(regions)
-    if names == ["all"]:
-        return REGIONS
+    names = list(dict.fromkeys(regions))
     if not names:
         raise InputError(f"give one or more regions from {', '.join(REGIONS)}")
     for name in names:
-        if name not in REGIONS:
+        if not isinstance(name, str) or (name not in REGIONS and name != "all"):
             raise InputError(
                 f"unknown face region {name!r}: choose from {', '.join(REGIONS)} (or all)"
             )
-    return tuple(dict.fromkeys(names))
+    if "all" in names:
+        if len(names) > 1:
+            raise InputError("the face region 'all' is every region: give it alone")
+        return REGIONS
+    return tuple(r for r in REGIONS if r in names)
 
 
 class FaceParser(Occluder):
@@ -175,6 +177,11 @@ class FaceParser(Occluder):
                 f"{path}: output {list(output.shape)}, expected [1, {len(PARSER_CLASSES)}, "
                 "size, size] (a score for each of CelebAMask-HQ's classes)"
             )
+        if any(d is not None and not 2 <= d <= OCCLUDER_MAX_SIZE for d in declared[2:]):
+            raise InputError(
+                f"{path}: output {list(output.shape)}: a face's labels are 2 to "
+                f"{OCCLUDER_MAX_SIZE} px a side"
+            )
         self._kept = np.array([PARSER_CLASSES.index(r) for r in self.regions], np.int64)
 
     def with_regions(self, regions: Iterable[str]) -> FaceParser:
@@ -188,7 +195,17 @@ class FaceParser(Occluder):
     def blob(self, crop: Frame) -> NDArray[np.float32]:
         """The model's input for one aligned BGR crop: RGB, ImageNet-normalised,
         [1, 3, S, S] (OpenCV's blob, its mean taken off and its scale the deviations'
-        mean, then each channel set to its own deviation)."""
+        mean, then each channel set to its own deviation).
+
+        Raises:
+            InputError: ``crop`` is no uint8 (S, S, 3) image.
+        """
+        crop = check_frame(crop)
+        if crop.shape[:2] != (self.size, self.size):
+            raise InputError(
+                f"the face parser takes {self.size} x {self.size} crops, got "
+                f"{crop.shape[1]} x {crop.shape[0]}"
+            )
         # (With swapRB the mean is given in RGB order, as the blob's channels.)
         blob = cv2.dnn.blobFromImage(
             crop, float(1.0 / (255.0 * _STD.mean())), mean=_MEAN_255, swapRB=True
@@ -205,9 +222,11 @@ class FaceParser(Occluder):
                 f"{self.model.path.name}: output {list(scores.shape)}, expected "
                 f"[1, {len(PARSER_CLASSES)}, size, size]"
             )
-        if min(scores.shape[2:]) < 2 or max(scores.shape[2:]) > OCCLUDER_MAX_SIZE:
+        side = scores.shape[2]
+        if side != scores.shape[3] or not 2 <= side <= OCCLUDER_MAX_SIZE:
             raise BackendError(
-                f"{self.model.path.name}: output {list(scores.shape)} is no face's labels"
+                f"{self.model.path.name}: output {list(scores.shape)} is no face's labels "
+                "(expected a square of 2 to 2048 px)"
             )
         return np.asarray(scores[0], np.float32)
 
@@ -218,9 +237,10 @@ class FaceParser(Occluder):
 
     def scores(self, crop: Frame) -> NDArray[np.float32]:
         """The model's (19, S', S') scores of one aligned ``size`` px BGR crop, one plane
-        per class of :data:`PARSER_CLASSES`, at the model's output side."""
+        per class of :data:`PARSER_CLASSES`, at the model's output side (a score of
+        -infinity is a class that never wins; NaN and +infinity are errors)."""
         scores = self._raw(crop)
-        if not np.isfinite(scores).all():
+        if np.isnan(scores).any() or np.isposinf(scores).any():
             raise self._not_finite()
         return scores
 
@@ -231,8 +251,8 @@ class FaceParser(Occluder):
 
     def kept(self, crop: Frame) -> NDArray[np.bool_]:
         """Where one aligned crop shows a region kept, (S', S'): its best kept class
-        scores at least as high as every other (the argmax's regions, in a twentieth of
-        its time)."""
+        scores above every other (the argmax's regions, in a twentieth of its time; a
+        tie is not kept, so the target's pixel stays)."""
         scores = self._raw(crop)
         others = np.setdiff1d(np.arange(len(PARSER_CLASSES)), self._kept)
 
@@ -242,11 +262,11 @@ class FaceParser(Occluder):
                 np.maximum(top, scores[c], out=top)
             # A NaN or a +infinity anywhere in these planes is in their maximum too (a
             # -infinity is a class that never wins: no harm).
-            if not np.isfinite(top).all():
+            if np.isnan(top).any() or np.isposinf(top).any():
                 raise self._not_finite()
             return top
 
-        return best(self._kept) >= best(others)
+        return best(self._kept) > best(others)
 
     def occlusion(self, frame: Frame, face: Face) -> Occlusion:
         """The regions not kept in ``face``'s area of ``frame``, as what covers it (see

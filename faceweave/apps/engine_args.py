@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from faceweave.analysis.parser import REGIONS, checked_regions
+from faceweave.analysis.parser import REGIONS
 from faceweave.apps.argtypes import unit_interval
 from faceweave.errors import UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings
@@ -109,6 +109,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--mask-regions",
         nargs="+",
         choices=(*REGIONS, "all"),
+        action="extend",
         default=None,
         metavar="REGION",
         help=f"the regions swapped, from {', '.join(REGIONS)} or all (default: all but glasses)",
@@ -158,11 +159,7 @@ def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None
         ),
         occluder_model=args.occluder_model,
         parser_model=args.parser_model,
-        mask_regions=(
-            _DEFAULT.mask_regions
-            if args.mask_regions is None
-            else checked_regions(args.mask_regions)
-        ),
+        mask_regions=_DEFAULT.mask_regions if args.mask_regions is None else args.mask_regions,
         execution_provider=args.execution_provider,
     ).validated()
     if options is not None:

@@ -137,7 +137,8 @@ def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--execution-provider",
         choices=tuple(EXECUTION_PROVIDERS),
         default="cpu",
-        help="onnxruntime provider of the models of --engine and --enhancer-model (default cpu)",
+        help="onnxruntime provider of the models you bring (--engine inswapper, "
+        "--enhancer-model, --occluder-model, --parser-model; default cpu)",
     )
     add_engine_options(serve)
     serve.add_argument(

@@ -22,7 +22,7 @@ hold one copy of the weights, not one each.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,11 +105,13 @@ class EngineSettings:
             value = getattr(self, name)
             if isinstance(value, (str, os.PathLike)) and not isinstance(value, Path):
                 object.__setattr__(self, name, Path(os.fspath(value)))
-        if not isinstance(self.mask_regions, tuple) and isinstance(self.mask_regions, Iterable):
-            regions = self.mask_regions
-            object.__setattr__(
-                self, "mask_regions", (regions,) if isinstance(regions, str) else tuple(regions)
-            )
+        # The regions as they run: known names each once, in REGIONS' order, "all"
+        # spelled out (what /healthz reports, and what settings compare by); others are
+        # left for validated() to refuse.
+        try:
+            object.__setattr__(self, "mask_regions", checked_regions(self.mask_regions))
+        except InputError:
+            pass
 
     @property
     def neural(self) -> bool:

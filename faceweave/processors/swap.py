@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.hands import Hand, HandFinder, MediaPipeHands, face_crop
-from faceweave.analysis.occluder import Occluder, Occlusion, lay_back
+from faceweave.analysis.occluder import Occluder, Occlusion, lay_back, occlusion_of
 from faceweave.core import blend as blend_ops
 from faceweave.core import color as color_ops
 from faceweave.core import creases, eyeball, lighting
@@ -1570,7 +1570,7 @@ def prepare_source(
     # What a face occluder finds in front of the face: hidden (below), and not fitted
     # as the face's light either (a green object had tinted the light, and with it
     # the skin taken from the other side where it was).
-    occlusion = None if face_occluder is None else face_occluder.occlusion(image, source_face)
+    occlusion = None if face_occluder is None else occlusion_of(face_occluder, image, source_face)
     fitted = skin
     if occlusion is not None:
         on_face = _texels_seen(occlusion, verts[None, skin, :2].astype(np.float32))[0]
@@ -3278,7 +3278,7 @@ class FaceSwapping:
         targets = target_faces(frame, faces)
         if self.occluder is None:
             return [None] * len(targets)
-        return [self.occluder.occlusion(frame, face) for face in targets]
+        return [occlusion_of(self.occluder, frame, face) for face in targets]
 
     def swap(
         self,

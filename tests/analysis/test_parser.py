@@ -24,7 +24,13 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
 )
 from onnx import TensorProto  # noqa: E402
 
-from faceweave.analysis.occluder import FaceOccluder, Occluders, Occlusion, merged  # noqa: E402
+from faceweave.analysis.occluder import (  # noqa: E402
+    FaceOccluder,
+    Occluder,
+    Occluders,
+    Occlusion,
+    merged,
+)
 from faceweave.analysis.parser import (  # noqa: E402
     DEFAULT_REGIONS,
     PARSER_CLASSES,
@@ -101,6 +107,7 @@ def test_parser_reads_its_models_layout(tmp_path: Path, options: dict, size: int
         ({"input_type": TensorProto.UINT8}, "expected float32 or float16"),
         ({"size": 4096}, "is over 2048 px a side: not a face parser"),
         ({"size": 8}, "too small for a face"),
+        ({"size": 64, "output_side": 1}, "a face's labels are 2 to 2048 px a side"),
     ],
 )
 def test_parser_refuses_another_signature(tmp_path: Path, options: dict, message: str) -> None:
@@ -130,18 +137,37 @@ def test_parser_refuses_other_models_files_and_regions(tmp_path: Path, parser_fi
 
 def test_checked_regions() -> None:
     assert checked_regions("nose") == ("nose",)
-    assert checked_regions(["all"]) == REGIONS
-    assert checked_regions(["nose", "skin", "nose"]) == ("nose", "skin")  # each once, in order
+    assert checked_regions(["all"]) == checked_regions(["all", "all"]) == REGIONS
+    # Each once, in REGIONS' order (a set's order is the same every run).
+    assert checked_regions(["nose", "skin", "nose"]) == ("skin", "nose")
+    assert checked_regions({"nose", "skin", "mouth"}) == ("skin", "nose", "mouth")
+    with pytest.raises(InputError, match="'all' is every region: give it alone"):
+        checked_regions(["all", "skin"])
+    for junk in (b"skin", {"skin": 1}, None, 3, [1]):
+        with pytest.raises(InputError, match="regions are a list of names|unknown face region"):
+            checked_regions(junk)
     assert "glasses" in REGIONS and "glasses" not in DEFAULT_REGIONS
     assert len(DEFAULT_REGIONS) == len(REGIONS) - 1
 
 
-def test_a_model_that_gives_nan_is_a_backend_error(
+def test_a_model_that_gives_nan_or_no_square_is_a_backend_error(
     tmp_path: Path, astronaut: np.ndarray, astronaut_face: Face
 ) -> None:
     parser = FaceParser(tiny_parser(tmp_path / "nan.onnx", size=128, nan=True))
     with pytest.raises(BackendError, match=r"not finite \(NaN or infinity\)"):
         parser.occlusion(astronaut, astronaut_face)
+    with pytest.raises(BackendError, match=r"not finite \(NaN or infinity\)"):
+        parser.run(np.zeros((128, 128, 3), np.uint8))
+    # An output that is no square: refused when the file declares it...
+    with pytest.raises(InputError, match=r"output \[1, 19, 64, 128\], expected \[1, 19, size"):
+        FaceParser(tiny_parser(tmp_path / "oblong.onnx", size=128, output_side=(64, 128)))
+    # ... and when the model gives it all the same.
+    oblong = FaceParser(tiny_parser(tmp_path / "open.onnx", size=128))
+    oblong.model.run = lambda feeds, names: {names[0]: np.zeros((1, 19, 64, 128), np.float32)}
+    with pytest.raises(BackendError, match=r"output \[1, 19, 64, 128\] is no face's labels"):
+        oblong.occlusion(astronaut, astronaut_face)
+    with pytest.raises(InputError, match="takes 128 x 128 crops, got 64 x 64"):
+        oblong.run(np.zeros((64, 64, 3), np.uint8))
     with pytest.raises(InputError, match="expected a Face, got str"):
         parser.occlusion(astronaut, "face")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="uint8"):
@@ -196,10 +222,11 @@ def test_occluders_combine_in_the_widest_crop(
     assert seen_alone[lens_in].min() > 0.95  # the occluder alone does not cover blue
     away = _face_away(face, frame.shape, green, lens)
     assert np.median(seen[away]) > 0.99
-    # merged: one occlusion is itself; none is an error.
+    # merged: one occlusion is itself; none, or something else, is an error.
     assert merged([alone]) is alone
-    with pytest.raises(InputError, match="one or more occlusions"):
-        merged([])
+    for junk in ([], [1, 2], (o for o in [alone])):
+        with pytest.raises(InputError, match="merged takes"):
+            merged(junk)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="a list of one or more occluders"):
         Occluders([])
     with pytest.raises(InputError, match="a list of one or more occluders"):
@@ -226,3 +253,23 @@ def test_the_blob_is_rgb_normalised_by_imagenets_mean_and_deviation(parser_file:
     blob = FaceParser(parser_file).blob(crop)
     assert blob.shape == (1, 3, 512, 512) and blob.dtype == np.float32
     np.testing.assert_allclose(blob[0].transpose(1, 2, 0), expected, atol=1e-4)
+
+
+def test_occluders_of_your_own_may_find_nothing_but_give_occlusions(
+    parser_file: Path, astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    class Nothing(Occluder):
+        def occlusion(self, frame: np.ndarray, face: Face) -> Occlusion | None:
+            return None
+
+    class Junk(Occluder):
+        def occlusion(self, frame: np.ndarray, face: Face) -> Occlusion | None:
+            return "covered"  # type: ignore[return-value]
+
+    parser = FaceParser(parser_file)
+    alone = parser.occlusion(astronaut, astronaut_face)
+    both = Occluders([Nothing(), parser]).occlusion(astronaut, astronaut_face)
+    assert both is not None and np.array_equal(both.visible, alone.visible)
+    assert Occluders([Nothing()]).occlusion(astronaut, astronaut_face) is None
+    with pytest.raises(BackendError, match="Junk.occlusion gave a str, not an Occlusion or None"):
+        Occluders([parser, Junk()]).occlusion(astronaut, astronaut_face)

@@ -26,6 +26,7 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
 )
 
 import faceweave as fw  # noqa: E402
+from faceweave.analysis.parser import REGIONS  # noqa: E402
 from faceweave.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, InputError  # noqa: E402
 from faceweave.io.image import read_image, write_image  # noqa: E402
 from faceweave.processors.engines import EngineSettings, SwapEngine  # noqa: E402
@@ -148,8 +149,12 @@ def test_what_is_no_region_of_the_source_photos_face_is_hidden(
 def test_the_engine_settings_load_a_parser_and_an_occluder_as_one(
     files: dict[str, Path], tmp_path: Path, grace_hopper_face: Face
 ) -> None:
-    settings = EngineSettings(parser_model=str(files["parser"]), mask_regions=["skin", "nose"])
+    settings = EngineSettings(parser_model=str(files["parser"]), mask_regions=["nose", "skin"])
     assert settings.mask_regions == ("skin", "nose") and not settings.embedded_only
+    # The regions as they run: "all" spelled out, each once (settings compare by them).
+    every = EngineSettings(parser_model=files["parser"], mask_regions=["all"])
+    assert every == EngineSettings(parser_model=files["parser"], mask_regions=REGIONS)
+    assert EngineSettings(mask_regions=["skin", "skin"]).mask_regions == ("skin",)
     engine = SwapEngine(settings)
     assert isinstance(engine.occluder, fw.FaceParser)
     assert engine.occluder.regions == ("skin", "nose")
@@ -215,6 +220,7 @@ def test_command_line_swaps_only_the_regions_asked_for(
     for flags, code, message in (
         (["--mask-regions", "nose"], EXIT_USAGE, "--mask-regions is for --parser-model"),
         ([*model, "--mask-regions", "ears"], EXIT_USAGE, "invalid choice: 'ears'"),
+        ([*model, "--mask-regions", "all", "skin"], EXIT_USAGE, "'all' is every region"),
         (["--parser-model", "nope.onnx"], EXIT_ERROR, "nope.onnx: model file not found"),
         (["--parser-model", files["embedder"]], EXIT_ERROR, "expected [1, 19, size, size]"),
     ):
