@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from faceweave.processors.debug import draw_debug
     from faceweave.processors.engines import EngineSettings, SwapEngine
+    from faceweave.processors.frame_enhancer import FrameEnhancer
     from faceweave.processors.neural import EnhancedSwapper, FaceEnhancer, NeuralSwapper
     from faceweave.processors.swap import (
         BLEND_MODES,
@@ -78,6 +79,7 @@ _EXPORTS = {
     "draw_debug": "faceweave.processors.debug",
     "EngineSettings": "faceweave.processors.engines",
     "SwapEngine": "faceweave.processors.engines",
+    "FrameEnhancer": "faceweave.processors.frame_enhancer",
     "EnhancedSwapper": "faceweave.processors.neural",
     "FaceEnhancer": "faceweave.processors.neural",
     "NeuralSwapper": "faceweave.processors.neural",
@@ -108,6 +110,7 @@ __all__ = [
     "FacePredictor",
     "FaceweaveError",
     "Frame",
+    "FrameEnhancer",
     "Hand",
     "ImageTooLargeError",
     "InputError",

@@ -341,3 +341,65 @@ def tiny_parser(
         inits,
         path,
     )
+
+
+def tiny_frame_enhancer(
+    path: Path,
+    *,
+    scale: int | float = 2,
+    tile: int | None = None,
+    gain: float = 1.0,
+    input_type: int = TensorProto.FLOAT,
+    channels: int = 3,
+    nan: bool = False,
+) -> Path:
+    """A frame enhancer's signature (Real-ESRGAN: ``input`` [1, 3, H, W], RGB 0..1 ->
+    ``output`` [1, 3, sH, sW]): each pixel repeated ``scale`` times each way (nearest
+    neighbour), times ``gain``. ``tile``: H = W fixed to it (else left open); ``channels``
+    out: another count (a wrong signature); ``nan``: the output is NaN."""
+    side: int | str = tile if tile is not None else "h"
+    wide: int | str = tile if tile is not None else "w"
+    inits = [
+        numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), "scales"),
+        numpy_helper.from_array(np.array(gain, np.float32), "gain"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+    ]
+    nodes = [
+        helper.make_node("Cast", ["input"], ["x32"], to=TensorProto.FLOAT),
+        helper.make_node(
+            "Resize",
+            ["x32", "", "scales"],
+            ["big"],
+            mode="nearest",
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+        ),
+        helper.make_node("Mul", ["big", "gain"], ["lit"]),
+    ]
+    last = "lit"
+    if channels != 3:
+        nodes.append(helper.make_node("Concat", [last] * (channels // 3 + 1), ["many"], axis=1))
+        inits.append(numpy_helper.from_array(np.array([0], np.int64), "starts"))
+        inits.append(numpy_helper.from_array(np.array([channels], np.int64), "ends"))
+        inits.append(numpy_helper.from_array(np.array([1], np.int64), "axes"))
+        nodes.append(helper.make_node("Slice", ["many", "starts", "ends", "axes"], ["cut"]))
+        last = "cut"
+    if nan:
+        nodes.append(helper.make_node("Div", ["zero", "zero"], ["nan"]))
+        nodes.append(helper.make_node("Add", [last, "nan"], ["lit_nan"]))
+        last = "lit_nan"
+    nodes.append(helper.make_node("Identity", [last], ["output"]))
+    out_side: int | str = int(tile * scale) if tile is not None else "sh"
+    out_wide: int | str = int(tile * scale) if tile is not None else "sw"
+    return _save(
+        nodes,
+        "tiny_frame_enhancer",
+        [helper.make_tensor_value_info("input", input_type, [1, 3, side, wide])],
+        [
+            helper.make_tensor_value_info(
+                "output", TensorProto.FLOAT, [1, channels, out_side, out_wide]
+            )
+        ],
+        inits,
+        path,
+    )

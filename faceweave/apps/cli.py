@@ -103,6 +103,7 @@ from faceweave.io import (
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
+from faceweave.processors.frame_enhancer import FRAME_ENHANCER_BLEND, FrameEnhancer
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import (
     BLEND_MODES,
@@ -450,6 +451,25 @@ def _add_swap_parser(commands: Any) -> None:
     )
     _add_common_options(swap)
     add_engine_options(swap)
+    frame_enhancer = swap.add_argument_group(
+        "frame enhancer",
+        "an ONNX super-resolution model you bring, on the whole output (images and videos)",
+    )
+    frame_enhancer.add_argument(
+        "--frame-enhancer-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="Real-ESRGAN x2/x4 exported to ONNX (FaceFusion's real_esrgan_x4) or a model with "
+        "its signature: the output is upscaled by its scale",
+    )
+    frame_enhancer.add_argument(
+        "--frame-enhancer-blend",
+        type=unit_interval,
+        default=None,
+        metavar="0..1",
+        help="how much of the model's frame is used; the rest is the frame resized by "
+        "Lanczos (default 0.8)",
+    )
     _add_watermark_option(swap)
     swap.add_argument(
         "--debug",
@@ -868,6 +888,7 @@ class _SwapJob:
     quiet: bool
     map_references: list[Face] | None = None
     watermark: str | None = None  # a job id: mark outputs (watermark + labels)
+    frame_enhancer: FrameEnhancer | None = None  # --frame-enhancer-model: outputs upscaled
 
     def run(
         self,
@@ -949,10 +970,16 @@ class _SwapJob:
             if not self.skip_no_face:
                 nearest = self._nearest(faces, unmatched)  # (no face was taken)
                 raise NoFaceError(f"{target_path}: {what} found in the target{nearest}")
+            if self.frame_enhancer is not None:  # every output upscaled alike
+                enhanced, alpha = self._enhanced(target_frame, alpha)
+                _write_output(output_path, enhanced, self.quality, self.watermark, alpha)
+                return f"{target_path}: {what} found; written upscaled, not swapped"
             unchanged = keep_alpha(target_frame, alpha, output_path)
             write_image(output_path, unchanged, quality=self.quality)
             return f"{target_path}: {what} found; written unchanged"
         output_frame = swap_targets(target_frame, targets, self.swappers, hands, occlusions)
+        if self.frame_enhancer is not None:
+            output_frame, alpha = self._enhanced(output_frame, alpha)
         _write_output(output_path, output_frame, self.quality, self.watermark, alpha)
         if unmatched:  # --map: the entries that found nobody, while others were swapped
             entries = ", ".join(str(index + 1) for index, _ in unmatched)
@@ -960,6 +987,20 @@ class _SwapJob:
             nearest = self._nearest([f for f in faces if id(f) not in taken], unmatched)
             return f"{target_path}: --map entry {entries} matched no face{nearest}"
         return None
+
+    def _enhanced(
+        self, frame: Frame, alpha: NDArray[np.uint8] | None
+    ) -> tuple[Frame, NDArray[np.uint8] | None]:
+        """``frame`` upscaled by the frame enhancer, and its transparency with it."""
+        import cv2
+        import numpy as np
+
+        assert self.frame_enhancer is not None
+        bigger = self.frame_enhancer.enhance(frame)
+        if alpha is not None:
+            size = (bigger.shape[1], bigger.shape[0])
+            alpha = np.asarray(cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR), np.uint8)
+        return bigger, alpha
 
     def _nearest(self, faces: list[Face], unmatched: list[tuple[int, Face]]) -> str:
         """How near the nearest of ``faces`` (those not swapped) came to the references
@@ -1051,12 +1092,17 @@ def _check_quality_used(args: argparse.Namespace, outputs: list[Path]) -> None:
 
 def _check_execution_provider(args: argparse.Namespace, engine: EngineSettings | None) -> None:
     """A GPU provider where no ONNX model runs is a usage error: it would do nothing."""
-    runs_onnx = args.detector != "mediapipe" or (engine is not None and not engine.embedded_only)
+    runs_onnx = (
+        args.detector != "mediapipe"
+        or (engine is not None and not engine.embedded_only)
+        or getattr(args, "frame_enhancer_model", None) is not None
+    )
     if args.execution_provider != "cpu" and not runs_onnx:
         raise UsageError(
             f"--execution-provider {args.execution_provider} runs ONNX models (--engine "
-            "inswapper, --enhancer-model, --occluder-model, --parser-model, --detector yunet); "
-            "the embedded engine and MediaPipe run on the CPU"
+            "inswapper, --enhancer-model, --occluder-model, --parser-model, "
+            "--frame-enhancer-model, --detector yunet); the embedded engine and MediaPipe run "
+            "on the CPU"
         )
 
 
@@ -1085,16 +1131,34 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _frame_enhancer(args: argparse.Namespace) -> FrameEnhancer | None:
+    """The --frame-enhancer-model, loaded (its file and signature checked before any
+    image is read), or None."""
+    if args.frame_enhancer_model is None:
+        if args.frame_enhancer_blend is not None:
+            raise UsageError("--frame-enhancer-blend is for --frame-enhancer-model FILE.onnx")
+        return None
+    return FrameEnhancer(
+        args.frame_enhancer_model,
+        blend=(
+            FRAME_ENHANCER_BLEND if args.frame_enhancer_blend is None else args.frame_enhancer_blend
+        ),
+        execution_provider=args.execution_provider,
+        max_megapixels=args.max_pixels / 1e6,
+    )
+
+
 def _run_swap(args: argparse.Namespace) -> int:
     wanted = _resolve_sources(args)
     _settle_defaults(args, wanted.selector)
     options = SwapOptions.from_settings(args)  # before any model loads
     engine = engine_settings(args, options)
     _check_execution_provider(args, engine)
+    frame_enhancer = _frame_enhancer(args)
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
-        return _run_swap_video(args, wanted, options, engine)
+        return _run_swap_video(args, wanted, options, engine, frame_enhancer)
     batch = target_path.is_dir()
     # A folder's videos are swapped after its images, each to a video of its name.
     videos = list_videos(target_path) if batch else []
@@ -1193,6 +1257,7 @@ def _run_swap(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             map_references=reference_faces if wanted.selector == "map" else None,
             watermark=None if args.no_watermark else _new_job_id(),
+            frame_enhancer=frame_enhancer,
         )
         if not batch:
             note = job.run(target_path, output_path, args.debug, target)
@@ -1246,7 +1311,15 @@ def _run_batch_video(args: argparse.Namespace, job: _SwapJob, video: Path, outpu
             if job.reference_face is not None
             else []
         )
-        return _video_job(args, job.swappers, references, job.selector, video, output)
+        return _video_job(
+            args,
+            job.swappers,
+            references,
+            job.selector,
+            video,
+            output,
+            frame_enhancer=job.frame_enhancer,
+        )
     except FaceweaveError as err:
         _print_traceback_if_debugging()
         _error(_naming(video, str(err)))
@@ -1357,6 +1430,7 @@ def _run_swap_video(
     wanted: _Sources,
     options: SwapOptions,
     engine: EngineSettings,
+    frame_enhancer: FrameEnhancer | None = None,
 ) -> int:
     from faceweave.io.video import probe_video, video_extension
 
@@ -1407,7 +1481,14 @@ def _run_swap_video(
         with _library_warnings():  # advice on a poor source photo, as for images
             sources = _make_swappers(source_faces, options, engine)
     return _video_job(
-        args, sources, reference_faces, wanted.selector, target_path, output_path, options
+        args,
+        sources,
+        reference_faces,
+        wanted.selector,
+        target_path,
+        output_path,
+        options,
+        frame_enhancer,
     )
 
 
@@ -1419,6 +1500,7 @@ def _video_job(
     target_path: Path,
     output_path: Path,
     options: SwapOptions | None = None,
+    frame_enhancer: FrameEnhancer | None = None,
 ) -> int:
     """Swap one video with a progress bar (frames, fps, ETA); its exit code."""
     from faceweave.pipeline.video_job import swap_video, video_analyser
@@ -1467,8 +1549,15 @@ def _video_job(
             progress=advance,
             watermark=watermark,
             keep_faceless=args.skip_no_face,
+            frame_enhancer=frame_enhancer,
         )
-        if stats.frames_swapped == 0 and args.skip_no_face and watermark and args.fps is None:
+        if (
+            stats.frames_swapped == 0
+            and args.skip_no_face
+            and watermark
+            and args.fps is None
+            and frame_enhancer is None  # (upscaled: processed, so kept marked)
+        ):
             # Nothing swapped: the output is the target's frames, not synthetic media,
             # so it is written again without the mark and labels (as an image would be;
             # a copy at another --fps keeps them).
