@@ -911,6 +911,8 @@ class _SwapJob:
         if target is None:
             target = read_image_and_alpha(target_path, max_pixels=self.max_pixels)
         target_frame, alpha = target
+        if self.frame_enhancer is not None:  # too large once upscaled: before any work
+            _check_enhanced_size(self.frame_enhancer, target_path, target_frame.shape)
         faces = _faces_in(self.analyser, target_frame, target_path)
         targets: list[SwapTarget]
         if self.map_references is not None:
@@ -1129,6 +1131,17 @@ def _detector(args: argparse.Namespace) -> dict[str, Any]:
         "execution_provider": args.execution_provider,
         **angles,
     }
+
+
+def _check_enhanced_size(
+    enhancer: FrameEnhancer, target_path: Path, shape: tuple[int, ...]
+) -> None:
+    """An InputError naming the target and --max-pixels when its output, upscaled, would
+    be over the limit."""
+    try:
+        enhancer.check_size(shape[1], shape[0])
+    except InputError as exc:
+        raise InputError(f"{target_path}: {exc} (--max-pixels)") from None
 
 
 def _frame_enhancer(args: argparse.Namespace) -> FrameEnhancer | None:
@@ -1451,7 +1464,10 @@ def _run_swap_video(
     _refuse_overwriting([("--output", output_path)], _named_inputs(wanted))
     _check_trim_order(args)
     # Missing file, no video stream, unknown codec: before models load.
-    duration = probe_video(target_path).duration
+    probed = probe_video(target_path)
+    duration = probed.duration
+    if frame_enhancer is not None:
+        _check_enhanced_size(frame_enhancer, target_path, (probed.height, probed.width))
     _check_trim_start(args, target_path, duration)
     if wanted.reference_frame is not None and 0 < duration <= wanted.reference_frame:
         raise UsageError(
@@ -1613,7 +1629,9 @@ def _report_video(
             return EXIT_NO_FACE
         if not args.quiet:
             how = (
-                "written unchanged"
+                "written upscaled, not swapped"
+                if getattr(args, "frame_enhancer_model", None) is not None
+                else "written unchanged"
                 if args.no_watermark or args.fps is None
                 else "written with no face changed, at --fps, marked as every output is"
             )

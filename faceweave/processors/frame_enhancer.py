@@ -18,6 +18,7 @@ the frame's size.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ FRAME_ENHANCER_BLEND = 0.8
 TILE_SIZE = 256
 TILE_OVERLAP = 16
 MAX_SCALE = 8
+# A fixed tile keeps at least its middle half (a smaller one runs the model for few
+# new pixels: a 33 px tile, for one).
+MIN_FIXED_TILE = 4 * TILE_OVERLAP
 # The largest output, in megapixels (a 4K frame at x4 is 133: refused, not swapped out).
 MAX_OUTPUT_MEGAPIXELS = 64.0
 _FLOAT_TYPES = ("tensor(float)", "tensor(float16)")
@@ -84,8 +88,18 @@ class FrameEnhancer:
         max_megapixels: float = MAX_OUTPUT_MEGAPIXELS,
     ) -> None:
         self.blend = _checked_blend(blend)
+        if isinstance(model_path, os.PathLike):
+            model_path = Path(os.fspath(model_path))
         if not isinstance(model_path, (str, Path)):
             raise InputError(f"the frame enhancer model is a .onnx file's path, got {model_path!r}")
+        if (
+            isinstance(max_megapixels, bool | np.bool_)
+            or not isinstance(max_megapixels, int | float | np.integer | np.floating)
+            or not 0 < float(max_megapixels) < float("inf")
+        ):
+            raise UsageError(
+                f"the frame enhancer's max_megapixels is a positive number, got {max_megapixels!r}"
+            )
         self.max_megapixels = float(max_megapixels)
         self.model = OnnxModel(
             model_path, inputs=(), outputs=None, execution_provider=execution_provider
@@ -103,10 +117,8 @@ class FrameEnhancer:
         if dims[2] != dims[3] and None not in dims[2:]:
             raise InputError(f"{path}: input {shape}: a fixed tile must be square")
         fixed = dims[2] or dims[3]
-        if fixed is not None and not 2 * TILE_OVERLAP < fixed <= 2048:
-            raise InputError(
-                f"{path}: input {shape}: a fixed tile is {2 * TILE_OVERLAP + 1} to 2048 px"
-            )
+        if fixed is not None and not MIN_FIXED_TILE <= fixed <= 2048:
+            raise InputError(f"{path}: input {shape}: a fixed tile is {MIN_FIXED_TILE} to 2048 px")
         self.tile = fixed or TILE_SIZE
         self.fixed_tile = fixed is not None
         output = self.model.session.get_outputs()[0]
@@ -138,7 +150,8 @@ class FrameEnhancer:
             try:
                 out = self._run(np.zeros((side, side, 3), np.float32))
             except BackendError as exc:
-                raise InputError(f"{path}: not a frame enhancer: {exc}") from None
+                why = str(exc).removeprefix(f"{path.name}: ")
+                raise InputError(f"{path}: not a frame enhancer: on a test tile, {why}") from None
             if out.shape[0] != out.shape[1]:
                 raise InputError(
                     f"{path}: a {side} px square gives {out.shape[1]} x {out.shape[0]}: not "
@@ -171,7 +184,21 @@ class FrameEnhancer:
 
     def output_size(self, width: int, height: int) -> tuple[int, int]:
         """The (width, height) of a frame of that size, enhanced."""
-        return width * self.scale, height * self.scale
+        if not all(isinstance(v, int | np.integer) and v > 0 for v in (width, height)):
+            raise InputError(
+                f"a frame's size is two positive whole numbers, got {width!r}, {height!r}"
+            )
+        return int(width) * self.scale, int(height) * self.scale
+
+    def check_size(self, width: int, height: int) -> None:
+        """An InputError when a frame of that size, enhanced, would be over
+        :attr:`max_megapixels` (checked before a frame's work, and by :meth:`enhance`)."""
+        wide, high = self.output_size(width, height)
+        if wide * high > self.max_megapixels * 1e6:
+            raise InputError(
+                f"upscaled x{self.scale} it would be {wide} x {high} "
+                f"({wide * high / 1e6:.3g} MP), over the {self.max_megapixels:.3g} MP limit"
+            )
 
     def enhance(self, frame: Frame) -> Frame:
         """``frame`` (uint8 BGR) upscaled by the model's scale, tile by tile, mixed with
@@ -186,11 +213,10 @@ class FrameEnhancer:
         frame = check_frame(frame)
         h, w = frame.shape[:2]
         s = self.scale
-        if h * w * s * s > self.max_megapixels * 1e6:
-            raise InputError(
-                f"a {w} x {h} frame enhanced x{s} is {w * s} x {h * s} "
-                f"({w * h * s * s / 1e6:.0f} MP), over the {self.max_megapixels:g} MP limit"
-            )
+        try:
+            self.check_size(w, h)
+        except InputError as exc:
+            raise InputError(f"a {w} x {h} frame {exc}") from None
         plain = cv2.resize(frame, (w * s, h * s), interpolation=cv2.INTER_LANCZOS4)
         if self.blend == 0.0:
             return np.asarray(plain, np.uint8)
@@ -213,8 +239,9 @@ class FrameEnhancer:
                     )
                 high, wide = min(step, h - y), min(step, w - x)
                 middle = big[pad * s : (pad + high) * s, pad * s : (pad + wide) * s, ::-1]
-                out[y * s : (y + high) * s, x * s : (x + wide) * s] = np.clip(
-                    middle * 255.0 + 0.5, 0.0, 255.0
+                # (Clipped before scaling: a huge finite value would overflow.)
+                out[y * s : (y + high) * s, x * s : (x + wide) * s] = (
+                    np.clip(middle, 0.0, 1.0) * 255.0 + 0.5
                 ).astype(np.uint8)
         if self.blend == 1.0:
             return out

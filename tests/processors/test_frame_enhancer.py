@@ -44,8 +44,8 @@ def _repeated(frame: np.ndarray, scale: int) -> np.ndarray:
     [
         ({}, 2, 256),  # open sides: 256 px tiles, the scale from one run
         ({"scale": 4}, 4, 256),
-        ({"tile": 64}, 2, 64),  # a fixed tile: the scale from its declared output
-        ({"tile": 48, "scale": 3}, 3, 48),
+        ({"tile": 96}, 2, 96),  # a fixed tile: the scale from its declared output
+        ({"tile": 64, "scale": 3}, 3, 64),
         ({"input_type": TensorProto.FLOAT16}, 2, 256),
     ],
 )
@@ -84,7 +84,8 @@ def test_frame_enhancer_refuses_other_models_and_files(tmp_path: Path) -> None:
             fw.FrameEnhancer(path)
 
     refused(tiny_frame_enhancer(tmp_path / "rgba.onnx", channels=4), "expected [1, 3, scale x")
-    refused(tiny_frame_enhancer(tmp_path / "odd.onnx", scale=1.5, tile=48), "a whole scale")
+    refused(tiny_frame_enhancer(tmp_path / "odd.onnx", scale=1.5, tile=64), "a whole scale")
+    refused(tiny_frame_enhancer(tmp_path / "thin.onnx", tile=33), "a fixed tile is 64 to 2048 px")
     refused(tiny_frame_enhancer(tmp_path / "int.onnx", input_type=TensorProto.UINT8), "float32")
     refused(tiny_occluder(tmp_path / "xseg.onnx"), "expected [1, 3, height, width] (RGB)")
     refused(tiny_embedder(tmp_path / "arcface.onnx"), "expected [1, 3, scale x height")
@@ -98,13 +99,26 @@ def test_frame_enhancer_refuses_other_models_and_files(tmp_path: Path) -> None:
 
 
 def test_frame_enhancer_errors(tmp_path: Path, astronaut: np.ndarray) -> None:
-    with pytest.raises(InputError, match=r"not finite \(NaN or infinity\)"):
+    with pytest.raises(InputError, match=r"nan.onnx: not a frame enhancer: on a test tile, the"):
         fw.FrameEnhancer(tiny_frame_enhancer(tmp_path / "nan.onnx", nan=True))
-    enhancer = fw.FrameEnhancer(
-        tiny_frame_enhancer(tmp_path / "x4.onnx", scale=4), max_megapixels=2
-    )
-    with pytest.raises(InputError, match=r"a 512 x 512 frame enhanced x4 is 2048 x 2048 \(4 MP\)"):
+    x4 = tiny_frame_enhancer(tmp_path / "x4.onnx", scale=4)
+    enhancer = fw.FrameEnhancer(x4, max_megapixels=2)
+    with pytest.raises(
+        InputError,
+        match=r"a 512 x 512 frame upscaled x4 it would be 2048 x 2048 \(4.19 MP\), over the 2 MP",
+    ):
         enhancer.enhance(astronaut)
+    enhancer.check_size(350, 350)  # 1400 x 1400: 1.96 MP
+    with pytest.raises(InputError, match=r"1440 x 1440 \(2.07 MP\), over the 2 MP limit"):
+        enhancer.check_size(360, 360)
+    with pytest.raises(InputError, match="two positive whole numbers"):
+        enhancer.output_size(-10, "a")  # type: ignore[arg-type]
+    for limit in (0, -1, float("nan"), float("inf"), True, "abc", None):
+        with pytest.raises(UsageError, match="max_megapixels is a positive number"):
+            fw.FrameEnhancer(x4, max_megapixels=limit)  # type: ignore[arg-type]
+    # A huge finite output is white, not an overflow (warnings are errors here).
+    huge = fw.FrameEnhancer(tiny_frame_enhancer(tmp_path / "huge.onnx", gain=1e38), blend=1.0)
+    assert huge.enhance(np.full((20, 20, 3), 9, np.uint8)).min() == 255
     with pytest.raises(InputError, match="uint8"):
         enhancer.enhance(astronaut.astype(np.float32))
     # A model that fails on a frame later (here: NaN from the second run on).
@@ -162,11 +176,14 @@ def test_command_line_upscales_images_folders_and_videos(
     cv2.imwrite(str(folder / "clear.png"), rgba)
     write_image(folder / "wall.png", np.full((120, 160, 3), 180, np.uint8))
     make_clip(folder / "clip.mp4", astronaut, frames=3, size=(320, 240), audio=False)
+    grey = np.full((240, 320, 3), 128, np.uint8)
+    make_clip(folder / "grey.mp4", grey, frames=2, size=(160, 120), audio=False)
     done = _cli(
         "swap", "-s", "grace.png", "-t", "in", "-o", "out", "--skip-no-face", *flags, cwd=tmp_path
     )
     assert done.returncode == EXIT_OK, done.stderr
     assert "wall.png: no face found; written upscaled, not swapped" in done.stderr
+    assert "grey.mp4: no face found in any frame; written upscaled, not swapped" in done.stderr
     clear = cv2.imread(str(tmp_path / "out" / "clear.png"), cv2.IMREAD_UNCHANGED)
     assert clear.shape == (1024, 1024, 4)
     assert clear[:120, :120, 3].max() == 0 and clear[200:, 200:, 3].min() == 255
@@ -177,6 +194,12 @@ def test_command_line_upscales_images_folders_and_videos(
 
     for extra, code, message in (
         (["--frame-enhancer-blend", "0.5"], EXIT_USAGE, "--frame-enhancer-blend is for"),
+        (
+            ["--frame-enhancer-model", model, "--max-pixels", "500000"],
+            EXIT_ERROR,
+            "astro.png: upscaled x2 it would be 1024 x 1024 (1.05 MP), over the 0.5 MP limit "
+            "(--max-pixels)",
+        ),
         (["--frame-enhancer-model", "nope.onnx"], EXIT_ERROR, "nope.onnx: model file not found"),
         (["--frame-enhancer-model", "grace.png"], EXIT_ERROR, "not a loadable ONNX model"),
     ):
