@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from faceweave.analysis.analyser import FaceAnalyser
+    from faceweave.analysis.areas import FaceAreas
     from faceweave.analysis.hands import Hand, MediaPipeHands
     from faceweave.analysis.occluder import FaceOccluder, Occluder, Occluders, Occlusion
     from faceweave.analysis.parser import FaceParser
@@ -55,6 +56,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "FaceAnalyser": "faceweave.analysis.analyser",
+    "FaceAreas": "faceweave.analysis.areas",
     "Hand": "faceweave.analysis.hands",
     "MediaPipeHands": "faceweave.analysis.hands",
     "FaceOccluder": "faceweave.analysis.occluder",
@@ -104,6 +106,7 @@ __all__ = [
     "EnhancedSwapper",
     "Face",
     "FaceAnalyser",
+    "FaceAreas",
     "FaceEnhancer",
     "FaceOccluder",
     "FaceParser",

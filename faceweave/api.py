@@ -35,7 +35,7 @@ NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
 # ... and the face enhancer, for either engine.
 ENHANCER_SETUP = ("enhancer_model", "enhancer_blend", "enhancer_weight")
 # ... and the face occluder and face parser, for either engine.
-OCCLUDER_SETUP = ("occluder_model", "parser_model", "mask_regions")
+OCCLUDER_SETUP = ("occluder_model", "parser_model", "mask_regions", "mask_areas")
 
 
 def _source_key(photo: object) -> object:
@@ -113,7 +113,9 @@ class FacePredictor:
             occluder's ``.onnx`` file, see :class:`~faceweave.FaceOccluder`: what it
             finds in front of a face stays the target's), and ``parser_model=`` (a face
             parser's ``.onnx`` file, see :class:`~faceweave.FaceParser`) with
-            ``mask_regions=`` (the regions swapped; default all but glasses).
+            ``mask_regions=`` (the regions swapped; default all but glasses), and
+            ``mask_areas=`` (parts of each face swapped, from its mesh: ``upper-face``,
+            ``lower-face``, ``mouth``; no model).
         execution_provider: ``cpu`` (the embedded engine runs on the CPU); for
             ``inswapper`` any onnxruntime provider this machine has (``cuda``...).
         **options: swap options (fusion, color, blend, ...), see :class:`~faceweave.SwapOptions`.
@@ -164,6 +166,7 @@ class FacePredictor:
             occluder_model=occlude.get("occluder_model"),  # type: ignore[arg-type]
             parser_model=occlude.get("parser_model"),  # type: ignore[arg-type]
             mask_regions=occlude.get("mask_regions", DEFAULT_REGIONS),  # type: ignore[arg-type]
+            mask_areas=occlude.get("mask_areas", ()),  # type: ignore[arg-type]
             execution_provider=execution_provider,
         )
         settings.check_options(checked, name=lambda n: f"{n}=")

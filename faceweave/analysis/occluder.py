@@ -180,6 +180,12 @@ class Occluder(ABC):
     def occlusion(self, frame: Frame, face: Face) -> Occlusion | None:
         """What covers ``face`` in ``frame`` (see :class:`Occlusion`); None: nothing."""
 
+    def for_source(self) -> Occluder | None:
+        """The occluder a source photo is looked at with (None: none): what covers its
+        face there. Itself by default; a choice of what to swap (a parser's regions,
+        :class:`~faceweave.analysis.areas.FaceAreas`) is the target's, not the photo's."""
+        return self
+
 
 class Occluders(Occluder):
     """Several occluders as one: a pixel is seen where every one of them sees it (see
@@ -195,6 +201,12 @@ class Occluders(Occluder):
         if not parts or not all(isinstance(o, Occluder) for o in parts):
             raise InputError(f"Occluders takes a list of one or more occluders, got {occluders!r}")
         self.parts = parts
+
+    def for_source(self) -> Occluder | None:
+        parts = [p for part in self.parts if (p := part.for_source()) is not None]
+        if parts == self.parts:
+            return self
+        return None if not parts else parts[0] if len(parts) == 1 else Occluders(parts)
 
     def occlusion(self, frame: Frame, face: Face) -> Occlusion | None:
         """Every part's occlusion of ``face`` as one (None where none finds anything).

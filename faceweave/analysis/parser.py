@@ -192,6 +192,12 @@ class FaceParser(Occluder):
         other._kept = np.array([PARSER_CLASSES.index(r) for r in other.regions], np.int64)
         return other
 
+    def for_source(self) -> FaceParser:
+        """On a source photo every region of the face is kept (those asked for and the
+        default ones): only what is no part of it (hair, a hat) is hidden there."""
+        wanted = checked_regions([*self.regions, *DEFAULT_REGIONS])
+        return self if wanted == self.regions else self.with_regions(wanted)
+
     def blob(self, crop: Frame) -> NDArray[np.float32]:
         """The model's input for one aligned BGR crop: RGB, ImageNet-normalised,
         [1, 3, S, S] (OpenCV's blob, its mean taken off and its scale the deviations'

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from faceweave.analysis.areas import AREAS
 from faceweave.analysis.parser import REGIONS
 from faceweave.apps.argtypes import unit_interval
 from faceweave.errors import UsageError
@@ -25,8 +26,8 @@ _DEFAULT = EngineSettings()
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """``--engine``, ``--swapper-model``, ``--embedder-model``, ``--pixel-boost``, the
-    ``--enhancer-*`` options, ``--occluder-model``, ``--parser-model`` and
-    ``--mask-regions`` (``--execution-provider`` is the caller's)."""
+    ``--enhancer-*`` options, ``--occluder-model``, ``--parser-model``,
+    ``--mask-regions`` and ``--mask-areas`` (``--execution-provider`` is the caller's)."""
     engine = parser.add_argument_group(
         "neural engine",
         "ONNX models you bring (faceweave ships no weights); --execution-provider runs them",
@@ -114,6 +115,20 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         metavar="REGION",
         help=f"the regions swapped, from {', '.join(REGIONS)} or all (default: all but glasses)",
     )
+    areas = parser.add_argument_group(
+        "face areas",
+        "parts of each face to swap, from its mesh (no model; either engine)",
+    )
+    areas.add_argument(
+        "--mask-areas",
+        nargs="+",
+        choices=AREAS,
+        action="extend",
+        default=None,
+        metavar="AREA",
+        help=f"swap only these parts of each face, from {', '.join(AREAS)} (the rest stays "
+        "the target's; default: the whole face)",
+    )
 
 
 def option_flag(name: str) -> str:
@@ -160,6 +175,7 @@ def engine_settings(args: argparse.Namespace, options: SwapOptions | None = None
         occluder_model=args.occluder_model,
         parser_model=args.parser_model,
         mask_regions=_DEFAULT.mask_regions if args.mask_regions is None else args.mask_regions,
+        mask_areas=() if args.mask_areas is None else tuple(args.mask_areas),
         execution_provider=args.execution_provider,
     ).validated()
     if options is not None:

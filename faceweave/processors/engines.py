@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from faceweave.analysis.areas import FaceAreas, checked_areas
 from faceweave.analysis.occluder import FaceOccluder, Occluder, Occluders
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS, check_model_file
 from faceweave.analysis.parser import DEFAULT_REGIONS, FaceParser, checked_regions
@@ -84,6 +85,8 @@ class EngineSettings:
             hat, glasses, regions left out) stays the target's.
         mask_regions: the regions the face parser keeps to swap (see
             :data:`~faceweave.analysis.parser.REGIONS`).
+        mask_areas: the parts of each face swapped, from its mesh (no model; see
+            :data:`~faceweave.analysis.areas.AREAS`); empty: the whole face.
         execution_provider: onnxruntime provider of the models (``cpu``, ``cuda``...).
     """
 
@@ -97,6 +100,7 @@ class EngineSettings:
     occluder_model: Path | None = None
     parser_model: Path | None = None
     mask_regions: tuple[str, ...] = DEFAULT_REGIONS
+    mask_areas: tuple[str, ...] = ()
     execution_provider: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -112,6 +116,14 @@ class EngineSettings:
             object.__setattr__(self, "mask_regions", checked_regions(self.mask_regions))
         except InputError:
             pass
+        areas = self.mask_areas
+        if areas is None or (isinstance(areas, (list, tuple)) and not areas):
+            object.__setattr__(self, "mask_areas", ())  # the whole face
+        else:
+            try:
+                object.__setattr__(self, "mask_areas", checked_areas(areas))
+            except InputError:
+                pass
 
     @property
     def neural(self) -> bool:
@@ -167,6 +179,13 @@ class EngineSettings:
             raise UsageError(str(exc)) from None
         if self.parser_model is None and set(regions) != set(DEFAULT_REGIONS):
             raise UsageError("mask regions are a face parser's: give its model too")
+        if self.mask_areas:
+            try:
+                checked_areas(self.mask_areas)
+            except InputError as exc:
+                raise UsageError(str(exc)) from None
+        elif not isinstance(self.mask_areas, tuple):
+            raise UsageError(f"mask areas are a list of names, got {self.mask_areas!r}")
         return self
 
     def check_options(
@@ -244,6 +263,8 @@ class SwapEngine:
                     execution_provider=s.execution_provider,
                 )
             )
+        if s.mask_areas:
+            found.append(FaceAreas(s.mask_areas))
         self.occluder: Occluder | None = (
             None if not found else found[0] if len(found) == 1 else Occluders(found)
         )

@@ -1570,7 +1570,9 @@ def prepare_source(
     # What a face occluder finds in front of the face: hidden (below), and not fitted
     # as the face's light either (a green object had tinted the light, and with it
     # the skin taken from the other side where it was).
-    occlusion = None if face_occluder is None else occlusion_of(face_occluder, image, source_face)
+    # (On the photo, what covers its face; a choice of what to swap is the target's.)
+    on_photo = None if face_occluder is None else face_occluder.for_source()
+    occlusion = None if on_photo is None else occlusion_of(on_photo, image, source_face)
     fitted = skin
     if occlusion is not None:
         on_face = _texels_seen(occlusion, verts[None, skin, :2].astype(np.float32))[0]

@@ -256,6 +256,10 @@ class Health(BaseModel):
     mask_regions: list[str] | None = Field(
         default=None, description="the regions a face parser swaps (null: no parser)"
     )
+    mask_areas: list[str] = Field(
+        default_factory=list,
+        description="the parts of each face swapped, from its mesh (empty: the whole face)",
+    )
 
 
 def _iso(seconds: float | None) -> str | None:
@@ -655,6 +659,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
             occluder=state.swap_engine.settings.occluder_model is not None,
             parser=parsing,
             mask_regions=list(state.swap_engine.settings.mask_regions) if parsing else None,
+            mask_areas=list(state.swap_engine.settings.mask_areas),
         )
 
     @app.post(

@@ -266,7 +266,7 @@ def test_a_parser_swaps_only_the_servers_regions_of_the_jobs_faces(
     client = make_client(data_dir=tmp_path / "svc", engine=settings)
     health = client.get("/healthz").json()
     assert health["parser"] is True and health["mask_regions"] == ["nose"], health
-    assert health["occluder"] is False
+    assert health["occluder"] is False and health["mask_areas"] == []
     key = make_key(tmp_path / "svc", "parser")
     target = np.ascontiguousarray(grace_hopper_rgb[:, :, ::-1])
     buffer = io.BytesIO()
@@ -278,6 +278,9 @@ def test_a_parser_swaps_only_the_servers_regions_of_the_jobs_faces(
     assert np.median(kept) <= 2, np.median(kept)  # a swap changes it by over 10
     plain = make_client(data_dir=tmp_path / "plain").get("/healthz").json()
     assert plain["parser"] is False and plain["mask_regions"] is None
+    areas = EngineSettings(mask_areas=("mouth", "lower-face"))
+    parts = make_client(data_dir=tmp_path / "parts", engine=areas).get("/healthz").json()
+    assert parts["mask_areas"] == ["lower-face", "mouth"] and parts["parser"] is False
 
 
 def test_live_sources_take_the_servers_engine_and_it_refuses_a_source_gaze(

@@ -242,6 +242,9 @@ async function showEngine() {
     health.parser
       ? `a face parser swaps only their ${(health.mask_regions || []).join(", ")}`
       : "",
+    health.mask_areas && health.mask_areas.length
+      ? `only their ${health.mask_areas.join(", ")} are swapped`
+      : "",
   ].filter(Boolean);
   const mesh = !health.engine || health.engine === "mesh";
   if (mesh && !extras.length) return;
