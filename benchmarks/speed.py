@@ -28,7 +28,8 @@ inswapper's signature, built here, so that those rows are the engine's own cost
 around a model (alignment, mask, colour match, paste-back and blend). Last, the
 embedded engine's swap with a face occluder (``--occluder-model``, or by default a tiny
 model with XSeg's signature built here: the cost around a model), and with a face
-parser (``--parser-model``, or by default a tiny model with BiSeNet's signature).
+parser (``--parser-model``, or by default a tiny model with BiSeNet's signature); and
+with face areas (the lower face only, no model).
 
 Example:
     python benchmarks/speed.py
@@ -297,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
                     lambda s=neural: s.swap(frame, found[:1]), args.warmup, args.reps
                 )
                 print(f"  720p swap {name:<15} {fmt(variants[name])} ms", flush=True)
+
+        # Face areas (no model): the lower face only.
+        lower = swapper.with_occluder(fw.FaceAreas(["lower-face"]))
+        variants["mask_areas=lower-face"] = bench(
+            lambda s=lower: s.swap(frame, found[:1]), args.warmup, args.reps
+        )
+        print(f"  720p swap mask_areas=lower-face {fmt(variants['mask_areas=lower-face'])} ms")
 
         # The embedded engine with a face occluder, and with a face parser: the cost
         # around the model (and the model's own with your file).
