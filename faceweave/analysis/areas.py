@@ -37,6 +37,8 @@ NOSE_BOTTOM = 2
 MOUTH_GROWTH = 0.15
 AREA_SIZE = 256
 AREA_FEATHER = 0.03
+# Wider, the blur would fade a part's middle too (at 0.15 the upper face reached 0.7).
+MAX_FEATHER = 0.06
 
 
 def checked_areas(areas: object) -> tuple[str, ...]:
@@ -49,7 +51,7 @@ def checked_areas(areas: object) -> tuple[str, ...]:
         areas = [areas]
     if isinstance(areas, (bytes, bytearray, dict)) or not isinstance(areas, Iterable):
         raise InputError(f"areas are a list of names from {', '.join(AREAS)}; got {areas!r}")
-    names = list(dict.fromkeys(areas))
+    names = list(areas)
     if not names:
         raise InputError(f"give one or more areas from {', '.join(AREAS)}")
     for name in names:
@@ -63,7 +65,7 @@ class FaceAreas(Occluder):
 
     Args:
         areas: names from :data:`AREAS`.
-        feather: the soft edge between the parts, a share of the face crop, 0..0.2.
+        feather: the soft edge between the parts, a share of the face crop, 0..0.06.
         model: the face model (the packaged one by default).
 
     Example:
@@ -82,10 +84,14 @@ class FaceAreas(Occluder):
         if (
             isinstance(feather, bool | np.bool_)
             or not isinstance(feather, int | float | np.integer | np.floating)
-            or not 0.0 <= float(feather) <= 0.2
+            or not 0.0 <= float(feather) <= MAX_FEATHER
         ):
-            raise UsageError(f"the areas' feather is a number in [0, 0.2], got {feather!r}")
+            raise UsageError(
+                f"the areas' feather is a number in [0, {MAX_FEATHER:g}], got {feather!r}"
+            )
         self.feather = float(feather)
+        if model is not None and not isinstance(model, FaceModel):
+            raise InputError(f"model is a FaceModel, got {type(model).__name__}")
         self.model = model or load_face_model()
         canonical = self.model.canonical
         middles = canonical[self.model.triangles].mean(axis=1)
@@ -95,16 +101,16 @@ class FaceAreas(Occluder):
             chosen |= upper
         if "lower-face" in self.areas:
             chosen |= ~upper
-        self._triangles = self.model.triangles[chosen]
+        self._chosen = chosen
         # The mesh's holes (the eyes' and the mouth's openings), filled with their part:
         # the eyes with the upper face, the mouth with the lower face (the mouth's own
         # area is the lips' outline, grown a little).
-        self._eyes = (
-            [np.unique(self.model.regions[eye]) for eye in ("left_eye", "right_eye")]
-            if "upper-face" in self.areas
-            else []
-        )
+        self._eyes_of_model = [
+            np.unique(self.model.regions[eye]) for eye in ("left_eye", "right_eye")
+        ]
+        self._eyes = self._eyes_of_model if "upper-face" in self.areas else []
         self._lips = np.unique(self.model.regions["lips"])
+        self._nose = np.unique(self.model.regions["nose"])
         self._mouth = "mouth" in self.areas
 
     def for_source(self) -> Occluder | None:
@@ -112,37 +118,55 @@ class FaceAreas(Occluder):
         return None
 
     def occlusion(self, frame: Frame, face: Face) -> Occlusion:
-        """The parts not asked for, in ``face``'s FFHQ crop, as what covers it."""
+        """The parts not asked for, in ``face``'s FFHQ crop, as what covers it.
+
+        The soft edge is a normalised blur: the parts' mask blurred over the whole
+        face's, so the face's own outline stays sharp (the engine's mask softens it)
+        and all three parts together are the whole face. The nose is kept whole on
+        its side of the cut (a blur across the nostrils drew two of them)."""
         frame = check_frame(frame)
         if not isinstance(face, Face):
             raise InputError(f"expected a Face, got {type(face).__name__}")
         matrix = ffhq_alignment(face.landmarks_5, AREA_SIZE)
         points = face.landmarks_478[:, :2] @ matrix[:, :2].T + matrix[:, 2]
+        if not np.isfinite(points).all():
+            raise InputError("the face's landmarks are not finite")
         fixed = np.round(points * 16).astype(np.int32)  # 4 fractional bits
-        kept = np.zeros((AREA_SIZE, AREA_SIZE), np.uint8)
-        for triangle in fixed[self._triangles]:
-            cv2.fillConvexPoly(kept, triangle, 1, cv2.LINE_8, 4)
 
         def fill(mask: NDArray[np.uint8], rim: NDArray[np.float64]) -> None:
             hull = cv2.convexHull(np.round(rim * 16).astype(np.int32))
             cv2.fillConvexPoly(mask, hull, 1, cv2.LINE_8, 4)
 
-        for eye in self._eyes:
-            fill(kept, points[eye])
+        def blurred(mask: NDArray[np.uint8], sigma: float) -> NDArray[np.float32]:
+            soft = mask.astype(np.float32)
+            return cv2.GaussianBlur(soft, (0, 0), sigma) if sigma > 0 else soft
+
+        parts = np.zeros((AREA_SIZE, AREA_SIZE), np.uint8)
+        whole = np.zeros_like(parts)
+        for triangle, chosen in zip(fixed[self.model.triangles], self._chosen, strict=True):
+            cv2.fillConvexPoly(whole, triangle, 1, cv2.LINE_8, 4)
+            if chosen:
+                cv2.fillConvexPoly(parts, triangle, 1, cv2.LINE_8, 4)
         lips = points[self._lips]
-        middle = lips.mean(axis=0)
+        for rim in [points[eye] for eye in self._eyes_of_model] + [lips]:
+            fill(whole, rim)
+        for eye in self._eyes:
+            fill(parts, points[eye])
         if "lower-face" in self.areas:
-            fill(kept, lips)
-        visible = kept.astype(np.float32)
+            fill(parts, lips)
         sigma = self.feather * AREA_SIZE
-        if sigma > 0:
-            visible = cv2.GaussianBlur(visible, (0, 0), sigma)
+        visible = blurred(parts, sigma) / np.maximum(blurred(whole, sigma), 1e-3)
+        nose = np.zeros_like(parts)
+        fill(nose, points[self._nose])
+        upper, lower = "upper-face" in self.areas, "lower-face" in self.areas
+        if upper != lower:
+            hard = blurred(nose, sigma / 4)
+            visible = np.maximum(visible, hard) if upper else np.minimum(visible, 1.0 - hard)
         if self._mouth:
             # The mouth alone is small: its own edge is half as soft.
-            mouth = np.zeros_like(kept)
+            mouth = np.zeros_like(parts)
+            middle = lips.mean(axis=0)
             fill(mouth, middle + (lips - middle) * (1.0 + MOUTH_GROWTH))
-            soft = mouth.astype(np.float32)
-            if sigma > 0:
-                soft = cv2.GaussianBlur(soft, (0, 0), sigma / 2)
-            visible = np.maximum(visible, soft)
+            visible = np.maximum(visible, blurred(mouth, sigma / 2))
+        visible = np.clip(visible, 0.0, 1.0)
         return Occlusion(np.asarray(visible, np.float32), matrix)

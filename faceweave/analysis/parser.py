@@ -106,7 +106,7 @@ def checked_regions(regions: object) -> tuple[str, ...]:
         regions = [regions]
     if isinstance(regions, (bytes, bytearray, dict)) or not isinstance(regions, Iterable):
         raise InputError(f"regions are a list of names from {', '.join(REGIONS)}; got {regions!r}")
-    names = list(dict.fromkeys(regions))
+    names = list(regions)
     if not names:
         raise InputError(f"give one or more regions from {', '.join(REGIONS)}")
     for name in names:
@@ -114,6 +114,7 @@ def checked_regions(regions: object) -> tuple[str, ...]:
             raise InputError(
                 f"unknown face region {name!r}: choose from {', '.join(REGIONS)} (or all)"
             )
+    names = list(dict.fromkeys(names))
     if "all" in names:
         if len(names) > 1:
             raise InputError("the face region 'all' is every region: give it alone")

@@ -1493,7 +1493,7 @@ def _run_swap_video(
             )
         ]
     sources: Sequence[Any] = source_faces
-    if not engine.embedded_only:
+    if not engine.plain:
         with _library_warnings():  # advice on a poor source photo, as for images
             sources = _make_swappers(source_faces, options, engine)
     return _video_job(
@@ -1789,7 +1789,7 @@ def _run_live(args: argparse.Namespace) -> int:
         # Swappers at fusion 1; run_live makes the other fusions from them (the keys).
         sources: Sequence[Any] = (
             source_faces
-            if engine.embedded_only
+            if engine.plain
             else _make_swappers(source_faces, replace(options, fusion=1.0), engine)
         )
         references = (

@@ -138,6 +138,12 @@ class EngineSettings:
             for name in ("enhancer_model", "occluder_model", "parser_model")
         )
 
+    @property
+    def plain(self) -> bool:
+        """The embedded engine as it comes (no model file, no face areas): sources may
+        be handed on as faces, each front end's swapper built from them as it likes."""
+        return self.embedded_only and not self.mask_areas
+
     def validated(self) -> EngineSettings:
         """``self`` when the settings are usable and the named files exist; else a
         :class:`UsageError` (or :class:`InputError` for a missing file)."""

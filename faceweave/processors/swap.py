@@ -3266,7 +3266,7 @@ class FaceSwapping:
         source given as Faces again with it: see :meth:`Swapper.with_occluder`.)"""
         if occluder is not None and not isinstance(occluder, Occluder):
             raise InputError(
-                "occluder is a FaceOccluder, a FaceParser or Occluders of them, got "
+                "occluder is a FaceOccluder, a FaceParser, FaceAreas or Occluders of them, got "
                 f"{type(occluder).__name__}"
             )
         other = object.__new__(type(self))
@@ -3378,7 +3378,7 @@ class Swapper(FaceSwapping):
     ) -> None:
         if occluder is not None and not isinstance(occluder, Occluder):
             raise InputError(
-                "occluder is a FaceOccluder, a FaceParser or Occluders of them, got "
+                "occluder is a FaceOccluder, a FaceParser, FaceAreas or Occluders of them, got "
                 f"{type(occluder).__name__}"
             )
         self.occluder = occluder

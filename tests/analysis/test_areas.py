@@ -42,8 +42,13 @@ def test_checked_areas() -> None:
     ):
         with pytest.raises(InputError, match=message):
             checked_areas(junk)
-    with pytest.raises(UsageError, match=r"feather is a number in \[0, 0.2\]"):
-        FaceAreas(["mouth"], feather=0.5)
+    with pytest.raises(UsageError, match=r"feather is a number in \[0, 0.06\]"):
+        FaceAreas(["mouth"], feather=0.1)
+    for junk in ([["mouth"]], [{"a": 1}]):  # unhashable names: one line, not a TypeError
+        with pytest.raises(InputError, match="unknown face area"):
+            checked_areas(junk)
+    with pytest.raises(InputError, match="model is a FaceModel, got str"):
+        FaceAreas(["mouth"], model="x")  # type: ignore[arg-type]
 
 
 def test_each_area_keeps_its_own_part_of_the_face(
@@ -57,8 +62,11 @@ def test_each_area_keeps_its_own_part_of_the_face(
     assert lower[CHIN] > 0.95 and lower[LIP] > 0.95 and lower[LOW_CHEEK] > 0.95
     mouth = _seen_at(FaceAreas(["mouth"]), astronaut, astronaut_face)
     assert mouth[LIP] > 0.95 and max(mouth[FOREHEAD], mouth[LID], mouth[LOW_CHEEK]) < 0.05
-    both = _seen_at(FaceAreas(list(AREAS)), astronaut, astronaut_face)
-    assert min(both.values()) > 0.95
+    every = FaceAreas(list(AREAS)).occlusion(astronaut, astronaut_face)
+    # All three are the whole face, to its outline (the blur is normalised by the face's).
+    assert every.cover(astronaut_face, astronaut.shape) is None or (
+        every.cover(astronaut_face, astronaut.shape)[1].max() < 0.02  # type: ignore[index]
+    )
 
 
 def _face_part(face: Face, shape: tuple[int, ...], points: list[int], radius: int) -> np.ndarray:
@@ -119,7 +127,10 @@ def test_the_engine_settings_the_api_and_the_command_line_take_areas(
     from faceweave.io.image import read_image, write_image
 
     settings = EngineSettings(mask_areas=["mouth", "upper-face"])
+    # No model file (a GPU provider would do nothing), but no plain engine either: a
+    # video's and a live session's swappers are built with the areas.
     assert settings.mask_areas == ("upper-face", "mouth") and settings.embedded_only
+    assert not settings.plain and EngineSettings().plain
     engine = SwapEngine(settings)
     assert isinstance(engine.occluder, FaceAreas) and engine.occluder.areas == settings.mask_areas
     assert EngineSettings(mask_areas=None).mask_areas == () == EngineSettings().mask_areas
@@ -140,3 +151,34 @@ def test_the_engine_settings_the_api_and_the_command_line_take_areas(
     bad = run_cli(*common, "-o", "bad.png", "--mask-areas", "nose", cwd=tmp_path)
     assert bad.returncode == EXIT_USAGE and "invalid choice: 'nose'" in bad.stderr
     assert not (tmp_path / "bad.png").exists()
+
+
+@pytest.mark.slow
+def test_a_video_and_its_frames_take_the_areas(
+    tmp_path: Path, astronaut: np.ndarray, astronaut_face: Face, grace_hopper: np.ndarray
+) -> None:
+    """A video target (its sources as faces on the plain engine) swaps only the parts."""
+    from cli_runner import run_cli
+    from clips import make_clip  # tests/clips.py
+
+    from faceweave.io.image import write_image
+    from faceweave.io.video import VideoReader
+
+    make_clip(tmp_path / "in.mp4", astronaut, frames=3, size=(512, 512), audio=False)
+    write_image(tmp_path / "grace.png", grace_hopper)
+    common = ["swap", "-s", "grace.png", "-t", "in.mp4", "--no-watermark"]
+    for name, extra in (("full.mp4", []), ("lower.mp4", ["--mask-areas", "lower-face"])):
+        done = run_cli(*common, "-o", name, *extra, cwd=tmp_path)
+        assert done.returncode == EXIT_OK, done.stderr
+    eyes = _face_part(astronaut_face, astronaut.shape, [159, 386], 8)
+
+    def moved(name: str) -> list[float]:
+        with VideoReader(tmp_path / name) as out, VideoReader(tmp_path / "in.mp4") as given:
+            return [
+                float(np.abs(a.image[eyes].astype(int) - b.image[eyes]).mean())
+                for a, b in zip(out, given, strict=True)
+            ]
+
+    full, lower = moved("full.mp4"), moved("lower.mp4")
+    # (The lower face only: the eyes move by the encoder's noise, about 3.)
+    assert min(full) > 20 and max(lower) < 5, (full, lower)
