@@ -21,11 +21,11 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.occluder import Occluder, Occlusion
+from faceweave.analysis.occluder import Occluder, Occlusion, checked_names, checked_target
 from faceweave.core.align import ffhq_alignment
 from faceweave.core.facemodel import FaceModel, load_face_model
 from faceweave.errors import InputError, UsageError
-from faceweave.types import Face, Frame, check_frame
+from faceweave.types import Face, Frame
 
 __all__ = ["AREAS", "FaceAreas", "checked_areas"]
 
@@ -47,16 +47,7 @@ def checked_areas(areas: object) -> tuple[str, ...]:
     Raises:
         InputError: not a list of known area names.
     """
-    if isinstance(areas, str):
-        areas = [areas]
-    if isinstance(areas, (bytes, bytearray, dict)) or not isinstance(areas, Iterable):
-        raise InputError(f"areas are a list of names from {', '.join(AREAS)}; got {areas!r}")
-    names = list(areas)
-    if not names:
-        raise InputError(f"give one or more areas from {', '.join(AREAS)}")
-    for name in names:
-        if not isinstance(name, str) or name not in AREAS:
-            raise InputError(f"unknown face area {name!r}: choose from {', '.join(AREAS)}")
+    names = checked_names(areas, AREAS, "area")
     return tuple(a for a in AREAS if a in names)
 
 
@@ -124,9 +115,7 @@ class FaceAreas(Occluder):
         face's, so the face's own outline stays sharp (the engine's mask softens it)
         and all three parts together are the whole face. The nose is kept whole on
         its side of the cut (a blur across the nostrils drew two of them)."""
-        frame = check_frame(frame)
-        if not isinstance(face, Face):
-            raise InputError(f"expected a Face, got {type(face).__name__}")
+        checked_target(frame, face)
         matrix = ffhq_alignment(face.landmarks_5, AREA_SIZE)
         points = face.landmarks_478[:, :2] @ matrix[:, :2].T + matrix[:, 2]
         if not np.isfinite(points).all():

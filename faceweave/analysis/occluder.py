@@ -23,7 +23,7 @@ occluder's own edge stays covered rather than a soft mix of both.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +44,11 @@ __all__ = [
     "Occluders",
     "Occlusion",
     "lay_back",
+    "checked_names",
+    "checked_target",
     "merged",
     "occlusion_of",
+    "ramped",
 ]
 
 # The crop's side where the model's file leaves it open (XSeg's), and the largest taken.
@@ -324,14 +327,52 @@ class FaceOccluder(Occluder):
             InputError: ``frame`` is no uint8 (H, W, 3) image or ``face`` no Face.
             BackendError: the model fails or gives values that are not finite.
         """
-        frame = check_frame(frame)
-        if not isinstance(face, Face):
-            raise InputError(f"expected a Face, got {type(face).__name__}")
+        frame = checked_target(frame, face)
         matrix = alignment(face.landmarks_5, self.size)
-        raw = self.run(aligned_crop(frame, matrix, self.size))
-        smooth = cv2.GaussianBlur(raw, (0, 0), max(0.5, OCCLUDER_SMOOTH * self.size))
-        visible = np.clip((smooth - 0.5) * 2.0, 0.0, 1.0).astype(np.float32)
-        return Occlusion(visible, matrix)
+        return ramped(self.run(aligned_crop(frame, matrix, self.size)), matrix)
+
+
+def checked_target(frame: Frame, face: Face) -> Frame:
+    """``frame`` checked (a uint8 (H, W, 3) image) for an occluder to look at ``face`` in.
+
+    Raises:
+        InputError: ``frame`` is no such image or ``face`` no Face.
+    """
+    frame = check_frame(frame)
+    if not isinstance(face, Face):
+        raise InputError(f"expected a Face, got {type(face).__name__}")
+    return frame
+
+
+def ramped(raw: NDArray[np.float32], matrix: NDArray[np.float64]) -> Occlusion:
+    """A model's (S, S) visibility in its crop, smoothed (a Gaussian of S / 128 px) and
+    ramped from covered under one half to seen at 1 (an occluder's own edge stays
+    covered rather than a soft mix of both), as an Occlusion."""
+    side = raw.shape[0]
+    smooth = cv2.GaussianBlur(raw, (0, 0), max(0.5, OCCLUDER_SMOOTH * side))
+    return Occlusion(np.clip((smooth - 0.5) * 2.0, 0.0, 1.0).astype(np.float32), matrix)
+
+
+def checked_names(value: object, known: tuple[str, ...], kind: str) -> list[str]:
+    """``value`` (a name or a list of them) as a list of names from ``known``, each once
+    in the order given; ``kind`` names them in errors (``face region``...).
+
+    Raises:
+        InputError: not a list of one or more known names.
+    """
+    if isinstance(value, str):
+        value = [value]
+    listed = ", ".join(n for n in known if n != "all")
+    if isinstance(value, (bytes, bytearray, dict)) or not isinstance(value, Iterable):
+        raise InputError(f"{kind}s are a list of names from {listed}; got {value!r}")
+    names = list(value)
+    if not names:
+        raise InputError(f"give one or more {kind}s from {listed}")
+    for name in names:
+        if not isinstance(name, str) or name not in known:
+            more = " (or all)" if "all" in known else ""
+            raise InputError(f"unknown face {kind} {name!r}: choose from {listed}{more}")
+    return list(dict.fromkeys(names))
 
 
 def _mask_side(declared: list[Any]) -> int:

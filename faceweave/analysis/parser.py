@@ -34,7 +34,14 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.occluder import OCCLUDER_MAX_SIZE, OCCLUDER_SMOOTH, Occluder, Occlusion
+from faceweave.analysis.occluder import (
+    OCCLUDER_MAX_SIZE,
+    Occluder,
+    Occlusion,
+    checked_names,
+    checked_target,
+    ramped,
+)
 from faceweave.analysis.onnx_backend import OnnxModel
 from faceweave.core.align import aligned_crop, ffhq_alignment
 from faceweave.errors import BackendError, InputError
@@ -102,19 +109,7 @@ def checked_regions(regions: object) -> tuple[str, ...]:
     Raises:
         InputError: not a list of known region names.
     """
-    if isinstance(regions, str):
-        regions = [regions]
-    if isinstance(regions, (bytes, bytearray, dict)) or not isinstance(regions, Iterable):
-        raise InputError(f"regions are a list of names from {', '.join(REGIONS)}; got {regions!r}")
-    names = list(regions)
-    if not names:
-        raise InputError(f"give one or more regions from {', '.join(REGIONS)}")
-    for name in names:
-        if not isinstance(name, str) or (name not in REGIONS and name != "all"):
-            raise InputError(
-                f"unknown face region {name!r}: choose from {', '.join(REGIONS)} (or all)"
-            )
-    names = list(dict.fromkeys(names))
+    names = checked_names(regions, (*REGIONS, "all"), "region")
     if "all" in names:
         if len(names) > 1:
             raise InputError("the face region 'all' is every region: give it alone")
@@ -283,16 +278,12 @@ class FaceParser(Occluder):
             InputError: ``frame`` is no uint8 (H, W, 3) image or ``face`` no Face.
             BackendError: the model fails or gives values that are not finite.
         """
-        frame = check_frame(frame)
-        if not isinstance(face, Face):
-            raise InputError(f"expected a Face, got {type(face).__name__}")
+        frame = checked_target(frame, face)
         matrix = ffhq_alignment(face.landmarks_5, self.size)
         kept = self.kept(aligned_crop(frame, matrix, self.size)).astype(np.float32)
         if kept.shape != (self.size, self.size):
             kept = cv2.resize(kept, (self.size, self.size), interpolation=cv2.INTER_LINEAR)
-        smooth = cv2.GaussianBlur(kept, (0, 0), max(0.5, OCCLUDER_SMOOTH * self.size))
-        visible = np.clip((smooth - 0.5) * 2.0, 0.0, 1.0).astype(np.float32)
-        return Occlusion(visible, matrix)
+        return ramped(kept, matrix)
 
 
 def _side(shape: list[Any], path: Path) -> int:
