@@ -34,7 +34,7 @@ EXECUTION_PROVIDERS = ENGINES["mesh"]
 NEURAL_SETUP = ("swapper_model", "embedder_model", "pixel_boost")
 # ... and the face enhancer, for either engine.
 ENHANCER_SETUP = ("enhancer_model", "enhancer_blend", "enhancer_weight")
-# ... and the face occluder and face parser, for either engine.
+# ... and the face occluder, the face parser and the face areas, for either engine.
 OCCLUDER_SETUP = ("occluder_model", "parser_model", "mask_regions", "mask_areas")
 
 

@@ -4,8 +4,9 @@ The command line (``swap``, ``live``), the Python API and the service
 (``faceweave serve``) take the same settings: the embedded ``mesh`` engine (no model
 files), or ``inswapper`` on ONNX models the user brings, either of them optionally
 followed by a face enhancer (see :mod:`faceweave.processors.neural`), and either of them
-optionally with a face occluder (see :mod:`faceweave.analysis.occluder`) or a face
-parser (see :mod:`faceweave.analysis.parser`), or both::
+optionally with a face occluder (see :mod:`faceweave.analysis.occluder`), a face
+parser (see :mod:`faceweave.analysis.parser`) and face areas (see
+:mod:`faceweave.analysis.areas`), each alone or together::
 
     engine = SwapEngine(EngineSettings(engine="inswapper",
                                        swapper_model=Path("inswapper_128.onnx"),
