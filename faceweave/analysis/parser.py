@@ -178,14 +178,12 @@ class FaceParser(Occluder):
                 f"{path}: output {list(output.shape)}: a face's labels are 2 to "
                 f"{OCCLUDER_MAX_SIZE} px a side"
             )
-        self._kept = np.array([PARSER_CLASSES.index(r) for r in self.regions], np.int64)
 
     def with_regions(self, regions: Iterable[str]) -> FaceParser:
         """The same model keeping other regions."""
         other = object.__new__(FaceParser)
         other.__dict__.update(self.__dict__)
         other.regions = checked_regions(regions)
-        other._kept = np.array([PARSER_CLASSES.index(r) for r in other.regions], np.int64)
         return other
 
     def for_source(self) -> FaceParser:
@@ -256,7 +254,8 @@ class FaceParser(Occluder):
         scores above every other (the argmax's regions, in a twentieth of its time; a
         tie is not kept, so the target's pixel stays)."""
         scores = self._raw(crop)
-        others = np.setdiff1d(np.arange(len(PARSER_CLASSES)), self._kept)
+        kept = np.array([PARSER_CLASSES.index(r) for r in self.regions], np.int64)
+        others = np.setdiff1d(np.arange(len(PARSER_CLASSES)), kept)
 
         def best(classes: NDArray[np.int64]) -> NDArray[np.float32]:
             top = scores[classes[0]].copy()
@@ -268,7 +267,7 @@ class FaceParser(Occluder):
                 raise self._not_finite()
             return top
 
-        return best(self._kept) > best(others)
+        return best(kept) > best(others)
 
     def occlusion(self, frame: Frame, face: Face) -> Occlusion:
         """The regions not kept in ``face``'s area of ``frame``, as what covers it (see

@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from faceweave.analysis.onnx_backend import OnnxModel
 from faceweave.errors import BackendError, InputError, UsageError
+from faceweave.processors.neural import checked_enhancer_number
 from faceweave.types import Frame, check_frame
 
 __all__ = ["FRAME_ENHANCER_BLEND", "FrameEnhancer"]
@@ -47,16 +48,6 @@ MIN_FIXED_TILE = 4 * TILE_OVERLAP
 # The largest output, in megapixels (a 4K frame at x4 is 133: refused, not swapped out).
 MAX_OUTPUT_MEGAPIXELS = 64.0
 _FLOAT_TYPES = ("tensor(float)", "tensor(float16)")
-
-
-def _checked_blend(value: object) -> float:
-    if isinstance(value, bool | np.bool_) or not isinstance(
-        value, int | float | np.integer | np.floating
-    ):
-        raise UsageError(f"frame enhancer blend must be a number, got {value!r}")
-    if not 0.0 <= float(value) <= 1.0:
-        raise UsageError(f"frame enhancer blend must be within [0, 1], got {value}")
-    return float(value)
 
 
 def _dim(value: Any) -> int | None:
@@ -87,7 +78,7 @@ class FrameEnhancer:
         execution_provider: str = "cpu",
         max_megapixels: float = MAX_OUTPUT_MEGAPIXELS,
     ) -> None:
-        self.blend = _checked_blend(blend)
+        self.blend = checked_enhancer_number("blend", blend, 1.0, kind="frame enhancer")
         if isinstance(model_path, os.PathLike):
             model_path = Path(os.fspath(model_path))
         if not isinstance(model_path, (str, Path)):

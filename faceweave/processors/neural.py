@@ -207,14 +207,17 @@ def _check_types(model: OnnxModel, allowed: dict[str, tuple[str, ...]]) -> dict[
     return types
 
 
-def checked_enhancer_number(name: str, value: object, high: float) -> float:
-    """``value`` as a float in 0..high (numpy numbers too), or a UsageError."""
+def checked_enhancer_number(
+    name: str, value: object, high: float, *, kind: str = "enhancer"
+) -> float:
+    """``value`` as a float in 0..high (numpy numbers too), or a UsageError naming it
+    as ``kind``'s ``name``."""
     if isinstance(value, bool | np.bool_) or not isinstance(
         value, int | float | np.integer | np.floating
     ):
-        raise UsageError(f"enhancer {name} must be a number, got {value!r}")
+        raise UsageError(f"{kind} {name} must be a number, got {value!r}")
     if not 0.0 <= float(value) <= high:
-        raise UsageError(f"enhancer {name} must be within [0, {high:g}], got {value}")
+        raise UsageError(f"{kind} {name} must be within [0, {high:g}], got {value}")
     return float(value)
 
 

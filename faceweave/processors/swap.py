@@ -3653,7 +3653,15 @@ class Swapper(FaceSwapping):
         given prepared is kept as it is)."""
         other = super().with_occluder(occluder)
         faces = [p for p in self._photos if isinstance(p, Face)]
-        if occluder is self.occluder or not faces or len(faces) != len(self._photos):
+
+        # The photos are looked at with the occluder's for_source (face areas with
+        # none, a parser with every face region): when that is what they were
+        # prepared with, the source stands.
+        def on_photo(o: Occluder | None) -> Occluder | None:
+            return None if o is None else o.for_source()
+
+        same = occluder is self.occluder or on_photo(occluder) is on_photo(self.occluder)
+        if same or not faces or len(faces) != len(self._photos):
             return other
         models = [
             prepare_source(

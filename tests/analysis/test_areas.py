@@ -105,8 +105,11 @@ def test_a_source_photo_is_looked_at_whole(
 
     areas = FaceAreas(["mouth"])
     assert areas.for_source() is None
+    plain = fw.Swapper(grace_hopper_face)
     given = fw.Swapper(grace_hopper_face, occluder=areas)
-    assert np.array_equal(given.source.valid, fw.Swapper(grace_hopper_face).source.valid)
+    assert np.array_equal(given.source.valid, plain.source.valid)
+    # Nothing to look at on the photo: with_occluder keeps the source as prepared.
+    assert plain.with_occluder(areas).source is plain.source
     parser = fw.FaceParser(tiny_parser(tmp_path / "p.onnx", size=128), regions=["nose"])
     on_photo = parser.for_source()
     assert set(on_photo.regions) == {"nose", *fw.FaceParser(parser.model.path).regions}
