@@ -189,6 +189,26 @@ def green_patch(frame: np.ndarray, face, radius: float = 0.12) -> tuple[np.ndarr
     return out, disc.astype(bool)
 
 
+def changed(a: np.ndarray, b: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """Each pixel's largest channel difference between ``a`` and ``b`` at ``where``."""
+    return np.abs(a[where].astype(int) - b[where].astype(int)).max(axis=1)
+
+
+def face_away(
+    face, shape: tuple[int, ...], *discs: np.ndarray, edge: int = 25, clear: int = 21
+) -> np.ndarray:
+    """The face's mesh area (its hull eroded by an ``edge`` px square), clear of the
+    ``discs`` (each dilated by a ``clear`` px square): its skin away from them."""
+    import cv2
+
+    area = np.zeros(shape[:2], np.uint8)
+    cv2.fillConvexPoly(area, cv2.convexHull(face.landmarks_478[:, :2].astype(np.int32)), 1)
+    away = cv2.erode(area, np.ones((edge, edge), np.uint8)) > 0
+    for disc in discs:
+        away &= cv2.dilate(disc.astype(np.uint8), np.ones((clear, clear), np.uint8)) == 0
+    return away
+
+
 def green_microphone(frame: np.ndarray, face) -> np.ndarray:
     """``frame`` with a green bar across the face's left cheek to a disc at its mouth's
     corner (a microphone), drawn on the face it holds."""

@@ -18,6 +18,7 @@ from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     PARSER_GLASSES,
     PARSER_HAIR,
     PARSER_SKIN,
+    face_away,
     green_patch,
     tiny_occluder,
     tiny_parser,
@@ -64,12 +65,7 @@ def _disc(frame: np.ndarray, centre: np.ndarray, radius: int, colour) -> tuple[n
 
 def _face_away(face: Face, shape: tuple[int, ...], *discs: np.ndarray) -> np.ndarray:
     """The face's mesh area, clear of its outline and of the discs."""
-    area = np.zeros(shape[:2], np.uint8)
-    cv2.fillConvexPoly(area, cv2.convexHull(face.landmarks_478[:, :2].astype(np.int32)), 1)
-    area = cv2.erode(area, np.ones((15, 15), np.uint8)) > 0
-    for disc in discs:
-        area &= cv2.dilate(disc.astype(np.uint8), np.ones((15, 15), np.uint8)) == 0
-    return area
+    return face_away(face, shape, *discs, edge=15, clear=15)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,8 @@ import pytest
 pytest.importorskip("onnx")
 from cli_runner import run_cli as _cli  # noqa: E402  (tests/ is on sys.path)
 from neural_models import (  # noqa: E402  (tests/ is on sys.path)
+    changed,
+    face_away,
     green_microphone,
     green_patch,
     tiny_embedder,
@@ -48,19 +50,10 @@ def occluder(files: dict[str, Path]) -> fw.FaceOccluder:
     return fw.FaceOccluder(files["occluder"])
 
 
-def _changed(a: np.ndarray, b: np.ndarray, where: np.ndarray) -> np.ndarray:
-    """Each pixel's largest channel difference between ``a`` and ``b`` at ``where``."""
-    return np.abs(a[where].astype(int) - b[where].astype(int)).max(axis=1)
-
-
 def _regions(face: Face, disc: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     """The disc's inside (clear of its edge) and the face's skin away from it."""
     inner = cv2.erode(disc.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
-    face_area = np.zeros(shape[:2], np.uint8)
-    cv2.fillConvexPoly(face_area, cv2.convexHull(face.landmarks_478[:, :2].astype(np.int32)), 1)
-    face_area = cv2.erode(face_area, np.ones((25, 25), np.uint8)) > 0
-    near = cv2.dilate(disc.astype(np.uint8), np.ones((21, 21), np.uint8)) > 0
-    return inner, face_area & ~near
+    return inner, face_away(face, shape, disc)
 
 
 def _check_kept(swapper, occluder, frame, bare_frame, disc, face) -> None:
@@ -70,10 +63,10 @@ def _check_kept(swapper, occluder, frame, bare_frame, disc, face) -> None:
     plain = swapper.swap(frame, [face])
     kept = swapper.with_occluder(occluder).swap(frame, [face])
     bare = swapper.swap(bare_frame, [face])
-    assert _changed(plain, frame, inner).mean() > 60
-    assert _changed(kept, frame, inner).max() <= 1
-    assert _changed(kept, frame, away).mean() > 20  # still swapped
-    assert np.median(_changed(kept, bare, away)) <= 2
+    assert changed(plain, frame, inner).mean() > 60
+    assert changed(kept, frame, inner).max() <= 1
+    assert changed(kept, frame, away).mean() > 20  # still swapped
+    assert np.median(changed(kept, bare, away)) <= 2
 
 
 def test_the_mesh_engine_keeps_what_covers_the_face(
@@ -129,11 +122,11 @@ def test_each_face_keeps_its_own_cover_and_its_neighbours_swap(
     out = swapper.swap(frame, [first, second])
     inner, away_first = _regions(first, disc, frame.shape)
     _, away_second = _regions(second, np.zeros_like(disc), frame.shape)
-    assert _changed(out, frame, inner).max() <= 1
-    assert _changed(out, frame, away_first).mean() > 8  # swapped
+    assert changed(out, frame, inner).max() <= 1
+    assert changed(out, frame, away_first).mean() > 8  # swapped
     # The second face is swapped as without the occluder (it covers nothing of it).
     alone = fw.Swapper(astronaut_face).swap(frame, [second])
-    assert _changed(out, alone, away_second).max() <= 1
+    assert changed(out, alone, away_second).max() <= 1
 
 
 def test_with_occluder_makes_a_copy_that_keeps_it(
@@ -289,8 +282,8 @@ def test_the_python_api_takes_an_occluder_model(
     predictor = fw.FacePredictor(occluder_model=files["occluder"])
     out = predictor.swap(frame, grace_hopper, astronaut_face)
     inner, away = _regions(astronaut_face, disc, frame.shape)
-    assert _changed(out, frame, inner).max() <= 1
-    assert _changed(out, frame, away).mean() > 20
+    assert changed(out, frame, inner).max() <= 1
+    assert changed(out, frame, away).mean() > 20
     # The embedded engine runs on the CPU: a GPU provider is refused unless a model is
     # given (occluder_model=None is none).
     with pytest.raises(fw.UsageError, match="not available for the 'mesh' engine"):
@@ -348,8 +341,8 @@ def test_command_line_swaps_with_an_occluder(
     assert done.returncode == EXIT_OK, done.stderr
     out = read_image(tmp_path / "out.png")
     inner, away = _regions(astronaut_face, disc, frame.shape)
-    assert _changed(out, frame, inner).max() <= 1
-    assert _changed(out, frame, away).mean() > 20
+    assert changed(out, frame, inner).max() <= 1
+    assert changed(out, frame, away).mean() > 20
     # The overlay tints what the occluder covers orange: the green disc takes red.
     assert read_image(tmp_path / "debug.png")[inner][:, 2].mean() > 50 > frame[inner][:, 2].max()
 

@@ -17,6 +17,8 @@ pytest.importorskip("onnx")
 from cli_runner import run_cli as _cli  # noqa: E402  (tests/ is on sys.path)
 from neural_models import (  # noqa: E402  (tests/ is on sys.path)
     PARSER_BLUE,
+    changed,
+    face_away,
     green_microphone,
     green_patch,
     tiny_embedder,
@@ -50,10 +52,6 @@ def parser(files: dict[str, Path]) -> fw.FaceParser:
     return fw.FaceParser(files["parser"])
 
 
-def _changed(a: np.ndarray, b: np.ndarray, where: np.ndarray) -> np.ndarray:
-    return np.abs(a[where].astype(int) - b[where].astype(int)).max(axis=1)
-
-
 def _blue_lens(frame: np.ndarray, face: Face) -> tuple[np.ndarray, np.ndarray]:
     """``frame`` with a blue disc (glasses, to the tiny parser) on the face's right
     cheek (image right), and the disc's mask."""
@@ -69,38 +67,29 @@ def _inner(disc: np.ndarray) -> np.ndarray:
     return cv2.erode(disc.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
 
 
-def _face_area(face: Face, shape: tuple[int, ...], *discs: np.ndarray) -> np.ndarray:
-    area = np.zeros(shape[:2], np.uint8)
-    cv2.fillConvexPoly(area, cv2.convexHull(face.landmarks_478[:, :2].astype(np.int32)), 1)
-    area = cv2.erode(area, np.ones((25, 25), np.uint8)) > 0
-    for disc in discs:
-        area &= cv2.dilate(disc.astype(np.uint8), np.ones((21, 21), np.uint8)) == 0
-    return area
-
-
 def _check_regions(swapper, parser, astronaut, face) -> None:
     """Hair (green) stays; glasses (blue) stay by default and are swapped when asked
     for; the skin is swapped as on the frame without either; with no skin asked for,
     the face stays the target's."""
     frame, hair = green_patch(astronaut, face)
     frame, lens = _blue_lens(frame, face)
-    away = _face_area(face, frame.shape, hair, lens)
+    away = face_away(face, frame.shape, hair, lens)
     plain = swapper.swap(frame, [face])
     parsed = swapper.with_occluder(parser).swap(frame, [face])
     bare = swapper.swap(astronaut, [face])
     for disc in (hair, lens):
-        assert _changed(plain, frame, _inner(disc)).mean() > 60  # painted over
-        assert _changed(parsed, frame, _inner(disc)).max() <= 1  # kept
-    assert _changed(parsed, frame, away).mean() > 20  # swapped
+        assert changed(plain, frame, _inner(disc)).mean() > 60  # painted over
+        assert changed(parsed, frame, _inner(disc)).max() <= 1  # kept
+    assert changed(parsed, frame, away).mean() > 20  # swapped
     # As without the discs, within the shift of the light measured without both cheeks'
     # discs (3 grey levels; one disc: 1).
-    assert np.median(_changed(parsed, bare, away)) <= 4
+    assert np.median(changed(parsed, bare, away)) <= 4
     with_glasses = swapper.with_occluder(parser.with_regions(["all"])).swap(frame, [face])
-    assert _changed(with_glasses, frame, _inner(lens)).mean() > 60
-    assert _changed(with_glasses, frame, _inner(hair)).max() <= 1
+    assert changed(with_glasses, frame, _inner(lens)).mean() > 60
+    assert changed(with_glasses, frame, _inner(hair)).max() <= 1
     nose_only = swapper.with_occluder(parser.with_regions(["nose"])).swap(frame, [face])
     # (The tiny parser reads the whole face as skin: no nose, so nothing is swapped.)
-    assert np.median(_changed(nose_only, frame, away)) <= 1
+    assert np.median(changed(nose_only, frame, away)) <= 1
 
 
 def test_the_mesh_engine_swaps_only_the_regions_asked_for(
@@ -176,14 +165,14 @@ def test_the_python_api_takes_a_parser_model(
     files: dict[str, Path], astronaut: np.ndarray, astronaut_face: Face, grace_hopper: np.ndarray
 ) -> None:
     frame, hair = green_patch(astronaut, astronaut_face)
-    away = _face_area(astronaut_face, frame.shape, hair)
+    away = face_away(astronaut_face, frame.shape, hair)
     out = fw.FacePredictor(parser_model=files["parser"]).swap(frame, grace_hopper, astronaut_face)
-    assert _changed(out, frame, _inner(hair)).max() <= 1
-    assert _changed(out, frame, away).mean() > 20
+    assert changed(out, frame, _inner(hair)).max() <= 1
+    assert changed(out, frame, away).mean() > 20
     none = fw.FacePredictor(parser_model=files["parser"], mask_regions=["nose"]).swap(
         frame, grace_hopper, astronaut_face
     )
-    assert np.median(_changed(none, frame, away)) <= 1
+    assert np.median(changed(none, frame, away)) <= 1
     with pytest.raises(fw.UsageError, match="mask regions are a face parser's: give its model"):
         fw.FacePredictor(mask_regions=["nose"])
 
@@ -205,17 +194,17 @@ def test_command_line_swaps_only_the_regions_asked_for(
     done = _cli(*common, "-o", "out.png", *model, "--debug", "debug.png", cwd=tmp_path)
     assert done.returncode == EXIT_OK, done.stderr
     out = read_image(tmp_path / "out.png")
-    away = _face_area(astronaut_face, frame.shape, hair, lens)
-    assert _changed(out, frame, _inner(hair)).max() <= 1
-    assert _changed(out, frame, _inner(lens)).max() <= 1
-    assert _changed(out, frame, away).mean() > 20
+    away = face_away(astronaut_face, frame.shape, hair, lens)
+    assert changed(out, frame, _inner(hair)).max() <= 1
+    assert changed(out, frame, _inner(lens)).max() <= 1
+    assert changed(out, frame, away).mean() > 20
     # The overlay tints what is not swapped orange: the green lock takes red.
     debug = read_image(tmp_path / "debug.png")
     assert debug[_inner(hair)][:, 2].mean() > 50 > frame[_inner(hair)][:, 2].max()
     # Glasses asked for: swapped.
     done = _cli(*common, "-o", "g.png", *model, "--mask-regions", "all", cwd=tmp_path)
     assert done.returncode == EXIT_OK, done.stderr
-    assert _changed(read_image(tmp_path / "g.png"), frame, _inner(lens)).mean() > 60
+    assert changed(read_image(tmp_path / "g.png"), frame, _inner(lens)).mean() > 60
 
     for flags, code, message in (
         (["--mask-regions", "nose"], EXIT_USAGE, "--mask-regions is for --parser-model"),
