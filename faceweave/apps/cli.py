@@ -72,7 +72,12 @@ from faceweave.apps.argtypes import (
     unit_interval,
     whole_number,
 )
-from faceweave.apps.engine_args import add_engine_options, engine_settings
+from faceweave.apps.engine_args import (
+    add_engine_options,
+    add_frame_enhancer_options,
+    engine_settings,
+)
+from faceweave.apps.engine_args import frame_enhancer as load_frame_enhancer
 from faceweave.errors import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -103,7 +108,7 @@ from faceweave.io import (
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
-from faceweave.processors.frame_enhancer import FRAME_ENHANCER_BLEND, FrameEnhancer
+from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import (
     BLEND_MODES,
@@ -451,25 +456,7 @@ def _add_swap_parser(commands: Any) -> None:
     )
     _add_common_options(swap)
     add_engine_options(swap)
-    frame_enhancer = swap.add_argument_group(
-        "frame enhancer",
-        "an ONNX super-resolution model you bring, on the whole output (images and videos)",
-    )
-    frame_enhancer.add_argument(
-        "--frame-enhancer-model",
-        type=Path,
-        metavar="FILE.onnx",
-        help="Real-ESRGAN x2/x4 exported to ONNX (FaceFusion's real_esrgan_x4) or a model with "
-        "its signature: the output is upscaled by its scale",
-    )
-    frame_enhancer.add_argument(
-        "--frame-enhancer-blend",
-        type=unit_interval,
-        default=None,
-        metavar="0..1",
-        help="how much of the model's frame is used; the rest is the frame resized by "
-        "Lanczos (default 0.8)",
-    )
+    add_frame_enhancer_options(swap, "images and videos")
     _add_watermark_option(swap)
     swap.add_argument(
         "--debug",
@@ -973,7 +960,7 @@ class _SwapJob:
                 nearest = self._nearest(faces, unmatched)  # (no face was taken)
                 raise NoFaceError(f"{target_path}: {what} found in the target{nearest}")
             if self.frame_enhancer is not None:  # every output upscaled alike
-                enhanced, alpha = self._enhanced(target_frame, alpha)
+                enhanced, alpha = self.frame_enhancer.enhance_with_alpha(target_frame, alpha)
                 _write_output(output_path, enhanced, self.quality, self.watermark, alpha)
                 return f"{target_path}: {what} found; written upscaled, not swapped"
             unchanged = keep_alpha(target_frame, alpha, output_path)
@@ -981,7 +968,7 @@ class _SwapJob:
             return f"{target_path}: {what} found; written unchanged"
         output_frame = swap_targets(target_frame, targets, self.swappers, hands, occlusions)
         if self.frame_enhancer is not None:
-            output_frame, alpha = self._enhanced(output_frame, alpha)
+            output_frame, alpha = self.frame_enhancer.enhance_with_alpha(output_frame, alpha)
         _write_output(output_path, output_frame, self.quality, self.watermark, alpha)
         if unmatched:  # --map: the entries that found nobody, while others were swapped
             entries = ", ".join(str(index + 1) for index, _ in unmatched)
@@ -989,20 +976,6 @@ class _SwapJob:
             nearest = self._nearest([f for f in faces if id(f) not in taken], unmatched)
             return f"{target_path}: --map entry {entries} matched no face{nearest}"
         return None
-
-    def _enhanced(
-        self, frame: Frame, alpha: NDArray[np.uint8] | None
-    ) -> tuple[Frame, NDArray[np.uint8] | None]:
-        """``frame`` upscaled by the frame enhancer, and its transparency with it."""
-        import cv2
-        import numpy as np
-
-        assert self.frame_enhancer is not None
-        bigger = self.frame_enhancer.enhance(frame)
-        if alpha is not None:
-            size = (bigger.shape[1], bigger.shape[0])
-            alpha = np.asarray(cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR), np.uint8)
-        return bigger, alpha
 
     def _nearest(self, faces: list[Face], unmatched: list[tuple[int, Face]]) -> str:
         """How near the nearest of ``faces`` (those not swapped) came to the references
@@ -1144,30 +1117,13 @@ def _check_enhanced_size(
         raise InputError(f"{target_path}: {exc} (--max-pixels)") from None
 
 
-def _frame_enhancer(args: argparse.Namespace) -> FrameEnhancer | None:
-    """The --frame-enhancer-model, loaded (its file and signature checked before any
-    image is read), or None."""
-    if args.frame_enhancer_model is None:
-        if args.frame_enhancer_blend is not None:
-            raise UsageError("--frame-enhancer-blend is for --frame-enhancer-model FILE.onnx")
-        return None
-    return FrameEnhancer(
-        args.frame_enhancer_model,
-        blend=(
-            FRAME_ENHANCER_BLEND if args.frame_enhancer_blend is None else args.frame_enhancer_blend
-        ),
-        execution_provider=args.execution_provider,
-        max_megapixels=args.max_pixels / 1e6,
-    )
-
-
 def _run_swap(args: argparse.Namespace) -> int:
     wanted = _resolve_sources(args)
     _settle_defaults(args, wanted.selector)
     options = SwapOptions.from_settings(args)  # before any model loads
     engine = engine_settings(args, options)
     _check_execution_provider(args, engine)
-    frame_enhancer = _frame_enhancer(args)
+    frame_enhancer = load_frame_enhancer(args)
     target_path: Path = args.target
     output_path: Path = args.output
     if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():

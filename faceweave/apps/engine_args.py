@@ -3,7 +3,8 @@
 :func:`add_engine_options` adds ``--engine``, the neural engine's model files and the
 face enhancer's, the face occluder's and the face parser's; :func:`engine_settings`
 turns them into an :class:`~faceweave.processors.engines.EngineSettings`, checking the
-flags (and the files' presence) before any model loads.
+flags (and the files' presence) before any model loads. :func:`add_frame_enhancer_options`
+and :func:`frame_enhancer` do the same for the upscaler of ``swap`` and ``serve``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,18 @@ from faceweave.analysis.parser import REGIONS
 from faceweave.apps.argtypes import unit_interval
 from faceweave.errors import UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings
+from faceweave.processors.frame_enhancer import FRAME_ENHANCER_BLEND, FrameEnhancer
 from faceweave.processors.neural import ENHANCER_BLEND, PIXEL_BOOSTS
 from faceweave.processors.swap import SwapOptions
 
-__all__ = ["add_engine_options", "engine_settings", "option_flag"]
+__all__ = [
+    "add_engine_options",
+    "add_frame_enhancer_options",
+    "engine_settings",
+    "frame_enhancer",
+    "frame_enhancer_blend",
+    "option_flag",
+]
 
 _DEFAULT = EngineSettings()
 
@@ -128,6 +137,53 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         metavar="AREA",
         help=f"swap only these parts of each face, from {', '.join(AREAS)} (the rest stays "
         "the target's; default: the whole face)",
+    )
+
+
+def add_frame_enhancer_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--frame-enhancer-model`` and ``--frame-enhancer-blend``; ``what`` says which
+    outputs the model upscales (the group's description)."""
+    group = parser.add_argument_group(
+        "frame enhancer", f"an ONNX super-resolution model you bring, on the whole output ({what})"
+    )
+    group.add_argument(
+        "--frame-enhancer-model",
+        type=Path,
+        metavar="FILE.onnx",
+        help="Real-ESRGAN x2/x4 exported to ONNX (FaceFusion's real_esrgan_x4) or a model with "
+        "its signature: the output is upscaled by its scale",
+    )
+    group.add_argument(
+        "--frame-enhancer-blend",
+        type=unit_interval,
+        default=None,
+        metavar="0..1",
+        help="how much of the model's frame is used; the rest is the frame resized by "
+        f"Lanczos (default {FRAME_ENHANCER_BLEND:g})",
+    )
+
+
+def frame_enhancer_blend(args: argparse.Namespace) -> float:
+    """The --frame-enhancer-blend asked for, or its default; a UsageError when it is
+    given without --frame-enhancer-model."""
+    if args.frame_enhancer_blend is None:
+        return FRAME_ENHANCER_BLEND
+    if args.frame_enhancer_model is None:
+        raise UsageError("--frame-enhancer-blend is for --frame-enhancer-model FILE.onnx")
+    return float(args.frame_enhancer_blend)
+
+
+def frame_enhancer(args: argparse.Namespace) -> FrameEnhancer | None:
+    """The --frame-enhancer-model, loaded (its file and signature checked before any
+    image is read; its output size limit is --max-pixels), or None."""
+    blend = frame_enhancer_blend(args)
+    if args.frame_enhancer_model is None:
+        return None
+    return FrameEnhancer(
+        args.frame_enhancer_model,
+        blend=blend,
+        execution_provider=args.execution_provider,
+        max_megapixels=args.max_pixels / 1e6,
     )
 
 

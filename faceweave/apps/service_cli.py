@@ -33,7 +33,12 @@ from faceweave.apps.argtypes import (
     positive_float,
     positive_int,
 )
-from faceweave.apps.engine_args import add_engine_options, engine_settings
+from faceweave.apps.engine_args import (
+    add_engine_options,
+    add_frame_enhancer_options,
+    engine_settings,
+    frame_enhancer_blend,
+)
 from faceweave.errors import (
     EXIT_OK,
     EXIT_USAGE,
@@ -138,9 +143,13 @@ def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         choices=tuple(EXECUTION_PROVIDERS),
         default="cpu",
         help="onnxruntime provider of the models you bring (--engine inswapper, "
-        "--enhancer-model, --occluder-model, --parser-model; default cpu)",
+        "--enhancer-model, --occluder-model, --parser-model, --frame-enhancer-model; "
+        "default cpu)",
     )
     add_engine_options(serve)
+    add_frame_enhancer_options(
+        serve, "every job's result, unless it asks upscale=false; not previews or live"
+    )
     serve.add_argument(
         "--log-level",
         choices=("critical", "error", "warning", "info", "debug"),
@@ -201,13 +210,19 @@ def run_serve(args: argparse.Namespace) -> int:
         preview_enabled=not args.no_preview,
         require_provenance=not args.allow_unmarked,
         engine=engine,
+        frame_enhancer_model=args.frame_enhancer_model,
+        frame_enhancer_blend=frame_enhancer_blend(args),
     ).validated()
     _check_data_dir(args.data)  # once the settings are known to be usable
     _check_address(args.host, args.port)
     from faceweave.processors.engines import SwapEngine
 
-    # The engine's models load now: an unusable file is one line, not a failed start-up.
-    app = create_app(config, swap_engine=SwapEngine(config.engine))
+    # The models load now: an unusable file is one line, not a failed start-up.
+    app = create_app(
+        config,
+        swap_engine=SwapEngine(config.engine),
+        frame_enhancer=config.load_frame_enhancer(),
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     except SystemExit as exc:  # uvicorn's own exit on a failed start (its code 3)

@@ -237,3 +237,14 @@ class FrameEnhancer:
         if self.blend == 1.0:
             return out
         return np.asarray(cv2.addWeighted(plain, 1.0 - self.blend, out, self.blend, 0.0), np.uint8)
+
+    def enhance_with_alpha(
+        self, frame: Frame, alpha: NDArray[np.uint8] | None
+    ) -> tuple[Frame, NDArray[np.uint8] | None]:
+        """:meth:`enhance`, and the frame's transparency (an (H, W) uint8 plane, or
+        None) resized with it."""
+        bigger = self.enhance(frame)
+        if alpha is not None:
+            size = (bigger.shape[1], bigger.shape[0])
+            alpha = np.asarray(cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR), np.uint8)
+        return bigger, alpha

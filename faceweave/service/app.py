@@ -38,6 +38,7 @@ import faceweave
 from faceweave.analysis.selection import ORDERS, SELECTORS
 from faceweave.errors import FaceweaveError, UsageError
 from faceweave.processors.engines import SwapEngine
+from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
 from faceweave.service import audit
 from faceweave.service.auth import ApiKey, RateLimiter, authenticate, load_pepper
@@ -119,14 +120,20 @@ class ServiceState:
     sweeper: Sweeper
     previewer: Previewer | None
     swap_engine: SwapEngine
+    frame_enhancer: FrameEnhancer | None
     limiter: RateLimiter
     video: bool
     started_at: float
 
     @classmethod
-    def start(cls, config: ServiceConfig, swap_engine: SwapEngine | None = None) -> ServiceState:
-        """Open the database, recover interrupted jobs, load models (``swap_engine``:
-        the config's engine loaded already), start workers."""
+    def start(
+        cls,
+        config: ServiceConfig,
+        swap_engine: SwapEngine | None = None,
+        frame_enhancer: FrameEnhancer | None = None,
+    ) -> ServiceState:
+        """Open the database, recover interrupted jobs, load models (``swap_engine``
+        and ``frame_enhancer``: the config's loaded already), start workers."""
         config = config.validated()
         if config.require_provenance and not provenance_available():
             raise UsageError(
@@ -148,7 +155,13 @@ class ServiceState:
             swap_engine = SwapEngine(config.engine)
         elif swap_engine.settings != config.engine:
             raise UsageError("the loaded swap engine is not the one the config names")
-        engines = [Engine(swap_engine) for _ in range(config.workers)]
+        if frame_enhancer is None:
+            frame_enhancer = config.load_frame_enhancer()
+        elif config.frame_enhancer_model is None:
+            raise UsageError("a frame enhancer was loaded for a config that names none")
+        engines = [
+            Engine(swap_engine, frame_enhancer=frame_enhancer) for _ in range(config.workers)
+        ]
         previewer = (
             Previewer(
                 Engine(swap_engine),
@@ -176,6 +189,7 @@ class ServiceState:
             sweeper=sweeper,
             previewer=previewer,
             swap_engine=swap_engine,
+            frame_enhancer=frame_enhancer,
             limiter=RateLimiter(config.rate_per_s, config.rate_burst),
             video=config.video_enabled and video_supported(),
             started_at=time.time(),
@@ -259,6 +273,11 @@ class Health(BaseModel):
     mask_areas: list[str] = Field(
         default_factory=list,
         description="the parts of each face swapped, from its mesh (empty: the whole face)",
+    )
+    frame_enhancer_scale: int | None = Field(
+        default=None,
+        description="a job's result is upscaled this many times each way by the server's "
+        "frame enhancer, unless it asks upscale=false (previews are not); null: none runs",
     )
 
 
@@ -387,6 +406,11 @@ _OPTION_SCHEMA: dict[str, Any] = {
         "minimum": 0,
         "description": "swap a video up to this second; 0: its end (video targets)",
     },
+    "upscale": {
+        "type": "boolean",
+        "description": "upscale the result with the server's frame enhancer, where it runs "
+        "one (/healthz: frame_enhancer_scale); false keeps the target's size",
+    },
 }
 # Defaults as the jobs take them (JobOptions, whose look defaults are the engine's).
 _JOB_DEFAULTS = JobOptions()
@@ -445,8 +469,11 @@ class _Checked:
     inputs: dict[str, InputFile]
 
 
-async def _receive_and_check(state: ServiceState, request: Request, directory: Path) -> _Checked:
-    """Stream the upload into ``directory``, then check every file and option."""
+async def _receive_and_check(
+    state: ServiceState, request: Request, directory: Path, *, preview: bool = False
+) -> _Checked:
+    """Stream the upload into ``directory``, then check every file and option (a
+    ``preview``'s result is not upscaled: its size is not held to the limit upscaled)."""
     config = state.config
     upload = await receive_upload(
         request, directory, file_fields=FILE_FIELDS, max_file_bytes=config.max_upload_bytes
@@ -481,24 +508,34 @@ async def _receive_and_check(state: ServiceState, request: Request, directory: P
         raise ServiceError(
             422, "bad_option", f"{' and '.join(wrong_kind)} {verb} to {other} targets only"
         )
-    inputs = await run_in_threadpool(_check_files, config, upload, media, options)
+    upscaler = None if preview or not options.upscale else state.frame_enhancer
+    upscale = 1 if upscaler is None else upscaler.scale
+    inputs = await run_in_threadpool(_check_files, config, upload, media, options, upscale)
     return _Checked(options=options, kind=kind, inputs=inputs)
 
 
 def _check_files(
-    config: ServiceConfig, upload: Upload, media: dict[str, MediaType], options: JobOptions
+    config: ServiceConfig,
+    upload: Upload,
+    media: dict[str, MediaType],
+    options: JobOptions,
+    upscale: int = 1,
 ) -> dict[str, InputFile]:
+    """Each file checked; the target's result, ``upscale`` times larger each way (the
+    server's frame enhancer), held to ``max_pixels`` too."""
     inputs: dict[str, InputFile] = {}
     for role, received in upload.files.items():
         path = _rename(received, media[role].ext)
+        scale = upscale if role == "target" else 1
         if media[role].kind == "image":
-            check_image(path, max_pixels=config.max_pixels, role=role)
+            check_image(path, max_pixels=config.max_pixels, role=role, upscale=scale)
         else:
             duration = check_video(
                 path,
                 max_seconds=config.max_video_seconds,
                 max_pixels=config.max_pixels,
                 role=role,
+                upscale=scale,
             )
             if options.trim_start >= duration:
                 raise UsageError(
@@ -593,12 +630,18 @@ def _etag_matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag.removeprefix("W/") in tags
 
 
-def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) -> FastAPI:
+def create_app(
+    config: ServiceConfig,
+    *,
+    swap_engine: SwapEngine | None = None,
+    frame_enhancer: FrameEnhancer | None = None,
+) -> FastAPI:
     """Build the application; models load and workers start in its lifespan.
 
-    ``swap_engine``: the config's engine with its models loaded already (``faceweave
-    serve`` loads them first, so that an unusable model file is one line before the
-    server starts); None loads them in the lifespan.
+    ``swap_engine`` and ``frame_enhancer``: the config's engine and frame enhancer
+    with their models loaded already (``faceweave serve`` loads them first, so that an
+    unusable model file is one line before the server starts); None loads them in
+    the lifespan.
 
     Example:
         >>> app = create_app(ServiceConfig(data_dir=Path("faceweave-data")))  # doctest: +SKIP
@@ -609,7 +652,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state = await run_in_threadpool(ServiceState.start, config, swap_engine)
+        state = await run_in_threadpool(ServiceState.start, config, swap_engine, frame_enhancer)
         app.state.service = state
         live.swap_engine = state.swap_engine  # live sessions swap with the jobs' engine
         try:
@@ -660,6 +703,9 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
             parser=parsing,
             mask_regions=list(state.swap_engine.settings.mask_regions) if parsing else None,
             mask_areas=list(state.swap_engine.settings.mask_areas),
+            frame_enhancer_scale=(
+                None if state.frame_enhancer is None else state.frame_enhancer.scale
+            ),
         )
 
     @app.post(
@@ -791,7 +837,7 @@ def create_app(config: ServiceConfig, *, swap_engine: SwapEngine | None = None) 
         directory = state.config.data_dir / "previews" / secrets.token_hex(16)
         await run_in_threadpool(directory.mkdir, parents=True)
         try:
-            checked = await _receive_and_check(state, request, directory)
+            checked = await _receive_and_check(state, request, directory, preview=True)
             previewer = state.previewer
             reference = (
                 directory / f"reference{checked.inputs['reference'].ext}"

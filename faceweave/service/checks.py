@@ -26,7 +26,7 @@ import anyio.to_thread
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from faceweave.errors import InputError
+from faceweave.errors import ImageTooLargeError, InputError
 from faceweave.io.image import HEIC_BRANDS, TIFF_MAGIC, read_image
 from faceweave.service.errors import ServiceError
 
@@ -375,11 +375,14 @@ def check_media(received: ReceivedFile, allowed: tuple[str, ...]) -> MediaType:
     return media
 
 
-def check_image(path: Path, *, max_pixels: int, role: str) -> tuple[int, int]:
+def check_image(path: Path, *, max_pixels: int, role: str, upscale: int = 1) -> tuple[int, int]:
     """Decode an image fully; returns (width, height). Blocking: run it in a thread.
+    ``upscale``: the result is that many times larger each way (the server's frame
+    enhancer), and must fit ``max_pixels`` too.
 
     Raises:
-        ImageTooLargeError: over ``max_pixels`` (checked on the header first).
+        ImageTooLargeError: over ``max_pixels`` (checked on the header first), or
+            upscaled over it.
         InputError: truncated, corrupt or unreadable.
     """
     try:
@@ -391,15 +394,31 @@ def check_image(path: Path, *, max_pixels: int, role: str) -> tuple[int, int]:
     height, width = frame.shape[:2]
     if width < 8 or height < 8:
         raise ServiceError(422, "image_too_small", f"{role} is {width}x{height}; at least 8x8")
+    if upscale > 1 and (width * upscale) * (height * upscale) > max_pixels:
+        raise ImageTooLargeError(
+            _upscaled_message(f"{role} is", width, height, upscale, max_pixels)
+        )
     return width, height
 
 
-def check_video(path: Path, *, max_seconds: float, max_pixels: int, role: str) -> float:
+def _upscaled_message(what: str, width: int, height: int, scale: int, max_pixels: int) -> str:
+    """Why ``what`` (``"target is"``, ``"target frames are"``) cannot be upscaled."""
+    return (
+        f"{what} {width}x{height}: upscaled x{scale} by the server's frame enhancer, "
+        f"{width * scale}x{height * scale} is more than {max_pixels} pixels "
+        "(upscale=false keeps the target's size)"
+    )
+
+
+def check_video(
+    path: Path, *, max_seconds: float, max_pixels: int, role: str, upscale: int = 1
+) -> float:
     """Probe a video; returns its length in seconds. Blocking: run it in a thread.
+    ``upscale``: as :func:`check_image`'s.
 
     Raises:
         ServiceError: 413 when longer than ``max_seconds`` or frames larger than
-            ``max_pixels``; 422 when unreadable or of unknown length.
+            ``max_pixels`` (upscaled too); 422 when unreadable or of unknown length.
     """
     from faceweave.io.video import probe_video
 
@@ -429,6 +448,12 @@ def check_video(path: Path, *, max_seconds: float, max_pixels: int, role: str) -
             413,
             "video_too_large",
             f"{role} frames are {info.width}x{info.height}, more than {max_pixels} pixels",
+        )
+    if upscale > 1 and (info.width * upscale) * (info.height * upscale) > max_pixels:
+        raise ServiceError(
+            413,
+            "video_too_large",
+            _upscaled_message(f"{role} frames are", info.width, info.height, upscale, max_pixels),
         )
     return float(duration)
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from faceweave.errors import UsageError
 from faceweave.io.image import DEFAULT_MAX_PIXELS
 from faceweave.processors.engines import EngineSettings
+from faceweave.processors.frame_enhancer import FRAME_ENHANCER_BLEND, FrameEnhancer
+from faceweave.processors.neural import checked_enhancer_number
 
 __all__ = ["ServiceConfig", "default_workers", "max_workers"]
 
@@ -60,6 +62,12 @@ class ServiceConfig:
         engine: the swap engine every job, preview and live session uses: the
             embedded one by default, or ONNX models the operator brings (the neural
             engine, a face enhancer); they load once, shared by the workers.
+        frame_enhancer_model: an ONNX super-resolution model the operator brings
+            (Real-ESRGAN's signature): every job's result is upscaled by it, unless
+            the job asks ``upscale=false``; previews and live sessions are not. None:
+            results keep their target's size.
+        frame_enhancer_blend: how much of that model's frame is used, 0..1 (the rest:
+            the frame resized by Lanczos).
     """
 
     data_dir: Path
@@ -78,6 +86,20 @@ class ServiceConfig:
     preview_enabled: bool = True
     require_provenance: bool = True
     engine: EngineSettings = field(default_factory=EngineSettings)
+    frame_enhancer_model: Path | None = None
+    frame_enhancer_blend: float = FRAME_ENHANCER_BLEND
+
+    def load_frame_enhancer(self) -> FrameEnhancer | None:
+        """The frame enhancer (loaded: its file and signature checked; the results it
+        makes are held to ``max_pixels``), or None without one."""
+        if self.frame_enhancer_model is None:
+            return None
+        return FrameEnhancer(
+            self.frame_enhancer_model,
+            blend=self.frame_enhancer_blend,
+            execution_provider=self.engine.execution_provider,
+            max_megapixels=self.max_pixels / 1e6,
+        )
 
     def validated(self) -> ServiceConfig:
         """Return ``self`` if every setting is usable; raise :class:`UsageError` otherwise."""
@@ -103,6 +125,7 @@ class ServiceConfig:
         if self.preview_max_side < 64:
             raise UsageError("preview max side must be at least 64")
         self.engine.validated()
+        checked_enhancer_number("blend", self.frame_enhancer_blend, 1.0, kind="frame enhancer")
         return self
 
     @property

@@ -108,6 +108,9 @@ class JobOptions:
         keep_audio: a video's sound is kept (all its tracks); false leaves it out.
         trim_start: a video is swapped from this second (0: its start).
         trim_end: a video is swapped up to this second (0: its end).
+        upscale: the result goes through the server's frame enhancer, where it runs
+            one (see ``/healthz``): that many times larger each way; false keeps the
+            target's size. (Previews are not upscaled.)
     """
 
     fusion: float = _ENGINE.fusion
@@ -135,6 +138,7 @@ class JobOptions:
     keep_audio: bool = True
     trim_start: float = 0.0
     trim_end: float = 0.0
+    upscale: bool = True
 
     def __post_init__(self) -> None:
         # Stored jobs come back from JSON with a list.

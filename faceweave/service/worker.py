@@ -30,6 +30,7 @@ from faceweave.analysis.selection import select_faces
 from faceweave.errors import BackendError, FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import keep_alpha, read_image, read_image_and_alpha, write_image
 from faceweave.processors.engines import SwapEngine, swapper_advice
+from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import SwapOptions
 from faceweave.service.errors import (
@@ -140,6 +141,8 @@ class Engine:
         swap_engine: the swap engine (default: the embedded one).
         preload_identity: also load the identity model (used by the ``reference``
             selector) now rather than on first use.
+        frame_enhancer: the server's upscaler (shared by every thread), or None: jobs
+            asking ``upscale`` get their results upscaled by it.
 
     Example:
         >>> engine = Engine()  # doctest: +SKIP
@@ -147,9 +150,14 @@ class Engine:
     """
 
     def __init__(
-        self, swap_engine: SwapEngine | None = None, *, preload_identity: bool = True
+        self,
+        swap_engine: SwapEngine | None = None,
+        *,
+        preload_identity: bool = True,
+        frame_enhancer: FrameEnhancer | None = None,
     ) -> None:
         self.swap_engine = swap_engine or SwapEngine()
+        self.frame_enhancer = frame_enhancer
         self.analyser = image_analyser()
         # Load the detector and mesh models now: a blank frame has no face but runs both.
         self.analyser.get_faces(np.zeros((64, 64, 3), np.uint8))
@@ -181,6 +189,11 @@ class Engine:
         if len(faces) > 1 and notes is not None:
             notes.append(f"the {role} image shows {len(faces)} faces; the largest is used")
         return faces[0]
+
+    def upscaler(self, options: JobOptions) -> FrameEnhancer | None:
+        """The frame enhancer a job's result goes through: the server's, unless the job
+        asks ``upscale=false``."""
+        return self.frame_enhancer if options.upscale else None
 
     def swapper(self, source_face: Face | list[Face], options: JobOptions) -> AnySwapper:
         """A swapper for one source face, or several photos of the same person."""
@@ -282,6 +295,10 @@ def run_job(
         target, alpha = read_image_and_alpha(store.input_path(job, "target"), max_pixels=max_pixels)
         progress(0.3, force=True)
         output = engine.swap_image(swapper, target, options, reference_face)
+        upscaler = engine.upscaler(options)
+        if upscaler is not None:
+            progress(0.6, force=True)
+            output, alpha = upscaler.enhance_with_alpha(output, alpha)
         progress(0.8, force=True)
         write_result(result_path, output, job_id=job.id, quality=options.quality, alpha=alpha)
     return ext, _sha256(result_path), (*notes, *swapper_advice(swapper))
@@ -322,6 +339,7 @@ def _run_video(
         keep_audio=options.keep_audio,
         trim_start=options.trim_start or None,
         trim_end=options.trim_end or None,
+        frame_enhancer=engine.upscaler(options),
     )
     if stats.frames_swapped == 0 and not options.skip_no_face:
         raise NoFaceError("no (matching) face found in any frame of the target")

@@ -122,10 +122,12 @@ def service(tmp_path: Path) -> Iterator[tuple[str, str]]:
 def neural_service(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """(base URL, API key) of a running service on the neural engine: tiny ONNX models
     with inswapper's and ArcFace's signatures (tests/neural_models.py), the swap tinted,
-    a face occluder with XSeg's and a face parser with BiSeNet's, swapping skin and nose."""
+    a face occluder with XSeg's and a face parser with BiSeNet's, swapping skin and nose,
+    and a frame enhancer with Real-ESRGAN's (x2)."""
     pytest.importorskip("onnx")
     from neural_models import (  # tests/ on sys.path
         tiny_embedder,
+        tiny_frame_enhancer,
         tiny_occluder,
         tiny_parser,
         tiny_swapper,
@@ -144,7 +146,10 @@ def neural_service(tmp_path: Path) -> Iterator[tuple[str, str]]:
     )
     data_dir = tmp_path / "data"
     key = make_key(data_dir)
-    with RunningServer(service_app(data_dir, engine=engine)) as server:
+    upscaler = tiny_frame_enhancer(tmp_path / "x2.onnx", scale=2)
+    with RunningServer(
+        service_app(data_dir, engine=engine, frame_enhancer_model=upscaler)
+    ) as server:
         yield server.url, key
 
 

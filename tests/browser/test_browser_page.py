@@ -50,6 +50,9 @@ def test_upload_two_images_job_completes_result_is_marked(
     assert page.locator("#light-value").inner_text() == "0.80"
     page.get_by_label("Expression creases").fill("0.5")
     assert page.locator("#creases-value").inner_text() == "0.50"
+    # No frame enhancer on this server: no choice to upscale, and none sent.
+    assert not page.locator("#upscale").is_visible()
+    assert "upscale" not in page.evaluate("() => Array.from(formData().keys())")
     # The first status request fails (a network blip): the page keeps polling.
     failed: list[str] = []
 
@@ -141,7 +144,8 @@ def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
 ) -> None:
     """The page asks the server's engine: on ``--engine inswapper`` the mesh engine's
     controls are hidden and not sent (the server would refuse them), and the job runs;
-    the live page hides eye contact."""
+    the server's frame enhancer is offered as a choice (here left out: the result keeps
+    the target's size); the live page hides eye contact."""
     url, key = neural_service
     source, target = tmp_path / "source.png", tmp_path / "target.jpg"
     cv2.imwrite(str(source), np.asarray(grace_hopper))
@@ -169,14 +173,16 @@ def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
     page.get_by_label("Source face (image)").set_input_files(str(source))
     page.get_by_label("Target (image or video)").set_input_files(str(target))
     page.get_by_label("Colour").select_option("rct")
+    upscale = page.get_by_label("Upscale the result x2")
+    assert upscale.is_visible() and upscale.is_checked()
+    upscale.uncheck()
     # Hidden controls hold their defaults, which the server would take: they must not be
     # sent at all (the page's own formData, as Submit sends it).
     sent = page.evaluate("() => Array.from(formData().keys())")
     for name in ("light", "shape", "creases", "gaze", "mask_eyes", "mask_glasses"):
         assert name not in sent, sent
-    assert {"fusion", "color", "blend", "mask_mouth", "mask_lips", "face_selector"} <= set(sent), (
-        sent
-    )
+    shown = {"fusion", "color", "blend", "mask_mouth", "mask_lips", "face_selector", "upscale"}
+    assert shown <= set(sent), sent
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("img", name="The swapped result").wait_for(state="visible", timeout=60_000)
     assert "done" in page.locator("#current-state").inner_text()
@@ -184,6 +190,9 @@ def test_on_a_neural_server_the_page_offers_only_what_its_engine_takes(
     with urllib.request.urlopen(request, timeout=10) as response:
         options = json.load(response)["jobs"][0]["options"]
     assert options["color"] == "rct" and options["gaze"] == "target", options
+    assert options["upscale"] is False, options
+    result = page.get_by_role("img", name="The swapped result")
+    assert result.evaluate("(img) => [img.naturalWidth, img.naturalHeight]") == [512, 512]
     assert not errors, errors
 
     live = launch()

@@ -428,6 +428,11 @@ def test_serve_checks_its_engine_before_it_starts(tmp_path: Path, models: dict[s
         (["--pixel-boost", "2"], EXIT_USAGE, "--pixel-boost is for the neural engine"),
         (["--enhancer-blend", "0.5"], EXIT_USAGE, "--enhancer-blend is for --enhancer-model"),
         (
+            ["--frame-enhancer-blend", "0.5"],
+            EXIT_USAGE,
+            "--frame-enhancer-blend is for --frame-enhancer-model",
+        ),
+        (
             [
                 "--engine",
                 "inswapper",
@@ -445,6 +450,7 @@ def test_serve_checks_its_engine_before_it_starts(tmp_path: Path, models: dict[s
             "junk.onnx",
         ),
         (["--enhancer-model", str(junk)], EXIT_ERROR, "junk.onnx"),
+        (["--frame-enhancer-model", str(junk)], EXIT_ERROR, "junk.onnx"),
     ]
     for args, code, message in cases:
         run = _serve(tmp_path, *args)

@@ -64,7 +64,7 @@ function formData() {
   for (const name of ["fusion", "light", "shape", "creases", "color", "blend", "gaze", "face_selector"]) {
     if (shown(name)) data.append(name, form.elements[name].value);
   }
-  for (const name of ["mask_mouth", "mask_lips", "mask_eyes", "mask_glasses", "mask_hands"]) {
+  for (const name of ["mask_mouth", "mask_lips", "mask_eyes", "mask_glasses", "mask_hands", "upscale"]) {
     if (shown(name)) data.append(name, form.elements[name].checked ? "true" : "false");
   }
   // The video options go only where they apply: an image job refuses them when set.
@@ -231,11 +231,16 @@ function jobRow(job) {
 }
 
 // The server's engine (no key needed): another than the embedded one takes fewer options;
-// the models it runs (an enhancer, an occluder, a face parser) are named in a note.
+// the models it runs (an enhancer, an occluder, a face parser) are named in a note, and
+// a frame enhancer's upscaling is a choice of each job.
 async function showEngine() {
   const response = await fetch("/healthz");
   if (!response.ok) return;
   const health = await response.json();
+  if (health.frame_enhancer_scale) {
+    $("upscale-scale").textContent = `x${health.frame_enhancer_scale}`;
+    $("upscale-box").hidden = false;
+  }
   const extras = [
     health.enhancer ? "a face enhancer restores the faces" : "",
     health.occluder ? "a face occluder keeps what covers them" : "",
