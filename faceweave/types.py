@@ -12,6 +12,7 @@ Conventions (written down once, tested in ``tests/test_types.py``):
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,7 @@ class Pose:
 @dataclass(frozen=True, eq=False)
 class Face:
     """A face found in a frame. Immutable; the embedding is computed on first use.
+    A pickled face keeps its embedding if it was computed (else it has none).
 
     Attributes:
         bbox: (x0, y0, x1, y1) pixels.
@@ -155,3 +157,27 @@ class Face:
     @property
     def has_embedding(self) -> bool:
         return self._embedding_fn is not None or "embedding" in self._cache
+
+    # Pickled (for another process, or a cache on disk), a face keeps its embedding if
+    # it was computed, but not the lazy computation: that is the analyser's identity
+    # model, which does not travel. Copies (copy, deepcopy) keep it.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_embedding_fn"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __copy__(self) -> Face:
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Face:
+        copied = object.__new__(type(self))
+        memo[id(self)] = copied
+        for name, value in self.__dict__.items():
+            kept = value if name == "_embedding_fn" else copy.deepcopy(value, memo)
+            copied.__dict__[name] = kept
+        return copied

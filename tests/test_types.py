@@ -64,6 +64,55 @@ def test_embedding_missing_backend() -> None:
         _ = face.embedding
 
 
+def _embedding() -> np.ndarray:  # module-level: the test's own picklable stand-in
+    return np.arange(128, dtype=np.float32)
+
+
+def test_a_pickled_face_keeps_a_computed_embedding_but_not_the_lazy_one() -> None:
+    """An analyser's embedding is a closure over its identity model, which does not
+    pickle: a pickled face keeps the embedding if it was computed, else has none. Copies
+    keep the lazy one."""
+    import copy
+    import pickle
+
+    calls = []
+
+    def lazy() -> np.ndarray:  # a closure, as the analyser's
+        calls.append(1)
+        return _embedding()
+
+    face = _face(lazy)
+    unpickled = pickle.loads(pickle.dumps(face))
+    assert not calls and not unpickled.has_embedding
+    np.testing.assert_array_equal(unpickled.landmarks_478, face.landmarks_478)
+    assert unpickled.bbox == face.bbox and unpickled.pose.scale == face.pose.scale
+    for copied in (copy.copy(face), copy.deepcopy(face)):
+        assert copied.has_embedding
+    _ = face.embedding
+    again = pickle.loads(pickle.dumps(face))
+    assert again.has_embedding and len(calls) == 1
+    np.testing.assert_array_equal(again.embedding, _embedding())
+    assert len(calls) == 1  # taken from what travelled, not computed again
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again.score = 0.1  # type: ignore[misc]
+
+
+def test_an_analysers_face_pickles(astronaut_face: Face, astronaut: np.ndarray) -> None:
+    import pickle
+
+    from faceweave.processors.swap import Swapper
+
+    expected = astronaut_face.embedding
+    unpickled = pickle.loads(pickle.dumps(astronaut_face))
+    np.testing.assert_array_equal(unpickled.embedding, expected)
+    assert unpickled.frame is not None
+    np.testing.assert_array_equal(unpickled.frame, astronaut)
+    swapped = Swapper(unpickled).swap(astronaut, [unpickled])
+    np.testing.assert_array_equal(
+        swapped, Swapper(astronaut_face).swap(astronaut, [astronaut_face])
+    )
+
+
 def test_identity_equality() -> None:
     # eq=False: faces compare by identity (arrays inside make value equality ambiguous).
     assert _face() != _face()

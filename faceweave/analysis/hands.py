@@ -28,7 +28,8 @@ from numpy.typing import NDArray
 
 from faceweave.analysis.mediapipe_backend import _import_mediapipe, _landmark_array, _process
 from faceweave.core.hands import HAND_POINTS
-from faceweave.types import BBox, Frame
+from faceweave.errors import UsageError
+from faceweave.types import BBox, Frame, check_frame, is_real_number, is_whole_number
 
 __all__ = [
     "HAND_CROP_SIZE",
@@ -159,6 +160,21 @@ class MediaPipeHands:
         crop_size: int = HAND_CROP_SIZE,
         tracking: bool = False,
     ) -> None:
+        # (MediaPipe aborts the process on a complexity it has no model for, and fails
+        # on the first frame with a count of 0 hands.)
+        if not is_whole_number(max_hands) or max_hands < 1:
+            raise UsageError(f"max_hands must be a whole number of 1 or more, got {max_hands!r}")
+        if isinstance(complexity, bool) or complexity not in (0, 1):
+            raise UsageError(f"complexity must be 0 (lite) or 1 (full), got {complexity!r}")
+        for name, value in (("min_score", min_score), ("min_presence", min_presence)):
+            if not is_real_number(value) or not 0.0 <= value <= 1.0:  # also refuses NaN
+                raise UsageError(f"{name} must be a number between 0 and 1, got {value!r}")
+        if not is_real_number(reach) or not 0.0 < reach <= 10.0:
+            raise UsageError(f"reach must be a number over 0 and up to 10, got {reach!r}")
+        if not is_whole_number(crop_size) or not 64 <= crop_size <= 4096:
+            raise UsageError(f"crop_size must be a whole number from 64 to 4096, got {crop_size!r}")
+        if not isinstance(tracking, bool | np.bool_):
+            raise UsageError(f"tracking must be True or False, got {tracking!r}")
         mp = _import_mediapipe()
         self.reach = reach
         self.crop_size = crop_size
@@ -175,6 +191,7 @@ class MediaPipeHands:
     def find(self, frame: Frame, boxes: Sequence[BBox]) -> list[Hand]:
         """The hands on the crops round the faces in ``boxes`` (see the module), or with
         ``tracking`` on the whole frame (:meth:`track`); none where no box is given."""
+        frame = check_frame(frame)
         if not boxes:
             return []
         if self.tracking:
@@ -186,6 +203,7 @@ class MediaPipeHands:
         """The hands on the whole frame (within :data:`HAND_FRAME_SIZE`): with
         ``tracking``, a video's next frame, each hand looked for where the last frame
         showed it (a live session looks while its faces are still being found)."""
+        frame = check_frame(frame)
         height, width = frame.shape[:2]
         return self._look(frame, [(0, 0, width, height, HAND_FRAME_SIZE)])
 

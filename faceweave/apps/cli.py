@@ -103,6 +103,7 @@ from faceweave.io import (
     output_path_for,
     read_image,
     read_image_and_alpha,
+    same_file,
     write_bytes_atomic,
     write_image,
 )
@@ -1147,12 +1148,12 @@ def _run_swap(args: argparse.Namespace) -> int:
         if not targets and not videos:
             kinds = ", ".join((*READ_IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS))
             raise InputError(f"{target_path}: no images or videos ({kinds})")
-        if _same_file(output_path, target_path):
+        if same_file(output_path, target_path):
             raise UsageError("--output must not be the --target directory")
         if args.debug is not None:
-            if _same_file(args.debug, target_path):
+            if same_file(args.debug, target_path):
                 raise UsageError("--debug must not be the --target directory")
-            if _same_file(args.debug, output_path):
+            if same_file(args.debug, output_path):
                 raise UsageError("--debug must not be the --output directory")
         plan = _batch_plan(targets, output_path, args.debug)
         for _, output, overlay in plan:
@@ -1305,18 +1306,6 @@ def _run_batch_video(args: argparse.Namespace, job: _SwapJob, video: Path, outpu
         return EXIT_ERROR
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name the same file or directory (an existing one, by its inode,
-    so links and relative paths count; else by where they resolve to)."""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        try:
-            return a.resolve() == b.resolve()
-        except (OSError, RuntimeError):  # a symlink loop, a name too long
-            return False
-
-
 def _named_inputs(wanted: _Sources) -> list[tuple[str, Path]]:
     """The images named as sources and references, each with what it is."""
     mapped = wanted.selector == "map"
@@ -1339,10 +1328,10 @@ def _refuse_overwriting(writes: list[tuple[str, Path]], inputs: list[tuple[str, 
     """
     for number, (flag, written) in enumerate(writes):
         for earlier, other in writes[:number]:
-            if _same_file(written, other):
+            if same_file(written, other):
                 raise UsageError(f"{flag} must not be the {earlier} file")
         for what, read in inputs:
-            if _same_file(written, read):
+            if same_file(written, read):
                 raise UsageError(f"{flag} {written} would overwrite {what}, {read}")
 
 
@@ -1415,7 +1404,7 @@ def _run_swap_video(
     _check_encoder_fits(output_path, args)
     if not output_path.parent.is_dir():
         raise OutputError(f"{output_path}: directory {output_path.parent} does not exist")
-    if _same_file(output_path, target_path):
+    if same_file(output_path, target_path):
         raise UsageError("--output must not be the --target video")
     _refuse_overwriting([("--output", output_path)], _named_inputs(wanted))
     _check_trim_order(args)

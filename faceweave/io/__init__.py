@@ -20,6 +20,7 @@ from faceweave.io.image import (
     read_image,
     read_image_and_alpha,
     restore_alpha,
+    same_file,
     write_bytes_atomic,
     write_image,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "read_image",
     "read_image_and_alpha",
     "restore_alpha",
+    "same_file",
     "write_bytes_atomic",
     "write_image",
 ]

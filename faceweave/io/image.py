@@ -60,6 +60,7 @@ __all__ = [
     "read_image",
     "read_image_and_alpha",
     "restore_alpha",
+    "same_file",
     "write_bytes_atomic",
     "write_image",
 ]
@@ -193,6 +194,18 @@ def keep_alpha(frame: Frame, alpha: NDArray[np.uint8] | None, path: PathLike) ->
     if alpha is None or Path(path).suffix.lower() not in ALPHA_EXTENSIONS:
         return frame
     return restore_alpha(frame, alpha)
+
+
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """Whether two paths name the same file or directory (an existing one, by its inode,
+    so links and relative paths count; else by where they resolve to)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        try:
+            return Path(a).resolve() == Path(b).resolve()
+        except (OSError, RuntimeError):  # a symlink loop, a name too long
+            return False
 
 
 def check_input_file(path: PathLike, what: str) -> Path:

@@ -60,7 +60,7 @@ from faceweave.io.image import (
     check_input_file,
     list_files,
 )
-from faceweave.types import Frame
+from faceweave.types import Frame, is_real_number
 
 __all__ = [
     "DEFAULT_CRF",
@@ -322,8 +322,10 @@ class VideoReader:
         threads: bool = True,
     ) -> None:
         self.path = path
-        if start is not None and start < 0:
-            raise InputError(f"start must be >= 0 seconds, got {start}")
+        if start is not None and not (is_real_number(start) and 0 <= start < float("inf")):
+            raise InputError(f"start must be a number of 0 seconds or more, got {start!r}")
+        if end is not None and not (is_real_number(end) and 0 < end < float("inf")):
+            raise InputError(f"end must be a number of seconds over 0, got {end!r}")
         if end is not None and start is not None and end <= start:
             raise InputError(f"end ({end} s) must be after start ({start} s)")
         self.start = start

@@ -44,7 +44,7 @@ from faceweave.analysis.mediapipe_backend import TILE_MOST_PX
 from faceweave.analysis.occluder import Occlusion
 from faceweave.analysis.selection import SELECTORS, face_distance, order_faces
 from faceweave.errors import InputError, UsageError
-from faceweave.io.image import PathLike
+from faceweave.io.image import PathLike, same_file
 from faceweave.io.video import (
     DEFAULT_CRF,
     DEFAULT_PRESET,
@@ -60,7 +60,7 @@ from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.neural import AnySwapper, EnhancedSwapper, NeuralSwapper, uses_creases
 from faceweave.processors.swap import SourceModel, SourcePhotos, SwapOptions, Swapper
 from faceweave.provenance import embed_watermark, video_metadata
-from faceweave.types import Face, Frame
+from faceweave.types import Face, Frame, is_real_number
 
 __all__ = [
     "ROUTER_MODES",
@@ -671,8 +671,13 @@ def swap_video(
     """
     began = time.perf_counter()
     video_extension(output_path)
-    if fps is not None and fps <= 0:
-        raise UsageError(f"fps must be positive, got {fps}")
+    if fps is not None and not (is_real_number(fps) and 0 < fps < float("inf")):
+        raise UsageError(f"fps must be a positive number, got {fps!r}")
+    for name, second in (("trim_start", trim_start), ("trim_end", trim_end)):
+        if second is not None and not (is_real_number(second) and 0 <= second < float("inf")):
+            raise UsageError(f"{name} must be a number of 0 seconds or more, got {second!r}")
+    if same_file(output_path, target_path):
+        raise UsageError(f"{output_path}: the output must not be the target video")
     if frame_enhancer is not None and not isinstance(frame_enhancer, FrameEnhancer):
         raise InputError(f"frame_enhancer is a FrameEnhancer, got {type(frame_enhancer).__name__}")
     sources = source_list(sources)

@@ -78,6 +78,7 @@ from faceweave.processors.swap import (
     FaceSwapping,
     SwapOptions,
     Swapper,
+    checked_hands,
     checked_occlusions,
     target_faces,
 )
@@ -820,6 +821,7 @@ class EnhancedSwapper:
         # With mask_hands the hands go back over the restored faces too: the enhancer
         # redraws its whole crop, fingers at the chin included; so with an occluder
         # does what covers each face.
+        hands = checked_hands(hands)
         if self.options.mask_hands and hands is None and self.options.fusion > 0.0:
             hands = self.swapper.hands_near(frame, faces)
         targets = target_faces(frame, faces)

@@ -61,7 +61,7 @@ from faceweave.core.facemodel import (
     load_face_model,
 )
 from faceweave.core.geometry import from_pose_space, to_pose_space, vertex_normals
-from faceweave.core.hands import hands_area, keep_hands
+from faceweave.core.hands import HAND_POINTS, hands_area, keep_hands
 from faceweave.core.raster import Raster, rasterize
 from faceweave.core.shape import IdentityShape
 from faceweave.errors import InputError, NoFaceError, UnknownOptionError, UsageError
@@ -777,17 +777,29 @@ def _face_list(faces: object) -> list[Face]:
     raise InputError(f"expected a Face or a list of Face, got {type(faces).__name__}")
 
 
+def check_face_points(face: Face, role: str) -> None:
+    """An InputError when ``face``'s box or mesh is not finite (a Face built or edited
+    by hand with NaN points; the analysers never give one): ``role`` names it."""
+    points = np.asarray(face.landmarks_478, dtype=np.float64)
+    if points.ndim != 2 or points.shape[0] < 468 or points.shape[1] < 2:
+        raise InputError(f"the {role} face's landmarks_478 are {points.shape}, not (478, 3)")
+    if not np.isfinite(points).all() or not np.isfinite(np.asarray(face.bbox, float)).all():
+        raise InputError(f"the {role} face's box or landmarks are not finite (NaN or infinity)")
+
+
 def target_faces(frame: Frame, faces: object) -> list[Face]:
     """``faces`` (a Face or a list of them) checked to be found in ``frame``, which is
     checked to be a frame.
 
     Raises:
         InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, ``faces`` is not a
-            Face or a list of them, or one was found in a frame of another size.
+            Face or a list of them, or one was found in a frame of another size or has
+            points that are not finite.
     """
     check_frame(frame)
     targets = [faces] if isinstance(faces, Face) else _face_list(faces)
     for face in targets:
+        check_face_points(face, "target")
         if tuple(face.frame_shape) != frame.shape[:2]:
             height, width = face.frame_shape
             raise InputError(
@@ -1551,6 +1563,7 @@ def prepare_source(
     """
     if not isinstance(source_face, Face):
         raise InputError(f"expected a source Face, got {type(source_face).__name__}")
+    check_face_points(source_face, "source")
     if not is_whole_number(uv_size):
         raise UsageError(f"uv_size must be a whole number, got {uv_size!r}")
     if not 32 <= uv_size <= MAX_WORK_SIDE:
@@ -3246,6 +3259,26 @@ def checked_occlusions(occlusions: object, count: int) -> list[Occlusion | None]
     return given
 
 
+def checked_hands(hands: object) -> list[Hand] | None:
+    """``hands`` (None, or a list of Hand with 21 finite points each) as a list, or an
+    InputError."""
+    if hands is None:
+        return None
+    if isinstance(hands, (str, bytes)) or not isinstance(hands, Sequence):
+        raise InputError(f"hands are a list of Hand, got {type(hands).__name__}")
+    given = list(hands)
+    for hand in given:
+        if not isinstance(hand, Hand):
+            raise InputError(f"a hand is a Hand (see MediaPipeHands), got {type(hand).__name__}")
+        points = np.asarray(hand.landmarks)
+        if points.shape != (HAND_POINTS, 2) or not np.isfinite(points).all():
+            raise InputError(
+                f"a hand's landmarks are {HAND_POINTS} finite (x, y) points, got shape "
+                f"{points.shape}"
+            )
+    return given
+
+
 class FaceSwapping:
     """What the engines share: :meth:`swap` over the given faces, each swapped into
     the output by the engine's ``_swap_into``; with ``mask_hands`` the hands in front
@@ -3300,10 +3333,11 @@ class FaceSwapping:
         Raises:
             InputError: ``frame`` is not a uint8 (H, W, 3) BGR image, or ``faces`` is not
                 a Face or a list of them, or one was found in a frame of another size,
-                or ``occlusions`` are not one per face.
+                or ``occlusions`` are not one per face, or ``hands`` are not Hands.
         """
         targets = target_faces(frame, faces)
         given = None if occlusions is None else checked_occlusions(occlusions, len(targets))
+        hands = checked_hands(hands)
         out = frame.copy()
         if self.options.fusion <= 0.0:
             return out

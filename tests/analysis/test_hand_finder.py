@@ -97,3 +97,36 @@ def test_the_video_finder_looks_at_the_whole_frame(shared_faces: Path) -> None:
         assert len(tracker.find(frames[100], [(0.0, 0.0, 10.0, 10.0)])) >= 1
     finally:
         tracker.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # MediaPipe itself aborts the whole process on a complexity it has no model for.
+        ({"complexity": 2}, "complexity must be 0 (lite) or 1 (full), got 2"),
+        ({"complexity": True}, "complexity must be 0 (lite) or 1 (full), got True"),
+        ({"max_hands": 0}, "max_hands must be a whole number of 1 or more, got 0"),
+        ({"max_hands": 1.5}, "max_hands must be a whole number of 1 or more, got 1.5"),
+        ({"min_score": 5}, "min_score must be a number between 0 and 1, got 5"),
+        ({"min_presence": float("nan")}, "min_presence must be a number between 0 and 1"),
+        ({"reach": -1}, "reach must be a number over 0 and up to 10, got -1"),
+        ({"crop_size": 0}, "crop_size must be a whole number from 64 to 4096, got 0"),
+        ({"tracking": "yes"}, "tracking must be True or False, got 'yes'"),
+    ],
+)
+def test_the_hand_finder_checks_its_settings(options: dict[str, object], message: str) -> None:
+    from faceweave.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        MediaPipeHands(**options)  # type: ignore[arg-type]
+    assert str(caught.value).startswith(message)
+
+
+def test_the_hand_finder_checks_its_frames(finder: MediaPipeHands) -> None:
+    from faceweave.errors import InputError
+
+    grey = np.zeros((64, 64), np.uint8)
+    with pytest.raises(InputError, match=r"expected a uint8 \(H, W, 3\) BGR image"):
+        finder.find(grey, [(0, 0, 32, 32)])
+    with pytest.raises(InputError, match=r"expected a uint8 \(H, W, 3\) BGR image"):
+        finder.track(grey)

@@ -632,6 +632,30 @@ def test_bad_arguments(tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face
             selector="map",
             references=[],
         )
+    clip = make_clip(tmp_path / "clip.mp4", np.zeros((64, 64, 3), np.uint8), frames=3)
+    before = clip.read_bytes()
+    # The output would overwrite the target it reads: refused before anything is written.
+    for same in (clip, tmp_path / "." / "clip.mp4"):
+        with pytest.raises(UsageError, match="the output must not be the target video"):
+            swap_video([grace_hopper_face], clip, same)
+    assert clip.read_bytes() == before
+    nan, inf = float("nan"), float("inf")
+    for options, message in (
+        ({"fps": nan}, "fps must be a positive number, got nan"),
+        ({"fps": inf}, "fps must be a positive number, got inf"),
+        ({"fps": 0}, "fps must be a positive number, got 0"),
+        ({"trim_start": nan}, "trim_start must be a number of 0 seconds or more, got nan"),
+        ({"trim_end": inf}, "trim_end must be a number of 0 seconds or more, got inf"),
+        ({"trim_start": -1.0}, "trim_start must be a number of 0 seconds or more, got -1.0"),
+    ):
+        with pytest.raises(UsageError) as caught:
+            swap_video([grace_hopper_face], clip, tmp_path / "o.mp4", **options)  # type: ignore[arg-type]
+        assert str(caught.value) == message
+    assert not (tmp_path / "o.mp4").exists()
+    with pytest.raises(InputError, match="start must be a number of 0 seconds or more, got nan"):
+        VideoReader(clip, start=nan)
+    with pytest.raises(InputError, match="end must be a number of seconds over 0, got inf"):
+        VideoReader(clip, end=inf)
 
 
 def test_frame_skip_and_static_reuse_reach_the_tracker(

@@ -2864,6 +2864,41 @@ class TestSourceModel:
         with pytest.raises(NoFaceError):
             Swapper(None)  # type: ignore[arg-type]
 
+    def test_faces_with_points_that_are_not_finite(
+        self,
+        swapper: Swapper,
+        astronaut_face: Face,
+        grace_hopper: np.ndarray,
+        grace_hopper_face: Face,
+    ) -> None:
+        """A Face edited by hand with NaN points: one clear line, not OpenCV's error."""
+        target = grace_hopper_face
+        lost = dataclasses.replace(target, landmarks_478=np.full_like(target.landmarks_478, np.nan))
+        with pytest.raises(InputError, match="the target face's box or landmarks are not finite"):
+            swapper.swap(grace_hopper, [lost])
+        far = dataclasses.replace(astronaut_face, bbox=(0.0, 0.0, float("inf"), 10.0))
+        with pytest.raises(InputError, match="the source face's box or landmarks are not finite"):
+            Swapper(far)
+
+    def test_hands_that_are_not_hands(
+        self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+    ) -> None:
+        from faceweave.analysis.hands import Hand
+
+        target = grace_hopper_face
+        for hands, message in (
+            ("x", "hands are a list of Hand, got str"),
+            (["x"], "a hand is a Hand (see MediaPipeHands), got str"),
+            ([np.zeros((21, 2))], "a hand is a Hand (see MediaPipeHands), got ndarray"),
+            (
+                [Hand(np.full((21, 2), np.nan, np.float32), 0.9, "left")],
+                "a hand's landmarks are 21 finite (x, y) points",
+            ),
+        ):
+            with pytest.raises(InputError) as caught:
+                swapper.swap(grace_hopper, [target], hands=hands)  # type: ignore[arg-type]
+            assert str(caught.value).startswith(message)
+
 
 def _fine_detail(image: np.ndarray, face: Face) -> float:
     """Mean absolute fine-detail band inside the inner half of the face's box."""
