@@ -65,6 +65,7 @@ from faceweave.service.errors import (
     http_status_of,
     storage_full,
 )
+from faceweave.service.instances import InstanceLock
 from faceweave.service.jobs import (
     EXTRA_SOURCES,
     OUTPUT_FORMATS,
@@ -121,6 +122,7 @@ class ServiceState:
     previewer: Previewer | None
     swap_engine: SwapEngine
     frame_enhancer: FrameEnhancer | None
+    instance: InstanceLock
     limiter: RateLimiter
     video: bool
     started_at: float
@@ -142,14 +144,18 @@ class ServiceState:
             )
         config.data_dir.mkdir(parents=True, exist_ok=True)
         db = Database(config.db_path)
-        store = JobStore(db, config.jobs_dir)
+        # This server's mark on the data directory: another server on it leaves the
+        # jobs this one runs alone, and takes them back only once it has stopped.
+        instance = InstanceLock(config.data_dir / "instances")
+        store = JobStore(db, config.jobs_dir, owner=instance.id, alive=instance.alive)
         requeued = store.requeue_interrupted()
         if requeued:
             logger.warning("requeued %d jobs interrupted by a crash", len(requeued))
         store.remove_orphan_dirs()
-        (config.data_dir / "previews").mkdir(exist_ok=True)
-        shutil.rmtree(config.data_dir / "previews", ignore_errors=True)
-        (config.data_dir / "previews").mkdir(exist_ok=True)
+        previews = config.data_dir / "previews"
+        _clear_previews(previews, instance)
+        (previews / instance.id).mkdir(parents=True, exist_ok=True)
+        instance.forget_dead()
         # The engine's ONNX models (if any) load once, shared by workers and previews.
         if swap_engine is None:
             swap_engine = SwapEngine(config.engine)
@@ -175,7 +181,10 @@ class ServiceState:
             store, engines, max_pixels=config.max_pixels, poll_interval_s=config.poll_interval_s
         )
         sweeper = Sweeper(
-            store, retention_hours=config.retention_hours, interval_s=config.sweep_interval_s
+            store,
+            retention_hours=config.retention_hours,
+            interval_s=config.sweep_interval_s,
+            on_requeued=lambda _: pool.notify(),
         )
         sweeper.sweep()
         pool.start()
@@ -190,6 +199,7 @@ class ServiceState:
             previewer=previewer,
             swap_engine=swap_engine,
             frame_enhancer=frame_enhancer,
+            instance=instance,
             limiter=RateLimiter(config.rate_per_s, config.rate_burst),
             video=config.video_enabled and video_supported(),
             started_at=time.time(),
@@ -199,6 +209,29 @@ class ServiceState:
         self.sweeper.stop()
         self.pool.stop()
         self.db.close()
+        shutil.rmtree(self.previews_dir, ignore_errors=True)
+        self.instance.release()
+
+    @property
+    def previews_dir(self) -> Path:
+        """Where this server's previews are worked out (one folder each, removed after)."""
+        return self.config.data_dir / "previews" / self.instance.id
+
+
+def _clear_previews(previews: Path, instance: InstanceLock) -> None:
+    """Remove what previews left behind: the folders of servers that have stopped (each
+    server works in its own: a running one's previews are its own), and loose entries
+    from before there were such folders."""
+    if not previews.is_dir():
+        return
+    for entry in previews.iterdir():
+        if entry.is_dir() and instance.alive(entry.name):
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
 
 
 def _state(request: Request) -> ServiceState:
@@ -834,7 +867,7 @@ def create_app(
         state = _state(request)
         if state.previewer is None:
             raise ServiceError(404, "preview_disabled", "previews are turned off on this server")
-        directory = state.config.data_dir / "previews" / secrets.token_hex(16)
+        directory = state.previews_dir / secrets.token_hex(16)
         await run_in_threadpool(directory.mkdir, parents=True)
         try:
             checked = await _receive_and_check(state, request, directory, preview=True)

@@ -20,7 +20,7 @@ from faceweave.errors import OutputError
 
 __all__ = ["SCHEMA_VERSION", "Database"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _BUSY_TIMEOUT_MS = 10_000
 
 # Version 1. Times are Unix seconds (REAL); JSON is stored as TEXT.
@@ -83,7 +83,13 @@ _SCHEMA_V2 = """
 ALTER TABLE jobs ADD COLUMN notes TEXT NOT NULL DEFAULT '[]';
 """
 
-_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+# Version 3: the server that runs a job (see faceweave.service.instances): a server that
+# starts puts back in the queue only the running jobs whose server is gone.
+_SCHEMA_V3 = """
+ALTER TABLE jobs ADD COLUMN owner TEXT;
+"""
+
+_MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 
 class Database:

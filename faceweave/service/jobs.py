@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
 import shutil
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -324,17 +326,36 @@ class Job:
         return {role: item.sha256 for role, item in self.inputs.items()}
 
 
+# A job directory with no job row is an upload still arriving (at this server or at
+# another on the same data directory) or one a crash cut short: it is removed only
+# once nothing in it has changed for this long.
+ORPHAN_AGE_S = 3600.0
+
+
 class JobStore:
     """Jobs in the database and their files on disk.
 
     Args:
         db: the service database.
         jobs_dir: ``<data>/jobs``.
+        owner: this server's id (see :class:`~faceweave.service.instances.InstanceLock`),
+            kept with each job it runs; a fresh id by default.
+        alive: whether a server id is running now (its jobs are not put back in the
+            queue); by default only this store's own ``owner`` is.
     """
 
-    def __init__(self, db: Database, jobs_dir: Path) -> None:
+    def __init__(
+        self,
+        db: Database,
+        jobs_dir: Path,
+        *,
+        owner: str | None = None,
+        alive: Callable[[str | None], bool] | None = None,
+    ) -> None:
         self.db = db
         self.jobs_dir = jobs_dir
+        self.owner = owner or secrets.token_hex(8)
+        self._alive = alive or (lambda other: other == self.owner)
         jobs_dir.mkdir(parents=True, exist_ok=True)
 
     # --- files ---------------------------------------------------------------------------------
@@ -364,14 +385,20 @@ class JobStore:
                 removed.append(entry.name)
         return removed
 
-    def remove_orphan_dirs(self) -> list[str]:
-        """Delete job directories with no live job (an upload cut short by a crash)."""
+    def remove_orphan_dirs(self, min_age_s: float = ORPHAN_AGE_S) -> list[str]:
+        """Delete job directories with no live job in which nothing has changed for
+        ``min_age_s`` (an upload cut short by a crash; a younger one may be arriving,
+        here or at another server on the same data directory)."""
         live = {row["id"] for row in self.db.query("SELECT id FROM jobs WHERE deleted_at IS NULL")}
         removed = []
+        now = time.time()
         for entry in self.jobs_dir.iterdir():
-            if entry.is_dir() and entry.name not in live:
-                shutil.rmtree(entry, ignore_errors=True)
-                removed.append(entry.name)
+            if not entry.is_dir() or entry.name in live:
+                continue
+            if now - _last_change(entry) < min_age_s:
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
         return removed
 
     # --- transitions ---------------------------------------------------------------------------
@@ -434,11 +461,11 @@ class JobStore:
         with self.db.transaction() as conn:
             row = conn.execute(
                 "UPDATE jobs SET state = 'running', started_at = ?, progress = 0,"
-                " attempts = attempts + 1"
+                " attempts = attempts + 1, owner = ?"
                 " WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND deleted_at IS NULL"
                 "             ORDER BY created_at, id LIMIT 1)"
                 " AND state = 'queued' RETURNING *",
-                (time.time(),),
+                (time.time(), self.owner),
             ).fetchone()
             if row is None:
                 return None
@@ -452,12 +479,13 @@ class JobStore:
         return Job.from_row(row)
 
     def set_progress(self, job_id: str, progress: float) -> bool:
-        """Record progress of a running job; False when it is no longer running (cancelled)."""
+        """Record progress of a job this server runs; False when it no longer does
+        (cancelled, or taken back: see :meth:`requeue_interrupted`)."""
         changed = (
             self.db.connection()
             .execute(
-                "UPDATE jobs SET progress = ? WHERE id = ? AND state = 'running'",
-                (min(1.0, max(0.0, float(progress))), job_id),
+                "UPDATE jobs SET progress = ? WHERE id = ? AND state = 'running' AND owner = ?",
+                (min(1.0, max(0.0, float(progress))), job_id, self.owner),
             )
             .rowcount
         )
@@ -467,6 +495,11 @@ class JobStore:
         rows = self.db.query("SELECT state FROM jobs WHERE id = ?", (job_id,))
         return bool(rows) and rows[0]["state"] == "running"
 
+    def is_deleted(self, job_id: str) -> bool:
+        """Whether the job is gone (deleted, or never was): its files may go too."""
+        rows = self.db.query("SELECT deleted_at FROM jobs WHERE id = ?", (job_id,))
+        return not rows or rows[0]["deleted_at"] is not None
+
     def complete(
         self, job: Job, result_ext: str, result_sha256: str, notes: tuple[str, ...] = ()
     ) -> bool:
@@ -475,8 +508,15 @@ class JobStore:
         with self.db.transaction() as conn:
             changed = conn.execute(
                 "UPDATE jobs SET state = 'done', progress = 1, finished_at = ?, result_ext = ?,"
-                " result_sha256 = ?, notes = ? WHERE id = ? AND state = 'running'",
-                (time.time(), result_ext, result_sha256, json.dumps(list(notes)), job.id),
+                " result_sha256 = ?, notes = ? WHERE id = ? AND state = 'running' AND owner = ?",
+                (
+                    time.time(),
+                    result_ext,
+                    result_sha256,
+                    json.dumps(list(notes)),
+                    job.id,
+                    self.owner,
+                ),
             ).rowcount
             if changed:
                 audit.record(
@@ -494,8 +534,8 @@ class JobStore:
         with self.db.transaction() as conn:
             changed = conn.execute(
                 "UPDATE jobs SET state = 'failed', finished_at = ?, error_code = ?,"
-                " error_message = ? WHERE id = ? AND state = 'running'",
-                (time.time(), code, message[:1000], job.id),
+                " error_message = ? WHERE id = ? AND state = 'running' AND owner = ?",
+                (time.time(), code, message[:1000], job.id, self.owner),
             ).rowcount
             if changed:
                 audit.record(
@@ -509,24 +549,34 @@ class JobStore:
         return bool(changed)
 
     def requeue_interrupted(self) -> list[str]:
-        """Put jobs left ``running`` (the service died under them) back in the queue."""
-        with self.db.transaction() as conn:
-            rows = conn.execute(
-                "UPDATE jobs SET state = 'queued', progress = 0, started_at = NULL"
-                " WHERE state = 'running' RETURNING id, key_id"
-            ).fetchall()
-            for row in rows:
-                audit.record(conn, "job.requeued", key_id=row["key_id"], job_id=row["id"])
-        return [row["id"] for row in rows]
+        """Put jobs left ``running`` by a server that is gone (it died under them) back
+        in the queue; a running server's jobs stay its own. Returns their ids."""
+        owners = [
+            row["owner"]
+            for row in self.db.query("SELECT DISTINCT owner FROM jobs WHERE state = 'running'")
+        ]
+        gone = [owner for owner in owners if not self._alive(owner)]
+        requeued: list[str] = []
+        for owner in gone:
+            with self.db.transaction() as conn:
+                rows = conn.execute(
+                    "UPDATE jobs SET state = 'queued', progress = 0, started_at = NULL,"
+                    " owner = NULL WHERE state = 'running' AND owner IS ? RETURNING id, key_id",
+                    (owner,),
+                ).fetchall()
+                for row in rows:
+                    audit.record(conn, "job.requeued", key_id=row["key_id"], job_id=row["id"])
+            requeued.extend(row["id"] for row in rows)
+        return requeued
 
     def requeue(self, job: Job, reason: str) -> bool:
         """Put a running job back in the queue (its run could not finish for a reason of
         the server's: a full disk); False when it was cancelled meanwhile."""
         with self.db.transaction() as conn:
             changed = conn.execute(
-                "UPDATE jobs SET state = 'queued', progress = 0, started_at = NULL"
-                " WHERE id = ? AND state = 'running'",
-                (job.id,),
+                "UPDATE jobs SET state = 'queued', progress = 0, started_at = NULL, owner = NULL"
+                " WHERE id = ? AND state = 'running' AND owner = ?",
+                (job.id, self.owner),
             ).rowcount
             if changed:
                 audit.record(
@@ -652,3 +702,16 @@ class JobStore:
             "SELECT COUNT(*) AS n FROM jobs WHERE state = ? AND deleted_at IS NULL", (state,)
         )
         return int(rows[0]["n"])
+
+
+def _last_change(directory: Path) -> float:
+    """When ``directory`` or a file in it last changed (Unix seconds; now if it is gone)."""
+    try:
+        latest = directory.stat().st_mtime
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    latest = max(latest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return time.time()
+    return latest

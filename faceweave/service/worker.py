@@ -444,8 +444,7 @@ class WorkerPool:
         try:
             ext, sha, notes = run_job(engine, self.store, job, max_pixels=self.max_pixels)
         except JobCancelled:
-            logger.info("job %s cancelled while running", job.id)
-            self.store.remove_files(job.id)
+            self._let_go(job)
             return
         except Exception as exc:  # noqa: BLE001 - one bad job must not kill the worker
             if disk_full(exc):
@@ -456,8 +455,18 @@ class WorkerPool:
         if self.store.complete(job, ext, sha, notes):
             self.jobs_run += 1
             logger.info("job %s done in %.2f s", job.id, time.perf_counter() - began)
-        else:  # deleted while running: its files must not outlive it
+        else:
+            self._let_go(job)
+
+    def _let_go(self, job: Job) -> None:
+        """The job is no longer this server's to run: deleted while it ran (its files must
+        not outlive it), or put back in the queue (they stay, for its next run)."""
+        if self.store.is_deleted(job.id):
+            logger.info("job %s cancelled while running", job.id)
             self.store.remove_files(job.id)
+        else:
+            self.store.remove_partial_outputs(job.id)
+            logger.warning("job %s was taken back from this server while it ran", job.id)
 
     def _failed(self, job: Job, exc: Exception, job_dir: Path) -> None:
         if isinstance(exc, BackendError):  # the server's models, not the job's inputs
@@ -485,7 +494,7 @@ class WorkerPool:
         self.store.remove_partial_outputs(job.id)
         while not self._stop.is_set():
             try:
-                if not self.store.requeue(job, "disk full"):  # deleted meanwhile
+                if not self.store.requeue(job, "disk full") and self.store.is_deleted(job.id):
                     self.store.remove_files(job.id)
                 break
             except Exception as exc:  # noqa: BLE001 - the database itself: wait and retry
@@ -497,22 +506,39 @@ class WorkerPool:
 
     def _finish_failed(self, job: Job, code: str, message: str) -> None:
         if not self.store.fail(job, code, message):
-            self.store.remove_files(job.id)
+            self._let_go(job)
 
 
 class Sweeper:
-    """Deletes finished jobs older than the retention period, every ``interval_s``."""
+    """Every ``interval_s``: deletes finished jobs older than the retention period, puts
+    back in the queue the jobs of another server on the same data directory that has
+    died (:meth:`JobStore.requeue_interrupted`), and removes upload directories left
+    by a crash (:meth:`JobStore.remove_orphan_dirs`).
 
-    def __init__(self, store: JobStore, *, retention_hours: float, interval_s: float) -> None:
+    Args:
+        store: the jobs.
+        retention_hours: 0 keeps finished jobs.
+        interval_s: how often it sweeps.
+        on_requeued: called with the ids put back in the queue (to wake a worker).
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        *,
+        retention_hours: float,
+        interval_s: float,
+        on_requeued: Callable[[list[str]], None] | None = None,
+    ) -> None:
         self.store = store
         self.retention_s = retention_hours * 3600.0
         self.interval_s = interval_s
+        self.on_requeued = on_requeued
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="faceweave-sweeper", daemon=True)
 
     def start(self) -> None:
-        if self.retention_s > 0:
-            self._thread.start()
+        self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -525,12 +551,24 @@ class Sweeper:
             return []
         return self.store.expire(time.time() - self.retention_s)
 
+    def recover(self) -> list[str]:
+        """Requeue the jobs of servers that have died, and remove old orphaned uploads;
+        returns the ids requeued."""
+        requeued = self.store.requeue_interrupted()
+        if requeued:
+            logger.warning("requeued %d jobs of a server that stopped under them", len(requeued))
+            if self.on_requeued is not None:
+                self.on_requeued(requeued)
+        self.store.remove_orphan_dirs()
+        return requeued
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
                 expired = self.sweep()
+                self.recover()
             except Exception:  # noqa: BLE001 - try again next time
-                logger.exception("retention sweep failed")
+                logger.exception("sweep failed")
                 continue
             if expired:
                 logger.info("retention: deleted %d finished jobs", len(expired))

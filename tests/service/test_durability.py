@@ -38,9 +38,10 @@ def _free_port() -> int:
 class Server:
     """``python -m faceweave.service`` in a subprocess."""
 
-    def __init__(self, data_dir: Path, log: Path) -> None:
+    def __init__(self, data_dir: Path, log: Path, workers: int = 1) -> None:
         self.data_dir = data_dir
         self.log = log
+        self.workers = workers
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -57,7 +58,7 @@ class Server:
             "--port",
             str(self.port),
             "--workers",
-            "1",
+            str(self.workers),
             "--no-preview",
             "--log-level",
             "warning",
@@ -211,3 +212,67 @@ def test_a_job_run_again_first_removes_what_its_killed_run_left(
     client = make_client(data_dir=data_dir, workers=1)
     assert wait_for(client, job_id, key)["state"] == "done"
     assert not list(job_dir.glob(".*.tmp")), sorted(p.name for p in job_dir.iterdir())
+
+
+def test_two_servers_on_one_data_directory_leave_each_others_jobs_alone(
+    tmp_path: Path, astronaut_rgb: np.ndarray, grace_hopper_rgb: np.ndarray
+) -> None:
+    """One server takes the requests (no workers), another runs the jobs. Restarting
+    the first while the second runs a job leaves that job alone (it had been put back
+    in the queue, the runner had seen it "cancelled" and deleted its inputs, and it
+    failed on its next run); killing the runner puts its job back once a runner starts."""
+    data_dir = tmp_path / "data"
+    front = Server(data_dir, tmp_path / "front.log", workers=0)
+    runner = Server(data_dir, tmp_path / "runner.log", workers=1)
+    key = make_key(data_dir, "two")
+    source = _jpeg(astronaut_rgb, 512)
+    target = _jpeg(grace_hopper_rgb, 2000)
+    try:
+        runner.start()
+        front.start()
+        with httpx.Client(base_url=front.url, headers=auth(key), timeout=30) as client:
+            ids = []
+            for _ in range(3):
+                response = client.post(
+                    "/v1/jobs",
+                    files={"source": ("s.jpg", source), "target": ("t.jpg", target)},
+                    data={"output_format": "png", "blend": "poisson"},
+                )
+                assert response.status_code == 202, response.text
+                ids.append(response.json()["id"])
+            _wait_until_one_runs(client, ids)
+        front.stop()
+        front.start()  # while the runner runs a job
+        with httpx.Client(base_url=front.url, headers=auth(key), timeout=30) as client:
+            running = _wait_until_one_runs(client, ids)
+        runner.kill()  # mid-job: this one goes back to the queue when a runner starts
+        runner.start()
+        with httpx.Client(base_url=front.url, headers=auth(key), timeout=30) as client:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                jobs = {job["id"]: job for job in client.get("/v1/jobs").json()["jobs"]}
+                if all(job["state"] == "done" for job in jobs.values()):
+                    break
+                assert all(
+                    job["state"] in ("queued", "running") or job["state"] == "done"
+                    for job in jobs.values()
+                ), jobs
+                time.sleep(0.2)
+            else:
+                raise AssertionError(f"jobs did not finish: {jobs}")
+    finally:
+        front.stop()
+        runner.stop()
+    db = Database(data_dir / "faceweave.db")
+    try:
+        conn = db.connection()
+        requeued = {row.job_id for row in audit.entries(conn, action="job.requeued")}
+        for job_id in ids:
+            assert len(audit.entries(conn, job_id=job_id, action="job.completed")) == 1
+            assert not audit.entries(conn, job_id=job_id, action="job.failed")
+        # Only the job the killed runner ran went back; the front's restart took none.
+        assert requeued <= set(running), (requeued, running)
+    finally:
+        db.close()
+    # Each server removed its lock when it stopped.
+    assert list((data_dir / "instances").iterdir()) == []

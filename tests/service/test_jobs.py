@@ -71,14 +71,102 @@ def test_concurrent_claims_never_share_a_job(store: JobStore, tmp_path: Path) ->
     assert sorted(claimed) == sorted(ids)  # every job once, none twice
 
 
-def test_claims_are_oldest_first_and_running_jobs_are_requeued(store: JobStore) -> None:
+def test_claims_are_oldest_first_and_running_jobs_are_requeued(
+    store: JobStore, tmp_path: Path
+) -> None:
     first, second = _queue(store, _key(store), 2)
     job = store.claim("w")
     assert job is not None and job.id == first and job.state == "running" and job.attempts == 1
-    assert store.requeue_interrupted() == [first]
-    again = store.claim("w")
+    assert store.requeue_interrupted() == []  # its own server runs it
+    # The server restarts (a new store, a new owner): the job it ran goes back.
+    restarted = JobStore(Database(tmp_path / "faceweave.db"), tmp_path / "jobs")
+    assert restarted.requeue_interrupted() == [first]
+    again = restarted.claim("w")
     assert again is not None and again.id == first and again.attempts == 2
     assert store.get(second) is not None and store.get(second).state == "queued"  # type: ignore[union-attr]
+    # The old run, still going somewhere, can no longer record anything for it.
+    assert not store.set_progress(first, 0.5)
+    assert not store.complete(job, ".png", "c" * 64)
+    assert not store.fail(job, "no_face", "no face")
+    assert restarted.set_progress(first, 0.5)
+
+
+def test_a_living_servers_jobs_stay_its_own(tmp_path: Path) -> None:
+    """Two servers on one data directory: one starting (or sweeping) puts back in the
+    queue only the jobs of a server that has stopped, told by its lock."""
+    from faceweave.service.instances import InstanceLock
+
+    instances = tmp_path / "instances"
+    first_lock, second_lock = InstanceLock(instances), InstanceLock(instances)
+    first = JobStore(
+        Database(tmp_path / "faceweave.db"),
+        tmp_path / "jobs",
+        owner=first_lock.id,
+        alive=first_lock.alive,
+    )
+    second = JobStore(
+        Database(tmp_path / "faceweave.db"),
+        tmp_path / "jobs",
+        owner=second_lock.id,
+        alive=second_lock.alive,
+    )
+    a, b = _queue(first, _key(first), 2)
+    assert first.claim("w") is not None and second.claim("w") is not None
+    assert first.requeue_interrupted() == [] and second.requeue_interrupted() == []
+    assert first_lock.alive(second_lock.id) and second_lock.alive(first_lock.id)
+    second_lock.release()  # the second server stops (as its lock goes when it dies)
+    assert not first_lock.alive(second_lock.id)
+    # The first server's sweeper puts the second's job back and wakes a worker.
+    woken: list[list[str]] = []
+    sweeper = Sweeper(first, retention_hours=0, interval_s=60, on_requeued=woken.append)
+    assert sweeper.recover() == [b] and woken == [[b]]
+    assert first.get(a).state == "running"  # type: ignore[union-attr]
+    assert first.get(b).state == "queued"  # type: ignore[union-attr]
+    assert not first_lock.alive(None) and not first_lock.alive("../x")
+    first_lock.release()
+
+
+def test_a_servers_lock_goes_with_its_process(tmp_path: Path) -> None:
+    """Killed (SIGKILL), a server's lock is let go by the kernel: its jobs go back."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from faceweave.service.instances import InstanceLock
+
+    instances = tmp_path / "instances"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "from faceweave.service.instances import InstanceLock\n"
+            f"lock = InstanceLock(Path({str(instances)!r}))\n"
+            "print(lock.id, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        other = child.stdout.readline().strip()
+        mine = InstanceLock(instances)
+        assert mine.alive(other)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        assert not mine.alive(other)
+        assert mine.forget_dead() == [other]
+        assert sorted(p.stem for p in instances.iterdir()) == [mine.id]
+        mine.release()
+        assert list(instances.iterdir()) == []
+    finally:
+        child.kill()
+        child.wait(10)
+        if child.stdout is not None:
+            child.stdout.close()
 
 
 def test_complete_fail_and_cancel_are_guarded_by_state(store: JobStore) -> None:
@@ -136,11 +224,22 @@ def test_retention_sweep_deletes_old_finished_jobs(store: JobStore) -> None:
     assert Sweeper(store, retention_hours=0, interval_s=60).sweep() == []
 
 
-def test_orphan_directories_are_removed(store: JobStore) -> None:
+def test_orphan_directories_are_removed_once_old(store: JobStore) -> None:
+    """A job directory with no job is an upload still arriving (here or at another
+    server on the same data directory) until nothing in it has changed for an hour."""
+    import os
+
     (job_id,) = _queue(store, _key(store), 1)
-    (store.jobs_dir / ("9" * 32)).mkdir()
-    assert store.remove_orphan_dirs() == ["9" * 32]
-    assert store.job_dir(job_id).is_dir()
+    old, arriving = store.jobs_dir / ("9" * 32), store.jobs_dir / ("8" * 32)
+    for folder in (old, arriving):
+        folder.mkdir()
+        (folder / "source.upload").write_bytes(b"x")
+    hour_ago = time.time() - 3700
+    for path in (old, old / "source.upload", arriving):
+        os.utime(path, (hour_ago, hour_ago))
+    assert store.remove_orphan_dirs() == ["9" * 32]  # the other's file is being written
+    assert arriving.is_dir() and store.job_dir(job_id).is_dir()
+    assert store.remove_orphan_dirs(min_age_s=0) == ["8" * 32]
 
 
 def test_job_ids_cannot_leave_the_jobs_dir(store: JobStore) -> None:
@@ -238,7 +337,7 @@ def test_version_1_database_gains_job_notes(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version=1")
     conn.close()
     store = JobStore(Database(path), tmp_path / "jobs")
-    assert store.db.query("PRAGMA user_version")[0][0] == db_module.SCHEMA_VERSION == 2
+    assert store.db.query("PRAGMA user_version")[0][0] == db_module.SCHEMA_VERSION == 3
     key_id = _key(store)
     first, second = _queue(store, key_id, 2)
     old = store.claim("w")
