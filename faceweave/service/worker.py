@@ -290,7 +290,7 @@ def run_job(
     ext = result_extension(job)
     result_path = store.result_path(job.id, ext)
     if job.kind == "video":
-        _run_video(engine, store, job, swapper, reference_face, result_path, progress)
+        notes += _run_video(engine, store, job, swapper, reference_face, result_path, progress)
     else:
         target, alpha = read_image_and_alpha(store.input_path(job, "target"), max_pixels=max_pixels)
         progress(0.3, force=True)
@@ -312,7 +312,10 @@ def _run_video(
     reference_face: Face | None,
     result_path: Path,
     progress: Callable[..., None],
-) -> None:
+) -> list[str]:
+    """Swap a video job's target into ``result_path``; returns what its reader and
+    writer had to say (a file cut short: the frames that decode are kept), for the
+    job's notes, without the server's paths."""
     from faceweave.pipeline.video_job import swap_video
 
     options = job.options
@@ -343,6 +346,8 @@ def _run_video(
     )
     if stats.frames_swapped == 0 and not options.skip_no_face:
         raise NoFaceError("no (matching) face found in any frame of the target")
+    job_dir = store.job_dir(job.id)
+    return [" ".join(line.replace(str(job_dir) + "/", "").split()) for line in stats.warnings]
 
 
 def _sha256(path: Path) -> str:

@@ -369,6 +369,31 @@ def test_video_job_end_to_end(
     ]
 
 
+def test_a_video_cut_short_keeps_what_decodes_and_says_so(
+    service: tuple[TestClient, Path],
+    source_png: bytes,
+    astronaut_rgb: np.ndarray,
+    tmp_path: Path,
+) -> None:
+    """A target cut short (its header announces more than its frames hold) is swapped
+    as far as it decodes, and the job's notes say so (the command line warns)."""
+    import cv2
+    from clips import make_clip  # tests/clips.py: 1 s at 30 fps with an AAC tone
+
+    client, data_dir = service
+    key = make_key(data_dir, "cut")
+    scene = np.ascontiguousarray(cv2.cvtColor(astronaut_rgb, cv2.COLOR_RGB2BGR))
+    whole = make_clip(tmp_path / "clip.mkv", scene, frames=30, size=(256, 256)).read_bytes()
+    cut = whole[: len(whole) * 6 // 10]
+    response = submit(client, key, source_png, cut, names=("me.png", "clip.mkv"))
+    assert response.status_code == 202, response.text
+    done = wait_for(client, response.json()["id"], key, timeout=120)
+    assert done["state"] == "done", done
+    (note,) = [n for n in done["notes"] if "truncated" in n]
+    assert note.startswith("target.mkv: video ends at ") and "kept the frames that decode" in note
+    assert str(data_dir) not in " ".join(done["notes"])
+
+
 def test_a_video_job_trims_and_leaves_the_sound_out_when_asked(
     service: tuple[TestClient, Path],
     source_png: bytes,
