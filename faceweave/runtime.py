@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from faceweave.errors import UsageError
+
 __all__ = ["STOP_SIGNALS", "StopSignal", "handling_signals", "signals_deferred", "tune_allocator"]
 
 # Signals that ask a program to end (``timeout``, ``docker stop``, systemd, a closed
@@ -67,6 +69,12 @@ def tune_allocator(*, mmap_mib: int = 32, trim_mib: int = 256) -> bool:
         True when the allocator took the settings (Linux with glibc), else False.
     """
     global _applied
+    for setting, value in (("mmap_mib", mmap_mib), ("trim_mib", trim_mib)):
+        # (In bytes it must fit a C int.)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2047:
+            raise UsageError(
+                f"{setting} must be a whole number of MiB from 0 to 2047, got {value!r}"
+            )
     if _applied:
         return True
     if not sys.platform.startswith("linux"):

@@ -73,3 +73,15 @@ def test_signals_deferred_hands_a_stop_signal_to_the_handler_in_place() -> None:
         assert seen == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("mmap_mib", -1), ("trim_mib", 4096), ("mmap_mib", 1.5), ("trim_mib", True)],
+)
+def test_tune_allocator_checks_its_sizes(setting: str, value: object) -> None:
+    from faceweave.errors import UsageError
+    from faceweave.runtime import tune_allocator
+
+    with pytest.raises(UsageError, match=f"{setting} must be a whole number of MiB"):
+        tune_allocator(**{setting: value})  # type: ignore[arg-type]

@@ -83,8 +83,8 @@ def select_faces(
             f"the reference must be a Face (from FaceAnalyser.get_faces), "
             f"got {type(reference).__name__}"
         )
-    if not is_real_number(max_distance):
-        raise UsageError(f"max_distance must be a number, got {max_distance!r}")
+    if not is_real_number(max_distance) or not 0.0 <= max_distance < float("inf"):
+        raise UsageError(f"max_distance must be a number of 0 or more, got {max_distance!r}")
     ordered = order_faces(list(faces), order)
     if selector == "one":
         return ordered[:1]

@@ -106,3 +106,17 @@ def test_unknown_selector(left_right: tuple[Face, Face], selector: str) -> None:
         select_faces(list(left_right), selector)
     with pytest.raises(ValueError):
         select_faces(list(left_right), selector)
+
+
+@pytest.mark.parametrize("distance", [float("nan"), float("inf"), -0.1, "0.6"])
+def test_a_reference_distance_that_is_no_distance(
+    left_right: tuple[Face, Face], distance: object
+) -> None:
+    # (NaN had matched no face, without a word.)
+    with pytest.raises(UsageError, match="max_distance must be a number of 0 or more"):
+        select_faces(
+            list(left_right),
+            "reference",
+            reference=left_right[0],
+            max_distance=distance,  # type: ignore[arg-type]
+        )
