@@ -108,7 +108,12 @@ from faceweave.io import (
     write_image,
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
-from faceweave.processors.engines import EngineSettings, SwapEngine, check_model_file
+from faceweave.processors.engines import (
+    EngineSettings,
+    SwapEngine,
+    check_model_file,
+    target_advice,
+)
 from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import (
@@ -889,7 +894,8 @@ class _SwapJob:
         read already) and write the result; a transparent PNG, WebP, TIFF or AVIF stays so.
 
         Returns:
-            A note for the user when the target was written unchanged or a --map entry
+            A note for the user (a line each) when the target was written unchanged, a
+            face swapped is seen in profile (little of it is swapped) or a --map entry
             matched no face, else ``None``.
         """
         import faceweave as fw
@@ -971,12 +977,17 @@ class _SwapJob:
         if self.frame_enhancer is not None:
             output_frame, alpha = self.frame_enhancer.enhance_with_alpha(output_frame, alpha)
         _write_output(output_path, output_frame, self.quality, self.watermark, alpha)
+        notes = [
+            f"{target_path}: {advice}"
+            for t in targets
+            if (advice := target_advice(self.swappers[t.source_index], t.face)) is not None
+        ]
         if unmatched:  # --map: the entries that found nobody, while others were swapped
             entries = ", ".join(str(index + 1) for index, _ in unmatched)
             taken = {id(t.face) for t in targets}
             nearest = self._nearest([f for f in faces if id(f) not in taken], unmatched)
-            return f"{target_path}: --map entry {entries} matched no face{nearest}"
-        return None
+            notes.append(f"{target_path}: --map entry {entries} matched no face{nearest}")
+        return "\n".join(notes) or None
 
     def _nearest(self, faces: list[Face], unmatched: list[tuple[int, Face]]) -> str:
         """How near the nearest of ``faces`` (those not swapped) came to the references
@@ -1231,8 +1242,8 @@ def _run_swap(args: argparse.Namespace) -> int:
         )
         if not batch:
             note = job.run(target_path, output_path, args.debug, target)
-            if note is not None and not args.quiet:
-                _note(note)
+            for line in [] if note is None or args.quiet else note.splitlines():
+                _note(line)
             return EXIT_OK
         codes = _run_batch(job, plan) if plan else []
         for video, output in video_plan:
@@ -1851,8 +1862,8 @@ def _run_batch(job: _SwapJob, plan: list[tuple[Path, Path, Path | None]]) -> lis
         for target_path, output_path, debug_path in progress:
             try:
                 note = job.run(target_path, output_path, debug_path)
-                if note is not None and not job.quiet:
-                    _note(note, write=progress.write)
+                for line in [] if note is None or job.quiet else note.splitlines():
+                    _note(line, write=progress.write)
                 code = EXIT_OK
             except FaceweaveError as err:
                 _print_traceback_if_debugging()

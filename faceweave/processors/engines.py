@@ -44,7 +44,7 @@ from faceweave.processors.neural import (
     load_models,
     mesh_only_options,
 )
-from faceweave.processors.swap import SwapOptions, Swapper
+from faceweave.processors.swap import PROFILE_KEEP_YAW, SwapOptions, Swapper
 from faceweave.types import Face
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "SwapEngine",
     "check_model_file",
     "swapper_advice",
+    "target_advice",
 ]
 
 # mesh: the embedded engine; inswapper: InsightFace's inswapper_128 or a model with its
@@ -332,6 +333,23 @@ def swap_options(options: SwapOptions | Mapping[str, object] | None) -> SwapOpti
     if isinstance(options, Mapping):
         return SwapOptions.from_kwargs(options)
     raise UsageError(f"options must be SwapOptions or a mapping, got {type(options).__name__}")
+
+
+def target_advice(swapper: AnySwapper, face: Face) -> str | None:
+    """What a target face will keep of its own whatever the source (the embedded
+    engine's note on a profile: see PROFILE_KEEP_YAW), or None."""
+    plain = swapper.swapper if isinstance(swapper, EnhancedSwapper) else swapper
+    if not isinstance(plain, Swapper) or not isinstance(face, Face):
+        return None
+    yaw = abs(float(face.pose.yaw))
+    if yaw < PROFILE_KEEP_YAW[0]:
+        return None
+    x0, y0, x1, y1 = (round(v) for v in face.bbox)
+    return (
+        f"the face at ({x0}, {y0})-({x1}, {y1}) is seen in profile (read as turned "
+        f"{yaw:.0f} degrees): its far side, lower face and near eye stay its own, and only "
+        "its near brow, temple and cheek take the source"
+    )
 
 
 def swapper_advice(swapper: AnySwapper) -> tuple[str, ...]:

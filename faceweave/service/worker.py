@@ -29,7 +29,7 @@ from faceweave.analysis.analyser import FaceAnalyser, photo_analyser
 from faceweave.analysis.selection import select_faces
 from faceweave.errors import BackendError, FaceweaveError, NoFaceError, OutputError
 from faceweave.io.image import keep_alpha, read_image, read_image_and_alpha, write_image
-from faceweave.processors.engines import SwapEngine, swapper_advice
+from faceweave.processors.engines import SwapEngine, swapper_advice, target_advice
 from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.neural import AnySwapper
 from faceweave.processors.swap import SwapOptions
@@ -205,8 +205,10 @@ class Engine:
         target: Frame,
         options: JobOptions,
         reference_face: Face | None = None,
+        notes: list[str] | None = None,
     ) -> Frame:
-        """Swap the selected faces of one target frame.
+        """Swap the selected faces of one target frame; with ``notes``, a line added
+        there for each face that keeps most of its own (a profile).
 
         Raises:
             NoFaceError: no (matching) face and ``skip_no_face`` is off.
@@ -224,6 +226,12 @@ class Engine:
                 return target.copy()
             what = "no face matching the reference" if faces else "no face"
             raise NoFaceError(f"{what} found in the target")
+        if notes is not None:
+            notes += [
+                f"target: {advice}"
+                for face in selected
+                if (advice := target_advice(swapper, face)) is not None
+            ]
         return swapper.swap(target, selected)
 
 
@@ -294,7 +302,7 @@ def run_job(
     else:
         target, alpha = read_image_and_alpha(store.input_path(job, "target"), max_pixels=max_pixels)
         progress(0.3, force=True)
-        output = engine.swap_image(swapper, target, options, reference_face)
+        output = engine.swap_image(swapper, target, options, reference_face, notes)
         upscaler = engine.upscaler(options)
         if upscaler is not None:
             progress(0.6, force=True)

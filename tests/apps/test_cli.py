@@ -989,6 +989,27 @@ def test_swap_keeps_a_hand_in_front_of_the_face(
 
 
 @pytest.mark.slow
+def test_swap_says_how_little_of_a_profile_is_swapped(
+    images: Images, shared_faces: Path, tmp_path: Path
+) -> None:
+    """Onto a profile (p15, a 90-degree one the mesh reads as 55) the engine swaps only
+    the near brow, temple and cheek: a note says so, naming the face; a frontal target
+    gets none."""
+    target = shared_faces / "img_p15_aflw_profile_man.jpg"
+    output = tmp_path / "out.png"
+    result = _run("swap", "-s", images.source_png, "-t", target, "-o", output, cwd=tmp_path)
+    assert result.returncode == EXIT_OK, result.stderr
+    (note,) = [line for line in result.message_lines if "profile" in line]
+    assert note.startswith(f"faceweave: {target}: the face at (")
+    assert "is seen in profile (read as turned 5" in note
+    assert "only its near brow, temple and cheek take the source" in note
+    frontal = _run(
+        "swap", "-s", images.source_png, "-t", images.target_png, "-o", output, cwd=tmp_path
+    )
+    assert frontal.returncode == EXIT_OK and "profile" not in frontal.stderr
+
+
+@pytest.mark.slow
 def test_swap_warns_about_a_small_source_face(images: Images, tmp_path: Path) -> None:
     """A source whose face is under 64 px still swaps, with one warning line saying why
     the result will be soft."""

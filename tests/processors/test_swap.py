@@ -2880,6 +2880,21 @@ class TestSourceModel:
         with pytest.raises(InputError, match="the source face's box or landmarks are not finite"):
             Swapper(far)
 
+    def test_a_profile_target_is_noted(self, swapper: Swapper, grace_hopper_face: Face) -> None:
+        """The embedded engine keeps most of a profile the target's: target_advice
+        says so, with the face's box; a neural engine's swap has no such rule."""
+        from faceweave.processors.engines import target_advice
+
+        assert target_advice(swapper, grace_hopper_face) is None  # frontal
+        turned = dataclasses.replace(
+            grace_hopper_face, pose=dataclasses.replace(grace_hopper_face.pose, yaw=-56.4)
+        )
+        advice = target_advice(swapper, turned)
+        assert advice is not None and "read as turned 56 degrees" in advice
+        x0, y0 = (round(v) for v in grace_hopper_face.bbox[:2])
+        assert advice.startswith(f"the face at ({x0}, {y0})-(")
+        assert target_advice(object(), turned) is None  # type: ignore[arg-type]
+
     def test_hands_that_are_not_hands(
         self, swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
     ) -> None:

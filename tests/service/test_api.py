@@ -369,6 +369,20 @@ def test_video_job_end_to_end(
     ]
 
 
+def test_a_profile_target_is_noted(
+    service: tuple[TestClient, Path], source_png: bytes, shared_faces: Path
+) -> None:
+    """As the command line's note: little of a profile is swapped, and the job says so."""
+    client, data_dir = service
+    key = make_key(data_dir, "profile")
+    target = (shared_faces / "img_p15_aflw_profile_man.jpg").read_bytes()
+    response = submit(client, key, source_png, target, names=("me.png", "profile.jpg"))
+    done = wait_for(client, response.json()["id"], key)
+    assert done["state"] == "done", done
+    (note,) = [n for n in done["notes"] if "profile" in n]
+    assert note.startswith("target: the face at (") and "seen in profile" in note
+
+
 def test_a_video_cut_short_keeps_what_decodes_and_says_so(
     service: tuple[TestClient, Path],
     source_png: bytes,
