@@ -214,6 +214,40 @@ def _same_box(a: BBox, b: BBox) -> bool:
     )
 
 
+# A video's frames are not searched turned as a still's are (a weak face in every
+# tenth frame of a crowd scene doubled the Hamilton clip's analysis). A weak upright
+# detection is looked at half a turn round instead, on a crop UPSIDE_DOWN_REACH of its
+# box wide on each side: an upside-down face reads as a weak upright one (0.6-0.7),
+# its mesh then fitted the wrong way up (a garbled swap on every frame), and half a
+# turn round it is found surely (0.9 and over). At most UPSIDE_DOWN_LOOKS a frame.
+UPSIDE_DOWN_REACH = 1.0
+UPSIDE_DOWN_LOOKS = 3
+UPSIDE_DOWN_RECHECK = 30
+
+
+def _upside_down(detector: FaceDetector, frame: Frame, det: Detection) -> Detection:
+    """``det``, or the face its crop shows half a turn round where that scores surely
+    and better (see UPSIDE_DOWN_REACH)."""
+    if det.score >= SURE_UPRIGHT_SCORE or quarter_turns(det.roll) != 0:
+        return det
+    h, w = frame.shape[:2]
+    x0, y0, x1, y1 = det.bbox
+    dx, dy = UPSIDE_DOWN_REACH * (x1 - x0), UPSIDE_DOWN_REACH * (y1 - y0)
+    cx0, cy0 = max(0, int(x0 - dx)), max(0, int(y0 - dy))
+    cx1, cy1 = min(w, int(np.ceil(x1 + dx))), min(h, int(np.ceil(y1 + dy)))
+    if cx1 - cx0 < 16 or cy1 - cy0 < 16:
+        return det
+    crop = np.ascontiguousarray(frame[cy0:cy1, cx0:cx1])
+    best = det
+    for found in detect_turned(detector, crop, 180):
+        if found.score < max(SURE_UPRIGHT_SCORE, det.score) or quarter_turns(found.roll) != 2:
+            continue
+        moved = found.shifted(cx0, cy0)
+        if _same_box(moved.bbox, det.bbox) and found.score > best.score:
+            best = moved
+    return best
+
+
 def _prefitted(det: Detection, prefit: list[tuple[Detection, Face]]) -> Face | None:
     """The face fitted on the detection ``det`` merged (the one it overlaps most, by
     at least NMS's 0.4, turned the same way up by its keypoints), with ``det``'s
@@ -377,6 +411,9 @@ class FaceAnalyser:
             detector_angles = tuple(dict.fromkeys(detector_angles))
         self.detector_angles = detector_angles
         self.mode = mode
+        # (A video's weak faces found the right way up, where and when: see _upright.)
+        self._upright_seen: list[tuple[BBox, int]] = []
+        self._looks = 0
         self.max_faces = max_faces
         self.min_score = min_score
         self.detector_name = detector
@@ -453,6 +490,7 @@ class FaceAnalyser:
             reset = getattr(model, "reset", None)
             if callable(reset):
                 reset()
+        self._upright_seen = []
 
     def detect(self, frame: Frame) -> list[Detection]:
         """The detected face boxes, largest first, at most ``max_faces``."""
@@ -489,7 +527,36 @@ class FaceAnalyser:
                     and not any(_same_box(d.bbox, box) for box in cut)
                 )
             ]
+        if self.detector_angles is None and self.mode == "video":
+            dets = self._upright(frame, dets)
         return nms(dets, 0.4) if len(angles) > 1 else dets
+
+    def _upright(self, frame: Frame, dets: list[Detection]) -> list[Detection]:
+        """A video frame's detections, each weak one that is an upside-down face turned
+        the right way up (see _upside_down). A weak face found the right way up is not
+        looked at again for UPSIDE_DOWN_RECHECK searches where it stays (a crowd's
+        faces in the Hamilton clip, weak in every frame, had cost it a quarter more)."""
+        self._looks += 1
+        now = self._looks
+        self._upright_seen = [
+            (box, at) for box, at in self._upright_seen if now - at <= UPSIDE_DOWN_RECHECK
+        ]
+        weak = sorted(
+            (i for i, d in enumerate(dets) if d.score < SURE_UPRIGHT_SCORE),
+            key=lambda i: -dets[i].score,
+        )
+        looked = 0
+        for i in weak:
+            if looked >= UPSIDE_DOWN_LOOKS:
+                break
+            if any(_same_box(dets[i].bbox, box) for box, _ in self._upright_seen):
+                continue
+            looked += 1
+            turned = _upside_down(self.detector, frame, dets[i])
+            if turned is dets[i]:
+                self._upright_seen.append((turned.bbox, now))
+            dets[i] = turned
+        return dets
 
     def _cut_candidates(self, frame: Frame, found: list[BBox]) -> list[Detection]:
         """With ``detect_edges``, the faces cut by the frame's sides whose boxes are not

@@ -39,6 +39,13 @@ class Detection:
         kps = None if self.keypoints is None else self.keypoints * np.array([fx, fy], np.float32)
         return Detection((x0 * fx, y0 * fy, x1 * fx, y1 * fy), self.score, kps, self.searched)
 
+    def shifted(self, dx: float, dy: float) -> Detection:
+        """The detection moved by (``dx``, ``dy``) pixels (a crop's boxes back in the
+        frame's), marked as ``searched``."""
+        x0, y0, x1, y1 = self.bbox
+        kps = None if self.keypoints is None else self.keypoints + np.array([dx, dy], np.float32)
+        return Detection((x0 + dx, y0 + dy, x1 + dx, y1 + dy), self.score, kps, True)
+
     def found_searching(self) -> Detection:
         """This detection marked as ``searched``."""
         return Detection(self.bbox, self.score, self.keypoints, True)

@@ -133,6 +133,52 @@ class TestTurnedPhotos:
         assert diff < 6.0 < flipped_face
 
 
+class TestUpsideDownInVideo:
+    """A video's frames are not searched turned as a still's are: a weak upright
+    detection is looked at half a turn round on its own crop, so an upside-down face
+    is fitted the right way up (it had been fitted upright: a garbled swap on every
+    frame), and a weak face found upright is not looked at again while it stays."""
+
+    @pytest.mark.parametrize("size", [512, 256])
+    def test_an_upside_down_face_is_fitted_the_right_way_up(
+        self, astronaut: np.ndarray, astronaut_face: Face, size: int
+    ) -> None:
+        scale = size / astronaut.shape[1]
+        frame = cv2.rotate(cv2.resize(astronaut, (size, size)), cv2.ROTATE_180)
+        analyser = FaceAnalyser(mode="video", with_embedding=False)
+        for _ in range(3):  # a clip's frames, tracked
+            (face,) = analyser.get_faces(frame)
+            assert quarter_turns(mesh_roll(face.landmarks_478)) == 2
+            expected = _turned_points(astronaut_face.landmarks_478[:, :2] * scale, 180, frame.shape)
+            eyes = np.linalg.norm(astronaut_face.landmarks_5[0] - astronaut_face.landmarks_5[1])
+            error = np.linalg.norm(face.landmarks_478[:, :2] - expected, axis=1).mean()
+            assert error / (eyes * scale) < 0.08
+
+    def test_a_weak_upright_face_is_looked_at_once_while_it_stays(
+        self, astronaut: np.ndarray, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import faceweave.analysis.analyser as analyser_module
+
+        looks: list[Detection] = []
+
+        def found_upright(detector: object, frame: Frame, det: Detection) -> Detection:
+            looks.append(det)
+            return det
+
+        monkeypatch.setattr(analyser_module, "_upside_down", found_upright)
+        frame = cv2.rotate(astronaut, cv2.ROTATE_180)  # weak upright (about 0.65)
+        analyser = FaceAnalyser(mode="video", with_embedding=False)
+        for _ in range(5):
+            analyser.detect(frame)
+        assert len(looks) == 1
+        analyser.reset()  # a new clip: looked at afresh
+        analyser.detect(frame)
+        assert len(looks) == 2
+        # A still's analyser searches the whole frame turned instead.
+        FaceAnalyser(with_embedding=False).detect(frame)
+        assert len(looks) == 2
+
+
 class TestDetectorAngles:
     def test_explicit_angles_find_a_sideways_face(
         self, astronaut: np.ndarray, astronaut_face: Face
