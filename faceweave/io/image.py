@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 import cv2
 import numpy as np
 from numpy.typing import NDArray
-from PIL import Image, ImageOps, TiffImagePlugin, UnidentifiedImageError
+from PIL import Image, ImageCms, ImageOps, TiffImagePlugin, UnidentifiedImageError
 
 from faceweave.errors import ImageTooLargeError, InputError, OutputError, UnsupportedFormatError
 from faceweave.types import Frame
@@ -458,8 +458,40 @@ def _decode(
         except (OSError, ValueError, SyntaxError, EOFError, RuntimeError) as exc:
             # (RuntimeError: libheif's, through pi-heif, for HEVC data it cannot decode.)
             raise InputError(f"{path}: truncated or corrupt image: {_one_line(exc)}") from exc
-        upright = _apply_orientation(image)
+        upright = _to_srgb(_apply_orientation(image))
         return _to_bgr(upright, path)
+
+
+def _to_srgb(image: Image.Image) -> Image.Image:
+    """``image`` in sRGB, where it carries a colour profile of another space (a camera's
+    Adobe RGB, a phone's Display P3, a CMYK print's): every frame is worked on, mixed
+    with others and written as sRGB, the colours a viewer shows for a file with no
+    profile. (Its profile had been dropped: a viewer showed the output's colours
+    flatter than the input's, even at fusion 0.) An sRGB profile, or one that cannot
+    be read, leaves the pixels as they are."""
+    icc = image.info.get("icc_profile")
+    if not icc or image.mode not in ("RGB", "RGBA", "CMYK"):
+        return image
+    try:
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+        if "srgb" in ImageCms.getProfileDescription(profile).lower().replace(" ", ""):
+            return image
+        mode = "RGBA" if image.mode == "RGBA" else "RGB"
+        converted = ImageCms.profileToProfile(
+            image,
+            profile,
+            _srgb_profile(),
+            outputMode=mode,
+            renderingIntent=ImageCms.Intent.PERCEPTUAL,
+        )
+    except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
+        return image
+    return converted if converted is not None else image
+
+
+@functools.lru_cache(maxsize=1)
+def _srgb_profile() -> ImageCms.ImageCmsProfile:
+    return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB"))
 
 
 def _head(handle: BinaryIO, size: int) -> bytes:

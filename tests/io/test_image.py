@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 import struct
@@ -785,3 +786,81 @@ def test_a_write_removes_the_temporary_files_a_killed_writer_left(tmp_path: Path
     assert output.exists()
     assert not left.exists()
     assert recent.exists() and live.exists() and other.exists()
+
+
+def _matrix_profile(primaries: list[tuple[float, float, float]], name: str) -> bytes:
+    """A minimal ICC v2 RGB profile: D50 white, the given colourants, gamma 2.2."""
+    import struct
+
+    def s15(value: float) -> bytes:
+        return struct.pack(">i", round(value * 65536))
+
+    def xyz(x: float, y: float, z: float) -> bytes:
+        return b"XYZ " + bytes(4) + s15(x) + s15(y) + s15(z)
+
+    curve = b"curv" + bytes(4) + struct.pack(">IH", 1, round(2.2 * 256)) + bytes(2)
+    text = name.encode() + b"\0"
+    desc = b"desc" + bytes(4) + struct.pack(">I", len(text)) + text + bytes(4 + 4 + 2 + 1 + 67)
+    tags = [
+        (b"desc", desc),
+        (b"wtpt", xyz(0.9642, 1.0, 0.8249)),
+        (b"rXYZ", xyz(*primaries[0])),
+        (b"gXYZ", xyz(*primaries[1])),
+        (b"bXYZ", xyz(*primaries[2])),
+        (b"rTRC", curve),
+        (b"gTRC", curve),
+        (b"bTRC", curve),
+        (b"cprt", b"text" + bytes(4) + b"none\0"),
+    ]
+    offset, table, data = 128 + 4 + 12 * len(tags), b"", b""
+    for signature, body in tags:
+        body += bytes(-len(body) % 4)
+        table += signature + struct.pack(">II", offset + len(data), len(body))
+        data += body
+    body = struct.pack(">I", len(tags)) + table + data
+    header = (
+        struct.pack(">I", 128 + len(body)) + b"lcms" + struct.pack(">I", 0x02100000)
+        + b"mntrRGB XYZ " + bytes(12) + b"acsp" + b"APPL" + bytes(12 + 8 + 4)
+        + s15(0.9642) + s15(1.0) + s15(0.8249) + bytes(4 + 16 + 28)
+    )  # fmt: skip
+    assert len(header) == 128
+    return header + body
+
+
+# Adobe RGB (1998)'s colourants, adapted to D50.
+_WIDE = [(0.6097, 0.3111, 0.0195), (0.2053, 0.6257, 0.0609), (0.1492, 0.0632, 0.7446)]
+
+
+@pytest.mark.parametrize("extension", [".png", ".jpg"])
+def test_a_picture_in_another_colour_space_is_read_in_srgb(tmp_path: Path, extension: str) -> None:
+    """A camera's Adobe RGB photo (a phone's Display P3 alike) is read as the colours a
+    viewer shows for it, in sRGB, the space every frame is worked on and written in
+    (its profile had been dropped: the output looked flatter than the input, even
+    unswapped). An sRGB profile, and one that cannot be read, leave the pixels alone."""
+    from PIL import ImageCms
+
+    rng = np.random.default_rng(3)
+    rgb = np.repeat(np.repeat(rng.integers(40, 216, (8, 8, 3), np.uint8), 8, 0), 8, 1)
+    rgb[:8, :8] = (200, 60, 50)  # a saturated red
+    wide = _matrix_profile(_WIDE, "Test wide RGB")
+    path = tmp_path / f"wide{extension}"
+    Image.fromarray(rgb).save(path, icc_profile=wide, quality=100)
+    frame = read_image(path)
+    with Image.open(path) as stored:
+        raw = np.asarray(stored.convert("RGB"))[:, :, ::-1].astype(int)
+        expected = ImageCms.profileToProfile(
+            stored,
+            ImageCms.ImageCmsProfile(io.BytesIO(wide)),
+            ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")),
+            outputMode="RGB",
+        )
+    np.testing.assert_array_equal(frame, np.asarray(expected)[:, :, ::-1])
+    # The red, wider in Adobe RGB, is more saturated in sRGB's numbers.
+    red = frame[:8, :8].reshape(-1, 3).mean(0)
+    assert red[2] - red[1] > raw[:8, :8, 2].mean() - raw[:8, :8, 1].mean() + 10
+    for profile in (ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes(), b"junk"):
+        plain = tmp_path / f"plain{extension}"
+        Image.fromarray(rgb).save(plain, icc_profile=profile, quality=100)
+        with Image.open(plain) as stored:
+            untouched = np.asarray(stored.convert("RGB"))[:, :, ::-1]
+        np.testing.assert_array_equal(read_image(plain), untouched)
