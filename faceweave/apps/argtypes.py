@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import threading
+from typing import Any
 
 from faceweave.errors import UsageError
 
@@ -118,3 +119,28 @@ class SidesAction(argparse.Action):
             setattr(namespace, self.dest, css_sides(values))
         except UsageError as error:
             parser.error(f"{option_string} {error}")
+
+
+class OnceAction(argparse.Action):
+    """An option that takes its value(s) once: given again, a usage error rather than
+    the last one silently kept (``-s a.jpg -s b.jpg`` had swapped in b.jpg alone)."""
+
+    def __init__(self, *args: Any, again: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.again = again
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        seen = f"_{self.dest}_given"
+        if getattr(namespace, seen, False):
+            names = "/".join(self.option_strings)
+            parser.error(
+                f"{names} is given more than once" + (f": {self.again}" if self.again else "")
+            )
+        setattr(namespace, seen, True)
+        setattr(namespace, self.dest, values)

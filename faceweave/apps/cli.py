@@ -61,6 +61,7 @@ from faceweave.analysis.base import create_detector, detector_names
 from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS, face_distance
 from faceweave.apps.argtypes import (
+    OnceAction,
     SidesAction,
     frame_rate,
     half_interval,
@@ -353,6 +354,9 @@ def _add_swap_parser(commands: Any) -> None:
         "-s",
         type=Path,
         nargs="+",
+        action=OnceAction,
+        again="several photos of one person go after one -s (-s a.jpg b.jpg); several "
+        "people, each onto their own face: --map SRC=REF",
         metavar="SRC",
         help="the face to put in; several photos of the same person (-s front.jpg "
         "left.jpg) are merged, each part of the face taken from the photo that showed "
@@ -371,11 +375,19 @@ def _add_swap_parser(commands: Any) -> None:
         "-t",
         required=True,
         type=Path,
+        action=OnceAction,
+        again="one image, video or folder a run (a folder takes many)",
         metavar="TGT",
         help="image, video, or a directory of them",
     )
     swap.add_argument(
-        "--output", "-o", required=True, type=Path, metavar="OUT", help="image, directory or video"
+        "--output",
+        "-o",
+        required=True,
+        type=Path,
+        action=OnceAction,
+        metavar="OUT",
+        help="image, directory or video",
     )
     _add_look_and_selection_options(swap, FACE_SELECTOR_CHOICES, ordered=True)
     swap.add_argument(

@@ -586,6 +586,33 @@ def test_outputs_never_replace_inputs(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (
+            ["-s", "s.png", "-s", "t.png", "-t", "t.png", "-o", "o.png"],
+            "--source/-s is given more than once: several photos of one person go after one "
+            "-s (-s a.jpg b.jpg); several people, each onto their own face: --map SRC=REF",
+        ),
+        (["-s", "s.png", "-t", "t.png", "-t", "tg", "-o", "o.png"], "--target/-t is given"),
+        (["-s", "s.png", "-t", "t.png", "-o", "o.png", "--output", "p.png"], "--output/-o is"),
+    ],
+)
+def test_a_source_target_or_output_given_twice_is_a_usage_error(
+    argv: list[str],
+    fragment: str,
+    small_files: dict[str, bytes],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The first had been dropped without a word (``live`` takes ``-s`` again as
+    another person: an easy slip)."""
+    assert cli.main(["swap", *argv]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err, err
+    assert _all_bytes(tmp_path) == small_files
+
+
 def test_analyse_debug_never_replaces_the_image(
     small_files: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
