@@ -851,8 +851,8 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
         choices=DETECTOR_ANGLES,
         metavar="DEG",
         help="look for faces turned clockwise by these quarter turns (0 90 180 270; each "
-        "costs one detector run per frame). Default: upright, and for images the other "
-        "turns too when no clear upright face is found",
+        "costs one detector run per frame) in the target (not the source photos). Default: "
+        "upright, and for images the other turns too when no clear upright face is found",
     )
     parser.add_argument(
         "--execution-provider",
@@ -1232,9 +1232,9 @@ def _run_swap(args: argparse.Namespace) -> int:
         # advice: a truncated target failed after a warning about the source).
         target = None if batch else read_image_and_alpha(target_path, max_pixels=args.max_pixels)
 
-        analyser = _still_analyser(args)
-        source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
-        reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+        analyser, photos = _photo_analysers(args)
+        source_faces = _load_source_photos(photos, wanted.sources, args.max_pixels)
+        reference_faces = _load_faces(photos, wanted.references, "reference", args.max_pixels)
         with _library_warnings():  # advice on a poor source photo, before any output
             swappers = _make_swappers(source_faces, options, engine)
         job = _SwapJob(
@@ -1447,9 +1447,9 @@ def _run_swap_video(
 
     # Stills (sources, references, the reference frame) as an image target's faces are
     # found, small and cut ones too; the frames in video mode.
-    analyser = _still_analyser(args)
-    source_faces = _load_source_photos(analyser, wanted.sources, args.max_pixels)
-    reference_faces = _load_faces(analyser, wanted.references, "reference", args.max_pixels)
+    analyser, photos = _photo_analysers(args)
+    source_faces = _load_source_photos(photos, wanted.sources, args.max_pixels)
+    reference_faces = _load_faces(photos, wanted.references, "reference", args.max_pixels)
     if wanted.reference_frame is not None:
         reference_faces = [
             _face_in_video(
@@ -1752,7 +1752,13 @@ def _run_live(args: argparse.Namespace) -> int:
             cleanup.callback(microphone.close)  # the output closes it too
         # Source photos and the reference photo as `faceweave swap` finds them (a small
         # face in a large photo too); the camera's frames in video mode, below.
-        analyser = photo_analyser(max_faces=args.max_faces, with_embedding=True, **detector)
+        # (Not at --detector-angles: those are the camera's; a photo's own search finds
+        # it turned.)
+        analyser = photo_analyser(
+            max_faces=args.max_faces,
+            with_embedding=True,
+            **{k: v for k, v in detector.items() if k != "detector_angles"},
+        )
         source_faces = _load_source_photos(analyser, args.source, args.max_pixels)
         # Swappers at fusion 1; run_live makes the other fusions from them (the keys).
         sources: Sequence[Any] = (
@@ -1931,6 +1937,18 @@ def _still_analyser(args: argparse.Namespace) -> fw.FaceAnalyser:
     """The analyser of photos and single frames: a group's small faces and faces cut by
     the frame's sides are found too (as :func:`faceweave.api.still_analyser`)."""
     return photo_analyser(max_faces=args.max_faces, **_detector(args))
+
+
+def _photo_analysers(args: argparse.Namespace) -> tuple[fw.FaceAnalyser, fw.FaceAnalyser]:
+    """(the targets' still analyser, the source and reference photos' one): the same
+    but where --detector-angles are given, which are the targets' alone. A photo's own
+    search finds it turned (see FaceAnalyser); an upright source had been "no face"
+    under --detector-angles 180."""
+    targets = _still_analyser(args)
+    if args.detector_angles is None:
+        return targets, targets
+    detector = {k: v for k, v in _detector(args).items() if k != "detector_angles"}
+    return targets, photo_analyser(max_faces=args.max_faces, **detector)
 
 
 def _face_in_video(

@@ -893,6 +893,20 @@ def test_analyse_an_upside_down_photo(images: Images, tmp_path: Path) -> None:
     assert all(abs(f["pose"]["roll"]) < 160 for f in faces)
 
 
+def test_detector_angles_are_the_targets_not_the_sources(images: Images, tmp_path: Path) -> None:
+    """``--detector-angles 180`` for an upside-down target: the upright source photo is
+    still found (it had been "no face found in the source image", exit 3)."""
+    turned = tmp_path / "turned.png"
+    write_image(turned, np.rot90(read_image(images.target_png), 2).copy())
+    output = tmp_path / "out.png"
+    run = _run(
+        "swap", "-s", images.source_png, "-t", turned, "-o", output,
+        "--detector-angles", "180", "--no-watermark", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == EXIT_OK, run.stderr
+    assert np.abs(read_image(output).astype(int) - read_image(turned)).max() > 50
+
+
 @pytest.mark.slow
 def test_analyse_a_face_cut_by_the_frame(images: Images, tmp_path: Path) -> None:
     """Stills are also searched for faces cut by the frame's side: the astronaut with
