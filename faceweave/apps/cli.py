@@ -624,7 +624,7 @@ def _add_analyse_parser(commands: Any) -> None:
     analyse.add_argument("image", type=Path, metavar="FILE")
     analyse.add_argument(
         "--at",
-        type=seconds,
+        type=non_negative_float,
         metavar="SECONDS",
         help="for a video: the frame shown at this second (default 0), as swap's "
         "--reference-frame reads it",
@@ -2032,6 +2032,14 @@ def _run_analyse(args: argparse.Namespace) -> int:
         _refuse_overwriting([("--debug", args.debug)], [(analysed, image_path)])
     where = str(image_path)
     if is_video:
+        if args.at:  # (as swap's --reference-frame: past the end is a usage error)
+            from faceweave.io.video import probe_video
+
+            duration = probe_video(image_path).duration
+            if 0 < duration <= args.at:
+                raise UsageError(
+                    f"--at {args.at:g} s is past the end of {image_path} ({duration:.2f} s long)"
+                )
         frame, shown_at = _video_frame_at(image_path, args.at or 0.0, "--at")
         where = f"{image_path} at {shown_at:.2f} s"
     else:

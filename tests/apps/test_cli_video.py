@@ -461,6 +461,12 @@ def test_a_frames_faces_are_found_as_a_photos_and_numbered_as_swap_counts_them(
     assert cli.main(argv) == EXIT_OK, capsys.readouterr().err
     assert cli.main(["analyse", str(tmp_path / "src.png"), "--at", "1"]) == EXIT_USAGE
     assert "--at picks a video's frame" in capsys.readouterr().err
+    # --at reads seconds as --reference-frame does: 0 is the first frame, and past the
+    # end is a usage error (it had shown the last frame without a word).
+    assert cli.main(["analyse", str(clip), "--at", "0", "--json"]) == EXIT_OK
+    capsys.readouterr()
+    assert cli.main(["analyse", str(clip), "--at", "0.4"]) == EXIT_USAGE
+    assert f"--at 0.4 s is past the end of {clip} (0.33 s long)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
