@@ -1218,11 +1218,18 @@ def _run_swap(args: argparse.Namespace) -> int:
                 f"{target_path} is read as an image (videos: {', '.join(VIDEO_EXTENSIONS)}); "
                 f"--output {output_path.name} is for a video target"
             )
-        check_output_path(output_path)
+        if not output_path.suffix and not output_path.exists():
+            # ("unsupported image format (no extension)" had said nothing of a folder
+            # name with a slash: the folder must exist.)
+            raise UsageError(
+                f"--output {output_path}: no such folder, and no image extension for a file "
+                f"(.png, .jpg, ...)"
+            )
+        _output_usage(check_output_path, output_path, "--output")
         _check_quality_used(args, [output_path])
         writes = [("--output", output_path)]
         if args.debug is not None:
-            check_output_path(args.debug)
+            _output_usage(check_output_path, args.debug, "--debug")
             writes.append(("--debug", args.debug))
         _refuse_overwriting(writes, [("the --target image", target_path), *named])
     try:
@@ -1423,7 +1430,7 @@ def _run_swap_video(
         raise UsageError("--quality is for image targets (a video's is --crf)")
     if output_path.is_dir():
         output_path = output_path / target_path.name
-    video_extension(output_path)
+    _output_usage(video_extension, output_path, "--output")
     _check_encoder_fits(output_path, args)
     if not output_path.parent.is_dir():
         raise OutputError(f"{output_path}: directory {output_path.parent} does not exist")
@@ -1931,6 +1938,15 @@ def _resolve_selector(selector: str | None, reference_face: Path | None) -> str:
 
 # How far before --reference-frame's second the frame on screen then is looked for.
 _REFERENCE_LOOKBACK_S = 1.0
+
+
+def _output_usage(check: Callable[[Path], object], path: Path, flag: str) -> None:
+    """``check(path)``, an extension no image is written in being a usage error (exit 2:
+    the command line asked for it), as any bad argument is."""
+    try:
+        check(path)
+    except UnsupportedFormatError as exc:
+        raise UsageError(f"{flag} {exc}") from None
 
 
 def _still_analyser(args: argparse.Namespace) -> fw.FaceAnalyser:

@@ -348,10 +348,16 @@ def test_unsupported_output_format(tmp_path: Path, capsys: pytest.CaptureFixture
     target = tmp_path / "t.png"
     write_image(target, np.zeros((8, 8, 3), dtype=np.uint8))
     argv = ["swap", "-s", str(target), "-t", str(target), "-o", str(tmp_path / "o.gif")]
-    assert cli.main(argv) == EXIT_ERROR
+    # A bad argument: exit 2 (it had been 1, as for a file that cannot be read).
+    assert cli.main(argv) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.startswith("faceweave: error: ") and "unsupported image format" in err
+    assert err.startswith("faceweave: error: --output ") and "unsupported image format" in err
     assert err.count("\n") == 1
+    # A folder that is not there (a name ending in a slash): said so.
+    argv[-1] = str(tmp_path / "new") + "/"
+    assert cli.main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "no such folder, and no image extension for a file" in err, err
 
 
 def test_a_heic_output_is_refused_up_front(

@@ -154,7 +154,7 @@ def test_unsupported_video_output_and_trim(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"])]
-    assert cli.main([*base, "-o", str(tmp_path / "o.gif")]) == EXIT_ERROR
+    assert cli.main([*base, "-o", str(tmp_path / "o.gif")]) == EXIT_USAGE  # (a bad argument)
     assert "unsupported video format" in capsys.readouterr().err
     argv = [*base, "-o", str(tmp_path / "o.mp4"), "--trim-start", "1", "--trim-end", "0.5"]
     assert cli.main(argv) == EXIT_USAGE
