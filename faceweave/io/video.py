@@ -844,6 +844,8 @@ class VideoWriter:
                 self._audio.pump(self._container, math.inf)
                 self._audio.flush(self._container)
                 self.warnings.extend(self._audio.warnings)
+                if not self._audio.heard:  # (no track had sound to keep: none written)
+                    self.audio_mode = "none"
             self._container.close()
             os.fsync(self._fd)  # same file: PyAV reopened the path _temp_file created
             os.replace(self._temp_path, self.path)
@@ -1300,6 +1302,11 @@ class _AudioSource:
                 self.warnings.append(f"{self.path}: {which} has no sound in {span}")
             if track.run is not None:
                 container.mux(track.run.flush())
+
+    @property
+    def heard(self) -> bool:
+        """Whether any track had sound to keep."""
+        return any(track.heard for track in self._tracks)
 
     def close(self) -> None:
         self._container.close()

@@ -389,8 +389,10 @@ def test_a_track_with_no_sound_in_the_trimmed_range_is_said(tmp_path: Path) -> N
     source = _late_tone_clip(tmp_path / "late.mkv", "flac", 0.5)
     stats = transcode(source, tmp_path / "early.mp4", end=0.4)
     assert f"{source}: audio has no sound in the trimmed range" in stats["writer_warnings"]
+    assert stats["audio"] == "none"  # (the summary had said "copy")
     stats = transcode(source, tmp_path / "all.mp4")
     assert not [line for line in stats["writer_warnings"] if "no sound" in line]
+    assert stats["audio"] != "none"
 
 
 def test_sound_running_on_past_the_picture_is_no_truncated_video(tmp_path: Path) -> None:
