@@ -367,7 +367,7 @@ def test_a_heic_output_is_refused_up_front(
     target = tmp_path / "t.png"
     write_image(target, np.zeros((8, 8, 3), dtype=np.uint8))
     argv = ["swap", "-s", str(target), "-t", str(target), "-o", str(tmp_path / "o.heic")]
-    assert cli.main(argv) == EXIT_ERROR
+    assert cli.main(argv) == EXIT_USAGE  # (a bad argument)
     err = capsys.readouterr().err
     assert err.startswith("faceweave: error: ") and err.count("\n") == 1
     assert "HEIC is read but not written" in err and ".jpg" in err
