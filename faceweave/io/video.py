@@ -589,7 +589,9 @@ class VideoWriter:
 
     Attributes:
         warnings: one line per compromise made (audio re-encoded, option ignored).
-        frames_written: frames passed to :meth:`write` so far.
+        frames_written: frames passed to :meth:`write` so far (and encoded).
+        frames_dropped: frames left out: in AVI, those whose time rounds to the slot
+            of the frame before (it stores one frame each 1 / fps).
         audio_mode: ``"copy"`` (every audio track copied), ``"encode"`` (at least one
             re-encoded) or ``"none"``.
 
@@ -644,6 +646,7 @@ class VideoWriter:
         self.width, self.height = width, height
         self.warnings: list[str] = []
         self.frames_written = 0
+        self.frames_dropped = 0
         self.audio_mode = "none"
         self._closed = True  # until the temporary file exists: nothing to clean up
         self._live_audio: LiveAudioEncoder | None = None
@@ -751,7 +754,8 @@ class VideoWriter:
             time: timestamp in seconds, used when ``pts`` is None. With neither, the
                 frame follows the previous one after ``1 / fps``. A timestamp that does
                 not increase is moved one tick after the previous frame. AVI stores
-                frames at ``1 / fps`` only: there, timestamps are rounded to that grid.
+                frames at ``1 / fps`` only: there, timestamps are rounded to that grid,
+                and a frame whose slot is taken is left out (:attr:`frames_dropped`).
 
         Shape:
             - image: :math:`(H, W, 3)`, ``uint8``, BGR.
@@ -780,6 +784,13 @@ class VideoWriter:
             # picture late by turns.
             pts = math.ceil(Fraction(pts) * self._time_base / self._codec_time_base - _HALF)
         if self._last_pts is not None and pts <= self._last_pts:
+            if self._codec_time_base != self._time_base:
+                # AVI: a slot taken already (frames closer than 1 / fps: a variable
+                # frame rate's faster stretch). Moved on a slot each, they had run late
+                # of their sound, by 227 ms within a second; left out, the picture
+                # keeps to its time (a gap is a repeated slot: FFmpeg fills it).
+                self.frames_dropped += 1
+                return
             pts = self._last_pts + 1
         self._last_pts = pts
         if self._pad_x or self._pad_y:

@@ -463,6 +463,25 @@ def test_avi_frames_half_a_slot_off_the_grid_keep_one_slot_each(tmp_path: Path) 
     assert slots == list(range(10))
 
 
+def test_a_variable_frame_rate_in_avi_keeps_each_frame_near_its_time(tmp_path: Path) -> None:
+    """AVI stores one frame each 1 / fps: frames closer than that (a variable rate's
+    faster stretch) are left out rather than each moved on a slot, which had run the
+    picture late of its sound (by 227 ms within a second)."""
+    path = tmp_path / "vfr.avi"
+    times = [0.02 * i for i in range(20)] + [0.4 + 0.08 * i for i in range(1, 8)]
+    with VideoWriter(path, width=WIDTH, height=HEIGHT, fps=25, time_base=Fraction(1, 1000)) as w:
+        for index, second in enumerate(times):
+            w.write(_image(index), time=second)
+        dropped = w.frames_dropped
+    assert dropped >= 5 and w.frames_written == len(times) - dropped
+    with av.open(str(path)) as container:
+        shown = [(frame.time, frame) for frame in container.decode(video=0)]
+    indices = decoded_indices(path)
+    assert indices == sorted(indices) and indices[-1] == len(times) - 1
+    for (second, _), index in zip(shown, indices, strict=True):
+        assert abs(second - times[index]) <= 0.5 / 25 + 1e-6, (index, second, times[index])
+
+
 def test_h264_with_b_frames_in_avi_keeps_even_times(tmp_path: Path) -> None:
     """AVI stores decode times; B-frames sent them back and forth, and the frames after
     them were pushed late (up to two frames against the audio)."""
