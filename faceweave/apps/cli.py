@@ -2181,9 +2181,16 @@ def _crf(text: str) -> int:
 
 
 def _mapping(text: str) -> tuple[Path, Path]:
-    source, sep, reference = text.partition("=")
-    if not sep or not source or not reference:
+    """SRC=REF. A file name holding "=" too: the split whose source file exists (the
+    first "=" had been taken: "a=b.png=ref.jpg" was "a: no such file")."""
+    cuts = [i for i, char in enumerate(text) if char == "="]
+    if not cuts:
         raise argparse.ArgumentTypeError(f"expected SRC=REF (two image paths), got {text!r}")
+    splits = [(text[:i], text[i + 1 :]) for i in cuts if 0 < i < len(text) - 1]
+    if not splits:
+        raise argparse.ArgumentTypeError(f"expected SRC=REF (two image paths), got {text!r}")
+    found = [(a, b) for a, b in splits if Path(a).is_file() and Path(b).is_file()]
+    source, reference = (found or [s for s in splits if Path(s[0]).is_file()] or splits)[0]
     return Path(source), Path(reference)
 
 

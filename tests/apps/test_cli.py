@@ -1375,3 +1375,16 @@ def test_swap_marks_output_by_default_and_verify_reports_it(images: Images, tmp_
     assert report.returncode == 4 and "not found" in report.stdout
     missing = _run("verify", tmp_path / "nope.png", cwd=tmp_path)
     assert missing.returncode == EXIT_ERROR and "Traceback" not in missing.stderr
+
+
+def test_a_map_entry_splits_where_its_files_are(tmp_path: Path) -> None:
+    """SRC=REF with "=" in a file name: the split whose files exist (the first "=" had
+    been taken, "a: no such file"); without one, the first; no "=" is a usage error."""
+    (tmp_path / "a=b.png").write_bytes(b"x")
+    (tmp_path / "ref.jpg").write_bytes(b"x")
+    both = f"{tmp_path}/a=b.png={tmp_path}/ref.jpg"
+    assert cli._mapping(both) == (tmp_path / "a=b.png", tmp_path / "ref.jpg")
+    assert cli._mapping("x.png=y.png") == (Path("x.png"), Path("y.png"))
+    for bad in ("x.png", "=y.png", "x.png="):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected SRC=REF"):
+            cli._mapping(bad)
