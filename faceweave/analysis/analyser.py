@@ -219,33 +219,49 @@ def _same_box(a: BBox, b: BBox) -> bool:
 # detection is looked at half a turn round instead, on a crop UPSIDE_DOWN_REACH of its
 # box wide on each side: an upside-down face reads as a weak upright one (0.6-0.7),
 # its mesh then fitted the wrong way up (a garbled swap on every frame), and half a
-# turn round it is found surely (0.9 and over). At most UPSIDE_DOWN_LOOKS a frame.
+# turn round it scores better (0.8-0.96; 0.81 tilted to 150 or 210 degrees). At most
+# UPSIDE_DOWN_LOOKS a frame; a face whose crop half a turn round shows none is not
+# looked at again for UPSIDE_DOWN_RECHECK searches where it stays.
 UPSIDE_DOWN_REACH = 1.0
 UPSIDE_DOWN_LOOKS = 3
 UPSIDE_DOWN_RECHECK = 30
+UPSIDE_DOWN_HOLD = 0.1
 
 
-def _upside_down(detector: FaceDetector, frame: Frame, det: Detection) -> Detection:
-    """``det``, or the face its crop shows half a turn round where that scores surely
-    and better (see UPSIDE_DOWN_REACH)."""
-    if det.score >= SURE_UPRIGHT_SCORE or quarter_turns(det.roll) != 0:
-        return det
+def _upside_down(
+    detector: FaceDetector, frame: Frame, det: Detection, turned_before: bool = False
+) -> tuple[Detection, bool]:
+    """``det``, or the face its crop shows half a turn round (from the way its keypoints
+    say it is turned) where that scores better
+    (and at least TURNED_MIN_SCORE: a still's turned passes' rule, per face the best
+    turn wins; see UPSIDE_DOWN_REACH); ``turned_before``: the face was found half a
+    turn round there lately, and is taken so again unless the upright reading scores
+    UPSIDE_DOWN_HOLD better (a tie had put a tracked upside-down face the wrong way up
+    for ten frames). Also whether ``det`` is surely upright: half a turn round its crop
+    shows no face at all."""
+    if det.score >= SURE_UPRIGHT_SCORE:
+        return det, True
+    # Half a turn from the way its keypoints say it is turned.
+    turn = (quarter_turns(det.roll) + 2) % 4
     h, w = frame.shape[:2]
     x0, y0, x1, y1 = det.bbox
     dx, dy = UPSIDE_DOWN_REACH * (x1 - x0), UPSIDE_DOWN_REACH * (y1 - y0)
     cx0, cy0 = max(0, int(x0 - dx)), max(0, int(y0 - dy))
     cx1, cy1 = min(w, int(np.ceil(x1 + dx))), min(h, int(np.ceil(y1 + dy)))
     if cx1 - cx0 < 16 or cy1 - cy0 < 16:
-        return det
+        return det, False
     crop = np.ascontiguousarray(frame[cy0:cy1, cx0:cx1])
-    best = det
-    for found in detect_turned(detector, crop, 180):
-        if found.score < max(SURE_UPRIGHT_SCORE, det.score) or quarter_turns(found.roll) != 2:
-            continue
+    best, seen = det, False
+    for found in detect_turned(detector, crop, 90 * turn):
         moved = found.shifted(cx0, cy0)
-        if _same_box(moved.bbox, det.bbox) and found.score > best.score:
-            best = moved
-    return best
+        if quarter_turns(found.roll) != turn or not _same_box(moved.bbox, det.bbox):
+            continue
+        if found.score >= TURNED_MIN_SCORE:
+            seen = True
+            hold = UPSIDE_DOWN_HOLD if turned_before and best is det else 0.0
+            if found.score + hold > best.score:
+                best = moved
+    return best, not seen
 
 
 def _prefitted(det: Detection, prefit: list[tuple[Detection, Face]]) -> Face | None:
@@ -413,6 +429,7 @@ class FaceAnalyser:
         self.mode = mode
         # (A video's weak faces found the right way up, where and when: see _upright.)
         self._upright_seen: list[tuple[BBox, int]] = []
+        self._turned_seen: list[tuple[BBox, int]] = []
         self._looks = 0
         self.max_faces = max_faces
         self.min_score = min_score
@@ -491,6 +508,7 @@ class FaceAnalyser:
             if callable(reset):
                 reset()
         self._upright_seen = []
+        self._turned_seen = []
 
     def detect(self, frame: Frame) -> list[Detection]:
         """The detected face boxes, largest first, at most ``max_faces``."""
@@ -541,6 +559,9 @@ class FaceAnalyser:
         self._upright_seen = [
             (box, at) for box, at in self._upright_seen if now - at <= UPSIDE_DOWN_RECHECK
         ]
+        self._turned_seen = [
+            (box, at) for box, at in self._turned_seen if now - at <= UPSIDE_DOWN_RECHECK
+        ]
         weak = sorted(
             (i for i, d in enumerate(dets) if d.score < SURE_UPRIGHT_SCORE),
             key=lambda i: -dets[i].score,
@@ -552,10 +573,13 @@ class FaceAnalyser:
             if any(_same_box(dets[i].bbox, box) for box, _ in self._upright_seen):
                 continue
             looked += 1
-            turned = _upside_down(self.detector, frame, dets[i])
-            if turned is dets[i]:
-                self._upright_seen.append((turned.bbox, now))
-            dets[i] = turned
+            before = any(_same_box(dets[i].bbox, box) for box, _ in self._turned_seen)
+            found, upright = _upside_down(self.detector, frame, dets[i], before)
+            if upright:  # (only then: an unsure look is looked at again next time)
+                self._upright_seen.append((found.bbox, now))
+            elif found is not dets[i]:
+                self._turned_seen.append((found.bbox, now))
+            dets[i] = found
         return dets
 
     def _cut_candidates(self, frame: Frame, found: list[BBox]) -> list[Detection]:

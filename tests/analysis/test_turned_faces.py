@@ -161,9 +161,11 @@ class TestUpsideDownInVideo:
 
         looks: list[Detection] = []
 
-        def found_upright(detector: object, frame: Frame, det: Detection) -> Detection:
+        def found_upright(
+            detector: object, frame: Frame, det: Detection, turned_before: bool = False
+        ) -> tuple[Detection, bool]:
             looks.append(det)
-            return det
+            return det, True  # surely upright
 
         monkeypatch.setattr(analyser_module, "_upside_down", found_upright)
         frame = cv2.rotate(astronaut, cv2.ROTATE_180)  # weak upright (about 0.65)
