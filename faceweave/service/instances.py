@@ -43,9 +43,13 @@ class InstanceLock:
         self.id = secrets.token_hex(8)
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{self.id}.lock"
-        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        # Locked before it is seen under its name: another server starting at the same
+        # moment would take an unlocked lock file for a dead server's and remove it.
+        hidden = directory / f".{self.id}.new"
+        self._fd: int | None = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         if fcntl is not None:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.replace(hidden, self.path)
 
     def alive(self, owner: str | None) -> bool:
         """Whether the server ``owner`` (an id, as jobs store it) is running now:

@@ -358,3 +358,30 @@ def test_schema_newer_than_the_code_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(OutputError, match="newer"):
         Database(tmp_path / "faceweave.db")
+
+
+def test_a_server_starting_beside_another_keeps_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two servers starting at once: one's sweep of dead servers' lock files, run
+    between the other's creating its file and locking it, had removed that file, and
+    the other then read as dead to every peer."""
+    import faceweave.service.instances as instances
+
+    directory = tmp_path / "instances"
+    other = instances.InstanceLock(directory)
+    real = instances.fcntl.flock
+
+    def racing(fd: int, operation: int) -> None:
+        other.forget_dead()  # the other server's start-up, at the worst moment
+        real(fd, operation)
+
+    monkeypatch.setattr(instances.fcntl, "flock", racing)
+    mine = instances.InstanceLock(directory)
+    monkeypatch.setattr(instances.fcntl, "flock", real)
+    assert mine.path.exists() and other.alive(mine.id)
+    assert sorted(p.name for p in directory.iterdir()) == sorted(
+        [f"{mine.id}.lock", f"{other.id}.lock"]
+    )
+    mine.release()
+    other.release()
