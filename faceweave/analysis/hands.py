@@ -162,8 +162,8 @@ class MediaPipeHands:
     ) -> None:
         # (MediaPipe aborts the process on a complexity it has no model for, and fails
         # on the first frame with a count of 0 hands.)
-        if not is_whole_number(max_hands) or max_hands < 1:
-            raise UsageError(f"max_hands must be a whole number of 1 or more, got {max_hands!r}")
+        if not is_whole_number(max_hands) or not 1 <= max_hands <= 64:
+            raise UsageError(f"max_hands must be a whole number from 1 to 64, got {max_hands!r}")
         if isinstance(complexity, bool) or complexity not in (0, 1):
             raise UsageError(f"complexity must be 0 (lite) or 1 (full), got {complexity!r}")
         for name, value in (("min_score", min_score), ("min_presence", min_presence)):

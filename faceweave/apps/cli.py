@@ -1138,7 +1138,7 @@ def _check_enhanced_size(
     try:
         enhancer.check_size(shape[1], shape[0])
     except InputError as exc:
-        raise InputError(f"{target_path}: {exc} (--max-pixels)") from None
+        raise type(exc)(f"{target_path}: {exc} (--max-pixels)") from None
 
 
 def _run_swap(args: argparse.Namespace) -> int:

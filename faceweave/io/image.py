@@ -470,8 +470,10 @@ def _to_srgb(image: Image.Image) -> Image.Image:
     flatter than the input's, even at fusion 0.) An sRGB profile, or one that cannot
     be read, leaves the pixels as they are."""
     icc = image.info.get("icc_profile")
-    if not icc or image.mode not in ("RGB", "RGBA", "CMYK"):
+    if not icc or image.mode not in ("RGB", "RGBA", "CMYK", "P"):
         return image
+    if image.mode == "P":  # (its palette's colours are the profile's too)
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
     try:
         profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
         if "srgb" in ImageCms.getProfileDescription(profile).lower().replace(" ", ""):

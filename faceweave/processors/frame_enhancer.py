@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.analysis.onnx_backend import OnnxModel
-from faceweave.errors import BackendError, InputError, UsageError
+from faceweave.errors import BackendError, ImageTooLargeError, InputError, UsageError
 from faceweave.processors.neural import checked_enhancer_number
 from faceweave.types import Frame, check_frame
 
@@ -182,11 +182,12 @@ class FrameEnhancer:
         return int(width) * self.scale, int(height) * self.scale
 
     def check_size(self, width: int, height: int) -> None:
-        """An InputError when a frame of that size, enhanced, would be over
-        :attr:`max_megapixels` (checked before a frame's work, and by :meth:`enhance`)."""
+        """An ImageTooLargeError (an InputError) when a frame of that size, enhanced,
+        would be over :attr:`max_megapixels` (checked before a frame's work, and by
+        :meth:`enhance`)."""
         wide, high = self.output_size(width, height)
         if wide * high > self.max_megapixels * 1e6:
-            raise InputError(
+            raise ImageTooLargeError(
                 f"upscaled x{self.scale} it would be {wide} x {high} "
                 f"({wide * high / 1e6:.3g} MP), over the {self.max_megapixels:.3g} MP limit"
             )
@@ -207,7 +208,7 @@ class FrameEnhancer:
         try:
             self.check_size(w, h)
         except InputError as exc:
-            raise InputError(f"a {w} x {h} frame {exc}") from None
+            raise type(exc)(f"a {w} x {h} frame {exc}") from None
         plain = cv2.resize(frame, (w * s, h * s), interpolation=cv2.INTER_LANCZOS4)
         if self.blend == 0.0:
             return np.asarray(plain, np.uint8)

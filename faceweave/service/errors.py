@@ -37,7 +37,10 @@ __all__ = [
 # What a client is told when the server's models fail (a model file that loads but
 # fails or gives garbage when run): the detail, with the server's paths and the
 # runtime's own words, goes to the server's log only.
-ENGINE_ERROR_MESSAGE = "the server's swap engine failed on this request (see the server log)"
+ENGINE_ERROR_MESSAGE = (
+    "the server's models (its swap engine or frame enhancer) failed on this request "
+    "(see the server log)"
+)
 
 # How long a client is told to wait when the server's disk is full (Retry-After), and
 # how long a worker waits before it takes a job again after one found it full.

@@ -301,9 +301,11 @@ def run_job(
         notes += _run_video(engine, store, job, swapper, reference_face, result_path, progress)
     else:
         target, alpha = read_image_and_alpha(store.input_path(job, "target"), max_pixels=max_pixels)
+        upscaler = engine.upscaler(options)
+        if upscaler is not None:  # (a job queued before the server had it: before the swap)
+            upscaler.check_size(target.shape[1], target.shape[0])
         progress(0.3, force=True)
         output = engine.swap_image(swapper, target, options, reference_face, notes)
-        upscaler = engine.upscaler(options)
         if upscaler is not None:
             progress(0.6, force=True)
             output, alpha = upscaler.enhance_with_alpha(output, alpha)

@@ -105,8 +105,9 @@ def test_the_video_finder_looks_at_the_whole_frame(shared_faces: Path) -> None:
         # MediaPipe itself aborts the whole process on a complexity it has no model for.
         ({"complexity": 2}, "complexity must be 0 (lite) or 1 (full), got 2"),
         ({"complexity": True}, "complexity must be 0 (lite) or 1 (full), got True"),
-        ({"max_hands": 0}, "max_hands must be a whole number of 1 or more, got 0"),
-        ({"max_hands": 1.5}, "max_hands must be a whole number of 1 or more, got 1.5"),
+        ({"max_hands": 0}, "max_hands must be a whole number from 1 to 64, got 0"),
+        ({"max_hands": 1.5}, "max_hands must be a whole number from 1 to 64, got 1.5"),
+        ({"max_hands": 10**9}, "max_hands must be a whole number from 1 to 64"),
         ({"min_score": 5}, "min_score must be a number between 0 and 1, got 5"),
         ({"min_presence": float("nan")}, "min_presence must be a number between 0 and 1"),
         ({"reach": -1}, "reach must be a number over 0 and up to 10, got -1"),

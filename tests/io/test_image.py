@@ -858,6 +858,13 @@ def test_a_picture_in_another_colour_space_is_read_in_srgb(tmp_path: Path, exten
     # The red, wider in Adobe RGB, is more saturated in sRGB's numbers.
     red = frame[:8, :8].reshape(-1, 3).mean(0)
     assert red[2] - red[1] > raw[:8, :8, 2].mean() - raw[:8, :8, 1].mean() + 10
+    # A palette picture with the profile: its colours converted alike.
+    palette = tmp_path / "wide_palette.png"
+    Image.fromarray(rgb).quantize(64).save(palette, icc_profile=wide)
+    with Image.open(palette) as stored:
+        raw_palette = np.asarray(stored.convert("RGB"))[:, :, ::-1].astype(int)
+    converted = read_image(palette).astype(int)
+    assert converted[:8, :8, 2].mean() - raw_palette[:8, :8, 2].mean() > 5
     for profile in (ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes(), b"junk"):
         plain = tmp_path / f"plain{extension}"
         Image.fromarray(rgb).save(plain, icc_profile=profile, quality=100)

@@ -187,3 +187,27 @@ def test_the_config_checks_its_frame_enhancer(tmp_path: Path, upscaler: Path) ->
     with pytest.raises(UsageError, match="names none"), TestClient(app):
         pass
     assert JobOptions().upscale is True
+
+
+def test_a_job_queued_before_the_server_had_one_is_checked_before_its_swap(
+    make_client: AppFactory,
+    upscaler: Path,
+    tmp_path: Path,
+    source_png: bytes,
+    target_jpeg: bytes,
+    grace_hopper_rgb: np.ndarray,
+) -> None:
+    """A job taken at the door of a server without a frame enhancer, run by one whose
+    upscaled result would be too large: it fails as image_too_large before its swap
+    (it had failed as bad_input, after the swap)."""
+    h, w = grace_hopper_rgb.shape[:2]
+    data_dir = tmp_path / "svc"
+    front = make_client(data_dir=data_dir, workers=0)
+    key = make_key(data_dir, "queued")
+    created = submit(front, key, source_png, target_jpeg)
+    assert created.status_code == 202, created.text
+    runner = make_client(data_dir=data_dir, frame_enhancer_model=upscaler, max_pixels=2 * h * w)
+    job = wait_for(runner, created.json()["id"], key)
+    assert job["state"] == "failed", job
+    assert job["error"]["code"] == "image_too_large", job
+    assert "upscaled x2" in job["error"]["message"] and job["progress"] < 0.3
