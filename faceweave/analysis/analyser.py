@@ -231,14 +231,13 @@ UPSIDE_DOWN_HOLD = 0.1
 def _upside_down(
     detector: FaceDetector, frame: Frame, det: Detection, turned_before: bool = False
 ) -> tuple[Detection, bool]:
-    """``det``, or the face its crop shows half a turn round (from the way its keypoints
-    say it is turned) where that scores better
-    (and at least TURNED_MIN_SCORE: a still's turned passes' rule, per face the best
-    turn wins; see UPSIDE_DOWN_REACH); ``turned_before``: the face was found half a
-    turn round there lately, and is taken so again unless the upright reading scores
-    UPSIDE_DOWN_HOLD better (a tie had put a tracked upside-down face the wrong way up
-    for ten frames). Also whether ``det`` is surely upright: half a turn round its crop
-    shows no face at all."""
+    """``det``, or the face its crop shows half a turn round (from the way its
+    keypoints say it is turned) where that scores better and at least
+    TURNED_MIN_SCORE (a still's turned passes' rule: per face the best turn wins; see
+    UPSIDE_DOWN_REACH). ``turned_before``: the face was seen surely the other way
+    lately, and is taken so again unless ``det`` scores UPSIDE_DOWN_HOLD better (a
+    tie had put a tracked upside-down face the wrong way up for ten frames). Also
+    whether ``det`` is surely as it reads: half a turn round its crop shows no face."""
     if det.score >= SURE_UPRIGHT_SCORE:
         return det, True
     # Half a turn from the way its keypoints say it is turned.
@@ -428,8 +427,7 @@ class FaceAnalyser:
         self.detector_angles = detector_angles
         self.mode = mode
         # (A video's weak faces found the right way up, where and when: see _upright.)
-        self._upright_seen: list[tuple[BBox, int]] = []
-        self._turned_seen: list[tuple[BBox, int]] = []
+        self._turns_seen: list[tuple[BBox, int, int]] = []
         self._looks = 0
         self.max_faces = max_faces
         self.min_score = min_score
@@ -507,8 +505,7 @@ class FaceAnalyser:
             reset = getattr(model, "reset", None)
             if callable(reset):
                 reset()
-        self._upright_seen = []
-        self._turned_seen = []
+        self._turns_seen = []
 
     def detect(self, frame: Frame) -> list[Detection]:
         """The detected face boxes, largest first, at most ``max_faces``."""
@@ -551,35 +548,46 @@ class FaceAnalyser:
 
     def _upright(self, frame: Frame, dets: list[Detection]) -> list[Detection]:
         """A video frame's detections, each weak one that is an upside-down face turned
-        the right way up (see _upside_down). A weak face found the right way up is not
-        looked at again for UPSIDE_DOWN_RECHECK searches where it stays (a crowd's
-        faces in the Hamilton clip, weak in every frame, had cost it a quarter more)."""
+        the right way up (see _upside_down). Where a face was last seen surely (a sure
+        detection, or a look half a turn round that found no face there), it is taken
+        as it was seen for UPSIDE_DOWN_RECHECK searches: a weak reading that agrees is
+        not looked at again (a crowd's weak faces in the Hamilton clip had cost it a
+        quarter more), and one that disagrees is looked at leaning the way it was seen
+        (an upright face with dark lenses drawn on read 0.84 half a turn round against
+        0.69 upright, and was fitted upside down)."""
         self._looks += 1
         now = self._looks
-        self._upright_seen = [
-            (box, at) for box, at in self._upright_seen if now - at <= UPSIDE_DOWN_RECHECK
+        seen = [
+            (box, turn, at) for box, turn, at in self._turns_seen if now - at <= UPSIDE_DOWN_RECHECK
         ]
-        self._turned_seen = [
-            (box, at) for box, at in self._turned_seen if now - at <= UPSIDE_DOWN_RECHECK
-        ]
+
+        def remember(box: BBox, turn: int) -> None:
+            seen[:] = [entry for entry in seen if not _same_box(entry[0], box)]
+            seen.append((box, turn, now))
+
+        for det in dets:
+            if det.score >= SURE_UPRIGHT_SCORE:
+                remember(det.bbox, quarter_turns(det.roll))
         weak = sorted(
             (i for i, d in enumerate(dets) if d.score < SURE_UPRIGHT_SCORE),
             key=lambda i: -dets[i].score,
         )
         looked = 0
         for i in weak:
+            det = dets[i]
+            known = [turn for box, turn, _ in seen if _same_box(det.bbox, box)]
+            if known and known[-1] == quarter_turns(det.roll):
+                continue  # as it was seen surely
             if looked >= UPSIDE_DOWN_LOOKS:
                 break
-            if any(_same_box(dets[i].bbox, box) for box, _ in self._upright_seen):
-                continue
             looked += 1
-            before = any(_same_box(dets[i].bbox, box) for box, _ in self._turned_seen)
-            found, upright = _upside_down(self.detector, frame, dets[i], before)
-            if upright:  # (only then: an unsure look is looked at again next time)
-                self._upright_seen.append((found.bbox, now))
-            elif found is not dets[i]:
-                self._turned_seen.append((found.bbox, now))
+            found, upright = _upside_down(self.detector, frame, det, bool(known))
+            if upright:
+                remember(det.bbox, quarter_turns(det.roll))
+            elif found is not det and found.score >= SURE_UPRIGHT_SCORE:
+                remember(found.bbox, quarter_turns(found.roll))
             dets[i] = found
+        self._turns_seen = seen
         return dets
 
     def _cut_candidates(self, frame: Frame, found: list[BBox]) -> list[Detection]:
