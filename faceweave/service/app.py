@@ -142,6 +142,16 @@ class ServiceState:
                 "faceweave.provenance is not installed, so outputs cannot be marked; "
                 "install it (or, for development only, allow unmarked outputs)"
             )
+        # The engine's ONNX models (if any) load once, shared by workers and previews
+        # (first: a model that fails leaves no lock or database open behind).
+        if swap_engine is None:
+            swap_engine = SwapEngine(config.engine)
+        elif swap_engine.settings != config.engine:
+            raise UsageError("the loaded swap engine is not the one the config names")
+        if frame_enhancer is None:
+            frame_enhancer = config.load_frame_enhancer()
+        elif config.frame_enhancer_model is None:
+            raise UsageError("a frame enhancer was loaded for a config that names none")
         config.data_dir.mkdir(parents=True, exist_ok=True)
         db = Database(config.db_path)
         # This server's mark on the data directory: another server on it leaves the
@@ -156,15 +166,6 @@ class ServiceState:
         _clear_previews(previews, instance)
         (previews / instance.id).mkdir(parents=True, exist_ok=True)
         instance.forget_dead()
-        # The engine's ONNX models (if any) load once, shared by workers and previews.
-        if swap_engine is None:
-            swap_engine = SwapEngine(config.engine)
-        elif swap_engine.settings != config.engine:
-            raise UsageError("the loaded swap engine is not the one the config names")
-        if frame_enhancer is None:
-            frame_enhancer = config.load_frame_enhancer()
-        elif config.frame_enhancer_model is None:
-            raise UsageError("a frame enhancer was loaded for a config that names none")
         engines = [
             Engine(swap_engine, frame_enhancer=frame_enhancer) for _ in range(config.workers)
         ]
