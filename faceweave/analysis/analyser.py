@@ -220,8 +220,9 @@ def _same_box(a: BBox, b: BBox) -> bool:
 # box wide on each side: an upside-down face reads as a weak upright one (0.6-0.7),
 # its mesh then fitted the wrong way up (a garbled swap on every frame), and half a
 # turn round it scores better (0.8-0.96; 0.81 tilted to 150 or 210 degrees). At most
-# UPSIDE_DOWN_LOOKS a frame; a face whose crop half a turn round shows none is not
-# looked at again for UPSIDE_DOWN_RECHECK searches where it stays.
+# UPSIDE_DOWN_LOOKS a frame; a face is taken the way it was last seen surely for
+# UPSIDE_DOWN_RECHECK searches (see FaceAnalyser._upright), a weak reading that
+# disagrees looked at leaning that way by UPSIDE_DOWN_HOLD.
 UPSIDE_DOWN_REACH = 1.0
 UPSIDE_DOWN_LOOKS = 3
 UPSIDE_DOWN_RECHECK = 30
@@ -426,7 +427,7 @@ class FaceAnalyser:
             detector_angles = tuple(dict.fromkeys(detector_angles))
         self.detector_angles = detector_angles
         self.mode = mode
-        # (A video's weak faces found the right way up, where and when: see _upright.)
+        # (How a video's faces were last seen surely, where and when: see _upright.)
         self._turns_seen: list[tuple[BBox, int, int]] = []
         self._looks = 0
         self.max_faces = max_faces
