@@ -279,12 +279,7 @@ class FaceOccluder(Occluder):
             model_path, inputs=(), outputs=None, execution_provider=execution_provider
         )
         path = self.model.path
-        if len(self.model.input_shapes) != 1 or len(self.model.output_names) != 1:
-            raise InputError(
-                f"{path}: not a face occluder: expected one image input and one output, got "
-                f"inputs {list(self.model.input_shapes)} and outputs {self.model.output_names}"
-            )
-        ((self.input_name, shape),) = self.model.input_shapes.items()
+        self.input_name, shape = self.model.single_input("face occluder")
         side, self.channels_last = _side(shape, path)
         declared = self.model.session.get_outputs()[0].shape
         # An input side left open takes the output's, if it gives one (else XSeg's 256).

@@ -142,6 +142,17 @@ class OnnxModel:
         self.output_names = list(outputs)
         self._lock = threading.Lock()  # one run at a time per session: results stay in order
 
+    def single_input(self, kind: str) -> tuple[str, list[Any]]:
+        """The name and declared shape of the model's one image input, where it has one
+        input and one output; else an InputError saying it is not a ``kind``."""
+        if len(self.input_shapes) != 1 or len(self.output_names) != 1:
+            raise InputError(
+                f"{self.path}: not a {kind}: expected one image input and one output, got "
+                f"inputs {list(self.input_shapes)} and outputs {self.output_names}"
+            )
+        ((name, shape),) = self.input_shapes.items()
+        return name, shape
+
     def run(
         self, feeds: dict[str, NDArray[Any]], names: list[str] | None = None
     ) -> dict[str, NDArray[np.float32]]:

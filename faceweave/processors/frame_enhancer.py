@@ -96,12 +96,7 @@ class FrameEnhancer:
             model_path, inputs=(), outputs=None, execution_provider=execution_provider
         )
         path = self.model.path
-        if len(self.model.input_shapes) != 1 or len(self.model.output_names) != 1:
-            raise InputError(
-                f"{path}: not a frame enhancer: expected one image input and one output, got "
-                f"inputs {list(self.model.input_shapes)} and outputs {self.model.output_names}"
-            )
-        ((self.input_name, shape),) = self.model.input_shapes.items()
+        self.input_name, shape = self.model.single_input("frame enhancer")
         dims = [_dim(d) for d in shape]
         if len(dims) != 4 or dims[0] not in (1, None) or dims[1] != 3:
             raise InputError(f"{path}: input {shape}, expected [1, 3, height, width] (RGB)")
