@@ -1759,12 +1759,8 @@ def _run_live(args: argparse.Namespace) -> int:
             cleanup.callback(microphone.close)  # the output closes it too
         # Source photos and the reference photo as `faceweave swap` finds them (a small
         # face in a large photo too); the camera's frames in video mode, below.
-        # (Not at --detector-angles: those are the camera's; a photo's own search finds
-        # it turned.)
         analyser = photo_analyser(
-            max_faces=args.max_faces,
-            with_embedding=True,
-            **{k: v for k, v in detector.items() if k != "detector_angles"},
+            max_faces=args.max_faces, with_embedding=True, **_without_angles(detector)
         )
         source_faces = _load_source_photos(analyser, args.source, args.max_pixels)
         # Swappers at fusion 1; run_live makes the other fusions from them (the keys).
@@ -1960,11 +1956,17 @@ def _photo_analysers(args: argparse.Namespace) -> tuple[fw.FaceAnalyser, fw.Face
     but where --detector-angles are given, which are the targets' alone. A photo's own
     search finds it turned (see FaceAnalyser); an upright source had been "no face"
     under --detector-angles 180."""
-    targets = _still_analyser(args)
-    if args.detector_angles is None:
+    detector = _detector(args)  # (once: an ONNX detector's file is loaded to check it)
+    targets = photo_analyser(max_faces=args.max_faces, **detector)
+    if "detector_angles" not in detector:
         return targets, targets
-    detector = {k: v for k, v in _detector(args).items() if k != "detector_angles"}
-    return targets, photo_analyser(max_faces=args.max_faces, **detector)
+    return targets, photo_analyser(max_faces=args.max_faces, **_without_angles(detector))
+
+
+def _without_angles(detector: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_detector`'s arguments for photos a user gives (sources, references): not
+    at --detector-angles, the target's; a photo's own search finds it turned."""
+    return {k: v for k, v in detector.items() if k != "detector_angles"}
 
 
 def _face_in_video(
