@@ -335,11 +335,17 @@ def swap_options(options: SwapOptions | Mapping[str, object] | None) -> SwapOpti
     raise UsageError(f"options must be SwapOptions or a mapping, got {type(options).__name__}")
 
 
+def _embedded(swapper: AnySwapper) -> Swapper | None:
+    """The embedded engine's swapper behind ``swapper`` (under a face enhancer too), or
+    None for a neural engine's."""
+    plain = swapper.swapper if isinstance(swapper, EnhancedSwapper) else swapper
+    return plain if isinstance(plain, Swapper) else None
+
+
 def target_advice(swapper: AnySwapper, face: Face) -> str | None:
     """What a target face will keep of its own whatever the source (the embedded
     engine's note on a profile: see PROFILE_KEEP_YAW), or None."""
-    plain = swapper.swapper if isinstance(swapper, EnhancedSwapper) else swapper
-    if not isinstance(plain, Swapper) or not isinstance(face, Face):
+    if _embedded(swapper) is None or not isinstance(face, Face):
         return None
     yaw = abs(float(face.pose.yaw))
     if yaw < PROFILE_KEEP_YAW[0]:
@@ -355,5 +361,5 @@ def target_advice(swapper: AnySwapper, face: Face) -> str | None:
 def swapper_advice(swapper: AnySwapper) -> tuple[str, ...]:
     """What the source will show in the swaps (the embedded engine's notes on its photo:
     glasses carried, a turned face...); none for a neural engine."""
-    plain = swapper.swapper if isinstance(swapper, EnhancedSwapper) else swapper
-    return tuple(plain.source.advice) if isinstance(plain, Swapper) else ()
+    plain = _embedded(swapper)
+    return () if plain is None else tuple(plain.source.advice)
