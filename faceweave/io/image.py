@@ -458,8 +458,10 @@ def _decode(
         except (OSError, ValueError, SyntaxError, EOFError, RuntimeError) as exc:
             # (RuntimeError: libheif's, through pi-heif, for HEVC data it cannot decode.)
             raise InputError(f"{path}: truncated or corrupt image: {_one_line(exc)}") from exc
+        # (Read before the turn: a turned copy has no TIFF tags.)
+        layout = (_tiff_tag(image, 258), _tiff_tag(image, 339))
         upright = _to_srgb(_apply_orientation(image))
-        return _to_bgr(upright, path)
+        return _to_bgr(upright, path, layout)
 
 
 def _to_srgb(image: Image.Image) -> Image.Image:
@@ -557,8 +559,20 @@ def _apply_orientation(image: Image.Image) -> Image.Image:
         return image
 
 
-def _to_bgr(image: Image.Image, path: Path) -> tuple[Frame, NDArray[np.uint8] | None]:
-    """The picture over white, and its alpha channel (None where all opaque)."""
+def _tiff_tag(image: Image.Image, tag: int) -> int | None:
+    """A TIFF's tag as one number (BitsPerSample 258, SampleFormat 339...), else None."""
+    tags = getattr(image, "tag_v2", None)
+    value = tags.get(tag) if tags is not None else None
+    if isinstance(value, tuple):
+        value = value[0] if value else None
+    return int(value) if isinstance(value, int) else None
+
+
+def _to_bgr(
+    image: Image.Image, path: Path, layout: tuple[int | None, int | None] = (None, None)
+) -> tuple[Frame, NDArray[np.uint8] | None]:
+    """The picture over white, and its alpha channel (None where all opaque). ``layout``:
+    a TIFF's bits per sample and sample format (1 unsigned, 2 signed), where known."""
     mode = image.mode
     if mode.startswith("I;16") or mode == "I" or mode == "F":
         samples = np.asarray(image).astype(np.float32)
@@ -566,6 +580,14 @@ def _to_bgr(image: Image.Image, path: Path) -> tuple[Frame, NDArray[np.uint8] | 
             # Floating-point grey: 0..1 (the usual range) or already 0..255.
             samples = np.nan_to_num(samples, nan=0.0, posinf=0.0, neginf=0.0)
             scale = 255.0 if samples.max(initial=0.0) <= 1.0 else 1.0
+        elif mode == "I" and layout[0] == 32:
+            # 32-bit integer grey (a scientific TIFF's): its full range, as 16-bit's
+            # (scaled as 16-bit, all but black had come out white: "no face found").
+            if layout[1] == 2:  # signed: 0..2^31-1, negatives black
+                scale = 255.0 / (2**31 - 1)
+            else:  # unsigned, which Pillow holds in a signed 32-bit array
+                samples = np.asarray(image).view(np.uint32).astype(np.float64)
+                scale = 255.0 / (2**32 - 1)
         else:
             scale = 1.0 / 257.0
         gray = np.clip(np.rint(samples * scale), 0, 255).astype(np.uint8)

@@ -276,6 +276,21 @@ def test_tiff_variants_read_as_a_viewer_shows_them(tmp_path: Path) -> None:
     assert read_image(tmp_path / "pages.tiff")[0, 0].tolist() == [0, 0, 255]  # page one
 
 
+def test_32_bit_integer_grey_tiffs_use_their_full_range(tmp_path: Path) -> None:
+    """A scientific camera's 32-bit grey TIFF had been scaled as 16-bit samples: all
+    but black came out white, and the swap said "no face"."""
+    signed = np.array([[0, 2**30, 2**31 - 1, -5]], dtype=np.int32)
+    assert cv2.imwrite(str(tmp_path / "signed.tif"), signed)
+    assert read_image(tmp_path / "signed.tif")[0, :, 0].tolist() == [0, 128, 255, 0]
+    tifffile = pytest.importorskip("tifffile")  # (scikit-image's; Pillow writes no uint32)
+    unsigned = np.array([[0, 2**31, 2**32 - 1]], dtype=np.uint32)
+    tifffile.imwrite(tmp_path / "unsigned.tif", unsigned)
+    assert read_image(tmp_path / "unsigned.tif")[0, :, 2].tolist() == [0, 128, 255]
+    # 16-bit grey in the same "I" family of Pillow's modes stays scaled as 16-bit.
+    Image.fromarray(np.array([[0, 32896, 65535]], dtype=np.uint16)).save(tmp_path / "u16.tif")
+    assert read_image(tmp_path / "u16.tif")[0, :, 1].tolist() == [0, 128, 255]
+
+
 def test_tiff_written_with_deflate_and_marked_alpha(tmp_path: Path) -> None:
     from faceweave.io import read_image_and_alpha
 
