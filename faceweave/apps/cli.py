@@ -108,6 +108,15 @@ from faceweave.io import (
     write_bytes_atomic,
     write_image,
 )
+from faceweave.io.animation import (
+    ANIMATION_EXTENSIONS,
+    clip_extension,
+    copy_as_animation,
+    is_animation,
+    open_clip,
+    probe_clip,
+)
+from faceweave.io.image import list_files
 from faceweave.io.video import VIDEO_EXTENSIONS, VIDEO_PRESETS, list_videos
 from faceweave.processors.engines import (
     EngineSettings,
@@ -343,7 +352,10 @@ def _add_swap_parser(commands: Any) -> None:
             "a directory (created if needed), its images are processed, then its videos "
             "(each to a video of its name, with its audio and the video options); a failed "
             "file is reported on one line and the batch goes on. TGT may be a "
-            f"video ({', '.join(VIDEO_EXTENSIONS)}): OUT is then a video, with TGT's audio. "
+            f"video ({', '.join(VIDEO_EXTENSIONS)}): OUT is then a video, with TGT's audio, "
+            "or an animated image (.gif, .webp, .apng). An animated GIF, WebP or PNG target "
+            "is swapped frame by frame as a video is, and kept animated (or written as a "
+            "video). "
             "--map SRC=REF (repeatable) replaces the person who looks like REF with SRC, "
             "so N sources go to N people."
         ),
@@ -1150,11 +1162,14 @@ def _run_swap(args: argparse.Namespace) -> int:
     frame_enhancer = load_frame_enhancer(args)
     target_path: Path = args.target
     output_path: Path = args.output
-    if target_path.suffix.lower() in VIDEO_EXTENSIONS and not target_path.is_dir():
+    if _is_clip(target_path):  # a video, or an animated image (GIF, WebP, APNG)
         return _run_swap_video(args, wanted, options, engine, frame_enhancer)
     batch = target_path.is_dir()
     # A folder's videos are swapped after its images, each to a video of its name.
     videos = list_videos(target_path) if batch else []
+    if batch:  # and its animated images (GIF, animated WebP or PNG), as videos
+        animated = [p for p in list_files(target_path, ANIMATION_EXTENSIONS) if _is_clip(p)]
+        videos = sorted([*videos, *animated])
     video_only = [name for name in _VIDEO_OPTIONS if getattr(args, name) is not None]
     if video_only and not videos:
         flag = "--" + video_only[0].replace("_", "-")
@@ -1167,9 +1182,9 @@ def _run_swap(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--reference-frame takes the face from one video: give a video --target"
             )
-        targets = list_images(target_path)
+        targets = [path for path in list_images(target_path) if path not in videos]
         if not targets and not videos:
-            kinds = ", ".join((*READ_IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS))
+            kinds = ", ".join((*READ_IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS, ".gif"))
             raise InputError(f"{target_path}: no images or videos ({kinds})")
         if same_file(output_path, target_path):
             raise UsageError("--output must not be the --target directory")
@@ -1279,6 +1294,13 @@ def _run_swap(args: argparse.Namespace) -> int:
                 folder.rmdir()  # only when empty
 
 
+def _is_clip(path: Path) -> bool:
+    """Whether ``path`` is swapped as a video: a video file, or an animated image."""
+    if path.is_dir():
+        return False
+    return path.suffix.lower() in VIDEO_EXTENSIONS or is_animation(path)
+
+
 def _worse(code: int, other: int) -> int:
     """The exit code that says more of what went wrong (usage > error > no face > ok)."""
     return max(code, other, key=lambda c: _SEVERITY.get(c, _SEVERITY[EXIT_ERROR]))
@@ -1300,10 +1322,8 @@ def _check_trim_start(args: argparse.Namespace, target_path: Path, duration: flo
 
 def _run_batch_video(args: argparse.Namespace, job: _SwapJob, video: Path, output: Path) -> int:
     """One video of a folder batch: its failure is one line, and the batch goes on."""
-    from faceweave.io.video import probe_video
-
     try:
-        _check_trim_start(args, video, probe_video(video).duration)
+        _check_trim_start(args, video, probe_clip(video).duration)
         references = (
             job.map_references
             if job.map_references is not None
@@ -1420,8 +1440,6 @@ def _run_swap_video(
     engine: EngineSettings,
     frame_enhancer: FrameEnhancer | None = None,
 ) -> int:
-    from faceweave.io.video import probe_video, video_extension
-
     target_path: Path = args.target
     output_path: Path = args.output
     if args.debug is not None:
@@ -1430,7 +1448,7 @@ def _run_swap_video(
         raise UsageError("--quality is for image targets (a video's is --crf)")
     if output_path.is_dir():
         output_path = output_path / target_path.name
-    _output_usage(video_extension, output_path, "--output")
+    _output_usage(clip_extension, output_path, "--output")
     _check_encoder_fits(output_path, args)
     if not output_path.parent.is_dir():
         raise OutputError(f"{output_path}: directory {output_path.parent} does not exist")
@@ -1439,7 +1457,7 @@ def _run_swap_video(
     _refuse_overwriting([("--output", output_path)], _named_inputs(wanted))
     _check_trim_order(args)
     # Missing file, no video stream, unknown codec: before models load.
-    probed = probe_video(target_path)
+    probed = probe_clip(target_path)
     duration = probed.duration
     if frame_enhancer is not None:
         _check_enhanced_size(frame_enhancer, target_path, (probed.height, probed.width))
@@ -1566,6 +1584,11 @@ def _unmarked_copy(
     """The target's frames over the job's range, encoded as the job's, unmarked."""
     from faceweave.io.video import transcode
 
+    if output_path.suffix.lower() in ANIMATION_EXTENSIONS:
+        copy_as_animation(
+            target_path, output_path, start=args.trim_start, end=args.trim_end, progress=progress
+        )
+        return
     transcode(
         target_path,
         output_path,
@@ -1635,6 +1658,8 @@ def _default_crf(output_path: Path, encoder: str | None) -> int | None:
     writer would note that it is not used)."""
     from faceweave.io.video import DEFAULT_CRF, check_video_encoder, encoder_settings
 
+    if output_path.suffix.lower() in ANIMATION_EXTENSIONS:
+        return None  # (an animated image's writer has no such setting)
     used = encoder_settings(check_video_encoder(output_path, encoder))
     return DEFAULT_CRF if "crf" in used else None
 
@@ -1993,10 +2018,10 @@ def _video_frame_at(path: Path, second: float, option: str) -> tuple[Frame, floa
     """The frame a player shows at ``second`` (a display rotation applied), and its time:
     the last one shown by then (a second inside the last frame's time, or before a
     keyframe's, is shown by an earlier frame)."""
-    from faceweave.io.video import VideoReader, upright
+    from faceweave.io.video import upright
 
     frame = None
-    with VideoReader(path, start=max(0.0, second - _REFERENCE_LOOKBACK_S)) as reader:
+    with open_clip(path, start=max(0.0, second - _REFERENCE_LOOKBACK_S)) as reader:
         for candidate in reader:
             if frame is not None and candidate.time > second + 1e-6:
                 break
@@ -2038,7 +2063,7 @@ def _run_analyse(args: argparse.Namespace) -> int:
     from faceweave.analysis.selection import order_faces
 
     image_path: Path = args.image
-    is_video = image_path.suffix.lower() in VIDEO_EXTENSIONS
+    is_video = _is_clip(image_path)
     if args.landmarks and not args.json:
         raise UsageError("--landmarks adds the mesh points to --json's output: add --json")
     if args.at is not None and not is_video:
@@ -2051,9 +2076,7 @@ def _run_analyse(args: argparse.Namespace) -> int:
     where = str(image_path)
     if is_video:
         if args.at:  # (as swap's --reference-frame: past the end is a usage error)
-            from faceweave.io.video import probe_video
-
-            duration = probe_video(image_path).duration
+            duration = probe_clip(image_path).duration
             if 0 < duration <= args.at:
                 raise UsageError(
                     f"--at {args.at:g} s is past the end of {image_path} ({duration:.2f} s long)"
@@ -2149,6 +2172,13 @@ def _check_encoder_fits(path: Path, args: argparse.Namespace) -> None:
     that does not use it (AVI's mpeg4 has no speed preset)."""
     from faceweave.io.video import check_video_encoder, encoder_settings
 
+    if path.suffix.lower() in ANIMATION_EXTENSIONS:
+        for name in ("encoder", "preset", "crf"):
+            if getattr(args, name) is not None:
+                raise UsageError(
+                    f"--{name} is for a video output; {path.name} is an animated image"
+                )
+        return
     try:
         codec = check_video_encoder(path, args.encoder)
     except UnsupportedFormatError as err:

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,14 @@ from faceweave.analysis.mediapipe_backend import TILE_MOST_PX
 from faceweave.analysis.occluder import Occlusion
 from faceweave.analysis.selection import SELECTORS, face_distance, order_faces
 from faceweave.errors import InputError, UsageError
+from faceweave.io.animation import (
+    ANIMATION_EXTENSIONS,
+    ANIMATION_MAX_BYTES,
+    AnimationReader,
+    AnimationWriter,
+    animation_bytes,
+    open_clip,
+)
 from faceweave.io.image import PathLike, same_file
 from faceweave.io.video import (
     DEFAULT_CRF,
@@ -670,7 +679,11 @@ def swap_video(
         KeyboardInterrupt: interrupted; nothing is left behind.
     """
     began = time.perf_counter()
-    video_extension(output_path)
+    animated_output = Path(output_path).suffix.lower() in ANIMATION_EXTENSIONS
+    if not animated_output:
+        video_extension(output_path)
+    elif codec is not None:
+        raise UsageError(f"{output_path}: an animated image takes no video encoder ({codec})")
     if fps is not None and not (is_real_number(fps) and 0 < fps < float("inf")):
         raise UsageError(f"fps must be a positive number, got {fps!r}")
     for name, second in (("trim_start", trim_start), ("trim_end", trim_end)):
@@ -703,8 +716,8 @@ def swap_video(
         beta=FILE_SMOOTHING_BETA,
         rest_detail=uses_creases(swappers),
     )
-    reader = VideoReader(target_path, start=trim_start, end=trim_end)
-    writer: VideoWriter | None = None
+    reader = open_clip(target_path, start=trim_start, end=trim_end)
+    writer: VideoWriter | AnimationWriter | None = None
     turned: list[int] = []  # the faces' turn in the stored frames, once known
     cleanup = contextlib.ExitStack()
     try:
@@ -729,6 +742,16 @@ def swap_video(
         )
         if resampler is not None and info.fps:
             expected = round((expected / info.fps) * float(resampler.fps)) if expected else 0
+        if animated_output and expected:
+            scale = frame_enhancer.scale if frame_enhancer is not None else 1
+            held = animation_bytes(output_path, info.width * scale, info.height * scale)
+            if expected * held > ANIMATION_MAX_BYTES:
+                raise UsageError(
+                    f"{output_path}: {expected} frames of {info.width * scale}x"
+                    f"{info.height * scale} are too many for an animated image (over "
+                    f"{ANIMATION_MAX_BYTES >> 20} MiB held until it is written); write a "
+                    "video (.mp4) or fewer frames (--trim-end, --fps)"
+                )
         counts = {"read": 0, "swapped_frames": 0, "swapped_faces": 0}
 
         trimmed_s = trim_end - (trim_start or 0.0) if trim_end is not None else None
@@ -792,7 +815,18 @@ def swap_video(
 
         def sink(packet: Packet) -> None:
             nonlocal writer
-            if writer is None:
+            if writer is None and animated_output:
+                height, width = packet.image.shape[:2]
+                writer = AnimationWriter(
+                    output_path,
+                    width=width,
+                    height=height,
+                    fps=resampler.fps if resampler else reader.average_rate,
+                    time_base=1 / resampler.fps if resampler else reader.time_base,
+                    # An animation plays as often as the target did; a video's, forever.
+                    loop=reader.loop if isinstance(reader, AnimationReader) else 0,
+                )
+            elif writer is None:
                 height, width = packet.image.shape[:2]
                 writer = VideoWriter(
                     output_path,
@@ -808,7 +842,7 @@ def swap_video(
                     trim_end=trim_end,
                     rotation=reader.rotation,
                     metadata={
-                        **_copyable_metadata(reader),
+                        **(_copyable_metadata(reader) if isinstance(reader, VideoReader) else {}),
                         **(video_metadata(watermark) if watermark is not None else {}),
                     },
                 )
@@ -859,6 +893,9 @@ def swap_video(
                 writer.write(resampler.previous, pts=slot)
             if progress is not None:
                 progress(writer.frames_written, int(expected))
+        if isinstance(writer, AnimationWriter) and isinstance(reader, AnimationReader):
+            if resampler is None:  # (the last frame lasts as long as the target's did)
+                writer.ends_at = reader.end_pts - reader.start_pts
         if counts["swapped_frames"] or keep_faceless:
             writer.close()
         else:

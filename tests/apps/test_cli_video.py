@@ -154,7 +154,7 @@ def test_unsupported_video_output_and_trim(
     files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"])]
-    assert cli.main([*base, "-o", str(tmp_path / "o.gif")]) == EXIT_USAGE  # (a bad argument)
+    assert cli.main([*base, "-o", str(tmp_path / "o.flv")]) == EXIT_USAGE  # (a bad argument)
     assert "unsupported video format" in capsys.readouterr().err
     argv = [*base, "-o", str(tmp_path / "o.mp4"), "--trim-start", "1", "--trim-end", "0.5"]
     assert cli.main(argv) == EXIT_USAGE
@@ -343,6 +343,109 @@ def test_video_options_need_a_video_in_the_folder(
     assert cli.main([*argv, "--crf", "20"]) == EXIT_USAGE
     assert "--crf is for video targets" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _gif(path: Path, scene: np.ndarray, frames: int, durations: list[int]) -> Path:
+    """``scene`` sliding right by 2 px a frame at 320x240, as an animated GIF, WebP or
+    PNG (by ``path``'s extension) playing twice."""
+    from PIL import Image
+
+    height = 240
+    wide = cv2.resize(scene, (round(scene.shape[1] * height / scene.shape[0]), height))
+    pictures = []
+    for index in range(frames):
+        shift = np.float32([[1, 0, 2 * index - 40], [0, 1, 0]])
+        moved = cv2.warpAffine(wide, shift, (320, height), borderMode=cv2.BORDER_REFLECT)
+        pictures.append(Image.fromarray(moved[:, :, ::-1].copy()))
+    pictures[0].save(path, save_all=True, append_images=pictures[1:], duration=durations, loop=1)
+    return path
+
+
+def test_an_animated_target_is_swapped_frame_by_frame(
+    files: dict[str, Path],
+    astronaut: np.ndarray,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A reaction GIF (or an animated WebP) had been unsupported (a GIF) or swapped as its
+    first frame alone (a WebP): every frame is swapped, and the output keeps the
+    target's format, timing and loop count, or becomes a video."""
+    from faceweave.io.animation import AnimationReader
+
+    durations = [60, 60, 120, 60, 90]
+    gif = _gif(tmp_path / "reaction.gif", astronaut, 5, durations)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(gif), "--no-watermark"]
+    assert cli.main([*argv, "-o", str(tmp_path / "out.gif")]) == EXIT_OK
+    assert "out.gif: 5 frames, 5 faces swapped in 5 frames" in capsys.readouterr().err
+    with AnimationReader(gif) as before, AnimationReader(tmp_path / "out.gif") as after:
+        pairs = list(zip(before, after, strict=True))
+        assert after.durations_ms == tuple(durations) and after.loop == 1
+    import faceweave as fw
+
+    for old, new in pairs:
+        change = np.abs(old.image.astype(int) - new.image.astype(int)).max(axis=2)
+        face = fw.get_one_face(old.image)
+        assert face is not None
+        x0, y0, x1, y1 = (round(v) for v in face.bbox)
+        # Her face changed; the rest is the target's but for the GIF's 256 colours
+        # (dithered: a few levels).
+        assert change[y0:y1, x0:x1].mean() > 20
+        outside = np.ones_like(change, bool)
+        outside[max(0, y0 - 30) : y1 + 30, max(0, x0 - 30) : x1 + 30] = False
+        assert np.median(change[outside]) <= 8
+    assert cli.main([*argv, "-o", str(tmp_path / "out.mp4"), "--crf", "30", "-q"]) == EXIT_OK
+    assert len(_frames(tmp_path / "out.mp4")) == 5
+    # An encoder's options are for a video output.
+    assert cli.main([*argv, "-o", str(tmp_path / "x.gif"), "--crf", "30"]) == EXIT_USAGE
+    assert "--crf is for a video output; x.gif is an animated image" in capsys.readouterr().err
+    assert not (tmp_path / "x.gif").exists()
+    # A video to an animated WebP, trimmed; and the frame analysed at a time.
+    video = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"]), "--no-watermark", "-q"]
+    assert cli.main([*video, "-o", str(tmp_path / "clip.webp"), "--trim-end", "0.2"]) == EXIT_OK
+    with AnimationReader(tmp_path / "clip.webp") as reader:
+        assert reader.info.frame_count == 6 and reader.loop == 0
+    assert cli.main(["analyse", str(gif), "--at", "0.25"]) == EXIT_OK
+    assert f"{gif} at 0.24 s: 320x240, 1 face(s)" in capsys.readouterr().out
+
+
+def test_an_animation_too_long_to_hold_is_refused_before_any_work(
+    files: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from faceweave.pipeline import video_job
+
+    # 30 frames of 320x240: 2.3 MB as GIF indices, 6.9 MB as WebP's RGB.
+    monkeypatch.setattr(video_job, "ANIMATION_MAX_BYTES", 3 << 20)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"]), "-q"]
+    assert cli.main([*argv, "-o", str(tmp_path / "o.webp")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "30 frames of 320x240 are too many for an animated image" in err, err
+    assert "write a video (.mp4)" in err and not (tmp_path / "o.webp").exists()
+    assert cli.main([*argv, "-o", str(tmp_path / "o.gif"), "--no-watermark"]) == EXIT_OK
+
+
+def test_a_folders_animations_are_swapped_as_its_videos_are(
+    files: dict[str, Path],
+    astronaut: np.ndarray,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _gif(folder / "a.webp", astronaut, 3, [100] * 3)
+    (folder / "b_still.webp").write_bytes(
+        cv2.imencode(".webp", read_image(files["astronaut"]))[1].tobytes()
+    )
+    _gif(folder / "c.gif", astronaut, 2, [100] * 2)
+    out = tmp_path / "out"
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(folder), "-o", str(out)]
+    assert cli.main([*argv, "--no-watermark"]) == EXIT_OK
+    err = capsys.readouterr().err
+    assert "out/a.webp: 3 frames" in err and "out/c.gif: 2 frames" in err, err
+    assert "3 of 3 file(s) swapped" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["a.webp", "b_still.webp", "c.gif"]
 
 
 def _group(left: np.ndarray, right: np.ndarray) -> np.ndarray:
