@@ -20,6 +20,20 @@ Per frame, :meth:`FaceTracker.update` does the least work that keeps the faces r
    when a track was lost or when there is no track, the detector runs
    (``detections``) and its faces are matched to the tracks by box IoU
    (Hungarian assignment); unmatched faces start new tracks.
+5. **Another person**: a track's face is looked at in every fresh fit (a 32-px
+   crop aligned on its five points); where it changed at once in both its shading
+   and its colour, as between two people and not as one face moves, turns or is
+   lit, the track goes on as a new track (a new id, its smoothing and rest
+   started afresh), so an identity check (``reference``, ``map``, ``one``) runs on
+   it: in a jump cut that leaves the background (two people trading places) and
+   where one person passes in front of another, the fit had carried the first
+   person's track onto the second, swapped as the first until a re-detection two
+   or three later (counted as ``relabelled``). Two tracks fitted onto one face
+   become one (counted as ``merged``): where one person hides the other, the one
+   that changed its look goes, else the younger (a detection that had started a
+   second track on a face, whose swap had been laid twice); the detector then runs
+   on every analysed frame for HIDDEN_WATCH_S seconds, to find a hidden face as
+   soon as it shows again.
 
 Each track's landmarks pass through One-Euro filters (the head's pose hard, the
 face's expression lightly: :class:`~faceweave.pipeline.smoothing.MeshSmoother`), and
@@ -47,6 +61,7 @@ from scipy.optimize import linear_sum_assignment
 
 from faceweave.analysis.analyser import mesh_roll
 from faceweave.core import creases
+from faceweave.core.align import ffhq_alignment
 from faceweave.core.facemodel import FaceModel, load_face_model
 from faceweave.core.geometry import bbox_iou, to_pose_space
 from faceweave.core.resize import shrink_to_side
@@ -73,6 +88,21 @@ class TrackingAnalyser(Protocol):
     ) -> Face: ...
 
 
+# A face's look (_look) changed into another person's: the correlation of its aligned
+# grey crop (zero mean, unit variance) with the last one's under LOOK_MAX_CORRELATION
+# and its colour (Lab a, b) moved by more than LOOK_MIN_COLOUR on average. On the
+# development clips one person's fresh fits, frame to frame, correlate by 0.27 or
+# more (the Hamilton clip's small turning faces; 0.87 for the talking heads) with
+# colour moves of 5.9 at most (2.1); two people trading places, or one fitted onto
+# the other in front of it, correlate by 0.06-0.17 with colour moves of 17-21.
+LOOK_MAX_CORRELATION = 0.35
+LOOK_MIN_COLOUR = 8.0
+_LOOK_SIDE = 32
+# Two tracks' boxes overlapping by this much (IoU) hold one face.
+MERGE_IOU = 0.5
+# After a face was hidden by another, the detector runs on every analysed frame for
+# this long, to find it as it shows again (else up to redetect_every frames late).
+HIDDEN_WATCH_S = 2.0
 SNAP_FRACTION = 0.15  # mean landmark jump, as a fraction of the face size, that resets smoothing
 # The face's shape (its expression: lids, lips, brows) is smoothed apart from its head
 # pose (see MeshSmoother), by a One-Euro filter set as live video smooths the whole mesh.
@@ -128,6 +158,8 @@ class TrackerCounters:
     reused: int = 0  # static frames answered with the previous faces
     skipped: int = 0  # frames between analyses, carried by motion compensation
     cuts: int = 0  # scene cuts: every track dropped
+    relabelled: int = 0  # tracks whose face became another person's: a new id
+    merged: int = 0  # tracks dropped, fitted onto the face another track holds
 
 
 @dataclass(eq=False)
@@ -150,6 +182,9 @@ class _Track:
     # What processors follow over time for this face (Face.track_state): a new dict
     # when the face jumps (faces in flight keep the one they were given).
     state: dict[str, Any] = field(default_factory=dict)
+    # Its look in the last fresh fit (see _look), and the frame it was relabelled at.
+    look: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
+    relabelled_at: int = -1
 
 
 def _box(points: NDArray[np.floating]) -> BBox:
@@ -255,6 +290,7 @@ class FaceTracker:
         self._since_detect = 0
         self._since_analysis = 0
         self._next_id = getattr(self, "_next_id", 0)
+        self._watch_until: float | None = None  # (HIDDEN_WATCH_S) media time
 
     def update(self, frame: Frame, time: float) -> list[TrackedFace]:
         """The faces in this frame, ordered by track id.
@@ -314,8 +350,12 @@ class FaceTracker:
 
     def _analyse(self, frame: Frame, grey: NDArray[np.uint8], time: float) -> None:
         tracks = self._tracks
+        watching = self._watch_until is not None and 0.0 <= self._watch_until - time
+        if not watching:
+            self._watch_until = None
         detect = (
             not tracks
+            or watching
             or self._since_detect + 1 >= self.redetect_every
             or any(t.lost for t in tracks)
         )
@@ -353,6 +393,31 @@ class FaceTracker:
             self._next_id += 1
             self._found(track, face, frame, time)
             self._tracks.append(track)
+        self._tracks = self._one_per_face(self._tracks, time)
+
+    def _one_per_face(self, tracks: list[_Track], time: float) -> list[_Track]:
+        """The tracks less those fitted onto a face another one holds: of two, the one
+        relabelled in this frame goes (it had been following a face now hidden by
+        this one), else the younger (a relabelled one is young too; or a detection
+        that started a second track on a face). The detector then watches for a
+        hidden face to show again (HIDDEN_WATCH_S)."""
+        fresh = [t for t in tracks if t.lost == 0]
+        gone: set[int] = set()
+        for i, a in enumerate(fresh):
+            for b in fresh[i + 1 :]:
+                if a.track_id in gone or b.track_id in gone:
+                    continue
+                if bbox_iou(_box(a.raw), _box(b.raw)) < MERGE_IOU:
+                    continue
+                frame_now = self.counters.frames
+                relabelled = [t for t in (a, b) if t.relabelled_at == frame_now]
+                loser = relabelled[0] if len(relabelled) == 1 else max(a, b, key=_younger)
+                gone.add(loser.track_id)
+        if not gone:
+            return tracks
+        self.counters.merged += len(gone)
+        self._watch_until = time + HIDDEN_WATCH_S
+        return [t for t in tracks if t.track_id not in gone]
 
     def _match(self, tracks: list[_Track], faces: list[Face]) -> list[tuple[int, int]]:
         """(track index, face index) pairs with IoU >= iou_match, best total IoU."""
@@ -367,12 +432,32 @@ class FaceTracker:
         ]
 
     def _found(self, track: _Track, face: Face, frame: Frame, time: float) -> None:
+        look = _look(frame, face)
+        if track.look is not None and _another_person(track.look, look):
+            self._relabel(track)
+        track.look = look
         raw = np.asarray(face.landmarks_478, np.float32)
         # Per-frame motion, for the next box prediction; unknown after frames without a mesh.
         moved = raw[:, :2].mean(0) - track.raw[:, :2].mean(0)
         track.velocity = (moved if track.lost == 0 else np.zeros(2)).astype(np.float32)
         track.raw, track.score, track.lost = raw, face.score, 0
         track.face = self._smoothed(track, face, frame, time)
+
+    def _relabel(self, track: _Track) -> None:
+        """The track's face is another person's now: it goes on under a new id, its
+        smoothing, rest and state started afresh (the old id is retired)."""
+        self.counters.relabelled += 1
+        track.track_id = self._next_id
+        self._next_id += 1
+        track.age = 0
+        track.relabelled_at = self.counters.frames
+        if track.smoother is not None:
+            track.smoother.reset()
+        track.velocity = np.zeros(2, np.float32)
+        track.shapes.clear()
+        track.rest = None
+        track.rest_detail = None
+        track.state = {}
 
     def _smoother(self) -> MeshSmoother:
         model = load_face_model()
@@ -482,6 +567,38 @@ class FaceTracker:
         track.raw, track.velocity = raw, shift
         face = self.analyser.face_from_landmarks(frame, raw, track.score)
         track.face = self._smoothed(track, face, frame, time)
+
+
+def _younger(track: _Track) -> tuple[int, int]:
+    return (-track.age, track.track_id)
+
+
+def _look(frame: Frame, face: Face) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
+    """A face's look: its crop aligned on its five points at _LOOK_SIDE px, as grey with
+    zero mean and unit variance, and as Lab's a and b (about 0.05 ms)."""
+    matrix = ffhq_alignment(face.landmarks_5, _LOOK_SIDE)
+    crop = cv2.warpAffine(
+        frame,
+        matrix,
+        (_LOOK_SIDE, _LOOK_SIDE),
+        flags=cv2.INTER_AREA,
+        borderMode=cv2.BORDER_REPLICATE,
+    )
+    lab = cv2.cvtColor(crop, cv2.COLOR_BGR2LAB).astype(np.float32)
+    grey = lab[:, :, 0]
+    grey = (grey - grey.mean()) / (float(grey.std()) + 1e-3)
+    return grey.astype(np.float32), np.ascontiguousarray(lab[:, :, 1:])
+
+
+def _another_person(
+    before: tuple[NDArray[np.float32], NDArray[np.float32]],
+    now: tuple[NDArray[np.float32], NDArray[np.float32]],
+) -> bool:
+    """Whether a face's look changed as between two people (see LOOK_MAX_CORRELATION)."""
+    correlation = float((before[0] * now[0]).mean())
+    if correlation >= LOOK_MAX_CORRELATION:
+        return False
+    return float(np.abs(before[1] - now[1]).mean()) > LOOK_MIN_COLOUR
 
 
 @functools.lru_cache(maxsize=2)

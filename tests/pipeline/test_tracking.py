@@ -490,6 +490,117 @@ class TestFrameSampling:
         assert tracker.counters.skipped == 0
 
 
+def _patch(photo: Frame, tint: tuple[float, float, float]) -> Frame:
+    """A 260-px patch that stands for one person's face: a package photo's, tinted."""
+    side = min(photo.shape[:2])
+    square = cv2.resize(photo[:side, :side], (260, 260), interpolation=cv2.INTER_AREA)
+    return np.clip(square.astype(np.float32) * np.array(tint, np.float32), 0, 255).astype(np.uint8)
+
+
+def _scene(people: list[tuple[Frame, float, float]]) -> Frame:
+    """A grey frame with each patch centred at (cx, cy), later ones in front."""
+    frame = np.full((480, 800, 3), 60, np.uint8)
+    for patch, cx, cy in people:
+        x, y = round(cx) - 130, round(cy) - 130
+        x0, y0 = max(0, x), max(0, y)
+        x1, y1 = min(800, x + 260), min(480, y + 260)
+        frame[y0:y1, x0:x1] = patch[y0 - y : y1 - y, x0 - x : x1 - x]
+    return frame
+
+
+class TestAnotherPerson:
+    """A track's face turning into another person's (a jump cut that keeps the
+    background, one person passing in front of another) goes on as a new track, so the
+    router checks who it is; its own moves and light do not. The fake analyser's meshes
+    sit on patches of two package photos (one tinted blue, one red)."""
+
+    @pytest.fixture()
+    def people(self, astronaut: np.ndarray, grace_hopper: np.ndarray) -> tuple[Frame, Frame]:
+        return _patch(astronaut, (1.3, 1.0, 0.8)), _patch(grace_hopper, (0.8, 1.0, 1.3))
+
+    def test_two_people_trading_places_become_new_tracks(self, people: tuple[Frame, Frame]) -> None:
+        a, b = people
+        fake = FakeAnalyser()
+        # (No scene cut: the patches fill most of the frame.)
+        tracker = FaceTracker(fake, redetect_every=100, smoothing=False, cut_threshold=0)
+        ids = []
+        for i in range(10):
+            left, right = (a, b) if i < 5 else (b, a)
+            fake.faces = [(200, 240, 120), (560, 240, 120)]
+            tracked = tracker.update(_scene([(left, 200, 240), (right, 560, 240)]), i / 30)
+            ids.append([t.track_id for t in tracked])
+        assert ids == [[0, 1]] * 5 + [[2, 3]] * 5
+        assert tracker.counters.relabelled == 2 and tracker.counters.detections == 1
+
+    def test_one_persons_light_and_motion_keep_the_id(self, people: tuple[Frame, Frame]) -> None:
+        """Brighter and darker (a light switched on), tinted (stage light), moving and
+        noisy: one id."""
+        a, _ = people
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=4, smoothing=False)
+        rng = np.random.default_rng(3)
+        for i in range(16):
+            gain = (1.0, 1.4, 0.7, 1.2)[i % 4]
+            tint = np.array((1.0, 1.0, 1.0) if i < 8 else (0.8, 1.0, 1.25), np.float32)
+            patch = np.clip(a.astype(np.float32) * gain * tint, 0, 255).astype(np.uint8)
+            frame = _scene([(patch, 200 + 6 * i, 240)])
+            noisy = frame.astype(np.int16) + rng.normal(0, 8, frame.shape).round().astype(np.int16)
+            fake.faces = [(200 + 6 * i, 240, 120)]
+            tracked = tracker.update(np.clip(noisy, 0, 255).astype(np.uint8), i / 30)
+            assert [t.track_id for t in tracked] == [0]
+        assert tracker.counters.relabelled == 0
+
+    def test_a_face_hidden_by_another_is_found_again_at_once(
+        self, people: tuple[Frame, Frame]
+    ) -> None:
+        """B walks in front of A: A's track, fitted onto B as B covers it, goes on
+        as a new track (it is not A's any more) and is then dropped as B's double (B
+        keeps its own), and the detector looks every frame until A shows again."""
+        a, b = people
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=10, smoothing=False, cut_threshold=0)
+        for i, bx in enumerate((560, 500, 440)):  # B comes nearer, A still seen
+            fake.faces = [(200, 240, 120), (bx, 240, 120)]
+            tracked = tracker.update(_scene([(a, 200, 240), (b, bx, 240)]), i / 30)
+            assert [t.track_id for t in tracked] == [0, 1]
+        for i, bx in enumerate((380, 320, 260), 3):  # covering A: A's track sees B
+            fake.faces = [(bx, 240, 120)]
+            tracked = tracker.update(_scene([(a, 200, 240), (b, bx, 240)]), i / 30)
+        assert [t.track_id for t in tracked] == [1]
+        assert tracker.counters.relabelled == 1 and tracker.counters.merged == 1
+        fake.faces = [(210, 240, 120)]
+        tracker.update(_scene([(a, 200, 240), (b, 210, 240)]), 6 / 30)
+        detections = tracker.counters.detections
+        for i in range(6, 9):  # still hidden: the detector runs on every frame
+            tracker.update(_scene([(a, 200, 240), (b, 210, 240)]), i / 30)
+        assert tracker.counters.detections == detections + 3
+        fake.faces = [(560, 240, 120), (210, 240, 120)]  # A shows again, elsewhere
+        tracked = tracker.update(_scene([(a, 560, 240), (b, 210, 240)]), 9 / 30)
+        assert [t.track_id for t in tracked] == [1, 3]
+        # Two seconds on, the detector is back to every tenth frame.
+        for i in range(10, 80):
+            tracker.update(_scene([(a, 560, 240), (b, 210, 240)]), i / 30)
+        late = tracker.counters.detections
+        for i in range(80, 100):
+            tracker.update(_scene([(a, 560, 240), (b, 210, 240)]), i / 30)
+        assert tracker.counters.detections - late == 2
+
+    def test_a_second_track_on_one_face_is_dropped(self, people: tuple[Frame, Frame]) -> None:
+        """A detection that starts a second track on a face another track holds (its
+        box drifted, IoU under iou_match, the face still in its crop): the younger
+        goes."""
+        a, _ = people
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=1, smoothing=False)
+        fake.faces = [(300, 240, 120)]
+        tracker.update(_scene([(a, 300, 240)]), 0.0)
+        old = tracker._tracks[0]
+        old.raw = old.raw + np.array([68, 0, 0], np.float32)
+        tracked = tracker.update(_scene([(a, 300, 240)]), 1 / 30)
+        assert [t.track_id for t in tracked] == [0]
+        assert tracker.counters.merged == 1
+
+
 def test_real_analyser_on_moving_photo(analyser: FaceAnalyser, astronaut: np.ndarray) -> None:
     """The astronaut drifting 1.5 px per frame, with sensor noise: one id, few detections."""
     rng = np.random.default_rng(0)

@@ -549,6 +549,103 @@ def test_reference_swaps_only_the_chosen_person(
     assert mean_diff(after[10][right], before[10][right]) > 8.0
 
 
+def _head(photo: np.ndarray, face: Face) -> np.ndarray:
+    """A photo's head and shoulders, 180x220 px, round its face."""
+    x0, y0, x1, y1 = face.bbox
+    side = max(x1 - x0, y1 - y0)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    rows = slice(max(0, int(cy - 1.1 * side)), int(cy + 1.1 * side))
+    cols = slice(max(0, int(cx - 0.9 * side)), int(cx + 0.9 * side))
+    return np.ascontiguousarray(cv2.resize(photo[rows, cols], (180, 220)))
+
+
+def _two_people(heads: list[tuple[np.ndarray, float]]) -> np.ndarray:
+    """An 854x480 frame, plain green-grey, with each head at x (top at 130), the later
+    ones in front."""
+    frame = np.full((480, 854, 3), (90, 110, 100), np.uint8)
+    for head, x in heads:
+        x0, x1 = max(0, round(x)), min(854, round(x) + 180)
+        frame[130:350, x0:x1] = head[:, x0 - round(x) : x1 - round(x)]
+    return frame
+
+
+def _write(path: Path, frames: list[np.ndarray]) -> Path:
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=25, options={"preset": "ultrafast", "crf": "16"})
+        stream.width, stream.height, stream.pix_fmt = 854, 480, "yuv420p"
+        for frame in frames:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="bgr24")))
+        out.mux(stream.encode(None))
+    return path
+
+
+def test_people_trading_places_are_each_swapped_as_themselves(
+    tmp_path: Path,
+    analyser: FaceAnalyser,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    """A jump cut on one background where two people trade places: the mesh fits had
+    carried each one's track onto the other (the astronaut swapped as Grace Hopper for
+    the 18 frames until identities were checked again); each track that turns into
+    another person's is a new one, checked at once."""
+    a, b = _head(astronaut, astronaut_face), _head(grace_hopper, grace_hopper_face)
+    spots = [(150, 520) if i < 10 else (520, 150) for i in range(24)]
+    clip = _write(tmp_path / "jump.mp4", [_two_people([(a, x), (b, y)]) for x, y in spots])
+    output = tmp_path / "out.mp4"
+    stats = swap_video(
+        [astronaut_face],
+        clip,
+        output,
+        analyser=video_job.video_analyser(all_faces=True),
+        selector="reference",
+        references=[grace_hopper_face],
+    )
+    assert stats.tracker.relabelled == 2 and stats.frames_swapped == 24
+    before, _ = decode(clip)
+    after, _ = decode(output)
+    for index, (ax, bx) in enumerate(spots):
+        rows = slice(165, 300)
+        changed = [
+            mean_diff(after[index][rows, x + 40 : x + 140], before[index][rows, x + 40 : x + 140])
+            for x in (ax, bx)
+        ]
+        assert changed[0] < 3.0 and changed[1] > 8.0, (index, changed)
+
+
+def test_a_face_hidden_by_another_is_not_carried_onto_it(
+    analyser: FaceAnalyser,
+    astronaut: np.ndarray,
+    grace_hopper: np.ndarray,
+    astronaut_face: Face,
+    grace_hopper_face: Face,
+) -> None:
+    """Grace Hopper walks across in front of the astronaut: the astronaut's track, fitted
+    onto her face as it was hidden, had gone on as hers (and hers as the astronaut's
+    once they parted). The face each track ends on is the one it started on."""
+    from faceweave.pipeline.tracking import FaceTracker
+
+    a, b = _head(astronaut, astronaut_face), _head(grace_hopper, grace_hopper_face)
+    tracker = FaceTracker(video_job.video_analyser(all_faces=True))
+    first: dict[int, str] = {}
+    for index in range(40):
+        ax, bx = 100 + 11.5 * index, 560 - 11.5 * index  # they cross at frame 20
+        tracked = tracker.update(_two_people([(a, ax), (b, bx)]), index / 25)
+        for t in tracked:
+            if t.lost:
+                continue
+            centre = (t.face.bbox[0] + t.face.bbox[2]) / 2
+            who = "a" if abs(centre - (ax + 90)) < abs(centre - (bx + 90)) else "b"
+            assert first.setdefault(t.track_id, who) == who, (index, t.track_id)
+    assert tracker.counters.merged >= 1
+    assert len({t.track_id for t in tracked}) == 2 and {first[t.track_id] for t in tracked} == {
+        "a",
+        "b",
+    }
+
+
 def test_frames_without_a_face_pass_through(
     tmp_path: Path, analyser: FaceAnalyser, grace_hopper_face: Face
 ) -> None:
