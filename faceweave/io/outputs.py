@@ -27,10 +27,14 @@ quit are handed to ``on_key``; quitting sets :attr:`WindowOutput.quit_requested`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import socket
+import ssl
 import sys
+import urllib.parse
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -66,6 +70,7 @@ NO_DISPLAY = "no display: use --output FILE|udp://|rtmp://|virtualcam"
 AUDIO_OUTPUTS = "live sound goes into a recording or a stream: --output FILE, udp:// or rtmp://"
 _STREAM_TIME_BASE = Fraction(1, 1000)  # live timestamps in milliseconds (FLV's own unit)
 _QUIT_KEYS = (ord("q"), ord("Q"), 27)  # 27: Esc
+_RTMP_HANDSHAKE_BYTES = 1536  # C1: a timestamp, four zero bytes and 1528 of any kind
 _V4L2_HINT = (
     "on Linux load v4l2loopback (sudo modprobe v4l2loopback devices=1 exclusive_caps=1); "
     "on Windows/macOS install OBS and start its virtual camera once"
@@ -81,10 +86,35 @@ class FrameOutput(Protocol):
 
 
 def has_display() -> bool:
-    """Whether a window can be shown (on Linux: an X11 or Wayland display is set)."""
+    """Whether a window can be shown. On Linux, OpenCV's windows (Qt, with its X11
+    plugin alone) need an X server: ``DISPLAY`` set and answering. (A stale one, an SSH
+    session's after it ended, or a Wayland desktop without XWayland had killed the
+    process in Qt, exit 134 and no word.)"""
     if sys.platform.startswith("linux"):
-        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+        return _x_server_answers(os.environ.get("DISPLAY", ""))
     return True
+
+
+def _x_server_answers(display: str, timeout: float = 1.0) -> bool:
+    """Whether the X server ``display`` names (``:0``, ``unix:1``, ``host:10.0``)
+    takes a connection: its Unix socket (or the abstract one), or TCP port 6000 + N."""
+    host, _, rest = display.rpartition(":")
+    number = rest.split(".", 1)[0]
+    if not display or not number.isdigit():
+        return False
+    if host in ("", "unix") or host.startswith("/"):
+        path = host if host.startswith("/") else f"/tmp/.X11-unix/X{number}"
+        for address in (path, "\0" + path):  # (the file, or Linux's abstract socket)
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(timeout)
+                sock.connect(address)
+                return True
+        return False
+    try:
+        with socket.create_connection((host, 6000 + int(number)), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def check_output_spec(spec: str | None) -> str:
@@ -96,7 +126,17 @@ def check_output_spec(spec: str | None) -> str:
     """
     kind = _kind(spec)
     if kind == "window" and not has_display():
+        display = os.environ.get("DISPLAY") if sys.platform.startswith("linux") else None
+        if display:
+            raise UsageError(
+                f"no display: the X server {display} does not answer (an SSH session's "
+                "that ended? a Wayland desktop without XWayland?); use --output "
+                "FILE|udp://|rtmp://|virtualcam"
+            )
         raise UsageError(NO_DISPLAY)
+    if kind == "stream":
+        assert spec is not None
+        _check_stream_url(spec)
     if kind == "file":
         assert spec is not None
         video_extension(spec)
@@ -130,6 +170,83 @@ def open_output(
     if kind == "stream":
         return StreamOutput(spec, width, height, fps, audio=audio)
     return FileOutput(spec, width, height, fps, audio=audio, watermark=watermark)
+
+
+def _check_stream_url(url: str) -> None:
+    """A usage error for a stream URL FFmpeg would refuse only once the models have
+    loaded (a UDP one without a port, a port out of range, no host)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:  # (a port that is not a number from 0 to 65535)
+        raise UsageError(f"--output {url}: the port must be a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise UsageError(f"--output {url}: no host")
+    if port == 0:
+        raise UsageError(f"--output {url}: the port must be a number from 1 to 65535")
+    if parts.scheme.lower() == "udp" and port is None:
+        raise UsageError(f"--output {url}: give the port to send to (udp://HOST:PORT)")
+
+
+def _lower_scheme(url: str) -> str:
+    """The URL with its scheme in lower case (FFmpeg knows ``udp``, not ``UDP``)."""
+    scheme, sep, rest = url.partition("://")
+    return scheme.lower() + sep + rest
+
+
+def _rtmp_answers(url: str, timeout: float) -> None:
+    """Check that an RTMP server answers a handshake's first message within
+    ``timeout`` seconds. FFmpeg's own connection takes no timeout: a server that took
+    the connection and never answered (another service on the port, an overloaded
+    ingest) had held the session forever, deaf to Ctrl-C.
+
+    Raises:
+        OutputError: no connection, or no answer in time.
+    """
+    parts = urllib.parse.urlsplit(url)
+    secure = parts.scheme.lower() == "rtmps"
+    host = parts.hostname or ""
+    port = parts.port or (443 if secure else 1935)
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw:
+            sock: socket.socket = raw
+            if secure:
+                context = ssl.create_default_context()
+                # (As FFmpeg's TLS, which does not verify by default: the check is
+                # that something answers, the stream's own connection is FFmpeg's.)
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+                sock = context.wrap_socket(raw, server_hostname=host)
+            sock.settimeout(timeout)
+            sock.sendall(b"\x03" + bytes(_RTMP_HANDSHAKE_BYTES))  # C0 (version 3) + C1
+            if not sock.recv(1):
+                raise OutputError(f"{url}: cannot connect: the server closed the connection")
+    except TimeoutError:
+        raise OutputError(
+            f"{url}: cannot connect: no answer from {host}:{port} in {timeout:g} s"
+        ) from None
+    except socket.gaierror as exc:
+        raise OutputError(f"{url}: cannot connect: unknown host {host} ({exc.strerror})") from None
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror or _one_line(exc)
+        raise OutputError(f"{url}: cannot connect to {host}:{port}: {reason}") from None
+
+
+def _fitted(image: Frame, width: int, height: int) -> Frame:
+    """``image`` at ``width`` x ``height``: as it is when it has that size, else scaled to
+    fit inside and centred on black (a source that changed its resolution mid-session:
+    its recording goes on, the picture not stretched)."""
+    h, w = image.shape[:2]
+    if (w, h) == (width, height):
+        return image
+    scale = min(width / w, height / h)
+    size = (max(1, min(width, round(w * scale))), max(1, min(height, round(h * scale))))
+    interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+    scaled = cv2.resize(image, size, interpolation=interpolation)
+    canvas = np.zeros((height, width, 3), np.uint8)
+    x, y = (width - size[0]) // 2, (height - size[1]) // 2
+    canvas[y : y + size[1], x : x + size[0]] = scaled
+    return canvas
 
 
 def _kind(spec: str | None) -> str:
@@ -212,10 +329,12 @@ class VirtualCamOutput:
                 f"virtual camera: cannot open a device ({_one_line(exc)}); {_V4L2_HINT}"
             ) from exc
         self.device = str(getattr(self._camera, "device", "virtual camera"))
+        self._size = (width, height)
         self._closed = False
 
     def write(self, packet: Packet) -> None:
-        self._camera.send(np.ascontiguousarray(packet.image))
+        image = _fitted(packet.image, *self._size)
+        self._camera.send(np.ascontiguousarray(image))
 
     def close(self) -> None:
         if not self._closed:
@@ -237,11 +356,13 @@ class _Encoder:
         self.stream.width, self.stream.height = width + self.pad_x, height + self.pad_y
         self.stream.pix_fmt = "yuv420p"
         self.stream.codec_context.time_base = _STREAM_TIME_BASE
+        self.width, self.height = width, height
         self._start: float | None = None
         self._last_pts = -1
         self._period = 1.0 / fps if fps > 0 else 0.0
 
     def encode(self, image: Frame, captured_at: float) -> list[Any]:
+        image = _fitted(image, self.width, self.height)
         if self.pad_x or self.pad_y:
             image = cv2.copyMakeBorder(image, 0, self.pad_y, 0, self.pad_x, cv2.BORDER_REPLICATE)
         self._start = captured_at if self._start is None else self._start
@@ -321,10 +442,13 @@ class StreamOutput:
         audio: AudioCapture | None = None,
     ):
         self.url = url
+        url = _lower_scheme(url)
+        is_udp = url.startswith("udp://")
+        if not is_udp:
+            _rtmp_answers(url, timeout)
         self._sound = _Sound(audio) if audio is not None else None
         self._audio: LiveAudioEncoder | None = None
         self._start: float | None = None
-        is_udp = url.lower().startswith("udp://")
         target = url
         if is_udp and "pkt_size" not in url:  # 7 TS packets per datagram: no IP fragmentation
             target += ("&" if "?" in url else "?") + "pkt_size=1316"
@@ -419,6 +543,7 @@ class FileOutput:
     ) -> None:
         self.path = Path(path)
         self._watermark = watermark
+        self._size = (width, height)
         self._sound = _Sound(audio) if audio is not None else None
         try:
             self._writer = VideoWriter(
@@ -447,7 +572,7 @@ class FileOutput:
     def write(self, packet: Packet) -> None:
         self._start = packet.captured_at if self._start is None else self._start
         self._last = packet.captured_at - self._start
-        image = packet.image
+        image = _fitted(packet.image, *self._size)
         if self._watermark is not None:
             image = embed_watermark(image, self._watermark)
         self._writer.write(image, time=self._last)

@@ -121,6 +121,122 @@ def test_unreachable_rtmp_is_one_clear_error() -> None:
         StreamOutput("rtmp://127.0.0.1:1/live/key", W, H, FPS, timeout=2.0)
 
 
+def test_stream_urls_ffmpeg_would_refuse_late_are_usage_errors() -> None:
+    for url, message in (
+        ("udp://127.0.0.1", "give the port"),
+        ("udp://127.0.0.1:0", "from 1 to 65535"),
+        ("udp://127.0.0.1:99999", "from 1 to 65535"),
+        ("udp://:5000", "no host"),
+        ("rtmp:///live/key", "no host"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            check_output_spec(url)
+    assert check_output_spec("UDP://127.0.0.1:5000") == "stream"
+
+
+def test_an_upper_case_scheme_is_sent_as_ffmpeg_knows_it() -> None:
+    port = _free_udp_port()
+    output = StreamOutput(f"UDP://127.0.0.1:{port}", W, H, FPS)  # ("Protocol not found")
+    for packet in _packets(3):
+        output.write(packet)
+    output.close()
+
+
+def _server(answer: bytes | None) -> tuple[socket.socket, int]:
+    """A TCP server on a free port that takes connections and answers ``answer`` (None:
+    never answers; b"": closes at once)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            if answer is None:
+                held.append(connection)  # (taken, and never a word)
+            elif answer:
+                connection.recv(1537)
+                connection.sendall(answer)
+                held.append(connection)
+            else:
+                connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, int(server.getsockname()[1])
+
+
+def test_an_rtmp_server_that_never_answers_is_given_up_on_in_time() -> None:
+    """A server that takes the connection and says nothing (another service on the
+    port, an ingest overloaded) had held the session for good, deaf to Ctrl-C."""
+    server, port = _server(None)
+    began = time.monotonic()
+    with pytest.raises(OutputError, match=r"no answer from 127\.0\.0\.1:\d+ in 0\.5 s"):
+        StreamOutput(f"rtmp://127.0.0.1:{port}/live/key", W, H, FPS, timeout=0.5)
+    assert time.monotonic() - began < 3.0
+    server.close()
+    closing, port = _server(b"")
+    with pytest.raises(OutputError, match="closed the connection|Connection reset"):
+        StreamOutput(f"rtmp://127.0.0.1:{port}/live/key", W, H, FPS, timeout=0.5)
+    closing.close()
+
+
+def test_an_rtmp_server_that_answers_the_handshake_passes_the_check() -> None:
+    from faceweave.io.outputs import _rtmp_answers
+
+    server, port = _server(b"\x03" + bytes(1536))
+    _rtmp_answers(f"rtmp://127.0.0.1:{port}/live/key", 2.0)  # (no error)
+    server.close()
+
+
+def test_a_display_that_does_not_answer_is_no_display(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A DISPLAY left from an ended SSH session (or Wayland without XWayland) had killed
+    the process in Qt (exit 134, no word): it is looked at before any window opens."""
+    monkeypatch.setattr("sys.platform", "linux")
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.setenv("DISPLAY", ":87")  # (no X server 87 here)
+    with pytest.raises(UsageError, match="the X server :87 does not answer"):
+        check_output_spec("window")
+    monkeypatch.delenv("DISPLAY")
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-9")  # (OpenCV's Qt has no Wayland plugin)
+    with pytest.raises(UsageError) as info:
+        check_output_spec("window")
+    assert str(info.value) == NO_DISPLAY
+    # A socket that takes the connection is a display (a path, as macOS's launchd
+    # names its X server's: "/private/tmp/.../org.xquartz:0").
+    from faceweave.io.outputs import _x_server_answers
+
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "x"))
+        server.listen(1)
+        assert _x_server_answers(f"{tmp_path / 'x'}:0")
+    assert not _x_server_answers(f"{tmp_path / 'y'}:0") and not _x_server_answers("nonsense")
+
+
+def test_frames_of_another_size_are_recorded_fitted(tmp_path: Path) -> None:
+    """A source that changes its resolution mid-session (a camera, a stream): its
+    recording goes on, each frame fitted inside the first one's size on black (the
+    writer had refused it and the recording was deleted)."""
+    path = tmp_path / "rec.mp4"
+    output = FileOutput(path, W, H, FPS)
+    packets = _packets(4) + _packets(4, start=101.0, width=80, height=120)
+    for packet in packets:
+        packet.image[:] = 200
+        output.write(packet)
+    output.close()
+    with av.open(str(path)) as container:
+        frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+    assert len(frames) == 8 and all(f.shape == (H, W, 3) for f in frames)
+    last = frames[-1].astype(int)
+    assert abs(last[:, 40:120].mean() - 200) < 6  # the 80x120 picture, centred
+    assert last[:, :30].mean() < 10 and last[:, 130:].mean() < 10  # black either side
+
+
 def test_virtual_camera_error_names_v4l2loopback() -> None:
     try:
         camera = VirtualCamOutput(W, H, FPS)
