@@ -294,6 +294,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse with a usage error on one line (the command's name, what is wrong, and
     where the options are listed) rather than its usage block first."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # An option that takes one value is a usage error given twice (``--fusion 0.5
+        # --fusion 0.7``, ``-o a.mp4 -o b.mp4``), not the last one silently kept.
+        self.register("action", None, OnceAction)
+        self.register("action", "store", OnceAction)
+
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see {self.prog} --help)\n")
 
@@ -570,8 +577,15 @@ def _add_live_parser(commands: Any) -> None:
         "the same person, merged",
     )
     where = live.add_mutually_exclusive_group()
-    where.add_argument("--camera", type=_camera, metavar="INDEX|DEVICE", help="default 0")
-    where.add_argument("--input", "-i", type=Path, metavar="VIDEO", help="a file at real time")
+    where.add_argument(
+        "--camera",
+        type=_camera,
+        metavar="INDEX|DEVICE|URL",
+        help="default 0; a device (/dev/video2) or a network camera's URL",
+    )
+    where.add_argument(
+        "--input", "-i", type=_input_file, metavar="VIDEO", help="a file at real time"
+    )
     live.add_argument("--loop", action="store_true", help="play --input in a loop")
     live.add_argument(
         "--mirror",
@@ -1708,7 +1722,10 @@ def _run_live(args: argparse.Namespace) -> int:
     from faceweave.pipeline.live import LiveControls, run_live
 
     # Cheap checks first: no display, unknown URL scheme, bad file extension, bad paths.
-    kind = check_output_spec(args.output)
+    try:
+        kind = check_output_spec(args.output)
+    except UnsupportedFormatError as exc:  # (a usage error, as swap's --output)
+        raise UsageError(f"--output {exc}") from None
     if args.input is not None and (args.width or args.height or args.fps):
         raise UsageError("--width, --height and --fps set the camera; not used with --input")
     if args.loop and args.input is None:
@@ -1935,9 +1952,11 @@ def _settle_defaults(args: argparse.Namespace, selector: str) -> None:
             "--light is not used with --color sh (its relight takes the target's light whole)"
         )
     if args.reference_distance is not None and selector not in ("reference", "map"):
+        # (live has --reference-face alone)
+        which = "--reference-frame or --map" if hasattr(args, "map") else None
         raise UsageError(
-            "--reference-distance is for a reference face (--reference-face, "
-            "--reference-frame or --map)"
+            "--reference-distance is for a reference face (--reference-face"
+            + (f", {which})" if which else ")")
         )
     if args.light is None:
         args.light = DEFAULT_LIGHT
@@ -2227,7 +2246,23 @@ def _mapping(text: str) -> tuple[Path, Path]:
 
 
 def _camera(text: str) -> int | str:
-    return int(text) if text.isdigit() else text
+    if text.isdigit():
+        return int(text)
+    path = Path(text)
+    if "://" not in text and path.suffix.lower() in VIDEO_EXTENSIONS and path.is_file():
+        # (A camera is read as fast as it delivers: a file had been read at full speed,
+        # most of its frames dropped.)
+        raise argparse.ArgumentTypeError(f"{text} is a video file: play it with --input")
+    return text
+
+
+def _input_file(text: str) -> Path:
+    if "://" in text:
+        # (As a path its // had been folded: "http:/host/...: no such file".)
+        raise argparse.ArgumentTypeError(
+            f"{text}: --input plays a file; a network camera or stream goes to --camera"
+        )
+    return Path(text)
 
 
 def _quality(text: str) -> int:

@@ -648,6 +648,30 @@ def test_analyse_debug_never_replaces_the_image(
             EXIT_USAGE,
             "--execution-provider cuda runs ONNX models",
         ),
+        # An option given twice (the last one had been kept without a word).
+        (
+            ["--input", "clip.mp4", "--output", "o.mp4", "--fusion", "0.5", "--fusion", "0.7"],
+            EXIT_USAGE,
+            "--fusion is given more than once",
+        ),
+        (["--input", "clip.mp4", "-o", "a.mp4", "-o", "b.mp4"], EXIT_USAGE, "more than once"),
+        # A URL as --input had been folded into a path ("http:/host/x.mp4: no such file"),
+        # a file as --camera read as fast as it decodes (most frames dropped).
+        (
+            ["--input", "http://127.0.0.1:9/x.mp4", "--output", "o.mp4"],
+            EXIT_USAGE,
+            "a network camera or stream goes to --camera",
+        ),
+        (["--camera", "clip.mp4", "--output", "o.mp4"], EXIT_USAGE, "play it with --input"),
+        # An output no video is written in, or a UDP address without a port: usage
+        # errors before any model loads (they had been exit 1, the UDP one after them).
+        (["--input", "clip.mp4", "--output", "s.png"], EXIT_USAGE, "unsupported video format"),
+        (["--input", "clip.mp4", "--output", "udp://127.0.0.1"], EXIT_USAGE, "give the port"),
+        (
+            ["--input", "clip.mp4", "--output", "o.mp4", "--reference-distance", "0.5"],
+            EXIT_USAGE,
+            "--reference-distance is for a reference face (--reference-face)",
+        ),
     ],
 )
 def test_live_refuses_overwrites_and_huge_values(
