@@ -1862,6 +1862,11 @@ def _run_live(args: argparse.Namespace) -> int:
         _write_stats(args.stats, stats.as_dict())
     if not args.quiet:
         _note(stats.summary())
+        if args.reference_face is not None and stats.frames_processed and not stats.frames_swapped:
+            _note(
+                f"no face within --reference-distance {args.reference_distance:g} of "
+                f"{args.reference_face} was seen"
+            )
     if stats.stopped_by == "camera_lost":
         # Not a normal end: a supervisor (a script, systemd) must tell it from one.
         device = args.camera if args.camera is not None else 0

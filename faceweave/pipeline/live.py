@@ -126,6 +126,8 @@ class LiveStats:
         frames_unswapped: frames shown as they came because a model you bring (the
             neural engine's, an enhancer's, an occluder's) failed on them; the
             session goes on.
+        frames_swapped: frames in which a face was swapped (none: the summary says
+            so, as when no face matched the reference face).
     """
 
     frames_captured: int
@@ -140,6 +142,7 @@ class LiveStats:
     samples: list[dict[str, Any]] = field(default_factory=list)
     stopped_by: str = "end"
     frames_unswapped: int = 0
+    frames_swapped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (NaN where a timing has no sample)."""
@@ -156,6 +159,8 @@ class LiveStats:
         unswapped = (
             f", {self.frames_unswapped} shown unswapped (a model failed)"
             if self.frames_unswapped
+            else ", no face swapped"
+            if self.frames_processed and not self.frames_swapped
             else ""
         )
         return (
@@ -323,6 +328,7 @@ def run_live(
                 packet.image, targets, [variants[key]], packet.data.get("hands")
             )
             failed[0] = ""
+            swapped[0] += 1
         except BackendError as exc:
             # A model you bring failed on this frame (NaN, its runtime): the frame is
             # shown as it came and the session goes on; said once per new failure.
@@ -336,6 +342,7 @@ def run_live(
     latencies: list[float] = []
     stopped_by = ["end"]
     failed: list[Any] = ["", 0]  # the last swap failure's message, and how many frames
+    swapped = [0]  # frames a face was swapped in
     pipeline: Pipeline
 
     def sink(packet: Packet) -> None:
@@ -404,6 +411,7 @@ def run_live(
         samples=sampler.samples,
         stopped_by=stopped_by[0],
         frames_unswapped=int(failed[1]),
+        frames_swapped=swapped[0],
     )
 
 

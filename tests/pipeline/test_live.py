@@ -380,6 +380,8 @@ def test_run_live_reference_swaps_only_that_person(
         handle_sigint=False,
     )
     assert stats.frames_processed >= 5
+    assert 1 <= stats.frames_swapped <= stats.frames_processed
+    assert "no face swapped" not in stats.summary()
     with av.open(str(tmp_path / "rec.mkv")) as container:
         frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
     with av.open(str(clip)) as container:
@@ -541,6 +543,9 @@ def test_a_session_that_showed_no_frame_says_so_not_nan() -> None:
 
     stats = LiveStats(3, 0, 3, {"capture": 3}, Timing.of([]), 0.0, 0.1, {}, TrackerCounters())
     assert stats.summary() == "0 frames in 0.1 s (0.0 fps), no frame shown, 3 captured, 3 dropped"
+    # Frames shown, none swapped (no face, or none matching the reference): it says so.
+    shown = LiveStats(3, 3, 0, {}, Timing.of([20.0, 30.0, 40.0]), 30.0, 0.1, {}, TrackerCounters())
+    assert shown.summary().endswith("3 captured, 0 dropped, no face swapped")
 
 
 def test_audio_input_needs_an_input_video_with_sound(
