@@ -101,6 +101,8 @@ _MEDIA_TYPES = {
     ".mov": "video/quicktime",
     ".mkv": "video/x-matroska",
     ".webm": "video/webm",
+    ".gif": "image/gif",
+    ".apng": "image/apng",
 }
 # The types an input may have (its stored extension -> MIME type).
 _INPUT_TYPES = {media.ext: media.mime for media in (*IMAGE_TYPES.values(), *VIDEO_TYPES.values())}

@@ -77,6 +77,10 @@ VIDEO_TYPES = {
     "mov": MediaType("video", ".mov", "video/quicktime"),
     "mkv": MediaType("video", ".mkv", "video/x-matroska"),
     "webm": MediaType("video", ".webm", "video/webm"),
+    # Animated images: swapped frame by frame as a video is, and kept animated.
+    "gif": MediaType("video", ".gif", "image/gif"),
+    "animated_webp": MediaType("video", ".webp", "image/webp"),
+    "apng": MediaType("video", ".apng", "image/apng"),
 }
 # QuickTime files written without an ``ftyp`` box start with one of these atoms.
 _QUICKTIME_ATOMS = (b"moov", b"mdat", b"wide", b"free", b"skip", b"pnot")
@@ -99,11 +103,17 @@ def sniff(head: bytes) -> MediaType | None:
         True
     """
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return IMAGE_TYPES["png"]
+        # An APNG's animation control chunk comes before its first picture (here
+        # seen where it follows the header chunk, as the usual encoders write it).
+        return VIDEO_TYPES["apng"] if b"acTL" in head[:SNIFF_BYTES] else IMAGE_TYPES["png"]
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return VIDEO_TYPES["gif"]
     if head.startswith(b"\xff\xd8\xff"):
         return IMAGE_TYPES["jpeg"]
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return IMAGE_TYPES["webp"]
+        # An extended WebP (VP8X) whose flags byte has the animation bit.
+        animated = head[12:16] == b"VP8X" and len(head) > 20 and head[20] & 0x02
+        return VIDEO_TYPES["animated_webp"] if animated else IMAGE_TYPES["webp"]
     if head[:2] == b"BM" and len(head) >= 18:
         if int.from_bytes(head[14:18], "little") in _BMP_HEADER_SIZES:
             return IMAGE_TYPES["bmp"]
@@ -366,7 +376,7 @@ def check_media(received: ReceivedFile, allowed: tuple[str, ...]) -> MediaType:
         wanted = " or ".join(
             "an image (PNG, JPEG, WebP, BMP, TIFF, AVIF, HEIC)"
             if kind == "image"
-            else "a video (MP4, MOV, MKV, WebM)"
+            else "a video (MP4, MOV, MKV, WebM) or an animated GIF, WebP or PNG"
             for kind in allowed
         )
         raise ServiceError(
@@ -420,10 +430,10 @@ def check_video(
         ServiceError: 413 when longer than ``max_seconds`` or frames larger than
             ``max_pixels`` (upscaled too); 422 when unreadable or of unknown length.
     """
-    from faceweave.io.video import probe_video
+    from faceweave.io.animation import probe_clip
 
     try:
-        info = probe_video(path)
+        info = probe_clip(path)
     except InputError as exc:
         # Its reason (no video stream, only sound), without the server's path.
         reason = " ".join(str(exc).replace(str(path), "").split()).lstrip(": ")
@@ -467,9 +477,9 @@ def check_video_range(path: Path, *, start: float, end: float, duration: float, 
     Raises:
         ServiceError: 422 ``bad_option`` when the range holds no frame.
     """
-    from faceweave.io.video import VideoReader
+    from faceweave.io.animation import open_clip
 
-    with VideoReader(path, start=start or None, end=end or None) as reader:
+    with open_clip(path, start=start or None, end=end or None) as reader:
         for _ in reader:
             return
     span = f"trim_start {start:g} s to " + (f"trim_end {end:g} s" if end else "its end")

@@ -659,9 +659,9 @@ class Previewer:
         """The image, or the video's first frame from ``start`` (its trim_start) on."""
         if kind == "image":
             return read_image(path, max_pixels=self.max_pixels)
-        from faceweave.io.video import VideoReader
+        from faceweave.io.animation import open_clip
 
-        with VideoReader(path, start=start or None) as reader:
+        with open_clip(path, start=start or None) as reader:
             for frame in reader:
                 return frame.image
         raise ServiceError(422, "bad_video", "the target video has no decodable frame")

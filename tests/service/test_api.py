@@ -369,6 +369,38 @@ def test_video_job_end_to_end(
     ]
 
 
+def test_an_animated_gif_job_comes_back_animated(
+    service: tuple[TestClient, Path], source_png: bytes, astronaut_rgb: np.ndarray, tmp_path: Path
+) -> None:
+    """An animated GIF target (it had been refused as no image or video) is a video job:
+    each frame swapped, the result a GIF with the target's timing and loop count."""
+    import cv2
+    from PIL import Image
+
+    from faceweave.io.animation import AnimationReader
+
+    client, data_dir = service
+    key = make_key(data_dir, "gif")
+    small = cv2.resize(astronaut_rgb, (256, 256))
+    frames = [Image.fromarray(np.roll(small, 3 * i, axis=1)) for i in range(4)]
+    buffer = io.BytesIO()
+    frames[0].save(
+        buffer, format="GIF", save_all=True, append_images=frames[1:], duration=[80, 80, 160, 80]
+    )
+    response = submit(client, key, source_png, buffer.getvalue(), names=("me.png", "loop.gif"))
+    assert response.status_code == 202, response.text
+    done = wait_for(client, response.json()["id"], key, timeout=120)
+    assert done["state"] == "done", done
+    assert done["kind"] == "video" and done["result"]["media_type"] == "image/gif"
+    result = tmp_path / "result.gif"
+    result.write_bytes(client.get(done["result"]["url"], headers=auth(key)).content)
+    with AnimationReader(result) as reader:
+        assert reader.durations_ms == (80, 80, 160, 80) and reader.loop is None
+        images = [f.image for f in reader]
+    before = cv2.cvtColor(small, cv2.COLOR_RGB2BGR).astype(int)
+    assert np.abs(images[0].astype(int) - before).max(axis=2).mean() > 2  # swapped
+
+
 def test_a_profile_target_is_noted(
     service: tuple[TestClient, Path], source_png: bytes, shared_faces: Path
 ) -> None:

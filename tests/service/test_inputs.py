@@ -267,15 +267,46 @@ def test_video_as_source_is_refused(door: tuple[TestClient, str, Path]) -> None:
         (b"\x00\x00\x00\x14ftypqt  " + bytes(20), ".mov"),
         (b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01\x42\x82\x84webm" + bytes(16), ".webm"),
         (b"\x1a\x45\xdf\xa3\xa3\x42\x86\x81\x01\x42\x82\x88matroska" + bytes(16), ".mkv"),
+        # Animated images: video jobs.
+        (b"GIF89a" + bytes(30), ".gif"),
+        (b"GIF87a" + bytes(30), ".gif"),
+        (b"RIFF\x00\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x02" + bytes(16), ".webp"),
+        (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", bytes(13)) + _chunk(b"acTL", bytes(8)), ".apng"),
     ],
 )
 def test_sniff_known_types(head: bytes, ext: str) -> None:
     media = sniff(head)
     assert media is not None and media.ext == ext
+    videos = (".mp4", ".mov", ".webm", ".mkv", ".gif", ".apng")
+    animated_webp = b"VP8X" in head
+    assert media.kind == ("video" if ext in videos or animated_webp else "image")
+
+
+def test_an_animated_webp_or_png_target_is_a_video_job(door: tuple[TestClient, str, Path]) -> None:
+    """Pillow's animated WebP and APNG are sniffed as animations (they had been swapped
+    as their first frame alone); a still WebP stays an image, and a truncated GIF is a
+    video that cannot be read."""
+    client, key, data_dir = door
+    frames = [Image.new("RGB", (64, 64), (30 * i, 90, 120)) for i in range(3)]
+    for fmt, name in (("WEBP", "a.webp"), ("PNG", "a.png"), ("GIF", "a.gif")):
+        buffer = io.BytesIO()
+        frames[0].save(buffer, format=fmt, save_all=True, append_images=frames[1:], duration=50)
+        assert sniff(buffer.getvalue()[:64]).kind == "video", fmt  # type: ignore[union-attr]
+        response = _post_target(client, key, buffer.getvalue(), name)
+        assert response["status"] == 202, response
+    still = io.BytesIO()
+    frames[0].save(still, format="WEBP")
+    assert sniff(still.getvalue()[:64]).kind == "image"  # type: ignore[union-attr]
+    gif = io.BytesIO()
+    frames[0].save(gif, format="GIF", save_all=True, append_images=frames[1:], duration=50)
+    error = _post_target(client, key, gif.getvalue()[:20], "cut.gif")
+    assert (error["status"], error["code"]) == (422, "bad_video"), error
+    assert str(data_dir) not in error["message"]
+    _server_alive(client)
 
 
 @pytest.mark.parametrize(
-    "head", [b"", b"GIF89a" + bytes(30), b"%PDF-1.7" + bytes(30), b"BM" + bytes(40), b"<svg>"]
+    "head", [b"", b"GIF8" + bytes(30), b"%PDF-1.7" + bytes(30), b"BM" + bytes(40), b"<svg>"]
 )
 def test_sniff_unknown_types(head: bytes) -> None:
     assert sniff(head) is None

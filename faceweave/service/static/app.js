@@ -183,7 +183,8 @@ async function showResult(job) {
 
 function extensionOf(mediaType) {
   return { "image/png": ".png", "image/jpeg": ".jpg", "image/webp": ".webp", "video/mp4": ".mp4",
-    "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm" }[mediaType] || "";
+    "video/quicktime": ".mov", "video/x-matroska": ".mkv", "video/webm": ".webm", "image/gif": ".gif",
+    "image/apng": ".apng" }[mediaType] || "";
 }
 
 async function refreshJobs() {
