@@ -1622,7 +1622,8 @@ def _report_video(
     written = stats.frames_swapped > 0 or args.skip_no_face
     if not args.quiet and written:
         for line in stats.warnings:
-            if "audio" in line or "crf" in line or "rotation" in line:  # the writer's notes
+            if any(word in line for word in ("audio", "crf", "rotation", "subtitle")):
+                # (the writer's notes)
                 _note(line)
         _note(
             f"{output_path}: {stats.frames_written} frames, {stats.faces_swapped} faces swapped "

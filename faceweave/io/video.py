@@ -1145,6 +1145,11 @@ class _AudioSource:
                 self.warnings.append(f"{path}: audio track {number}: unknown codec; left out")
             else:
                 self._tracks.append(_AudioTrack(stream, number))
+        subtitles = len(self._container.streams.subtitles)
+        if subtitles:
+            # (Dropped without a word, a film's subtitles had gone missing unnoticed.)
+            tracks = "a subtitle track" if subtitles == 1 else f"{subtitles} subtitle tracks"
+            self.warnings.append(f"{path}: {tracks} left out (the picture and sound are kept)")
         origin = _video_start(self._container)
         self._start = origin + trim_start  # source seconds that become 0 in the output
         self._end = origin + trim_end if trim_end is not None else None

@@ -967,3 +967,42 @@ def test_writer_timestamps_from_seconds(tmp_path: Path) -> None:
         for index, t in enumerate(times):
             writer.write(_image(index), time=t)
     assert video_times(out) == pytest.approx(times, abs=1e-3)
+
+
+def test_subtitle_tracks_left_out_are_said(tmp_path: Path) -> None:
+    """A film's subtitles are not carried into the output: said in the writer's warnings
+    (they had gone missing without a word), the picture and sound kept."""
+    (tmp_path / "s.srt").write_text("1\n00:00:00,000 --> 00:00:00,300\nhello\n\n")
+    source = tmp_path / "subs.mkv"
+    with av.open(str(tmp_path / "s.srt")) as srt, av.open(str(source), "w") as out:
+        video = out.add_stream("libx264", rate=FPS)
+        video.width, video.height, video.pix_fmt = WIDTH, HEIGHT, "yuv420p"
+        sound = out.add_stream("aac", rate=SAMPLE_RATE)
+        sound.layout = "mono"  # type: ignore[union-attr]
+        text = out.add_stream_from_template(srt.streams.subtitles[0])
+        for index in range(5):
+            frame = av.VideoFrame.from_ndarray(np.zeros((HEIGHT, WIDTH, 3), np.uint8), "bgr24")
+            frame.pts = index
+            out.mux(video.encode(frame))
+        out.mux(video.encode(None))
+        for start in range(0, SAMPLE_RATE // 4, 1024):
+            chunk = av.AudioFrame.from_ndarray(
+                np.zeros((1, 1024), np.float32), format="fltp", layout="mono"
+            )
+            chunk.sample_rate, chunk.pts = SAMPLE_RATE, start
+            out.mux(sound.encode(chunk))  # type: ignore[union-attr]
+        out.mux(sound.encode(None))  # type: ignore[union-attr]
+        for packet in srt.demux(srt.streams.subtitles[0]):
+            if packet.size:
+                packet.stream = text
+                out.mux(packet)
+    output = tmp_path / "out.mkv"
+    writer = VideoWriter(output, width=WIDTH, height=HEIGHT, fps=FPS, audio_from=source)
+    for index in range(5):
+        writer.write(np.zeros((HEIGHT, WIDTH, 3), np.uint8), pts=index)
+    writer.close()
+    assert writer.warnings == [
+        f"{source}: a subtitle track left out (the picture and sound are kept)"
+    ]
+    with av.open(str(output)) as container:
+        assert [s.type for s in container.streams] == ["video", "audio"]
