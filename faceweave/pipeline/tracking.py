@@ -10,7 +10,9 @@ Per frame, :meth:`FaceTracker.update` does the least work that keeps the faces r
    they sat (counted as ``cuts``).
 1. **Static frame**: if the face region (the whole frame when there is no face)
    barely changed since the last computed frame, the previous faces are
-   returned as they are (counted as ``reused``).
+   returned as they are (counted as ``reused``), for up to ``redetect_every``
+   frames in a row; then the frame is analysed and the detector run (a face that
+   came in beside still ones had never been looked for).
 2. **Skipped frame** (``frame_skip=N``): between every N-th frame the previous
    faces are carried along by the median optical flow of a few mesh points
    (motion compensation, counted as ``skipped``).
@@ -291,6 +293,7 @@ class FaceTracker:
         self._since_analysis = 0
         self._next_id = getattr(self, "_next_id", 0)
         self._watch_until: float | None = None  # (HIDDEN_WATCH_S) media time
+        self._static_run = 0  # static frames answered in a row
 
     def update(self, frame: Frame, time: float) -> list[TrackedFace]:
         """The faces in this frame, ordered by track id.
@@ -320,8 +323,16 @@ class FaceTracker:
             self.reset()
             self._thumb = thumb
         if self._is_static(grey):
-            self.counters.reused += 1
-            return self._output
+            if self._static_run + 1 < self.redetect_every:
+                self._static_run += 1
+                self.counters.reused += 1
+                return self._output
+            # A still stretch is looked at anew (detection too) every redetect_every
+            # frames: a face that came in beside still faces had never been found, and
+            # one found as it came in, half in the frame, never checked again.
+            self._since_detect = self.redetect_every
+            self._since_analysis = self.frame_skip
+        self._static_run = 0
         carry = (
             self.frame_skip > 1
             and self._tracks

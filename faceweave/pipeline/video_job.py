@@ -186,6 +186,7 @@ class FaceRouter:
         self._checked_at: dict[int, int] = {}  # each track's last check, by frame
         self._distances: dict[int, deque[np.ndarray]] = {}
         self._awaiting: set[int] = set()  # new tracks whose first check is with the worker
+        self._cut_checks: set[int] = set()  # tracks checked while cut by the frame's edge
         # A file's job waits for each of the worker's answers (the same choices as
         # computed here, frame for frame); a live session does not wait.
         self._waits = recheck_every == 0
@@ -302,6 +303,7 @@ class FaceRouter:
         for track_id in [k for k in self._distances if k not in alive]:
             del self._distances[track_id]  # ids are never reused: forget dead tracks
             self._checked_at.pop(track_id, None)
+            self._cut_checks.discard(track_id)
         # A face held by optical flow (lost > 0) is not a fresh look at the person.
         again = [t for t in tracked if recheck and t.lost == 0 and t.track_id in self._distances]
         if self.recheck_every > 0:
@@ -330,7 +332,7 @@ class FaceRouter:
                 newcomers.append(t)
                 continue
             if t.track_id in check and not self._recheck_elsewhere(t):
-                history.append(self._checked_here(t))
+                self._remember(history, t, self._checked_here(t))
             result[t.track_id] = np.mean(np.stack(history), axis=0)
         # A newcomer beside the person already found (a guest walking in) is not the
         # person until the worker says so: no stall for it, and it shows unswapped
@@ -344,9 +346,23 @@ class FaceRouter:
                 result[t.track_id] = np.full(len(self.references), np.inf)
                 continue
             history = self._distances[t.track_id] = deque(maxlen=_IDENTITY_HISTORY)
-            history.append(self._checked_here(t))
+            self._remember(history, t, self._checked_here(t))
             result[t.track_id] = history[0]
         return result
+
+    def _remember(self, history: deque[np.ndarray], t: TrackedFace, row: np.ndarray) -> None:
+        """Add a check to a track's history. A face cut by the frame's edge (walking in)
+        is read poorly: the first whole look replaces such checks rather than being
+        averaged with them (a person who walked in and stood still had stayed "someone
+        else" for good)."""
+        whole = not _cut_by_frame(t.face)
+        if whole and t.track_id in self._cut_checks:
+            history.clear()
+        if whole:
+            self._cut_checks.discard(t.track_id)
+        else:
+            self._cut_checks.add(t.track_id)
+        history.append(row)
 
     def _checked_here(self, t: TrackedFace) -> np.ndarray:
         """The track's distance to each reference, computed now: a file's job (no
@@ -401,6 +417,13 @@ class FaceRouter:
         if worker.submit(t.track_id, t.face):
             self._counted(t)
         return True
+
+
+def _cut_by_frame(face: Face) -> bool:
+    """Whether a face's box runs past the frame's edge (more than 2 px)."""
+    x0, y0, x1, y1 = face.bbox
+    height, width = face.frame_shape
+    return x0 < -2 or y0 < -2 or x1 > width + 2 or y1 > height + 2
 
 
 def source_list(

@@ -585,6 +585,25 @@ class TestAnotherPerson:
             tracker.update(_scene([(a, 560, 240), (b, 210, 240)]), i / 30)
         assert tracker.counters.detections - late == 2
 
+    def test_a_face_that_comes_in_beside_a_still_one_is_found(
+        self, people: tuple[Frame, Frame]
+    ) -> None:
+        """Static frames (the known face still) are answered as they were for at most
+        redetect_every frames in a row: a face coming in elsewhere had never been
+        looked for while the known one stood still."""
+        a, b = people
+        fake = FakeAnalyser()
+        tracker = FaceTracker(fake, redetect_every=5, smoothing=False, static_threshold=1.0)
+        fake.faces = [(200, 240, 120)]
+        still = _scene([(a, 200, 240)])
+        tracker.update(still, 0.0)
+        fake.faces = [(200, 240, 120), (560, 240, 120)]
+        counts = []
+        for i in range(1, 11):
+            counts.append(len(tracker.update(_scene([(a, 200, 240), (b, 560, 240)]), i / 30)))
+        assert counts == [1, 1, 1, 1, 2, 2, 2, 2, 2, 2]
+        assert tracker.counters.reused == 4 + 4
+
     def test_a_second_track_on_one_face_is_dropped(self, people: tuple[Frame, Frame]) -> None:
         """A detection that starts a second track on a face another track holds (its
         box drifted, IoU under iou_match, the face still in its crop): the younger

@@ -23,6 +23,7 @@ from faceweave.analysis.analyser import FaceAnalyser
 from faceweave.analysis.dlib_backend import DlibIdentity
 from faceweave.analysis.hands import Hand
 from faceweave.analysis.identity_worker import IdentityWorker
+from faceweave.analysis.selection import face_distance
 from faceweave.core.hands import hand_silhouette
 from faceweave.errors import InputError, UsageError
 from faceweave.io.video import VideoReader
@@ -276,6 +277,27 @@ def test_router_reference_one_and_many(
         FaceRouter("reference")
     with pytest.raises(UsageError):
         FaceRouter("nearest")
+
+
+def test_a_face_checked_as_it_walked_in_is_judged_by_its_first_whole_look(
+    pair_faces: list[Face], astronaut_face: Face
+) -> None:
+    """Checks of a face cut by the frame's edge (a person walking in) are replaced by
+    the first check of it whole, not averaged with it: a person who walked in and stood
+    still had stayed someone else for good."""
+    from dataclasses import replace
+
+    astronaut, other = sorted(pair_faces, key=lambda f: f.bbox[0])
+    walking_in = replace(other, bbox=(-30.0, *other.bbox[1:]))  # read poorly, half out
+    router = FaceRouter("reference", references=[astronaut_face])
+    assert router.route([TrackedFace(5, walking_in, 0, 0)]) == []
+    assert router.route([TrackedFace(5, walking_in, 1, 0)], recheck=True) == []
+    (swapped,) = router.route([TrackedFace(5, astronaut, 2, 0)], recheck=True)
+    assert swapped.track_id == 5 and swapped.distance == pytest.approx(
+        face_distance(astronaut, astronaut_face)
+    )
+    # Whole looks are averaged as before: one bad angle does not flip who it is.
+    assert router.route([TrackedFace(5, other, 3, 0)], recheck=True) != []
 
 
 def test_router_one_finds_its_person_again_under_a_new_track(
