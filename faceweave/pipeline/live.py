@@ -356,8 +356,10 @@ def run_live(
             stopped_by[0] = reason
         pipeline.stop()
 
+    frames = iter(capture)
+    warmed = [0]
     pipeline = Pipeline(
-        iter(capture),
+        frames,
         [Stage("analyse", analyse), Stage("swap", swap)],
         sink,
         queue_size=queue_size,
@@ -378,6 +380,13 @@ def run_live(
             if timer is not None:
                 timer.daemon = True
                 timer.start()
+            # The first frame warms the models up (their first run, a first face's
+            # identity check: 0.1-0.3 s) and is not shown: a recording had held it
+            # that long before its second frame.
+            first = next(frames, None)
+            if first is not None:
+                swap(analyse(first))
+                warmed[0], swapped[0] = 1, 0
             run = pipeline.run()
         ok = True
     finally:
@@ -398,6 +407,8 @@ def run_live(
     if stopped_by[0] == "end" and capture.lost:
         stopped_by[0] = "camera_lost"
     dropped_by = {"capture": capture.dropped, **run.dropped}
+    if warmed[0]:
+        dropped_by["warm_up"] = warmed[0]
     return LiveStats(
         frames_captured=capture.captured + capture.dropped,
         frames_processed=len(latencies),
