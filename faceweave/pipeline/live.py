@@ -91,8 +91,10 @@ class LiveControls:
     quit_requested: bool = False
 
     def on_key(self, key: str) -> None:
-        """``n`` next source, ``+``/``-`` fusion, ``e`` toggle, ``q`` quit; other keys
-        are ignored."""
+        """``n`` next source, ``+``/``-`` fusion, ``e`` toggle, ``q`` quit (letters in
+        either case: Caps Lock on had left ``Q`` doing nothing); other keys are
+        ignored."""
+        key = key.lower()
         if key == "q":
             self.quit_requested = True
         elif key == "n":

@@ -102,6 +102,10 @@ def test_controls_follow_the_keys() -> None:
     assert controls.source_index == 1
     assert controls.fusion == pytest.approx(0.9)  # +0.1 capped at 1, then -0.1
     assert controls.enabled is False
+    # Caps Lock on: the letters still work.
+    for key in "NEQ":
+        controls.on_key(key)
+    assert controls.source_index == 2 and controls.enabled and controls.quit_requested
 
 
 def test_run_live_takes_one_source_and_options_as_a_mapping(
