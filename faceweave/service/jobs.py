@@ -250,7 +250,7 @@ def _parse(name: str, text: str, kind: type) -> object:
             value = float(text)
             if value != value or value in (float("inf"), float("-inf")):
                 raise ValueError(text)
-            return value
+            return value + 0.0  # (-0 as 0: it had been echoed back as -0.0)
     except ValueError:
         raise UsageError(f"{name} must be a number, got {text[:40]!r}") from None
     if len(text) > 40:

@@ -592,7 +592,7 @@ class Offer(BaseModel):
 
     sdp: str = Field(max_length=100_000, description="the browser's SDP offer")
     type: str = Field(default="offer", pattern="^offer$")
-    fusion: float = Field(default=1.0, ge=0.0, le=1.0)
+    fusion: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
     gaze: str = Field(default=SwapOptions.gaze, pattern=GAZE_PATTERN, description=GAZE_HELP)
     mask_hands: bool = Field(default=SwapOptions.mask_hands, description=HANDS_HELP)
 
@@ -606,7 +606,9 @@ class Answer(BaseModel):
 class FusionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
 
-    fusion: float = Field(ge=0.0, le=1.0, description="0 keeps the camera, 1 is a full swap")
+    fusion: float = Field(
+        ge=0.0, le=1.0, allow_inf_nan=False, description="0 keeps the camera, 1 is a full swap"
+    )
 
 
 class GazeIn(BaseModel):

@@ -621,6 +621,20 @@ def test_a_misspelt_live_offer_field_is_refused(service: tuple[TestClient, Path]
     assert error["code"] == "bad_request" and "fusoin" in error["message"], error
 
 
+def test_a_live_fusion_of_nan_is_no_finite_number(service: tuple[TestClient, Path]) -> None:
+    """NaN (which Python's JSON reads) had been told "should be less than or equal to 1"."""
+    client, data_dir = service
+    key = make_key(data_dir, "live")
+    headers = {**auth(key), "content-type": "application/json"}
+    for path, body in (
+        ("/v1/live/" + "0" * 32 + "/fusion", b'{"fusion": NaN}'),
+        ("/v1/live/offer", b'{"sdp": "v=0", "fusion": NaN}'),
+    ):
+        response = client.post(path, content=body, headers=headers)
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["message"].endswith(": Input should be a finite number")
+
+
 def test_a_malformed_live_offer_is_a_bad_offer(service: tuple[TestClient, Path]) -> None:
     """SDP that aiortc's parser cannot read is a 422 bad_offer, never a server error: a
     connection line "c=6`/" (found by the schema fuzzing) failed one of its asserts."""

@@ -252,6 +252,8 @@ def test_options_from_form() -> None:
     assert (options.fusion, options.mask_eyes, options.max_faces) == (0.25, True, 3)
     assert options.mask_glasses is True  # the default
     assert JobOptions.from_form({"mask_glasses": "false"}).mask_glasses is False
+    zero = JobOptions.from_form({"fusion": "-0"}).fusion
+    assert zero == 0.0 and str(zero) == "0.0"  # (it had been echoed back as -0.0)
     assert JobOptions.from_form({"mask_lips": "true"}).mask_lips is True
     assert JobOptions().mask_hands is False
     hands = JobOptions.from_form({"mask_hands": "true"})
