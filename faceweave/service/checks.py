@@ -310,6 +310,10 @@ class _UploadParser:
             self.charset = codecs.lookup(charset).name
         except LookupError:
             self.charset = "latin-1"
+        if "name".encode(self.charset, errors="replace") != b"name":
+            # A part's headers are ASCII at heart (UTF-16's names had come out as
+            # garbage, "a form part has no name"): only a charset that keeps ASCII.
+            self.charset = "utf-8"
         callbacks = {
             "on_part_begin": self.on_part_begin,
             "on_part_data": self.on_part_data,
@@ -329,6 +333,14 @@ class _UploadParser:
                     await anyio.to_thread.run_sync(self._flush, pending, finished)
             parser.finalize()
         except (FormParserError, ValueError) as exc:
+            if "header size" in str(exc) or "header count" in str(exc):
+                # (A file name of thousands of characters had read as "malformed".)
+                raise ServiceError(
+                    400,
+                    "bad_multipart",
+                    "a form part's headers are too large (a file name over 4000 "
+                    "characters?), or too many",
+                ) from exc
             raise ServiceError(400, "bad_multipart", "malformed multipart/form-data") from exc
         finally:
             self.close_all()

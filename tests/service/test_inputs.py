@@ -317,6 +317,48 @@ def test_check_filename_strips_control_characters() -> None:
     assert len(check_filename("x" * 1000)) == 255
 
 
+def test_a_file_name_too_long_for_a_part_header_is_named(
+    door: tuple[TestClient, str, Path],
+) -> None:
+    """A name of thousands of characters overflows the multipart parser's header line
+    (4224 bytes): said so, not "malformed multipart"; a long one below that is cut to
+    255 characters for display."""
+    client, key, _ = door
+    files = {"source": ("a" * 8000 + ".png", _small_png()), "target": ("t.png", _small_png())}
+    response = client.post("/v1/jobs", headers=auth(key), files=files)
+    assert response.status_code == 400
+    assert "headers are too large (a file name over 4000" in response.json()["error"]["message"]
+    files["source"] = ("a" * 3000 + ".png", _small_png())
+    assert client.post("/v1/jobs", headers=auth(key), files=files).status_code == 202
+    _server_alive(client)
+
+
+def test_a_charset_that_is_not_ascii_at_heart_is_not_used_for_part_names(
+    door: tuple[TestClient, str, Path],
+) -> None:
+    """``charset=utf-16`` on the form: its ASCII part names had been decoded as UTF-16
+    (garbage, the files unknown); only a charset that keeps ASCII is honoured."""
+    client, key, _ = door
+    body = b""
+    for name in (b"source", b"target"):
+        body += (
+            b'--XX\r\nContent-Disposition: form-data; name="' + name + b'"; '
+            b'filename="'
+            + name
+            + b'.png"\r\nContent-Type: image/png\r\n\r\n'
+            + _small_png()
+            + b"\r\n"
+        )
+    body += b"--XX--\r\n"
+    for charset in ("utf-16", "utf-32", "latin-1"):
+        headers = {
+            **auth(key),
+            "content-type": f"multipart/form-data; boundary=XX; charset={charset}",
+        }
+        response = client.post("/v1/jobs", content=body, headers=headers)
+        assert response.status_code == 202, (charset, response.text)
+
+
 def test_head_is_answered_as_get_without_a_body(door: tuple[TestClient, str, Path]) -> None:
     client, key, _ = door
     for path, headers in (("/healthz", {}), ("/", {}), ("/v1/jobs", auth(key))):
