@@ -361,7 +361,11 @@ class FaceTracker:
 
     def _analyse(self, frame: Frame, grey: NDArray[np.uint8], time: float) -> None:
         tracks = self._tracks
-        watching = self._watch_until is not None and 0.0 <= self._watch_until - time
+        watching = (
+            self._watch_until is not None
+            and 0.0 <= self._watch_until - time <= HIDDEN_WATCH_S  # (a looped file's
+            # time starts again: not a watch for a whole pass)
+        )
         if not watching:
             self._watch_until = None
         detect = (
