@@ -102,25 +102,6 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-class SidesAction(argparse.Action):
-    """1, 2 or 4 values for the four sides, as in CSS (see
-    :func:`~faceweave.processors.swap.css_sides`). Stores a 4-tuple."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        from faceweave.processors.swap import css_sides
-
-        try:
-            setattr(namespace, self.dest, css_sides(values))
-        except UsageError as error:
-            parser.error(f"{option_string} {error}")
-
-
 class OnceAction(argparse.Action):
     """An option that takes its value(s) once: given again, a usage error rather than
     the last one silently kept (``-s a.jpg -s b.jpg`` had swapped in b.jpg alone)."""
@@ -144,3 +125,24 @@ class OnceAction(argparse.Action):
             )
         setattr(namespace, seen, True)
         setattr(namespace, self.dest, values)
+
+
+class SidesAction(OnceAction):
+    """1, 2 or 4 values for the four sides, as in CSS (see
+    :func:`~faceweave.processors.swap.css_sides`). Stores a 4-tuple; given twice, a
+    usage error (as every one-value option)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from faceweave.processors.swap import css_sides
+
+        try:
+            sides = css_sides(values)
+        except UsageError as error:
+            parser.error(f"{option_string} {error}")
+        super().__call__(parser, namespace, sides, option_string)

@@ -112,6 +112,7 @@ from faceweave.io.animation import (
     ANIMATION_EXTENSIONS,
     clip_extension,
     copy_as_animation,
+    hold_last,
     is_animation,
     open_clip,
     probe_clip,
@@ -1603,6 +1604,9 @@ def _unmarked_copy(
             target_path, output_path, start=args.trim_start, end=args.trim_end, progress=progress
         )
         return
+    if is_animation(target_path):  # (FFmpeg decodes no animated WebP: Pillow does)
+        _animation_to_video(args, target_path, output_path, progress)
+        return
     transcode(
         target_path,
         output_path,
@@ -1614,6 +1618,50 @@ def _unmarked_copy(
         preset=args.preset or _default_preset(),
         crf=args.crf if args.crf is not None else _default_crf(output_path, args.encoder),
     )
+
+
+def _animation_to_video(
+    args: argparse.Namespace,
+    target_path: Path,
+    output_path: Path,
+    progress: Callable[[int, int], None],
+) -> None:
+    """An animated image's frames over the job's range as a video, unchanged, its last
+    frame held as long as the animation holds it."""
+    from faceweave.io.animation import AnimationReader
+    from faceweave.io.video import VideoWriter
+
+    crf = args.crf if args.crf is not None else _default_crf(output_path, args.encoder)
+    with AnimationReader(target_path, start=args.trim_start, end=args.trim_end) as reader:
+        writer: VideoWriter | None = None
+        try:
+            for frame in reader:
+                pts = frame.pts - reader.start_pts
+                if writer is None:
+                    height, width = frame.image.shape[:2]
+                    writer = VideoWriter(
+                        output_path,
+                        width=width,
+                        height=height,
+                        fps=reader.average_rate,
+                        time_base=reader.time_base,
+                        codec=args.encoder,
+                        preset=args.preset or _default_preset(),
+                        crf=crf,
+                    )
+                writer.write(frame.image, pts=pts)
+                progress(writer.frames_written, reader.info.frame_count)
+                last = (frame.image, pts)
+            if writer is None:
+                raise InputError(f"{target_path}: no frame to copy")
+            again = hold_last(reader, last[1])
+            if again is not None:
+                writer.write(last[0], pts=again)
+            writer.close()
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
 
 
 def _report_video(

@@ -23,6 +23,7 @@ import io
 import itertools
 import logging
 import os
+import struct
 import warnings
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -48,7 +49,14 @@ from faceweave.io.image import (
     check_input_file,
     write_bytes_atomic,
 )
-from faceweave.io.video import VIDEO_EXTENSIONS, VideoFrame, VideoInfo, VideoReader, probe_video
+from faceweave.io.video import (
+    VIDEO_EXTENSIONS,
+    VideoFrame,
+    VideoInfo,
+    VideoReader,
+    probe_video,
+    upright,
+)
 from faceweave.types import Frame, is_real_number
 
 __all__ = [
@@ -60,6 +68,7 @@ __all__ = [
     "animation_extension",
     "clip_extension",
     "copy_as_animation",
+    "hold_last",
     "is_animation",
     "open_clip",
     "probe_clip",
@@ -81,6 +90,26 @@ ANIMATION_MAX_BYTES = 2 << 30
 _GIF_SHORTEST_MS = 20
 _GIF_DEFAULT_MS = 100
 _MS = Fraction(1, 1000)
+# What Pillow raises on a cut or broken animation (its GIF reader's struct.error and
+# IndexError on a file cut between two frames among them).
+_BROKEN_ERRORS = (OSError, ValueError, SyntaxError, IndexError, struct.error)
+_DECODE_ERRORS = (EOFError, *_BROKEN_ERRORS)
+
+
+def _last_byte(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1)
+
+
+def _plays(image_format: str, loop: object) -> int:
+    """How many times an animation plays in all (0: for ever) from its ``loop`` as
+    Pillow reads it: a GIF's NETSCAPE count is the repeats after the first play (none:
+    it plays once); a WebP's and an APNG's count the plays."""
+    count = loop if isinstance(loop, int) and loop >= 0 else None
+    if image_format == "GIF":
+        return 1 if count is None else 0 if count == 0 else count + 1
+    return 0 if count is None else count
 
 
 def is_animation(path: PathLike) -> bool:
@@ -175,17 +204,18 @@ def copy_as_animation(
         origin = reader.start_pts
         try:
             for frame in reader:
+                image = upright(frame.image, reader.rotation)  # (as a player shows it)
                 if writer is None:
-                    height, width = frame.image.shape[:2]
+                    height, width = image.shape[:2]
                     writer = AnimationWriter(
                         output,
                         width=width,
                         height=height,
                         fps=reader.average_rate,
                         time_base=reader.time_base,
-                        loop=reader.loop if isinstance(reader, AnimationReader) else 0,
+                        plays=reader.plays if isinstance(reader, AnimationReader) else 0,
                     )
-                writer.write(frame.image, pts=frame.pts - origin)
+                writer.write(image, pts=frame.pts - origin)
                 if progress is not None:
                     progress(writer.frames_written, total)
             if writer is None:
@@ -200,6 +230,19 @@ def copy_as_animation(
         return writer.frames_written
 
 
+def hold_last(reader: AnimationReader, last_pts: int) -> int | None:
+    """Where a video written from ``reader``'s frames (its timestamps less
+    ``reader.start_pts``) takes its last frame again, ``last_pts`` being the last one
+    written, so that it ends when the animation does (a GIF's last frame is often a
+    long hold; a video's last frame lasts one frame period); None when it needs not."""
+    rate = reader.average_rate
+    if rate is None:
+        return None
+    period = round(1000 / float(rate))
+    end = reader.end_pts - reader.start_pts
+    return end - period if end - last_pts > 1.5 * period else None
+
+
 class AnimationReader:
     """Decode an animated GIF, WebP or PNG frame by frame, as a
     :class:`~faceweave.io.video.VideoReader` decodes a video (the same attributes,
@@ -212,8 +255,9 @@ class AnimationReader:
         max_pixels: refuse a canvas with more pixels than this.
 
     Attributes:
-        loop: how many times the animation plays again after the first (0: forever,
-            None: once, a GIF without a loop count).
+        plays: how many times the animation plays in all, 0 for ever (a GIF's loop
+            count is the repeats after the first play, and none is one play; a WebP's
+            and an APNG's count the plays).
         warnings: one line per problem met while decoding (a file cut short).
         decode_errors: always 0 (a frame that fails to decode ends the animation).
         rotation: always 0 (these formats store none).
@@ -262,7 +306,7 @@ class AnimationReader:
             raise UnsupportedFormatError(
                 f"{path}: not an animated image (GIF, WebP or PNG)"
             ) from exc
-        except (OSError, ValueError, SyntaxError) as exc:
+        except _BROKEN_ERRORS as exc:
             raise InputError(f"{path}: corrupt image header: {_one_line(exc)}") from exc
         try:
             width, height = self._image.size
@@ -273,9 +317,15 @@ class AnimationReader:
                 )
             if width == 0 or height == 0:
                 raise InputError(f"{path}: image has no pixels ({width}x{height})")
-            self.loop: int | None = self._image.info.get("loop")
             self._format = str(self._image.format)
+            self.plays = _plays(self._format, self._image.info.get("loop"))
             self._durations = self._read_durations()
+            if self._format == "GIF" and not self.warnings and _last_byte(checked) != b";":
+                # (Cut between two frames, a GIF reads as shorter without an error.)
+                self._warn(
+                    f"the file ends without a GIF's trailer (cut short?); kept the "
+                    f"{len(self._durations)} frame(s) in it"
+                )
         except BaseException:
             self._image.close()
             raise
@@ -284,13 +334,24 @@ class AnimationReader:
         """Each frame's duration in ms (seeking reads the frame headers and data; the
         frames a GIF's file cuts short are left out here, and warned of)."""
         durations: list[int] = []
-        count = getattr(self._image, "n_frames", 1)
+        try:
+            count = int(getattr(self._image, "n_frames", 1))
+        except _DECODE_ERRORS:
+            count = 1 << 20  # (a file cut between two frames: read up to the cut)
         for index in range(count):
             try:
                 self._image.seek(index)
-                if self._format == "WEBP":
-                    self._image.load()  # (a WebP frame's duration is known once decoded)
-            except (EOFError, OSError, ValueError, SyntaxError) as exc:
+                if self._format == "WEBP" or index == 0:
+                    # (A WebP frame's duration is known once decoded; a first frame
+                    # that does not decode is the file's error, not an empty clip.)
+                    self._image.load()
+            except EOFError:
+                if index == 0:
+                    raise InputError(f"{self.path}: truncated or corrupt: no frame") from None
+                if count < 1 << 20:
+                    self._warn(f"frames after {index} do not decode; kept {index}")
+                break
+            except _BROKEN_ERRORS as exc:
                 if index == 0:
                     raise InputError(
                         f"{self.path}: truncated or corrupt: {_one_line(exc)}"
@@ -387,11 +448,14 @@ class AnimationReader:
                     self._image.seek(number)
                     self._image.load()
                     image = self._frame()
-                except (EOFError, OSError, ValueError, SyntaxError) as exc:
+                except _DECODE_ERRORS as exc:
                     self._warn(f"frame {number} does not decode ({_one_line(exc)}); kept {number}")
                     return
                 at = max(pts, self.start_pts) if index == 0 else pts
-                yield VideoFrame(image=image, pts=at, time=at / 1000, index=index)
+                until = min(shown_until, end_pts) if end_pts is not None else shown_until
+                yield VideoFrame(
+                    image=image, pts=at, time=at / 1000, index=index, duration=(until - at) / 1000
+                )
                 index += 1
             pts = shown_until
 
@@ -421,7 +485,8 @@ class AnimationWriter:
         fps: frame rate, for frames written without a timestamp and the last frame's
             duration when only one was written.
         time_base: one ``pts`` tick in seconds.
-        loop: plays again this many times after the first (0: forever; None: once).
+        plays: how many times it plays in all, 0 for ever (written as each format
+            counts: a GIF's repeats after the first play).
         quality: WebP quality, 1-100 (GIF and PNG ignore it).
         max_bytes: refuse to hold more frame data than this (an
             :class:`~faceweave.errors.OutputError` names a video instead).
@@ -445,7 +510,7 @@ class AnimationWriter:
         height: int,
         fps: float | Fraction | None = None,
         time_base: Fraction | None = None,
-        loop: int | None = 0,
+        plays: int = 0,
         quality: int = DEFAULT_QUALITY,
         max_bytes: int = ANIMATION_MAX_BYTES,
     ) -> None:
@@ -457,7 +522,7 @@ class AnimationWriter:
         rate = float(fps) if fps else 0.0
         self._frame_ms = 1000 / rate if rate > 0 else float(_GIF_DEFAULT_MS)
         self._time_base = Fraction(time_base) if time_base else Fraction(1, 1000)
-        self.loop = loop
+        self.plays = max(0, int(plays))
         self.quality = int(quality)
         self.max_bytes = max_bytes
         self.warnings: list[str] = []
@@ -537,8 +602,10 @@ class AnimationWriter:
         if not self._frames:
             raise OutputError(f"{self.path}: no frame to write")
         options: dict[str, Any] = {"duration": self._durations()}
-        if self.loop is not None:
-            options["loop"] = self.loop
+        if self._format != "GIF":
+            options["loop"] = self.plays
+        elif self.plays != 1:  # (a GIF without a loop count plays once)
+            options["loop"] = max(0, self.plays - 1) if self.plays else 0
         if self._format == "WEBP":
             options.update(quality=self.quality, method=4)
         elif self._format == "GIF":

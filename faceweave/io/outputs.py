@@ -33,6 +33,7 @@ import math
 import os
 import socket
 import ssl
+import struct
 import sys
 import urllib.parse
 from collections.abc import Callable
@@ -195,10 +196,11 @@ def _lower_scheme(url: str) -> str:
 
 
 def _rtmp_answers(url: str, timeout: float) -> None:
-    """Check that an RTMP server answers a handshake's first message within
-    ``timeout`` seconds. FFmpeg's own connection takes no timeout: a server that took
-    the connection and never answered (another service on the port, an overloaded
-    ingest) had held the session forever, deaf to Ctrl-C.
+    """Check that an RTMP server answers the handshake and then its ``connect``
+    command, each within ``timeout`` seconds. FFmpeg's own connection takes no timeout
+    and holds Python's lock: a server that took the connection and never answered
+    (another service on the port, an overloaded ingest), or answered the handshake and
+    then nothing, had held the session for good, deaf to Ctrl-C.
 
     Raises:
         OutputError: no connection, or no answer in time.
@@ -207,6 +209,7 @@ def _rtmp_answers(url: str, timeout: float) -> None:
     secure = parts.scheme.lower() == "rtmps"
     host = parts.hostname or ""
     port = parts.port or (443 if secure else 1935)
+    step = "the handshake"
     try:
         with socket.create_connection((host, port), timeout=timeout) as raw:
             sock: socket.socket = raw
@@ -219,17 +222,63 @@ def _rtmp_answers(url: str, timeout: float) -> None:
                 sock = context.wrap_socket(raw, server_hostname=host)
             sock.settimeout(timeout)
             sock.sendall(b"\x03" + bytes(_RTMP_HANDSHAKE_BYTES))  # C0 (version 3) + C1
-            if not sock.recv(1):
-                raise OutputError(f"{url}: cannot connect: the server closed the connection")
+            answer = _received(sock, 1 + 2 * _RTMP_HANDSHAKE_BYTES, url)  # S0, S1, S2
+            sock.sendall(answer[1 : 1 + _RTMP_HANDSHAKE_BYTES])  # C2: S1 echoed
+            step = "its connect command"
+            app = parts.path.strip("/").split("/", 1)[0]
+            sock.sendall(_rtmp_connect(app, f"{parts.scheme}://{host}:{port}/{app}"))
+            _received(sock, 1, url)  # (any message: a window size, a result, an error)
+    except OutputError:
+        raise
     except TimeoutError:
         raise OutputError(
-            f"{url}: cannot connect: no answer from {host}:{port} in {timeout:g} s"
+            f"{url}: cannot connect: no answer from {host}:{port} to {step} in {timeout:g} s"
         ) from None
     except socket.gaierror as exc:
         raise OutputError(f"{url}: cannot connect: unknown host {host} ({exc.strerror})") from None
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror or _one_line(exc)
         raise OutputError(f"{url}: cannot connect to {host}:{port}: {reason}") from None
+
+
+def _received(sock: socket.socket, size: int, url: str) -> bytes:
+    """Exactly ``size`` bytes from ``sock`` (its timeout applies to each read)."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise OutputError(f"{url}: cannot connect: the server closed the connection")
+        data += chunk
+    return data
+
+
+def _amf_string(text: str) -> bytes:
+    data = text.encode()
+    return len(data).to_bytes(2, "big") + data
+
+
+def _rtmp_connect(app: str, tc_url: str) -> bytes:
+    """An RTMP ``connect`` command message (AMF0) in chunks of 128 bytes on chunk
+    stream 3, as a publisher such as FFmpeg sends it first."""
+    fields = {"app": app, "type": "nonprivate", "flashVer": "FMLE/3.0", "tcUrl": tc_url}
+    command = (
+        b"\x02"
+        + _amf_string("connect")
+        + b"\x00"
+        + struct.pack(">d", 1.0)  # transaction id
+        + b"\x03"
+        + b"".join(_amf_string(key) + b"\x02" + _amf_string(value) for key, value in fields.items())
+        + b"\x00\x00\x09"
+    )
+    header = (
+        b"\x03"  # fmt 0, chunk stream 3
+        + bytes(3)  # timestamp
+        + len(command).to_bytes(3, "big")
+        + b"\x14"  # AMF0 command
+        + bytes(4)  # message stream 0
+    )
+    chunks = [command[i : i + 128] for i in range(0, len(command), 128)]
+    return header + b"\xc3".join(chunks)  # (fmt 3: the chunks after the first)
 
 
 def _fitted(image: Frame, width: int, height: int) -> Frame:

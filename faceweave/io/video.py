@@ -210,6 +210,8 @@ class VideoFrame:
             previous one plus one frame, so ``pts`` always increases.
         time: seconds from the start of the video stream.
         index: 0, 1, 2... in the order the reader yields frames.
+        duration: seconds it shows for, where the file says (an animated image's
+            frames); None for a video's.
 
     Shape:
         - image: :math:`(H, W, 3)`, ``uint8``, BGR.
@@ -219,6 +221,7 @@ class VideoFrame:
     pts: int
     time: float
     index: int
+    duration: float | None = None
 
 
 def video_extension(path: PathLike) -> str:

@@ -51,6 +51,7 @@ from faceweave.io.animation import (
     AnimationReader,
     AnimationWriter,
     animation_bytes,
+    hold_last,
     open_clip,
 )
 from faceweave.io.image import PathLike, same_file
@@ -60,6 +61,7 @@ from faceweave.io.video import (
     VideoReader,
     VideoWriter,
     _copyable_metadata,
+    upright,
     video_extension,
 )
 from faceweave.pipeline.stages import Packet, Pipeline, Stage, Timing
@@ -609,10 +611,12 @@ class _Resampler:
         self.last_read = index
         return index
 
-    def read(self, seconds: float, limit: float | None) -> None:
-        """Note a frame read at ``seconds``: it shows until the next, or for one input
-        frame's time at the end (no later than ``limit``, a trim's end)."""
-        until = seconds + (1.0 / self.input_fps if self.input_fps > 0 else 0.0)
+    def read(self, seconds: float, limit: float | None, duration: float | None = None) -> None:
+        """Note a frame read at ``seconds``: it shows until the next, or at the end for
+        its ``duration`` where the file says (an animated image's), else one input
+        frame's time (no later than ``limit``, a trim's end)."""
+        step = 1.0 / self.input_fps if self.input_fps > 0 else 0.0
+        until = seconds + (duration if duration is not None else step)
         self.shown_until = min(until, limit) if limit is not None else until
 
     def tail(self) -> range:
@@ -776,6 +780,7 @@ def swap_video(
                     "video (.mp4) or fewer frames (--trim-end, --fps)"
                 )
         counts = {"read": 0, "swapped_frames": 0, "swapped_faces": 0}
+        last: list[Any] = []  # the last frame written, and its pts
 
         trimmed_s = trim_end - (trim_start or 0.0) if trim_end is not None else None
 
@@ -784,7 +789,7 @@ def swap_video(
                 pts: int | None = frame.pts - reader.start_pts
                 seconds = frame.time - (trim_start or 0.0)
                 if resampler is not None:
-                    resampler.read(seconds, trimmed_s)
+                    resampler.read(seconds, trimmed_s, frame.duration)
                     pts = resampler.slot(seconds)
                     if pts is None:
                         continue
@@ -838,8 +843,12 @@ def swap_video(
 
         def sink(packet: Packet) -> None:
             nonlocal writer
+            image = packet.image
+            if animated_output:
+                # (An animated image stores no display rotation: turned as shown.)
+                image = upright(image, reader.rotation)
             if writer is None and animated_output:
-                height, width = packet.image.shape[:2]
+                height, width = image.shape[:2]
                 writer = AnimationWriter(
                     output_path,
                     width=width,
@@ -847,7 +856,7 @@ def swap_video(
                     fps=resampler.fps if resampler else reader.average_rate,
                     time_base=1 / resampler.fps if resampler else reader.time_base,
                     # An animation plays as often as the target did; a video's, forever.
-                    loop=reader.loop if isinstance(reader, AnimationReader) else 0,
+                    plays=reader.plays if isinstance(reader, AnimationReader) else 0,
                 )
             elif writer is None:
                 height, width = packet.image.shape[:2]
@@ -873,9 +882,10 @@ def swap_video(
             if resampler is not None and resampler.previous is not None:
                 for slot in range(resampler.last_written + 1, packet.pts):
                     writer.write(resampler.previous, pts=slot)  # a gap: repeat the last frame
-            writer.write(packet.image, pts=packet.pts)
+            writer.write(image, pts=packet.pts)
+            last[:] = [image, packet.pts]
             if resampler is not None:
-                resampler.last_written, resampler.previous = packet.pts, packet.image
+                resampler.last_written, resampler.previous = packet.pts, image
             targets = packet.data.get("targets", [])
             counts["swapped_frames"] += bool(targets)
             counts["swapped_faces"] += len(targets)
@@ -916,9 +926,14 @@ def swap_video(
                 writer.write(resampler.previous, pts=slot)
             if progress is not None:
                 progress(writer.frames_written, int(expected))
-        if isinstance(writer, AnimationWriter) and isinstance(reader, AnimationReader):
-            if resampler is None:  # (the last frame lasts as long as the target's did)
+        if isinstance(reader, AnimationReader) and resampler is None:
+            # The last frame lasts as long as the target's did (a GIF's last frame is
+            # often a long hold): an animation is told its end; a video gets the frame
+            # again one frame period before it (its last frame lasts one period).
+            if isinstance(writer, AnimationWriter):
                 writer.ends_at = reader.end_pts - reader.start_pts
+            elif last and (again := hold_last(reader, last[1])) is not None:
+                writer.write(last[0], pts=again)
         if counts["swapped_frames"] or keep_faceless:
             writer.close()
         else:

@@ -525,7 +525,9 @@ def test_mask_padding_takes_one_two_or_four_sides(values: list[str], sides: tupl
     assert options.mask_padding == sides and options.feather == 0.05
 
 
-@pytest.mark.parametrize("values", [["0", "0", "0.2"], ["1.5"], ["x"]])
+@pytest.mark.parametrize(
+    "values", [["0", "0", "0.2"], ["1.5"], ["x"], ["0.1", "--mask-padding", "0.2"]]
+)
 def test_mask_padding_usage_errors(values: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     base = ["swap", "-s", "a", "-t", "b", "-o", "c.png"]
     with pytest.raises(SystemExit) as exit_info:

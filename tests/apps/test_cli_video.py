@@ -379,7 +379,7 @@ def test_an_animated_target_is_swapped_frame_by_frame(
     assert "out.gif: 5 frames, 5 faces swapped in 5 frames" in capsys.readouterr().err
     with AnimationReader(gif) as before, AnimationReader(tmp_path / "out.gif") as after:
         pairs = list(zip(before, after, strict=True))
-        assert after.durations_ms == tuple(durations) and after.loop == 1
+        assert after.durations_ms == tuple(durations) and after.plays == 2  # (loop=1)
     import faceweave as fw
 
     for old, new in pairs:
@@ -403,9 +403,52 @@ def test_an_animated_target_is_swapped_frame_by_frame(
     video = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"]), "--no-watermark", "-q"]
     assert cli.main([*video, "-o", str(tmp_path / "clip.webp"), "--trim-end", "0.2"]) == EXIT_OK
     with AnimationReader(tmp_path / "clip.webp") as reader:
-        assert reader.info.frame_count == 6 and reader.loop == 0
+        assert reader.info.frame_count == 6 and reader.plays == 0
     assert cli.main(["analyse", str(gif), "--at", "0.25"]) == EXIT_OK
     assert f"{gif} at 0.24 s: 320x240, 1 face(s)" in capsys.readouterr().out
+
+
+def test_an_animations_last_frame_keeps_its_time_in_a_video_and_at_a_new_rate(
+    files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    """A GIF's last frame is often a long hold: as a video its last frame had lasted one
+    average frame (0.64 s of 0.98), and at --fps one input frame's time."""
+    from faceweave.io.animation import AnimationReader
+
+    gif = _gif(tmp_path / "hold.gif", astronaut, 3, [60, 60, 500])
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(gif), "--no-watermark", "-q"]
+    assert cli.main([*argv, "-o", str(tmp_path / "o.mp4")]) == EXIT_OK
+    with av.open(str(tmp_path / "o.mp4")) as container:
+        stream = container.streams.video[0]
+        times = [float(f.pts * f.time_base) for f in container.decode(stream)]
+    # The last frame again one frame period (207 ms, the mean) before the end: 0.62 s.
+    assert times[:3] == pytest.approx([0.0, 0.06, 0.12], abs=0.002)
+    assert times[-1] == pytest.approx(0.62 - 0.207, abs=0.002)
+    assert cli.main([*argv, "-o", str(tmp_path / "o.gif"), "--fps", "10"]) == EXIT_OK
+    with AnimationReader(tmp_path / "o.gif") as reader:
+        # 0.62 s in whole 100-ms slots (it had been 400: the last frame for one mean
+        # frame's time).
+        assert sum(reader.durations_ms) == 700
+
+
+def test_a_video_stored_turned_goes_upright_into_an_animation(
+    files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    """An animated image stores no display rotation: a phone video's frames are turned
+    as a player shows them (they had come out sideways)."""
+    from faceweave.io.animation import AnimationReader
+
+    clip = make_clip(tmp_path / "phone.mp4", astronaut, frames=4, audio=False, display_rotation=90)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(clip), "--no-watermark", "-q"]
+    for name in ("o.gif", "o.webp"):
+        assert cli.main([*argv, "-o", str(tmp_path / name)]) == EXIT_OK
+        with AnimationReader(tmp_path / name) as reader:
+            assert (reader.info.width, reader.info.height) == (320, 240), name  # as shown
+    grey = make_clip(tmp_path / "grey.mp4", None, frames=4, audio=False, display_rotation=90)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(grey), "-q", "--skip-no-face"]
+    assert cli.main([*argv, "-o", str(tmp_path / "grey.gif")]) == EXIT_OK  # (copied unmarked)
+    with AnimationReader(tmp_path / "grey.gif") as reader:
+        assert (reader.info.width, reader.info.height) == (320, 240)
 
 
 def test_an_animation_too_long_to_hold_is_refused_before_any_work(

@@ -61,7 +61,8 @@ def test_frames_come_with_their_own_times(tmp_path: Path, name: str) -> None:
         frames = list(reader)
         assert reader.durations_ms == tuple(durations)
         info = reader.info
-        assert reader.loop == 2
+        # Pillow's loop=2: a GIF repeats twice after its first play; the others play twice.
+        assert reader.plays == (3 if name.endswith(".gif") else 2)
     assert [f.pts for f in frames] == [0, 40, 80, 180, 380]
     assert [f.index for f in frames] == list(range(5))
     assert info.frame_count == 5 and info.duration == pytest.approx(0.44)
@@ -158,7 +159,7 @@ def test_written_animations_read_back_with_their_timing(tmp_path: Path, name: st
     images = [np.asarray(f)[:, :, ::-1].copy() for f in _frames(4)]
     path = tmp_path / name
     writer = AnimationWriter(
-        path, width=WIDTH, height=HEIGHT, fps=25, time_base=Fraction(1, 90000), loop=3
+        path, width=WIDTH, height=HEIGHT, fps=25, time_base=Fraction(1, 90000), plays=3
     )
     for i, image in enumerate(images):
         writer.write(image, pts=i * 3600 + (i == 3) * 3600)  # 40 ms apart, then 80
@@ -167,7 +168,7 @@ def test_written_animations_read_back_with_their_timing(tmp_path: Path, name: st
     assert writer.frames_written == 4
     with AnimationReader(path) as reader:
         frames = list(reader)
-        assert reader.loop == 3
+        assert reader.plays == 3
         # The last frame lasts as long as the one before it.
         assert reader.durations_ms == (40, 40, 80, 80)
     for image, frame in zip(images, frames, strict=True):
@@ -238,4 +239,47 @@ def test_extensions_probe_and_copy(tmp_path: Path) -> None:
     )
     assert seen[-1] == (3, 3)
     with AnimationReader(tmp_path / "b.gif") as reader:
-        assert reader.durations_ms == (30, 30, 60) and reader.loop == 0
+        assert reader.durations_ms == (30, 30, 60) and reader.plays == 0
+
+
+@pytest.mark.parametrize(
+    ("source", "loop", "plays"),
+    [("a.gif", None, 1), ("a.gif", 0, 0), ("a.gif", 1, 2), ("a.webp", 1, 1), ("a.apng", 3, 3)],
+)
+def test_plays_are_carried_across_formats(
+    tmp_path: Path, source: str, loop: int | None, plays: int
+) -> None:
+    """A GIF's loop count is its repeats after the first play (none: it plays once); a
+    WebP's and an APNG's count the plays: a GIF that played once had come out of a WebP
+    looping for ever, one that played twice as a WebP playing once."""
+    options = {} if loop is None else {"loop": loop}
+    path = _animation(tmp_path / source, [40, 40, 40], **options)
+    with AnimationReader(path) as reader:
+        assert reader.plays == plays
+    for name in ("b.gif", "b.webp", "b.apng"):
+        copy_as_animation(path, tmp_path / name)
+        with AnimationReader(tmp_path / name) as reader:
+            assert reader.plays == plays, (source, name)
+    raw = (tmp_path / "b.gif").read_bytes()
+    assert (b"NETSCAPE2.0" in raw) == (plays != 1)  # (one play: no loop extension at all)
+
+
+def test_a_gif_cut_between_two_frames_keeps_the_frames_before(tmp_path: Path) -> None:
+    """Cut where one frame ends and the next begins, Pillow's frame count had raised an
+    IndexError ("internal error"); every cut keeps what decodes, with a warning."""
+    path = _animation(tmp_path / "a.gif", [50] * 6)
+    data = path.read_bytes()
+    cuts = 0
+    for end in range(40, len(data), 7):
+        cut = tmp_path / "cut.gif"
+        cut.write_bytes(data[:end])
+        try:
+            reader = AnimationReader(cut)
+        except InputError:
+            continue  # (not even a first frame)
+        with reader:
+            frames = list(reader)
+        assert 1 <= len(frames) <= len(reader.durations_ms) <= 6
+        assert len(frames) == 6 or reader.warnings, end
+        cuts += 1
+    assert cuts > 10

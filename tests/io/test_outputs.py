@@ -154,7 +154,9 @@ def _server(answer: bytes | None) -> tuple[socket.socket, int]:
         while True:
             try:
                 connection, _ = server.accept()
-            except OSError:
+            except OSError:  # (the server closed: its connections too)
+                for each in held:
+                    each.close()
                 return
             if answer is None:
                 held.append(connection)  # (taken, and never a word)
@@ -174,7 +176,9 @@ def test_an_rtmp_server_that_never_answers_is_given_up_on_in_time() -> None:
     port, an ingest overloaded) had held the session for good, deaf to Ctrl-C."""
     server, port = _server(None)
     began = time.monotonic()
-    with pytest.raises(OutputError, match=r"no answer from 127\.0\.0\.1:\d+ in 0\.5 s"):
+    with pytest.raises(
+        OutputError, match=r"no answer from 127\.0\.0\.1:\d+ to the handshake in 0\.5 s"
+    ):
         StreamOutput(f"rtmp://127.0.0.1:{port}/live/key", W, H, FPS, timeout=0.5)
     assert time.monotonic() - began < 3.0
     server.close()
@@ -184,12 +188,79 @@ def test_an_rtmp_server_that_never_answers_is_given_up_on_in_time() -> None:
     closing.close()
 
 
-def test_an_rtmp_server_that_answers_the_handshake_passes_the_check() -> None:
+def _rtmp_server(answers_connect: bool) -> tuple[socket.socket, int]:
+    """A server that answers the RTMP handshake (S0, S1, S2), then, after the client's
+    C2 and first message, a byte (``answers_connect``) or nothing."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:  # (the server closed: its connections too)
+                for each in held:
+                    each.close()
+                return
+            held.append(connection)
+            connection.recv(1537)
+            connection.sendall(b"\x03" + bytes(3072))
+            if answers_connect:
+                connection.recv(4096)
+                connection.sendall(b"\x02")
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, int(server.getsockname()[1])
+
+
+def test_an_rtmp_server_must_answer_the_handshake_and_the_connect_command() -> None:
+    """One that answered the handshake and then nothing had held the session for good
+    too (FFmpeg's connection holds Python's lock: Ctrl-C and SIGTERM went unheard)."""
     from faceweave.io.outputs import _rtmp_answers
 
-    server, port = _server(b"\x03" + bytes(1536))
+    server, port = _rtmp_server(answers_connect=True)
     _rtmp_answers(f"rtmp://127.0.0.1:{port}/live/key", 2.0)  # (no error)
     server.close()
+    silent, port = _rtmp_server(answers_connect=False)
+    with pytest.raises(OutputError, match="no answer from .* to its connect command in 0.5 s"):
+        _rtmp_answers(f"rtmp://127.0.0.1:{port}/live/key", 0.5)
+    silent.close()
+
+
+def test_ffmpegs_own_rtmp_server_answers_the_connect_command(tmp_path: Path) -> None:
+    """The command is RTMP as a server reads it: FFmpeg's listening RTMP server (in a
+    child process: its wait holds Python's lock) answers it."""
+    import subprocess
+    import sys
+
+    from faceweave.io.outputs import _rtmp_answers
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    url = f"rtmp://127.0.0.1:{port}/live/key"
+    script = (
+        "import av\n"
+        "try:\n"
+        f"    av.open({url!r}, 'r', options={{'listen': '1'}}, timeout=20)\n"
+        "except Exception:\n"
+        "    pass\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        for attempt in range(200):  # until it listens (refused before)
+            try:
+                _rtmp_answers(url, 5.0)
+                break
+            except OutputError as error:
+                if "refused" not in str(error) or attempt == 199:
+                    raise
+                time.sleep(0.05)
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_display_that_does_not_answer_is_no_display(

@@ -395,7 +395,7 @@ def test_an_animated_gif_job_comes_back_animated(
     result = tmp_path / "result.gif"
     result.write_bytes(client.get(done["result"]["url"], headers=auth(key)).content)
     with AnimationReader(result) as reader:
-        assert reader.durations_ms == (80, 80, 160, 80) and reader.loop is None
+        assert reader.durations_ms == (80, 80, 160, 80) and reader.plays == 1
         images = [f.image for f in reader]
     before = cv2.cvtColor(small, cv2.COLOR_RGB2BGR).astype(int)
     assert np.abs(images[0].astype(int) - before).max(axis=2).mean() > 2  # swapped
