@@ -98,7 +98,8 @@ def has_display() -> bool:
 
 def _x_server_answers(display: str, timeout: float = 1.0) -> bool:
     """Whether the X server ``display`` names (``:0``, ``unix:1``, ``host:10.0``)
-    takes a connection: its Unix socket (or the abstract one), or TCP port 6000 + N."""
+    takes a connection (its Unix socket, the abstract one, or TCP port 6000 + N) and
+    does not refuse it (see _x_refuses: a ``sudo`` shell without the user's cookie)."""
     host, _, rest = display.rpartition(":")
     number = rest.split(".", 1)[0]
     if not display or not number.isdigit():
@@ -109,13 +110,71 @@ def _x_server_answers(display: str, timeout: float = 1.0) -> bool:
             with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
                 sock.settimeout(timeout)
                 sock.connect(address)
-                return True
+                return not _x_refuses(sock, number, socket.gethostname(), local=True)
         return False
     try:
-        with socket.create_connection((host, 6000 + int(number)), timeout=timeout):
-            return True
+        with socket.create_connection((host, 6000 + int(number)), timeout=timeout) as sock:
+            return not _x_refuses(sock, number, host, local=False)
     except OSError:
         return False
+
+
+def _x_refuses(sock: socket.socket, number: str, host: str, *, local: bool) -> bool:
+    """Whether the X server on ``sock`` refuses the connection setup that Qt's would
+    send: the MIT-MAGIC-COOKIE-1 for the display in ``XAUTHORITY`` (or
+    ``~/.Xauthority``), or none. It had accepted the socket and refused the setup
+    ("No protocol specified"), and Qt aborted the process, exit 134 and no word.
+    Only an explicit refusal counts: a server slow to answer is left to Qt."""
+    name, data = _x_cookie(number, host, local=local)
+    pad = lambda blob: blob + bytes(-len(blob) % 4)  # noqa: E731
+    setup = struct.pack("<BxHHHHxx", ord("l"), 11, 0, len(name), len(data))
+    try:
+        sock.sendall(setup + pad(name) + pad(data))
+        reply = sock.recv(1)
+    except OSError:
+        return False
+    return reply in (b"\x00", b"\x02")  # Failed, Authenticate (1: Success)
+
+
+def _x_cookie(number: str, host: str, *, local: bool) -> tuple[bytes, bytes]:
+    """The (name, data) of the first Xauthority entry for display ``number`` on
+    ``host`` (a local one, a remote one's address, or a wildcard), as Xlib and xcb
+    pick it; empty when there is none."""
+    path = os.environ.get("XAUTHORITY") or os.path.expanduser("~/.Xauthority")
+    try:
+        with open(path, "rb") as handle:
+            blob = handle.read(1 << 20)
+    except OSError:
+        return b"", b""
+    offset = 0
+
+    def field() -> bytes:
+        nonlocal offset
+        size = int.from_bytes(blob[offset : offset + 2], "big")
+        value = blob[offset + 2 : offset + 2 + size]
+        offset += 2 + size
+        return value
+
+    wanted = host.encode()
+    try:
+        while offset + 2 <= len(blob):
+            family = int.from_bytes(blob[offset : offset + 2], "big")
+            offset += 2
+            address, display, name, data = field(), field(), field(), field()
+            if display not in (b"", number.encode()):
+                continue
+            if family == 0xFFFF or (family == 256 and local and address == wanted):
+                return name, data
+            if (
+                not local
+                and family in (0, 6)
+                and socket.inet_ntop(socket.AF_INET if family == 0 else socket.AF_INET6, address)
+                == socket.gethostbyname(host)
+            ):
+                return name, data
+    except (OSError, ValueError):
+        pass
+    return b"", b""
 
 
 def check_output_spec(spec: str | None) -> str:
@@ -130,8 +189,9 @@ def check_output_spec(spec: str | None) -> str:
         display = os.environ.get("DISPLAY") if sys.platform.startswith("linux") else None
         if display:
             raise UsageError(
-                f"no display: the X server {display} does not answer (an SSH session's "
-                "that ended? a Wayland desktop without XWayland?); use --output "
+                f"no display: the X server {display} does not answer, or refuses the "
+                "connection (an SSH session's that ended? a sudo shell without the "
+                "user's XAUTHORITY? Wayland without XWayland?); use --output "
                 "FILE|udp://|rtmp://|virtualcam"
             )
         raise UsageError(NO_DISPLAY)

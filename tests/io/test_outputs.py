@@ -289,6 +289,58 @@ def test_a_display_that_does_not_answer_is_no_display(
     assert not _x_server_answers(f"{tmp_path / 'y'}:0") and not _x_server_answers("nonsense")
 
 
+def _x_server(path: Path, status: bytes, heard: list[bytes]) -> socket.socket:
+    """A Unix socket that reads a connection setup (into ``heard``) and answers its
+    first byte ``status`` (0 Failed, 1 Success, 2 Authenticate)."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(2)
+
+    def serve() -> None:
+        try:
+            connection, _ = server.accept()
+        except OSError:
+            return
+        with connection:
+            heard.append(connection.recv(4096))
+            connection.sendall(status + bytes(7))
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server
+
+
+def test_an_x_server_that_refuses_the_setup_is_no_display(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that takes the connection and refuses its setup ("No protocol
+    specified": a sudo shell without the user's cookie) had let Qt abort the process,
+    exit 134 and no word; the setup carries the display's cookie from XAUTHORITY."""
+    import struct
+
+    from faceweave.io.outputs import _x_server_answers
+
+    cookie = bytes(range(16))
+    entry = b"".join(
+        len(part).to_bytes(2, "big") + part
+        for part in (socket.gethostname().encode(), b"0", b"MIT-MAGIC-COOKIE-1", cookie)
+    )
+    other = b"".join(
+        len(part).to_bytes(2, "big") + part for part in (b"elsewhere", b"0", b"X", b"Y")
+    )
+    (tmp_path / "xauth").write_bytes(
+        struct.pack(">H", 256) + other + struct.pack(">H", 256) + entry
+    )
+    monkeypatch.setenv("XAUTHORITY", str(tmp_path / "xauth"))
+    for status, answers in ((b"\x00", False), (b"\x02", False), (b"\x01", True)):
+        heard: list[bytes] = []
+        path = tmp_path / f"x{status[0]}"
+        with _x_server(path, status, heard):
+            assert _x_server_answers(f"{path}:0") is answers
+        setup = heard[0]
+        assert setup[:1] == b"l" and struct.unpack("<HH", setup[2:6]) == (11, 0)
+        assert b"MIT-MAGIC-COOKIE-1" in setup and setup.endswith(cookie)
+
+
 def test_frames_of_another_size_are_recorded_fitted(tmp_path: Path) -> None:
     """A source that changes its resolution mid-session (a camera, a stream): its
     recording goes on, each frame fitted inside the first one's size on black (the
