@@ -388,7 +388,8 @@ def run_live(
             first = next(frames, None)
             if first is not None:
                 swap(analyse(first))
-                warmed[0], swapped[0] = 1, 0
+                # (Its swap, or a model's failure on it, is not the session's.)
+                warmed[0], swapped[0], failed[1] = 1, 0, 0
             run = pipeline.run()
         ok = True
     finally:

@@ -540,9 +540,15 @@ def test_live_cli_file_to_file_with_stats(
         )
         first = next(container.decode(video=0)).to_ndarray(format="bgr24").astype(int)
     with av.open(str(live_clip)) as container:
-        camera = next(container.decode(video=0)).to_ndarray(format="bgr24").astype(int)
-    # --mirror: the output is the camera's picture flipped left to right.
-    assert np.abs(first - camera[:, ::-1]).mean() < 0.5 * np.abs(first - camera).mean()
+        camera = [
+            f.to_ndarray(format="bgr24").astype(int)
+            for f, _ in zip(container.decode(video=0), range(20), strict=False)
+        ]
+    # --mirror: the output is the camera's picture flipped left to right (the camera's
+    # frame it shows: the first one warms the models up and is not shown, and the
+    # pacer may drop some meanwhile).
+    shown = min(camera, key=lambda frame: np.abs(first - frame[:, ::-1]).mean())
+    assert np.abs(first - shown[:, ::-1]).mean() < 0.5 * np.abs(first - shown).mean()
 
 
 def test_a_session_that_showed_no_frame_says_so_not_nan() -> None:
