@@ -1459,10 +1459,13 @@ def _run_swap_video(
     output_path: Path = args.output
     if args.debug is not None:
         raise UsageError("--debug is for image targets")
-    if args.quality is not None:
-        raise UsageError("--quality is for image targets (a video's is --crf)")
     if output_path.is_dir():
         output_path = output_path / target_path.name
+    if args.quality is not None and output_path.suffix.lower() != ".webp":
+        # (An animated WebP's is its --quality, as a still WebP's.)
+        raise UsageError(
+            "--quality is for image targets and animated WebP outputs (a video's is --crf)"
+        )
     _output_usage(clip_extension, output_path, "--output")
     _check_encoder_fits(output_path, args)
     if not output_path.parent.is_dir():
@@ -1574,6 +1577,7 @@ def _video_job(
             watermark=watermark,
             keep_faceless=args.skip_no_face,
             frame_enhancer=frame_enhancer,
+            **({"quality": args.quality} if args.quality is not None else {}),
         )
         if (
             stats.frames_swapped == 0

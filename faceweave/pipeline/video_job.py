@@ -54,7 +54,7 @@ from faceweave.io.animation import (
     hold_last,
     open_clip,
 )
-from faceweave.io.image import PathLike, same_file
+from faceweave.io.image import DEFAULT_QUALITY, PathLike, same_file
 from faceweave.io.video import (
     DEFAULT_CRF,
     DEFAULT_PRESET,
@@ -654,6 +654,7 @@ def swap_video(
     watermark: str | None = None,
     keep_faceless: bool = True,
     frame_enhancer: FrameEnhancer | None = None,
+    quality: int = DEFAULT_QUALITY,
 ) -> VideoJobStats:
     """Swap faces through a video file, keeping its audio, timing and rotation.
 
@@ -694,6 +695,8 @@ def swap_video(
             (the target unchanged); False leaves no file (and an older one in place).
         frame_enhancer: a :class:`~faceweave.FrameEnhancer` (a model you bring): every
             frame, swapped or not, upscaled by its scale (the output is that much larger).
+        quality: an animated WebP output's quality, 1-100 (GIF and APNG are lossless
+            but for a GIF's 256 colours; a video's is ``crf``).
 
     Returns:
         The :class:`VideoJobStats`.
@@ -718,6 +721,8 @@ def swap_video(
             raise UsageError(f"{name} must be a number of 0 seconds or more, got {second!r}")
     if same_file(output_path, target_path):
         raise UsageError(f"{output_path}: the output must not be the target video")
+    if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+        raise UsageError(f"quality must be a whole number from 1 to 100, got {quality!r}")
     if frame_enhancer is not None and not isinstance(frame_enhancer, FrameEnhancer):
         raise InputError(f"frame_enhancer is a FrameEnhancer, got {type(frame_enhancer).__name__}")
     sources = source_list(sources)
@@ -857,6 +862,7 @@ def swap_video(
                     time_base=1 / resampler.fps if resampler else reader.time_base,
                     # An animation plays as often as the target did; a video's, forever.
                     plays=reader.plays if isinstance(reader, AnimationReader) else 0,
+                    quality=quality,
                 )
             elif writer is None:
                 height, width = packet.image.shape[:2]

@@ -185,7 +185,10 @@ def test_image_options_for_a_video_target_are_usage_errors(
     """``--quality`` (JPEG/WebP) had been ignored for a video; ``--debug`` was refused."""
     base = ["swap", "-s", str(files["hopper"]), "-t", str(files["clip"])]
     for extra, message in (
-        (["--quality", "10"], "--quality is for image targets (a video's is --crf)"),
+        (
+            ["--quality", "10"],
+            "--quality is for image targets and animated WebP outputs (a video's is --crf)",
+        ),
         (["--debug", str(tmp_path / "d.png")], "--debug is for image targets"),
     ):
         assert cli.main([*base, "-o", str(tmp_path / "o.mp4"), *extra]) == EXIT_USAGE
@@ -449,6 +452,20 @@ def test_a_video_stored_turned_goes_upright_into_an_animation(
     assert cli.main([*argv, "-o", str(tmp_path / "grey.gif")]) == EXIT_OK  # (copied unmarked)
     with AnimationReader(tmp_path / "grey.gif") as reader:
         assert (reader.info.width, reader.info.height) == (320, 240)
+
+
+def test_an_animated_webps_quality_is_its_quality(
+    files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    gif = _gif(tmp_path / "a.gif", astronaut, 3, [100] * 3)
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(gif), "--no-watermark", "-q"]
+    sizes = []
+    for quality in ("20", "95"):
+        output = tmp_path / f"q{quality}.webp"
+        assert cli.main([*argv, "-o", str(output), "--quality", quality]) == EXIT_OK
+        sizes.append(output.stat().st_size)
+    assert sizes[0] < 0.6 * sizes[1]
+    assert cli.main([*argv, "-o", str(tmp_path / "q.gif"), "--quality", "50"]) == EXIT_USAGE
 
 
 def test_an_animation_too_long_to_hold_is_refused_before_any_work(
