@@ -1197,7 +1197,8 @@ def _run_swap(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--reference-frame takes the face from one video: give a video --target"
             )
-        targets = [path for path in list_images(target_path) if path not in videos]
+        moving = set(videos)
+        targets = [path for path in list_images(target_path) if path not in moving]
         if not targets and not videos:
             kinds = ", ".join((*READ_IMAGE_EXTENSIONS, *VIDEO_EXTENSIONS, ".gif"))
             raise InputError(f"{target_path}: no images or videos ({kinds})")
