@@ -78,7 +78,9 @@ DEFAULT_QUALITY = 95
 
 # Pillow decoders we use; the JPEG one also opens the multi-picture (MPO) files phones write.
 # HEIF last: AVIF files with a generic HEIF brand are Pillow's AVIF plugin's.
-_READ_FORMATS = ("AVIF", "BMP", "JPEG", "PNG", "TIFF", "WEBP", "HEIF")
+# A GIF is read too (its first frame: a GIF avatar as the source photo); as a target it
+# is an animation (faceweave.io.animation).
+_READ_FORMATS = ("AVIF", "BMP", "GIF", "JPEG", "PNG", "TIFF", "WEBP", "HEIF")
 # Background for transparent pixels: white, as image viewers and browsers show them.
 _ALPHA_BACKGROUND = 255.0
 _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
@@ -440,7 +442,7 @@ def _decode(
                 "(the iPhone's Settings > Camera > Formats > Most Compatible)"
             ) from exc
         raise UnsupportedFormatError(
-            f"{path}: not a supported image (PNG, JPEG, WebP, BMP, TIFF, AVIF or HEIC)"
+            f"{path}: not a supported image (PNG, JPEG, WebP, BMP, TIFF, AVIF, HEIC or GIF)"
         ) from exc
     except (OSError, ValueError, SyntaxError) as exc:  # Pillow's broken-header errors
         raise InputError(f"{path}: corrupt image header: {_one_line(exc)}") from exc

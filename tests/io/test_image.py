@@ -468,10 +468,17 @@ def test_corrupt_png_header_raises(tmp_path: Path) -> None:
 
 
 def test_other_image_formats_are_unsupported(tmp_path: Path) -> None:
-    path = tmp_path / "anim.gif"
+    path = tmp_path / "picture.pcx"
     Image.new("RGB", (8, 8), (1, 2, 3)).save(path)
     with pytest.raises(UnsupportedFormatError):
         read_image(path)
+
+
+def test_a_gif_is_read_as_its_first_frame(tmp_path: Path) -> None:
+    """A GIF avatar as the source photo (as a target, a GIF is an animation)."""
+    frames = [Image.new("RGB", (8, 8), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    frames[0].save(tmp_path / "a.gif", save_all=True, append_images=frames[1:])
+    assert read_image(tmp_path / "a.gif")[0, 0].tolist() == [0, 0, 255]
 
 
 def test_missing_file_raises(tmp_path: Path) -> None:
