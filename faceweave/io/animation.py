@@ -90,6 +90,7 @@ ANIMATION_MAX_BYTES = 2 << 30
 _GIF_SHORTEST_MS = 20
 _GIF_DEFAULT_MS = 100
 _MS = Fraction(1, 1000)
+_MOST_COUNT = 65535  # a loop count's largest value in GIF, WebP and APNG (16 bits)
 # What Pillow raises on a cut or broken animation (its GIF reader's struct.error and
 # IndexError on a file cut between two frames among them).
 _BROKEN_ERRORS = (OSError, ValueError, SyntaxError, IndexError, struct.error)
@@ -602,10 +603,12 @@ class AnimationWriter:
         if not self._frames:
             raise OutputError(f"{self.path}: no frame to write")
         options: dict[str, Any] = {"duration": self._durations()}
+        # (Each format's count is 16 bits: more plays than it holds play for ever.)
         if self._format != "GIF":
-            options["loop"] = self.plays
+            options["loop"] = self.plays if self.plays <= _MOST_COUNT else 0
         elif self.plays != 1:  # (a GIF without a loop count plays once)
-            options["loop"] = max(0, self.plays - 1) if self.plays else 0
+            repeats = self.plays - 1 if self.plays else 0
+            options["loop"] = repeats if repeats <= _MOST_COUNT else 0
         if self._format == "WEBP":
             options.update(quality=self.quality, method=4)
         elif self._format == "GIF":
@@ -614,7 +617,7 @@ class AnimationWriter:
         try:
             first, rest = self._frames[0], self._frames[1:]
             first.save(buffer, format=self._format, save_all=True, append_images=rest, **options)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RuntimeError, OverflowError) as exc:
             raise OutputError(f"{self.path}: cannot encode: {_one_line(exc)}") from exc
         finally:
             self._frames = []

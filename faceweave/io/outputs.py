@@ -35,6 +35,7 @@ import socket
 import ssl
 import struct
 import sys
+import time
 import urllib.parse
 from collections.abc import Callable
 from fractions import Fraction
@@ -247,6 +248,14 @@ def _check_stream_url(url: str) -> None:
         raise UsageError(f"--output {url}: the port must be a number from 1 to 65535")
     if parts.scheme.lower() == "udp" and port is None:
         raise UsageError(f"--output {url}: give the port to send to (udp://HOST:PORT)")
+    if parts.scheme.lower() == "udp":
+        try:  # (an unknown host had been found out after the models loaded)
+            socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_DGRAM)
+        except (OSError, UnicodeError) as exc:
+            reason = getattr(exc, "strerror", None) or _one_line(exc)
+            raise OutputError(
+                f"{url}: cannot send: unknown host {parts.hostname} ({reason})"
+            ) from None
 
 
 def _lower_scheme(url: str) -> str:
@@ -287,7 +296,7 @@ def _rtmp_answers(url: str, timeout: float) -> None:
             step = "its connect command"
             app = parts.path.strip("/").split("/", 1)[0]
             sock.sendall(_rtmp_connect(app, f"{parts.scheme}://{host}:{port}/{app}"))
-            _received(sock, 1, url)  # (any message: a window size, a result, an error)
+            _answered(sock, url, timeout)
     except OutputError:
         raise
     except TimeoutError:
@@ -299,6 +308,25 @@ def _rtmp_answers(url: str, timeout: float) -> None:
     except (OSError, ssl.SSLError) as exc:
         reason = exc.strerror or _one_line(exc)
         raise OutputError(f"{url}: cannot connect to {host}:{port}: {reason}") from None
+
+
+def _answered(sock: socket.socket, url: str, timeout: float) -> None:
+    """Wait (``timeout`` seconds in all) for the server's answer to ``connect``: its
+    ``_result`` or ``_error`` command. A server sends a window size and a bandwidth
+    first; one that sent those and then nothing had held the session too. (The
+    command's name is an AMF0 string at the start of its message: whole in its first
+    chunk.)"""
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while b"_result" not in seen and b"_error" not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or len(seen) > 1 << 16:
+            raise TimeoutError
+        sock.settimeout(left)
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise OutputError(f"{url}: cannot connect: the server closed the connection")
+        seen = seen[-16:] + chunk
 
 
 def _received(sock: socket.socket, size: int, url: str) -> bytes:

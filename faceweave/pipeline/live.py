@@ -386,11 +386,18 @@ def run_live(
             # identity check: 0.1-0.3 s) and is not shown: a recording had held it
             # that long before its second frame.
             first = next(frames, None)
-            if first is not None:
-                swap(analyse(first))
+            warm = swap(analyse(first)) if first is not None else None
+            kept = (swapped[0], failed[1])
+            if warm is not None:
                 # (Its swap, or a model's failure on it, is not the session's.)
                 warmed[0], swapped[0], failed[1] = 1, 0, 0
             run = pipeline.run()
+            if warm is not None and not latencies:
+                # Stopped while it warmed up (Ctrl-C, q, --duration): that frame is the
+                # session's (a recording of none had been an error, "no frames").
+                warmed[0] = 0
+                swapped[0], failed[1] = swapped[0] + kept[0], failed[1] + kept[1]
+                sink(warm)
         ok = True
     finally:
         if timer is not None:
@@ -412,6 +419,12 @@ def run_live(
     dropped_by = {"capture": capture.dropped, **run.dropped}
     if warmed[0]:
         dropped_by["warm_up"] = warmed[0]
+    # Frames in the stages' hands when the session stopped (Ctrl-C, q, --duration):
+    # read, never shown (they had been counted nowhere).
+    captured = capture.captured + capture.dropped
+    unshown = captured - len(latencies) - sum(dropped_by.values())
+    if unshown > 0:
+        dropped_by["at_stop"] = unshown
     return LiveStats(
         frames_captured=capture.captured + capture.dropped,
         frames_processed=len(latencies),

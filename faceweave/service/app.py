@@ -572,6 +572,8 @@ def _check_files(
                 max_pixels=config.max_pixels,
                 role=role,
                 upscale=scale,
+                trim_start=options.trim_start,
+                trim_end=options.trim_end,
             )
             if options.trim_start >= duration:
                 raise UsageError(

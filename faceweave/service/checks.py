@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import math
 import os
 import unicodedata
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from faceweave.service.errors import ServiceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
+
+    from faceweave.io.video import VideoInfo
 
 __all__ = [
     "IMAGE_TYPES",
@@ -433,7 +436,14 @@ def _upscaled_message(what: str, width: int, height: int, scale: int, max_pixels
 
 
 def check_video(
-    path: Path, *, max_seconds: float, max_pixels: int, role: str, upscale: int = 1
+    path: Path,
+    *,
+    max_seconds: float,
+    max_pixels: int,
+    role: str,
+    upscale: int = 1,
+    trim_start: float = 0.0,
+    trim_end: float = 0.0,
 ) -> float:
     """Probe a video; returns its length in seconds. Blocking: run it in a thread.
     ``upscale``: as :func:`check_image`'s.
@@ -477,7 +487,38 @@ def check_video(
             "video_too_large",
             _upscaled_message(f"{role} frames are", info.width, info.height, upscale, max_pixels),
         )
+    _check_animation_held(path, info, duration, role, upscale, trim_start, trim_end)
     return float(duration)
+
+
+def _check_animation_held(
+    path: Path,
+    info: VideoInfo,
+    duration: float,
+    role: str,
+    upscale: int,
+    trim_start: float,
+    trim_end: float,
+) -> None:
+    """An animated result is held whole until it is written (see
+    :data:`~faceweave.io.animation.ANIMATION_MAX_BYTES`): a target whose frames, over
+    the trim, would be more is refused here (it had been taken, and failed in its job
+    with the command line's advice)."""
+    from faceweave.io.animation import ANIMATION_EXTENSIONS, ANIMATION_MAX_BYTES, animation_bytes
+
+    if path.suffix.lower() not in ANIMATION_EXTENSIONS or duration <= 0:
+        return
+    span = (trim_end or duration) - trim_start
+    frames = math.ceil(info.frame_count * max(0.0, min(1.0, span / duration)))
+    width, height = info.width * upscale, info.height * upscale
+    if frames * animation_bytes(path, width, height) > ANIMATION_MAX_BYTES:
+        raise ServiceError(
+            413,
+            "video_too_large",
+            f"{role} has {frames} frames of {width}x{height} to swap: more than an animated "
+            f"result holds ({ANIMATION_MAX_BYTES >> 20} MiB); send fewer or smaller frames, "
+            "or a part of it (trim_start, trim_end)",
+        )
 
 
 def check_video_range(path: Path, *, start: float, end: float, duration: float, role: str) -> None:

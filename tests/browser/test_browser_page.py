@@ -118,6 +118,21 @@ def test_a_video_job_takes_the_pages_sound_and_trim_settings(
     # tells a video by its name.
     untyped = [{"type": "", "name": name} for name in ("a.mkv", "b.MOV", "c.png", "d")]
     assert page.evaluate("(files) => files.map(isVideo)", untyped) == [True, True, False, False]
+    # An animated GIF or PNG (a WebP may be one) takes the trim too (it had been dropped).
+    animated = [
+        {"type": "image/gif", "name": "a.gif"},
+        {"type": "image/webp", "name": "b.webp"},
+        {"type": "", "name": "c.apng"},
+        {"type": "image/png", "name": "d.png"},
+        {"type": "image/jpeg", "name": "e.jpg"},
+    ]
+    assert page.evaluate("(files) => files.map(isMoving)", animated) == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
     page.get_by_label("Keep a video's sound").uncheck()
     page.get_by_label("Video from second").fill("0.2")
     page.get_by_label("Video to second").fill("0.6")

@@ -132,6 +132,9 @@ def test_stream_urls_ffmpeg_would_refuse_late_are_usage_errors() -> None:
         with pytest.raises(UsageError, match=message):
             check_output_spec(url)
     assert check_output_spec("UDP://127.0.0.1:5000") == "stream"
+    # An unknown host: said before any model loads ("[Errno 5] Input/output error" after).
+    with pytest.raises(OutputError, match="unknown host nosuchhost.invalid"):
+        check_output_spec("udp://nosuchhost.invalid:27001")
 
 
 def test_an_upper_case_scheme_is_sent_as_ffmpeg_knows_it() -> None:
@@ -188,9 +191,9 @@ def test_an_rtmp_server_that_never_answers_is_given_up_on_in_time() -> None:
     closing.close()
 
 
-def _rtmp_server(answers_connect: bool) -> tuple[socket.socket, int]:
+def _rtmp_server(reply: bytes) -> tuple[socket.socket, int]:
     """A server that answers the RTMP handshake (S0, S1, S2), then, after the client's
-    C2 and first message, a byte (``answers_connect``) or nothing."""
+    C2 and first message, ``reply`` (and nothing more)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(4)
@@ -207,9 +210,9 @@ def _rtmp_server(answers_connect: bool) -> tuple[socket.socket, int]:
             held.append(connection)
             connection.recv(1537)
             connection.sendall(b"\x03" + bytes(3072))
-            if answers_connect:
+            if reply:
                 connection.recv(4096)
-                connection.sendall(b"\x02")
+                connection.sendall(reply)
 
     threading.Thread(target=serve, daemon=True).start()
     return server, int(server.getsockname()[1])
@@ -220,13 +223,18 @@ def test_an_rtmp_server_must_answer_the_handshake_and_the_connect_command() -> N
     too (FFmpeg's connection holds Python's lock: Ctrl-C and SIGTERM went unheard)."""
     from faceweave.io.outputs import _rtmp_answers
 
-    server, port = _rtmp_server(answers_connect=True)
+    window = b"\x02" + bytes(6) + b"\x00\x00\x04\x05" + bytes(4) + b"\x00\x26\x25\xa0"
+    result = b"\x03" + bytes(6) + b"\x00\x00\x20\x14" + bytes(4) + b"\x02\x00\x07_result"
+    server, port = _rtmp_server(window + result)
     _rtmp_answers(f"rtmp://127.0.0.1:{port}/live/key", 2.0)  # (no error)
     server.close()
-    silent, port = _rtmp_server(answers_connect=False)
-    with pytest.raises(OutputError, match="no answer from .* to its connect command in 0.5 s"):
-        _rtmp_answers(f"rtmp://127.0.0.1:{port}/live/key", 0.5)
-    silent.close()
+    # Nothing after the handshake, or a window size and then nothing (a server's first
+    # message before its _result: it had been taken for the answer).
+    for reply in (b"", window):
+        silent, port = _rtmp_server(reply)
+        with pytest.raises(OutputError, match="no answer from .* to its connect command in 0.5"):
+            _rtmp_answers(f"rtmp://127.0.0.1:{port}/live/key", 0.5)
+        silent.close()
 
 
 def test_ffmpegs_own_rtmp_server_answers_the_connect_command(tmp_path: Path) -> None:

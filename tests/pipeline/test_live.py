@@ -297,8 +297,27 @@ def test_run_live_stops_after_duration(
     assert stats.stopped_by == "duration"
     assert 0.6 < stats.wall_s < 2.0
     assert (tmp_path / "rec.mkv").exists()
+    # Every frame read is counted: shown, or dropped (the frames in the stages' hands
+    # at the stop too, which had been counted nowhere).
+    assert stats.frames_captured == stats.frames_processed + stats.frames_dropped, stats
     with pytest.raises(UsageError):
         run_live(capture, output, [grace_hopper_face], selector="reference")
+
+
+def test_a_session_stopped_while_it_warms_up_keeps_that_frame(
+    live_clip: Path, tmp_path: Path, grace_hopper_face: Face
+) -> None:
+    """Stopped (Ctrl-C, q, --duration) during the first frame's warm-up: that frame is
+    the recording (it had been an error, "no frames were written")."""
+    capture = FilePacer(live_clip, loop=True)
+    output = FileOutput(tmp_path / "rec.mkv", capture.width, capture.height, capture.fps)
+    # A fresh analyser: its first frame takes long enough for the stop to come first.
+    stats = run_live(capture, output, [grace_hopper_face], duration=0.001, handle_sigint=False)
+    assert stats.stopped_by == "duration" and stats.frames_processed == 1
+    assert "warm_up" not in stats.dropped_by
+    assert stats.frames_captured == stats.frames_processed + stats.frames_dropped, stats
+    with av.open(str(tmp_path / "rec.mkv")) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 1
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

@@ -305,6 +305,31 @@ def test_an_animated_webp_or_png_target_is_a_video_job(door: tuple[TestClient, s
     _server_alive(client)
 
 
+def test_an_animation_too_large_to_hold_is_refused_at_the_door(
+    door: tuple[TestClient, str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An animated result is held whole until it is written: a target over that (its
+    frames within the trim) is a 413 at the door, in the API's words (it had been taken
+    and failed in its job with the command line's advice)."""
+    import faceweave.io.animation as animation
+
+    monkeypatch.setattr(animation, "ANIMATION_MAX_BYTES", 64 * 64 * 3)  # three frames
+    client, key, _ = door
+    frames = [Image.new("RGB", (64, 64), (30 * i, 90, 120)) for i in range(6)]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, format="GIF", save_all=True, append_images=frames[1:], duration=100)
+    error = _post_target(client, key, buffer.getvalue(), "long.gif")
+    assert (error["status"], error["code"]) == (413, "video_too_large"), error
+    assert "6 frames of 64x64" in error["message"] and "trim_start, trim_end" in error["message"]
+    response = client.post(
+        "/v1/jobs",
+        headers=auth(key),
+        files={"source": ("s.png", _small_png()), "target": ("long.gif", buffer.getvalue())},
+        data={"trim_end": "0.2"},  # two frames of six
+    )
+    assert response.status_code == 202, response.text
+
+
 @pytest.mark.parametrize(
     "head", [b"", b"GIF8" + bytes(30), b"%PDF-1.7" + bytes(30), b"BM" + bytes(40), b"<svg>"]
 )

@@ -47,6 +47,15 @@ function isVideo(file) {
   return file.type.startsWith("video/") || (!file.type && VIDEO_FILE.test(file.name));
 }
 
+// An animated GIF or PNG (and a WebP, which may be one) is swapped as a video is: the
+// trim applies (a still WebP with a trim is refused by the server, saying why).
+const ANIMATED_TYPE = /^image\/(gif|apng|webp)$/;
+const ANIMATED_FILE = /\.(gif|apng|webp)$/i;
+
+function isMoving(file) {
+  return isVideo(file) || ANIMATED_TYPE.test(file.type) || (!file.type && ANIMATED_FILE.test(file.name));
+}
+
 function formData() {
   const form = $("swap-form");
   const data = new FormData();
@@ -71,6 +80,8 @@ function formData() {
   const target = form.elements.target.files[0];
   if (target && isVideo(target)) {
     data.append("keep_audio", form.elements.keep_audio.checked ? "true" : "false");
+  }
+  if (target && isMoving(target)) {
     for (const name of ["trim_start", "trim_end"]) {
       if (form.elements[name].value !== "") data.append(name, form.elements[name].value);
     }
