@@ -54,10 +54,11 @@ from faceweave.io.video import (
     VideoFrame,
     VideoInfo,
     VideoReader,
+    check_time_range,
     probe_video,
     upright,
 )
-from faceweave.types import Frame, is_real_number
+from faceweave.types import Frame
 
 __all__ = [
     "ANIMATION_EXTENSIONS",
@@ -279,12 +280,7 @@ class AnimationReader:
         end: float | None = None,
         max_pixels: int = DEFAULT_MAX_PIXELS,
     ) -> None:
-        if start is not None and not (is_real_number(start) and 0 <= start < float("inf")):
-            raise InputError(f"start must be a number of 0 seconds or more, got {start!r}")
-        if end is not None and not (is_real_number(end) and 0 < end < float("inf")):
-            raise InputError(f"end must be a number of seconds over 0, got {end!r}")
-        if end is not None and start is not None and end <= start:
-            raise InputError(f"end ({end} s) must be after start ({start} s)")
+        check_time_range(start, end)
         self.path = path
         self.start = start
         self.end = end

@@ -71,6 +71,7 @@ __all__ = [
     "VideoInfo",
     "VideoReader",
     "VideoWriter",
+    "check_time_range",
     "list_videos",
     "probe_video",
     "transcode",
@@ -224,6 +225,21 @@ class VideoFrame:
     duration: float | None = None
 
 
+def check_time_range(start: float | None, end: float | None) -> None:
+    """A reader's ``start`` and ``end`` seconds: finite, ``start`` 0 or more, ``end``
+    over 0 and after ``start`` (None: the clip's own).
+
+    Raises:
+        InputError: any other.
+    """
+    if start is not None and not (is_real_number(start) and 0 <= start < float("inf")):
+        raise InputError(f"start must be a number of 0 seconds or more, got {start!r}")
+    if end is not None and not (is_real_number(end) and 0 < end < float("inf")):
+        raise InputError(f"end must be a number of seconds over 0, got {end!r}")
+    if end is not None and start is not None and end <= start:
+        raise InputError(f"end ({end} s) must be after start ({start} s)")
+
+
 def video_extension(path: PathLike) -> str:
     """The lower-case extension of ``path`` if faceweave writes that container.
 
@@ -325,12 +341,7 @@ class VideoReader:
         threads: bool = True,
     ) -> None:
         self.path = path
-        if start is not None and not (is_real_number(start) and 0 <= start < float("inf")):
-            raise InputError(f"start must be a number of 0 seconds or more, got {start!r}")
-        if end is not None and not (is_real_number(end) and 0 < end < float("inf")):
-            raise InputError(f"end must be a number of seconds over 0, got {end!r}")
-        if end is not None and start is not None and end <= start:
-            raise InputError(f"end ({end} s) must be after start ({start} s)")
+        check_time_range(start, end)
         self.start = start
         self.end = end
         self.warnings: list[str] = []
