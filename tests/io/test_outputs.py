@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -145,9 +146,9 @@ def test_an_upper_case_scheme_is_sent_as_ffmpeg_knows_it() -> None:
     output.close()
 
 
-def _server(answer: bytes | None) -> tuple[socket.socket, int]:
-    """A TCP server on a free port that takes connections and answers ``answer`` (None:
-    never answers; b"": closes at once)."""
+def _server(talk: Callable[[socket.socket], bool]) -> tuple[socket.socket, int]:
+    """A TCP server on a free port that hands each connection to ``talk``, and keeps it
+    open (until the server closes) where ``talk`` says so."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(4)
@@ -161,11 +162,7 @@ def _server(answer: bytes | None) -> tuple[socket.socket, int]:
                 for each in held:
                     each.close()
                 return
-            if answer is None:
-                held.append(connection)  # (taken, and never a word)
-            elif answer:
-                connection.recv(1537)
-                connection.sendall(answer)
+            if talk(connection):
                 held.append(connection)
             else:
                 connection.close()
@@ -174,10 +171,18 @@ def _server(answer: bytes | None) -> tuple[socket.socket, int]:
     return server, int(server.getsockname()[1])
 
 
+def _silent(connection: socket.socket) -> bool:
+    return True  # (taken, and never a word)
+
+
+def _closing(connection: socket.socket) -> bool:
+    return False
+
+
 def test_an_rtmp_server_that_never_answers_is_given_up_on_in_time() -> None:
     """A server that takes the connection and says nothing (another service on the
     port, an ingest overloaded) had held the session for good, deaf to Ctrl-C."""
-    server, port = _server(None)
+    server, port = _server(_silent)
     began = time.monotonic()
     with pytest.raises(
         OutputError, match=r"no answer from 127\.0\.0\.1:\d+ to the handshake in 0\.5 s"
@@ -185,7 +190,7 @@ def test_an_rtmp_server_that_never_answers_is_given_up_on_in_time() -> None:
         StreamOutput(f"rtmp://127.0.0.1:{port}/live/key", W, H, FPS, timeout=0.5)
     assert time.monotonic() - began < 3.0
     server.close()
-    closing, port = _server(b"")
+    closing, port = _server(_closing)
     with pytest.raises(OutputError, match="closed the connection|Connection reset"):
         StreamOutput(f"rtmp://127.0.0.1:{port}/live/key", W, H, FPS, timeout=0.5)
     closing.close()
@@ -194,28 +199,16 @@ def test_an_rtmp_server_that_never_answers_is_given_up_on_in_time() -> None:
 def _rtmp_server(reply: bytes) -> tuple[socket.socket, int]:
     """A server that answers the RTMP handshake (S0, S1, S2), then, after the client's
     C2 and first message, ``reply`` (and nothing more)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
-    held: list[socket.socket] = []
 
-    def serve() -> None:
-        while True:
-            try:
-                connection, _ = server.accept()
-            except OSError:  # (the server closed: its connections too)
-                for each in held:
-                    each.close()
-                return
-            held.append(connection)
-            connection.recv(1537)
-            connection.sendall(b"\x03" + bytes(3072))
-            if reply:
-                connection.recv(4096)
-                connection.sendall(reply)
+    def talk(connection: socket.socket) -> bool:
+        connection.recv(1537)
+        connection.sendall(b"\x03" + bytes(3072))
+        if reply:
+            connection.recv(4096)
+            connection.sendall(reply)
+        return True
 
-    threading.Thread(target=serve, daemon=True).start()
-    return server, int(server.getsockname()[1])
+    return _server(talk)
 
 
 def test_an_rtmp_server_must_answer_the_handshake_and_the_connect_command() -> None:
