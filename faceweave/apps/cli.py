@@ -111,8 +111,7 @@ from faceweave.io import (
 from faceweave.io.animation import (
     ANIMATION_EXTENSIONS,
     clip_extension,
-    copy_as_animation,
-    hold_last,
+    copy_clip,
     is_animation,
     open_clip,
     probe_clip,
@@ -1604,69 +1603,15 @@ def _unmarked_copy(
     """The target's frames over the job's range, encoded as the job's, unmarked."""
     from faceweave.io.video import transcode
 
-    if output_path.suffix.lower() in ANIMATION_EXTENSIONS:
-        copy_as_animation(
-            target_path, output_path, start=args.trim_start, end=args.trim_end, progress=progress
-        )
-        return
-    if is_animation(target_path):  # (FFmpeg decodes no animated WebP: Pillow does)
-        _animation_to_video(args, target_path, output_path, progress)
-        return
-    transcode(
-        target_path,
-        output_path,
-        start=args.trim_start,
-        end=args.trim_end,
-        keep_audio=not args.no_audio,
-        progress=progress,
-        codec=args.encoder,
-        preset=args.preset or _default_preset(),
-        crf=args.crf if args.crf is not None else _default_crf(output_path, args.encoder),
-    )
-
-
-def _animation_to_video(
-    args: argparse.Namespace,
-    target_path: Path,
-    output_path: Path,
-    progress: Callable[[int, int], None],
-) -> None:
-    """An animated image's frames over the job's range as a video, unchanged, its last
-    frame held as long as the animation holds it."""
-    from faceweave.io.animation import AnimationReader
-    from faceweave.io.video import VideoWriter
-
     crf = args.crf if args.crf is not None else _default_crf(output_path, args.encoder)
-    with AnimationReader(target_path, start=args.trim_start, end=args.trim_end) as reader:
-        writer: VideoWriter | None = None
-        try:
-            for frame in reader:
-                pts = frame.pts - reader.start_pts
-                if writer is None:
-                    height, width = frame.image.shape[:2]
-                    writer = VideoWriter(
-                        output_path,
-                        width=width,
-                        height=height,
-                        fps=reader.average_rate,
-                        time_base=reader.time_base,
-                        codec=args.encoder,
-                        preset=args.preset or _default_preset(),
-                        crf=crf,
-                    )
-                writer.write(frame.image, pts=pts)
-                progress(writer.frames_written, reader.info.frame_count)
-                last = (frame.image, pts)
-            if writer is None:
-                raise InputError(f"{target_path}: no frame to copy")
-            again = hold_last(reader, last[1])
-            if again is not None:
-                writer.write(last[0], pts=again)
-            writer.close()
-        except BaseException:
-            if writer is not None:
-                writer.abort()
-            raise
+    encoding = {"codec": args.encoder, "preset": args.preset or _default_preset(), "crf": crf}
+    span = {"start": args.trim_start, "end": args.trim_end, "progress": progress}
+    if output_path.suffix.lower() in ANIMATION_EXTENSIONS:
+        copy_clip(target_path, output_path, **span)
+    elif is_animation(target_path):  # (FFmpeg decodes no animated WebP: Pillow does)
+        copy_clip(target_path, output_path, **span, **encoding)
+    else:
+        transcode(target_path, output_path, keep_audio=not args.no_audio, **span, **encoding)
 
 
 def _report_video(

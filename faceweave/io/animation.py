@@ -54,6 +54,7 @@ from faceweave.io.video import (
     VideoFrame,
     VideoInfo,
     VideoReader,
+    VideoWriter,
     check_time_range,
     probe_video,
     upright,
@@ -68,8 +69,8 @@ __all__ = [
     "animation_bytes",
     "animation_extension",
     "clip_extension",
-    "copy_as_animation",
-    "hold_last",
+    "copy_clip",
+    "end_as_the_source",
     "is_animation",
     "open_clip",
     "probe_clip",
@@ -189,41 +190,62 @@ def clip_extension(path: PathLike) -> str:
     return extension
 
 
-def copy_as_animation(
+def copy_clip(
     source: PathLike,
     output: PathLike,
     *,
     start: float | None = None,
     end: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    **video_options: Any,
 ) -> int:
     """Write ``source``'s frames (a video's or an animation's) from ``start`` to ``end``
-    as the animated image ``output``, unchanged but for the format; the frames written.
-    A video's copy loops forever, an animation's as often as the source did."""
+    to ``output``, unchanged but for the format; the frames written. An animated image
+    ``output`` (:data:`ANIMATION_EXTENSIONS`) plays as often as an animated source did
+    (a video's copy for ever), its frames turned as a player shows them; any other is
+    a video (``video_options``: :class:`~faceweave.io.video.VideoWriter`'s ``codec``,
+    ``preset``, ``crf``...), an animation's last frame held as long as it holds it.
+    (A video's copy to a video, with its sound: :func:`~faceweave.io.video.transcode`.)"""
+    animated = Path(output).suffix.lower() in _FORMATS
     with open_clip(source, start=start, end=end) as reader:
         total = reader.info.frame_count
-        writer: AnimationWriter | None = None
+        writer: AnimationWriter | VideoWriter | None = None
         origin = reader.start_pts
+        last: tuple[Frame, int] | None = None
         try:
             for frame in reader:
-                image = upright(frame.image, reader.rotation)  # (as a player shows it)
+                pts = frame.pts - origin
+                image = upright(frame.image, reader.rotation) if animated else frame.image
                 if writer is None:
                     height, width = image.shape[:2]
-                    writer = AnimationWriter(
-                        output,
-                        width=width,
-                        height=height,
-                        fps=reader.average_rate,
-                        time_base=reader.time_base,
-                        plays=reader.plays if isinstance(reader, AnimationReader) else 0,
+                    rate, ticks = reader.average_rate, reader.time_base
+                    writer = (
+                        AnimationWriter(
+                            output,
+                            width=width,
+                            height=height,
+                            fps=rate,
+                            time_base=ticks,
+                            plays=reader.plays if isinstance(reader, AnimationReader) else 0,
+                        )
+                        if animated
+                        else VideoWriter(
+                            output,
+                            width=width,
+                            height=height,
+                            fps=rate,
+                            time_base=ticks,
+                            rotation=reader.rotation,
+                            **video_options,
+                        )
                     )
-                writer.write(image, pts=frame.pts - origin)
+                writer.write(image, pts=pts)
+                last = (image, pts)
                 if progress is not None:
                     progress(writer.frames_written, total)
-            if writer is None:
+            if writer is None or last is None:
                 raise InputError(f"{source}: no frame to copy")
-            if isinstance(reader, AnimationReader):
-                writer.ends_at = reader.end_pts - origin
+            end_as_the_source(reader, writer, last)
             writer.close()
         except BaseException:
             if writer is not None:
@@ -232,17 +254,28 @@ def copy_as_animation(
         return writer.frames_written
 
 
-def hold_last(reader: AnimationReader, last_pts: int) -> int | None:
-    """Where a video written from ``reader``'s frames (its timestamps less
-    ``reader.start_pts``) takes its last frame again, ``last_pts`` being the last one
-    written, so that it ends when the animation does (a GIF's last frame is often a
-    long hold; a video's last frame lasts one frame period); None when it needs not."""
+def end_as_the_source(
+    reader: VideoReader | AnimationReader,
+    writer: VideoWriter | AnimationWriter,
+    last: tuple[Frame, int],
+) -> None:
+    """Make ``writer``'s output, written from ``reader``'s frames (their timestamps
+    less ``reader.start_pts``; ``last``: the last image written and its timestamp), end
+    when an animated source does (a GIF's last frame is often a long hold): an animated
+    output is told its end; a video, whose last frame lasts one frame period, takes
+    the last frame again one period before it. A video source's ending is its own."""
+    if not isinstance(reader, AnimationReader):
+        return
+    end = reader.end_pts - reader.start_pts
+    if isinstance(writer, AnimationWriter):
+        writer.ends_at = end
+        return
     rate = reader.average_rate
     if rate is None:
-        return None
+        return
     period = round(1000 / float(rate))
-    end = reader.end_pts - reader.start_pts
-    return end - period if end - last_pts > 1.5 * period else None
+    if end - last[1] > 1.5 * period:
+        writer.write(last[0], pts=end - period)
 
 
 class AnimationReader:

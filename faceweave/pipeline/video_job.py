@@ -51,7 +51,7 @@ from faceweave.io.animation import (
     AnimationReader,
     AnimationWriter,
     animation_bytes,
-    hold_last,
+    end_as_the_source,
     open_clip,
 )
 from faceweave.io.image import DEFAULT_QUALITY, PathLike, same_file
@@ -932,14 +932,10 @@ def swap_video(
                 writer.write(resampler.previous, pts=slot)
             if progress is not None:
                 progress(writer.frames_written, int(expected))
-        if isinstance(reader, AnimationReader) and resampler is None:
-            # The last frame lasts as long as the target's did (a GIF's last frame is
-            # often a long hold): an animation is told its end; a video gets the frame
-            # again one frame period before it (its last frame lasts one period).
-            if isinstance(writer, AnimationWriter):
-                writer.ends_at = reader.end_pts - reader.start_pts
-            elif last and (again := hold_last(reader, last[1])) is not None:
-                writer.write(last[0], pts=again)
+        if resampler is None and last:
+            # (An animated target's last frame lasts as long as it did; at a new rate
+            # the resampler's slots hold it.)
+            end_as_the_source(reader, writer, (last[0], last[1]))
         if counts["swapped_frames"] or keep_faceless:
             writer.close()
         else:

@@ -434,6 +434,23 @@ def test_an_animations_last_frame_keeps_its_time_in_a_video_and_at_a_new_rate(
         assert sum(reader.durations_ms) == 700
 
 
+def test_a_faceless_animation_goes_to_a_video_unmarked_with_its_timing(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """Nothing swapped (--skip-no-face): the animation's own frames, written again
+    without the mark, its last frame held as long as it holds it."""
+    ramp = np.repeat(np.linspace(40, 200, 320, dtype=np.uint8)[None, :, None], 240, axis=0)
+    scene = np.ascontiguousarray(np.repeat(ramp, 3, axis=2))  # (no face; its frames differ)
+    gif = _gif(tmp_path / "ramp.gif", scene, 3, [60, 60, 500])
+    argv = ["swap", "-s", str(files["hopper"]), "-t", str(gif), "-q", "--skip-no-face"]
+    assert cli.main([*argv, "-o", str(tmp_path / "o.mp4")]) == EXIT_OK
+    with av.open(str(tmp_path / "o.mp4")) as container:
+        stream = container.streams.video[0]
+        times = [float(f.pts * f.time_base) for f in container.decode(stream)]
+    assert times == pytest.approx([0.0, 0.06, 0.12, 0.62 - 0.207], abs=0.002)
+    assert not verify(tmp_path / "o.mp4").marked
+
+
 def test_a_video_stored_turned_goes_upright_into_an_animation(
     files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
 ) -> None:

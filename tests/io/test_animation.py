@@ -16,7 +16,7 @@ from faceweave.io.animation import (
     AnimationWriter,
     animation_extension,
     clip_extension,
-    copy_as_animation,
+    copy_clip,
     is_animation,
     open_clip,
     probe_clip,
@@ -233,10 +233,7 @@ def test_extensions_probe_and_copy(tmp_path: Path) -> None:
     source = _animation(tmp_path / "a.webp", [30, 30, 60], loop=0)
     assert probe_clip(source).frame_count == 3
     seen: list[tuple[int, int]] = []
-    assert (
-        copy_as_animation(source, tmp_path / "b.gif", progress=lambda d, t: seen.append((d, t)))
-        == 3
-    )
+    assert copy_clip(source, tmp_path / "b.gif", progress=lambda d, t: seen.append((d, t))) == 3
     assert seen[-1] == (3, 3)
     with AnimationReader(tmp_path / "b.gif") as reader:
         assert reader.durations_ms == (30, 30, 60) and reader.plays == 0
@@ -257,7 +254,7 @@ def test_plays_are_carried_across_formats(
     with AnimationReader(path) as reader:
         assert reader.plays == plays
     for name in ("b.gif", "b.webp", "b.apng"):
-        copy_as_animation(path, tmp_path / name)
+        copy_clip(path, tmp_path / name)
         with AnimationReader(tmp_path / name) as reader:
             assert reader.plays == plays, (source, name)
     raw = (tmp_path / "b.gif").read_bytes()
