@@ -665,6 +665,10 @@ class VideoWriter:
         self._closed = True  # until the temporary file exists: nothing to clean up
         self._live_audio: LiveAudioEncoder | None = None
         self._last_pts: int | None = None
+        self._held: av.Packet | None = None  # the newest video packet, see _mux_video
+        self._timed_by_dts = format_name in ("mp4", "mov")
+        self._first_dts: int | None = None
+        self._pts_span: tuple[int, int] | None = None
         self._trim_start = trim_start
         self._trim_end = trim_end
 
@@ -819,7 +823,7 @@ class VideoWriter:
         frame.pts = pts
         frame.time_base = self._codec_time_base
         try:
-            self._container.mux(self._video.encode(frame))
+            self._mux_video(self._video.encode(frame))
             if self._audio is not None:
                 self._audio.pump(self._container, seconds + _AUDIO_LEAD_S)
         except (av.error.FFmpegError, OSError) as exc:
@@ -828,6 +832,43 @@ class VideoWriter:
                 f"{self.path}: cannot write video: {_write_reason(exc, self._temp_path, self.path)}"
             ) from exc
         self.frames_written += 1
+
+    def _mux_video(self, packets: list[av.Packet]) -> None:
+        # The newest packet is held back until the next one: the last one's duration is
+        # settled at close (_mux_last_video).
+        for packet in packets:
+            if packet.pts is not None and packet.dts is not None:
+                if self._first_dts is None:
+                    self._first_dts = packet.dts
+                low, high = self._pts_span or (packet.pts, packet.pts)
+                self._pts_span = (min(low, packet.pts), max(high, packet.pts))
+            if self._held is not None:
+                self._container.mux(self._held)
+            self._held = packet
+
+    def _mux_last_video(self) -> None:
+        # MP4 and MOV measure a track from its decode timestamps. With B-frames they
+        # run behind the presentation ones by the reorder delay, in frames: on a
+        # variable frame rate (a phone's video, an animation) the delay at the end is
+        # not the delay at the start, and the file read as ending early by the
+        # difference (a GIF of 1.3 s as 1.09). The last packet's duration makes it up.
+        packet, self._held = self._held, None
+        if packet is None:
+            return
+        if (
+            self._timed_by_dts
+            and self._pts_span is not None
+            and self._first_dts is not None
+            and packet.dts is not None
+            and packet.time_base is not None
+        ):
+            low, high = self._pts_span
+            short = (high - low) - (packet.dts - self._first_dts)
+            if short > 0:
+                # (x264 leaves it 0: the muxer's default is one frame period)
+                period = packet.duration or max(1, round(1 / (self._rate * packet.time_base)))
+                packet.duration = period + short
+        self._container.mux(packet)
 
     def write_audio(self, samples: NDArray[np.float32], start: float) -> None:
         """Encode live sound (``live_audio``) heard from ``start`` seconds of the output.
@@ -862,7 +903,8 @@ class VideoWriter:
             self.abort()
             raise OutputError(f"{self.path}: no frames were written")
         try:
-            self._container.mux(self._video.encode(None))
+            self._mux_video(self._video.encode(None))
+            self._mux_last_video()
             if self._live_audio is not None:
                 self._container.mux(self._live_audio.flush())
             if self._audio is not None:

@@ -624,6 +624,27 @@ def test_vfr_timestamps_preserved(tmp_path: Path) -> None:
     assert audio_packets(out) == audio_packets(source)
 
 
+@pytest.mark.parametrize("extension", [".mp4", ".mov", ".mkv"])
+def test_a_variable_frame_rate_file_lasts_as_long_as_its_frames(
+    tmp_path: Path, extension: str
+) -> None:
+    """MP4 and MOV measure a track by its decode times, which B-frames put behind the
+    presentation times by a delay that changes with the frame rate: a clip whose frames
+    sped up and slowed down (a GIF's 100, 300, 100, 500, 100 ms) read as ending 0.2 s
+    early."""
+    pts = [0, 100, 400, 500, 1000, 1100]
+    rate = Fraction(6000, 1117)  # the clip's mean rate: its last frame lasts 186 ms
+    out = tmp_path / f"vfr{extension}"
+    with VideoWriter(out, width=WIDTH, height=HEIGHT, fps=rate, time_base=Fraction(1, 1000)) as w:
+        for index, stamp in enumerate(pts):
+            w.write(_image(index), pts=stamp)
+    with av.open(str(out)) as container:
+        assert container.duration is not None
+        assert container.duration / 1e6 == pytest.approx(1.1 + 1117 / 6000, abs=0.002)
+    assert video_times(out) == pytest.approx([p / 1000 for p in pts], abs=1e-3)
+    assert decoded_indices(out) == list(range(6))
+
+
 def test_trim_gives_the_right_frames_and_audio(clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "trim.mp4"
     stats = transcode(clip, out, start=0.3, end=0.7)
