@@ -261,21 +261,19 @@ def end_as_the_source(
 ) -> None:
     """Make ``writer``'s output, written from ``reader``'s frames (their timestamps
     less ``reader.start_pts``; ``last``: the last image written and its timestamp), end
-    when an animated source does (a GIF's last frame is often a long hold): an animated
-    output is told its end; a video, whose last frame lasts one frame period, takes
-    the last frame again one period before it. A video source's ending is its own."""
+    when an animated source does (a GIF's last frame is often a long hold; a trimmed
+    one's is cut at the trim's end): the writer is told its end, and a video, whose
+    players step through a long hold poorly, takes the last frame again one frame
+    period before it. A video source's ending is its own."""
     if not isinstance(reader, AnimationReader):
         return
     end = reader.end_pts - reader.start_pts
-    if isinstance(writer, AnimationWriter):
-        writer.ends_at = end
-        return
     rate = reader.average_rate
-    if rate is None:
-        return
-    period = round(1000 / float(rate))
-    if end - last[1] > 1.5 * period:
-        writer.write(last[0], pts=end - period)
+    if isinstance(writer, VideoWriter) and rate is not None:
+        period = round(1000 / float(rate))
+        if end - last[1] > 1.5 * period:
+            writer.write(last[0], pts=end - period)
+    writer.ends_at = end
 
 
 class AnimationReader:

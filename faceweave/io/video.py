@@ -606,6 +606,9 @@ class VideoWriter:
         frames_written: frames passed to :meth:`write` so far (and encoded).
         frames_dropped: frames left out: in AVI, those whose time rounds to the slot
             of the frame before (it stores one frame each 1 / fps).
+        ends_at: where the output ends, in :attr:`time_base` ticks, set before
+            :meth:`close`: the last frame lasts until then (a trimmed clip's end, an
+            animation's held last frame). None: one frame period. AVI ignores it.
         audio_mode: ``"copy"`` (every audio track copied), ``"encode"`` (at least one
             re-encoded) or ``"none"``.
 
@@ -665,8 +668,11 @@ class VideoWriter:
         self._closed = True  # until the temporary file exists: nothing to clean up
         self._live_audio: LiveAudioEncoder | None = None
         self._last_pts: int | None = None
-        self._held: av.Packet | None = None  # the newest video packet, see _mux_video
+        self._held: list[av.Packet] = []  # the newest video packets, see _mux_video
         self._timed_by_dts = format_name in ("mp4", "mov")
+        self._format_name = format_name
+        self._next_pts: dict[int, int] = {}  # Matroska's: each frame's successor's pts
+        self.ends_at: int | None = None
         self._first_dts: int | None = None
         self._pts_span: tuple[int, int] | None = None
         self._trim_start = trim_start
@@ -810,6 +816,8 @@ class VideoWriter:
                 self.frames_dropped += 1
                 return
             pts = self._last_pts + 1
+        if self._last_pts is not None and not self._timed_by_dts:
+            self._next_pts[self._last_pts] = pts
         self._last_pts = pts
         if self._pad_x or self._pad_y:
             image = cv2.copyMakeBorder(image, 0, self._pad_y, 0, self._pad_x, cv2.BORDER_REPLICATE)
@@ -834,41 +842,50 @@ class VideoWriter:
         self.frames_written += 1
 
     def _mux_video(self, packets: list[av.Packet]) -> None:
-        # The newest packet is held back until the next one: the last one's duration is
-        # settled at close (_mux_last_video).
+        # The newest packets are held back until the next ones: the last frame's
+        # duration is settled at close (_mux_last_video).
+        if not packets:
+            return
         for packet in packets:
             if packet.pts is not None and packet.dts is not None:
                 if self._first_dts is None:
                     self._first_dts = packet.dts
                 low, high = self._pts_span or (packet.pts, packet.pts)
                 self._pts_span = (min(low, packet.pts), max(high, packet.pts))
-            if self._held is not None:
-                self._container.mux(self._held)
-            self._held = packet
+                following = self._next_pts.pop(packet.pts, None)
+                if following is not None:
+                    # Matroska and WebM end a clip where its last-ending frame does:
+                    # each frame lasts until the next one (one frame period each had
+                    # put a B-frame of a trimmed clip's end past that end).
+                    packet.duration = following - packet.pts
+        self._container.mux(self._held)
+        self._held = packets
 
     def _mux_last_video(self) -> None:
-        # MP4 and MOV measure a track from its decode timestamps. With B-frames they
-        # run behind the presentation ones by the reorder delay, in frames: on a
-        # variable frame rate (a phone's video, an animation) the delay at the end is
-        # not the delay at the start, and the file read as ending early by the
-        # difference (a GIF of 1.3 s as 1.09). The last packet's duration makes it up.
-        packet, self._held = self._held, None
-        if packet is None:
-            return
-        if (
-            self._timed_by_dts
-            and self._pts_span is not None
-            and self._first_dts is not None
-            and packet.dts is not None
-            and packet.time_base is not None
-        ):
+        # The last frame lasts until ends_at, or one frame period. MP4 and MOV measure a
+        # track from its decode timestamps, which B-frames put behind the presentation
+        # ones by the reorder delay, in frames: on a variable frame rate (a phone's
+        # video, an animation) the delay at the end is not the delay at the start, and
+        # the file read as ending early by the difference (a GIF of 1.3 s as 1.09): the
+        # last packet's duration makes that up. Matroska and WebM take the duration of
+        # the last frame shown.
+        packets, self._held = self._held, []
+        if packets and self._pts_span is not None and self._format_name != "avi":
             low, high = self._pts_span
-            short = (high - low) - (packet.dts - self._first_dts)
-            if short > 0:
-                # (x264 leaves it 0: the muxer's default is one frame period)
-                period = packet.duration or max(1, round(1 / (self._rate * packet.time_base)))
-                packet.duration = period + short
-        self._container.mux(packet)
+            last = packets[-1]
+            shown_last = [p for p in packets if p.pts == high]
+            if last.time_base is not None and shown_last:
+                if self.ends_at is not None:
+                    end = math.ceil(self.ends_at * self._time_base / last.time_base)
+                    end = max(end, high + 1)
+                else:  # (x264 leaves a duration 0: the muxer's default is a frame period)
+                    period = shown_last[0].duration or round(1 / (self._rate * last.time_base))
+                    end = high + max(1, period)
+                if self._timed_by_dts and self._first_dts is not None and last.dts is not None:
+                    last.duration = max(1, (end - low) - (last.dts - self._first_dts))
+                else:
+                    shown_last[0].duration = end - high
+        self._container.mux(packets)
 
     def write_audio(self, samples: NDArray[np.float32], start: float) -> None:
         """Encode live sound (``live_audio``) heard from ``start`` seconds of the output.

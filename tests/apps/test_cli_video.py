@@ -424,9 +424,19 @@ def test_an_animations_last_frame_keeps_its_time_in_a_video_and_at_a_new_rate(
     with av.open(str(tmp_path / "o.mp4")) as container:
         stream = container.streams.video[0]
         times = [float(f.pts * f.time_base) for f in container.decode(stream)]
+        duration = container.duration
     # The last frame again one frame period (207 ms, the mean) before the end: 0.62 s.
     assert times[:3] == pytest.approx([0.0, 0.06, 0.12], abs=0.002)
     assert times[-1] == pytest.approx(0.62 - 0.207, abs=0.002)
+    assert duration is not None and duration / 1e6 == pytest.approx(0.62, abs=0.002)
+    # Trimmed inside a frame: the file ends at the trim's end (it had lasted a mean
+    # frame period past it, and MP4 had read as ending early by the B-frames' delay).
+    for name in ("t.mp4", "t.mkv", "t.gif"):
+        trim = ["--trim-start", "0.03", "--trim-end", "0.14"]  # (30, 60, 20 ms of frames)
+        assert cli.main([*argv, "-o", str(tmp_path / name), *trim]) == EXIT_OK
+        with av.open(str(tmp_path / name)) as container:
+            assert container.duration is not None
+            assert container.duration / 1e6 == pytest.approx(0.11, abs=0.004), name
     assert cli.main([*argv, "-o", str(tmp_path / "o.gif"), "--fps", "10"]) == EXIT_OK
     with AnimationReader(tmp_path / "o.gif") as reader:
         # 0.62 s in whole 100-ms slots (it had been 400: the last frame for one mean
