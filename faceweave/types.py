@@ -112,9 +112,9 @@ class Face:
             a swap lays what the skin shows beyond it (frown lines, crow's feet)
             on the source; None for a still image.
         track_state: a dict a video track keeps for its face, the same object in
-            every frame of the track (a new one from a jump on): a swap keeps
-            there what it follows over time (the colour along the mask's edge);
-            None for a still image.
+            every frame of the track (a new one from a jump on): a swapper keeps
+            there what it follows over time (the colour along the mask's edge, the
+            brows' lifts), each swapper its own; None for a still image.
     """
 
     bbox: BBox

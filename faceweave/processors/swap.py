@@ -37,6 +37,7 @@ import itertools
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
@@ -332,8 +333,12 @@ class SwapOptions:
     def __post_init__(self) -> None:
         # A list (JSON, argparse) becomes a tuple of floats, so options stay hashable.
         try:
-            padding = tuple(float(v) for v in self.mask_padding)
-        except (TypeError, ValueError):
+            # (numbers only: a string's characters, "0000", or bools had passed as them)
+            numbers = list(self.mask_padding)
+            padding = (
+                tuple(float(v) for v in numbers) if all(map(is_real_number, numbers)) else None
+            )
+        except TypeError:
             padding = None  # validated() says what is wrong
         if padding is not None:
             object.__setattr__(self, "mask_padding", padding)
@@ -3420,6 +3425,9 @@ class Swapper(FaceSwapping):
         self.options = SwapOptions.from_kwargs(options)
         photos = list(source_face) if isinstance(source_face, (list, tuple)) else [source_face]
         self._photos = photos  # for with_options at another uv_size
+        # Shared with the swappers made from this one (with_options, with_occluder): a
+        # tracked face's state, which each swapper follows apart, starts from theirs.
+        self._lineage = object()
         models = []
         for number, photo in enumerate(photos):
             if isinstance(photo, SourceModel):
@@ -3678,6 +3686,7 @@ class Swapper(FaceSwapping):
             source = replace(merge_sources(models), advice=self.source.advice)
         swapper = Swapper(source, occluder=self.occluder, **opts.__dict__)
         swapper._photos = self._photos  # the photos it came from, for a later size change
+        swapper._lineage = self._lineage
         return swapper
 
     def with_occluder(self, occluder: Occluder | None) -> Swapper:
@@ -3710,6 +3719,7 @@ class Swapper(FaceSwapping):
         source = replace(merge_sources(models), advice=self.source.advice)
         swapper = Swapper(source, occluder=occluder, **self.options.__dict__)
         swapper._photos = self._photos
+        swapper._lineage = self._lineage
         return swapper
 
     def _shape_amount(self, target_face: Face) -> float:
@@ -3738,6 +3748,7 @@ class Swapper(FaceSwapping):
         closed (see LID_MEET), and its brows go where it shows them (see
         :meth:`_lift_brows`; not for a source whose glasses stay in its texture)."""
         frame = target_face.frame if frame is None else frame
+        target_face = self._track_view(target_face, step=False)
         shut = self._lids_shut(target_face, frame)
         if frame is not None and self._lifts_output_brows:
             target_face = self._lift_brows(target_face, frame, follow=False)
@@ -3757,7 +3768,43 @@ class Swapper(FaceSwapping):
         frame = target_face.frame if frame is None else frame
         if frame is None:
             return np.asarray(target_face.landmarks_478, np.float32)
+        target_face = self._track_view(target_face, step=False)
         return np.asarray(self._lift_brows(target_face, frame, follow=False).landmarks_478)
+
+    def _track_view(self, target_face: Face, step: bool = True) -> Face:
+        """``target_face`` with the track state this swapper follows over its track's
+        frames (its brows' lifts, its edge colour), apart from any other swapper's: a
+        second swapper on the same tracked faces (a preview with other options) had
+        moved the first one's on, and a second swap of one frame had moved it twice.
+        ``step``: the state for a swap of this frame (a new frame goes on from the last
+        one's; this frame again starts over from the same point); else a copy of the
+        latest, to read. A swapper new to the track starts from where the one it was
+        made from, or made with it, left off (live, a fusion slider's every setting is
+        a swapper of its own: the face's edge colour and brows go on as they were)."""
+        state = target_face.track_state
+        if state is None:
+            return target_face
+        with _TRACK_VIEWS_LOCK:
+            views = state.setdefault("swappers", weakref.WeakKeyDictionary())
+            slot = views.get(self)
+            if slot is None:
+                kin = [v for v in views.values() if v["lineage"] is self._lineage]
+                latest = max(kin, key=lambda v: v["stamp"])["now"] if kin else {}
+                slot = views[self] = {
+                    "face": None,
+                    "before": {},
+                    "now": _state_copy(latest),
+                    "lineage": self._lineage,
+                    "stamp": 0,
+                }
+            if not step:
+                return replace(target_face, track_state=_state_copy(slot["now"]))
+            last = slot["face"]
+            if last is None or last() is not target_face:  # a new frame
+                slot["before"], slot["face"] = slot["now"], weakref.ref(target_face)
+            slot["now"] = _state_copy(slot["before"])
+            slot["stamp"] = next(_TRACK_STEPS)
+            return replace(target_face, track_state=slot["now"])
 
     def _lift_brows(self, target_face: Face, frame: Frame, follow: bool = True) -> Face:
         """The target face with its mesh's brows moved up to where ``frame`` shows them
@@ -3828,6 +3875,7 @@ class Swapper(FaceSwapping):
         frame = out
         opts = self.options
         model = self.model
+        target_face = self._track_view(target_face)
         # The target with its brows where the frame shows them: there its pixels are
         # found, and there the output's brows go (see _lifts_output_brows).
         lifted = self._lift_brows(target_face, frame)
@@ -5552,6 +5600,16 @@ EDGE_FOLLOW = 0.1
 # each frame's; lifts under BROW_LIFT_MIN (inter-ocular distances) leave the mesh as it is.
 BROW_FOLLOW = 0.5
 BROW_LIFT_MIN = 0.005
+
+
+_TRACK_VIEWS_LOCK = threading.Lock()
+_TRACK_STEPS = itertools.count(1)
+
+
+def _state_copy(state: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a swapper's track state deep enough that following it on leaves the
+    original as it was (its values are replaced, never changed in place)."""
+    return {key: dict(value) if isinstance(value, dict) else value for key, value in state.items()}
 
 
 def _edge_memory(target_face: Face, source: object) -> dict[str, Any] | None:

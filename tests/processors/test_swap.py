@@ -117,6 +117,9 @@ class TestSwapOptions:
             {"mask_padding": (-0.1, 0.0, 0.0, 0.0)},
             {"mask_padding": (0.5, 0.0, 0.5, 0.0)},
             {"mask_padding": "top"},
+            {"mask_padding": "0000"},  # (a string's characters had passed as numbers)
+            {"mask_padding": ("0", "0", "0.2", "0")},
+            {"mask_padding": (False, False, False, False)},
         ],
     )
     def test_invalid_raise_usage_error(self, bad: dict, astronaut_face: Face) -> None:
@@ -655,12 +658,16 @@ class TestSwapper:
         )
         assert min(full) > 0.05
         for frames in (1, 2, 3):
-            swapper.swap(grace_hopper, tracked)
+            frame_face = dataclasses.replace(tracked)  # (each frame's face is its own)
+            swapper.swap(grace_hopper, frame_face)
             share = 1.0 - (1.0 - BROW_FOLLOW) ** frames
-            np.testing.assert_allclose(state["brow_lifts"], np.multiply(full, share))
-        # Read, not moved on, by target_geometry.
+            lifts = _followed(swapper, tracked)["brow_lifts"]
+            np.testing.assert_allclose(lifts, np.multiply(full, share))
+        # A frame swapped again is not moved on twice, nor read by target_geometry.
+        swapper.swap(grace_hopper, frame_face)
         swapper.target_geometry(tracked, grace_hopper)
-        np.testing.assert_allclose(state["brow_lifts"], np.multiply(full, share))
+        lifts = _followed(swapper, tracked)["brow_lifts"]
+        np.testing.assert_allclose(lifts, np.multiply(full, share))
 
     def test_fusion_monotonic_identity(
         self,
@@ -4428,6 +4435,55 @@ def test_the_edge_takes_the_targets_colour_and_the_middle_keeps_its_own() -> Non
     assert float(np.abs(bearded - beard)[low].mean(-1).max()) < 20.0
 
 
+def _followed(swapper: Swapper, face: Face) -> dict[str, Any]:
+    """What ``swapper`` follows over ``face``'s track (its brows, its edge colour)."""
+    state = swapper._track_view(face, step=False).track_state
+    assert state is not None
+    return state
+
+
+def test_a_swappers_track_state_is_its_own(
+    swapper: Swapper, grace_hopper: np.ndarray, grace_hopper_face: Face
+) -> None:
+    """A tracked face carried one state that every swapper moved on: a second swapper
+    on the same faces (another source's preview, the README's bearded variant)
+    changed the first's output by up to 20 grey levels, and a frame swapped twice was
+    moved on twice. A swapper made from another goes on from where it left off (live,
+    each setting of the fusion slider is a swapper of its own)."""
+    rest = to_pose_space(grace_hopper_face.landmarks_478, grace_hopper_face.pose).astype(np.float32)
+    # (the light changes from frame to frame, so what is followed matters)
+    frames = [cv2.add(grace_hopper, (6 * i, 0, 3 * i, 0)) for i in range(4)]
+
+    def run(meddle: Callable[[np.ndarray, Face], object] | None) -> list[np.ndarray]:
+        state: dict[str, object] = {}
+        outs = []
+        for frame in frames:
+            face = dataclasses.replace(grace_hopper_face, rest=rest, track_state=state)
+            if meddle is not None:
+                meddle(frame, face)
+            outs.append(swapper.swap(frame, [face]))
+        return outs
+
+    alone = run(None)
+    other = Swapper(dataclasses.replace(swapper.source), fusion=0.6, color="rct")
+    for meddle in (
+        lambda frame, face: other.swap(frame, [face]),
+        lambda frame, face: swapper.swap(frame, [face]),  # (the same frame twice)
+    ):
+        for a, b in zip(alone, run(meddle), strict=True):
+            np.testing.assert_array_equal(a, b)
+    # A swapper made from this one starts from where this one is.
+    state: dict[str, object] = {}
+    face = dataclasses.replace(grace_hopper_face, rest=rest, track_state=state)
+    swapper.swap(grace_hopper, [face])
+    made = swapper.with_options(fusion=0.7)
+    assert _followed(made, face)["edge_colour"]["offsets"] is not None
+    np.testing.assert_array_equal(
+        _followed(made, face)["edge_colour"]["offsets"],
+        _followed(swapper, face)["edge_colour"]["offsets"],
+    )
+
+
 def test_a_tracked_faces_edge_colour_is_followed_over_its_frames() -> None:
     """Matched afresh in every frame, the edge's offsets made a video's face flicker
     (what the edge crosses changes from frame to frame). A tracked face's are followed
@@ -4490,13 +4546,14 @@ def test_the_edge_colour_is_matched_in_still_images_and_video(
     state: dict[str, object] = {}
     tracked = dataclasses.replace(grace_hopper_face, rest=rest, track_state=state)
     swapper.swap(grace_hopper, [tracked])
-    swapper.swap(grace_hopper, [tracked])
-    assert len(memories) == 3 and memories[1] is memories[2] is state["edge_colour"]
-    assert {"offsets", "reach"} <= set(state["edge_colour"])  # type: ignore[arg-type]
-    # Another source on the same track starts afresh.
+    swapper.swap(grace_hopper, [dataclasses.replace(tracked)])  # the next frame
+    assert len(memories) == 3 and memories[1] is not None and memories[2] is not None
+    followed = _followed(swapper, tracked)["edge_colour"]
+    assert {"offsets", "reach"} <= set(followed)
+    # Another source starts afresh.
     other = Swapper(dataclasses.replace(swapper.source), **dataclasses.asdict(swapper.options))
     other.swap(grace_hopper, [tracked])
-    assert memories[3] is state["edge_colour"] and memories[3] is not memories[2]
+    assert memories[3]["source"] is other.source  # type: ignore[index]
     swapper.with_options(blend="poisson").swap(grace_hopper, [tracked])
     assert len(memories) == 4
 
