@@ -22,7 +22,7 @@ from faceweave.errors import FaceweaveError, NoFaceError, UsageError
 from faceweave.processors.engines import ENGINE_NAMES, EngineSettings, SwapEngine
 from faceweave.processors.neural import ENHANCER_BLEND, AnySwapper
 from faceweave.processors.swap import SwapOptions
-from faceweave.types import Face, Frame
+from faceweave.types import Face, Frame, is_whole_number
 
 SourceLike = str | os.PathLike | Frame | Face
 
@@ -92,10 +92,25 @@ def get_one_face(frame: Frame) -> Face | None:
     return faces[0] if faces else None
 
 
-def get_many_faces(frame: Frame) -> list[Face]:
-    """All faces in ``frame``, largest first, as ``faceweave swap`` finds them: small
-    faces of a group and faces cut by the frame's sides too (see still_analyser)."""
-    return still_analyser().get_faces(frame)
+def get_many_faces(frame: Frame, max_faces: int = 8) -> list[Face]:
+    """The faces in ``frame``, largest first, as ``faceweave swap`` finds them: small
+    faces of a group and faces cut by the frame's sides too (see still_analyser); at
+    most ``max_faces``, the largest (as ``faceweave swap --max-faces``: each face
+    found costs a mesh fit, about 5 ms).
+
+    Raises:
+        UsageError: ``max_faces`` is not a whole number of at least 1.
+    """
+    if not is_whole_number(max_faces) or max_faces < 1:
+        raise UsageError(f"max_faces must be a whole number of at least 1, got {max_faces!r}")
+    if max_faces == still_analyser().max_faces:
+        return still_analyser().get_faces(frame)
+    return _sized_still_analyser(int(max_faces)).get_faces(frame)
+
+
+@functools.lru_cache(maxsize=4)
+def _sized_still_analyser(max_faces: int) -> FaceAnalyser:
+    return photo_analyser(max_faces=max_faces)
 
 
 class FacePredictor:

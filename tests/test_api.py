@@ -151,6 +151,28 @@ def test_get_many_faces_finds_what_the_command_finds(
     assert fw.api.still_analyser().detect_tiles == 2  # small faces of groups too
 
 
+def test_get_many_faces_takes_its_largest_up_to_max_faces(
+    astronaut: np.ndarray, astronaut_face: Face
+) -> None:
+    """Nine faces: the default finds the 8 largest, as the command's --max-faces does
+    (it had said "all faces" and stopped at 8 with no way to ask for more)."""
+    x0, y0, x1, y1 = (int(v) for v in astronaut_face.bbox)
+    side = int(1.8 * (x1 - x0))
+    cx, cy = (x0 + x1) // 2, (y0 + y1) // 2
+    crop = astronaut[cy - side // 2 : cy + side // 2, cx - side // 2 : cx + side // 2]
+    tiles = [cv2.resize(crop, (200 - 6 * i, 200 - 6 * i)) for i in range(9)]
+    grid = np.full((3 * 200, 3 * 200, 3), 90, np.uint8)
+    for i, tile in enumerate(tiles):
+        row, col = divmod(i, 3)
+        grid[row * 200 : row * 200 + tile.shape[0], col * 200 : col * 200 + tile.shape[1]] = tile
+    assert len(fw.get_many_faces(grid)) == 8
+    assert len(fw.get_many_faces(grid, max_faces=9)) == 9
+    assert len(fw.get_many_faces(grid, max_faces=2)) == 2
+    for bad in (0, 2.5, True, "9"):
+        with pytest.raises(UsageError, match="max_faces"):
+            fw.get_many_faces(grid, max_faces=bad)  # type: ignore[arg-type]
+
+
 def test_get_one_face(astronaut: np.ndarray) -> None:
     face = fw.get_one_face(astronaut)
     assert isinstance(face, Face)

@@ -253,6 +253,13 @@ class FaceTracker:
         cut_threshold: float = 20.0,
         rest_detail: bool = True,
     ) -> None:
+        if not all(
+            callable(getattr(analyser, name, None))
+            for name in ("get_faces", "face_from_box", "face_from_landmarks")
+        ):
+            raise UsageError(
+                f"a FaceTracker follows faces with a FaceAnalyser, got {type(analyser).__name__}"
+            )
         if redetect_every < 1 or frame_skip < 1 or max_faces < 1:
             raise UsageError("redetect_every, frame_skip and max_faces must be >= 1")
         if not 0 <= hold_lost <= max_lost:

@@ -176,6 +176,11 @@ class FaceRouter:
         if mode == "map" and not references:
             raise UsageError("mapping sources to identities needs one reference face per source")
         order_faces([], order)  # validates the order name
+        if not is_real_number(max_distance) or not 0.0 <= max_distance < float("inf"):
+            # (NaN had matched no face: nothing swapped, nothing said)
+            raise UsageError(
+                f"reference distance must be a number of 0 or more, got {max_distance!r}"
+            )
         self.mode = mode
         self.references = list(references)
         self.max_distance = max_distance
@@ -723,6 +728,8 @@ def swap_video(
         raise UsageError(f"{output_path}: the output must not be the target video")
     if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
         raise UsageError(f"quality must be a whole number from 1 to 100, got {quality!r}")
+    if watermark is not None and (not isinstance(watermark, str) or not watermark):
+        raise UsageError(f"watermark must be a job id (a non-empty str), got {watermark!r}")
     if frame_enhancer is not None and not isinstance(frame_enhancer, FrameEnhancer):
         raise InputError(f"frame_enhancer is a FrameEnhancer, got {type(frame_enhancer).__name__}")
     sources = source_list(sources)

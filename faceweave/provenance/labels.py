@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
@@ -59,7 +60,7 @@ from faceweave.io.image import (
 )
 from faceweave.io.video import VIDEO_EXTENSIONS, _open_input
 from faceweave.provenance.watermark import STATEMENT, watermark_id
-from faceweave.types import Frame, check_frame
+from faceweave.types import Frame, check_frame, is_whole_number
 
 __all__ = [
     "DIGITAL_SOURCE_TYPE",
@@ -102,6 +103,8 @@ def image_labels(
     Raises:
         InputError: empty job id.
     """
+    if not isinstance(job_id, str):
+        raise InputError(f"job id must be a str, got {type(job_id).__name__}")
     if not job_id:
         raise InputError("job id must not be empty")
     if version is None:
@@ -171,8 +174,12 @@ def write_labeled_image(
     if rgba and extension not in ALPHA_EXTENSIONS:
         raise InputError(f"{path}: {extension} cannot hold an alpha channel")
     check_frame(frame[:, :, :3] if rgba else frame)
-    if not 1 <= quality <= 100:
-        raise InputError(f"quality must be in 1..100, got {quality}")
+    if not is_whole_number(quality) or not 1 <= quality <= 100:
+        raise InputError(f"quality must be a whole number in 1..100, got {quality!r}")
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in labels.items()
+    ):
+        raise InputError(f"{path}: labels must map str to str (see image_labels)")
     image = pil_image(frame)
     xmp = _xmp_packet(labels)
     buffer = io.BytesIO()

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -78,7 +79,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faceweave.errors import InputError
-from faceweave.types import Frame, check_frame
+from faceweave.types import Frame, check_frame, is_real_number
 
 __all__ = [
     "COARSE_BELOW",
@@ -243,8 +244,8 @@ def embed_watermark(
         >>> marked = embed_watermark(frame, "job-42")  # doctest: +SKIP
     """
     check_frame(frame)
-    if not strength > 0:
-        raise InputError(f"strength must be positive, got {strength}")
+    if not is_real_number(strength) or not 0 < strength < math.inf:
+        raise InputError(f"strength must be a positive finite number, got {strength!r}")
     message = _message_bytes(payload)
     if min(frame.shape[:2]) < COARSE_BELOW:
         return _embed_coarse(frame, _encode_message(message), strength)
@@ -377,6 +378,11 @@ def detect_watermark_frames(frames: Iterable[Frame]) -> WatermarkResult:
 
 
 def _id_field(job_id: bytes | str) -> tuple[int, bytes]:
+    if not isinstance(job_id, str | bytes | bytearray | memoryview):
+        # (bytes(7) would be seven NUL bytes: a job number's mark had read as a hash)
+        raise InputError(
+            f"the watermark payload (job id) must be a str or bytes, got {type(job_id).__name__}"
+        )
     raw = job_id.encode("utf-8") if isinstance(job_id, str) else bytes(job_id)
     if not raw:
         raise InputError("the watermark payload (job id) must not be empty")

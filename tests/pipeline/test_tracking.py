@@ -83,6 +83,13 @@ def _texture(shape: tuple[int, int], seed: int = 0) -> Frame:
     return np.ascontiguousarray(cv2.GaussianBlur(noise, (0, 0), 2.0))
 
 
+def test_a_tracker_needs_an_analyser() -> None:
+    """FaceTracker(None) had failed at the first frame with an AttributeError."""
+    for bad in (None, "mesh", object()):
+        with pytest.raises(UsageError, match="FaceAnalyser"):
+            FaceTracker(bad)  # type: ignore[arg-type]
+
+
 class TestIdentity:
     def test_one_moving_face_keeps_its_id_and_detects_every_n(self) -> None:
         fake = FakeAnalyser()

@@ -277,6 +277,9 @@ def test_router_reference_one_and_many(
         FaceRouter("reference")
     with pytest.raises(UsageError):
         FaceRouter("nearest")
+    for distance in (float("nan"), -1.0, "0.6"):  # (NaN had matched no one, silently)
+        with pytest.raises(UsageError, match="reference distance"):
+            FaceRouter("reference", references=[astronaut_face], max_distance=distance)  # type: ignore[arg-type]
 
 
 def test_a_face_checked_as_it_walked_in_is_judged_by_its_first_whole_look(

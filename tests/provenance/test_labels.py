@@ -136,8 +136,14 @@ def test_write_errors(tmp_path: Path, astronaut: np.ndarray, labels: dict[str, s
         write_labeled_image(tmp_path / "a.bmp", astronaut, labels)
     with pytest.raises(UnsupportedFormatError):
         write_labeled_image(tmp_path / "a.gif", astronaut, labels)
-    with pytest.raises(InputError):
-        write_labeled_image(tmp_path / "a.jpg", astronaut, labels, quality=0)
+    for quality in (0, "50", True, 50.0):
+        with pytest.raises(InputError, match="quality"):
+            write_labeled_image(tmp_path / "a.jpg", astronaut, labels, quality=quality)  # type: ignore[arg-type]
+    for bad in (None, {"a": 1}, [("a", "b")]):
+        with pytest.raises(InputError, match="labels must map str to str"):
+            write_labeled_image(tmp_path / "a.png", astronaut, bad)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="job id must be a str"):
+        image_labels(123)  # type: ignore[arg-type]
     with pytest.raises(InputError):
         write_labeled_image(tmp_path / "a.png", astronaut[:, :, 0], labels)
     with pytest.raises(OutputError):

@@ -223,10 +223,17 @@ def test_embed_rejects_bad_frames(bad: np.ndarray) -> None:
 
 
 def test_embed_rejects_bad_strength_and_payload(astronaut: np.ndarray) -> None:
-    with pytest.raises(InputError):
-        embed_watermark(astronaut, JOB, strength=0.0)
+    for strength in (0.0, float("inf"), float("nan"), "2", True):
+        with pytest.raises(InputError, match="strength"):
+            embed_watermark(astronaut, JOB, strength=strength)  # type: ignore[arg-type]
     with pytest.raises(InputError):
         embed_watermark(astronaut, "")
+    # A number is no job id: bytes(7) is seven NUL bytes, whose mark read as a hash.
+    for payload in (7, 0, None, 1.5):
+        with pytest.raises(InputError, match="str or bytes"):
+            embed_watermark(astronaut, payload)  # type: ignore[arg-type]
+        with pytest.raises(InputError, match="str or bytes"):
+            watermark_id(payload)  # type: ignore[arg-type]
 
 
 # --- detection ---------------------------------------------------------------------------------
