@@ -90,6 +90,8 @@ _PNG_COMPRESSION = 3  # zlib level: OpenCV's default, a good speed/size balance
 # read by every TIFF reader, the size of OpenCV's (and 25% under Deflate alone).
 TIFF_COMPRESSION = "tiff_adobe_deflate"
 TIFF_PREDICTOR = {317: 2}
+# The PNG text chunk's keyword an XMP packet is stored under (Adobe's XMP spec, part 3).
+XMP_PNG_KEY = "XML:com.adobe.xmp"
 TIFF_MAGIC = (b"II*\x00", b"MM\x00*")  # little- and big-endian
 # ``ftyp`` brands of HEIF photos coded in HEVC (an iPhone's HEIC; Pillow's AVIF plugin
 # reads the AV1 ones).

@@ -70,7 +70,7 @@ from faceweave.processors.engines import swap_options
 from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.neural import AnySwapper, EnhancedSwapper, NeuralSwapper, uses_creases
 from faceweave.processors.swap import SourceModel, SourcePhotos, SwapOptions, Swapper
-from faceweave.provenance import embed_watermark, video_metadata
+from faceweave.provenance import embed_watermark, image_labels, labels_xmp, video_metadata
 from faceweave.types import Face, Frame, is_real_number
 
 __all__ = [
@@ -848,6 +848,9 @@ def swap_video(
             packet.image = frame_enhancer.enhance(packet.image)
             return packet
 
+        # An animation's labels (a video's are its container's metadata, below).
+        labels = image_labels(watermark) if watermark is not None else {}
+
         def mark(packet: Packet) -> Packet:
             assert watermark is not None
             packet.image = embed_watermark(packet.image, watermark)
@@ -870,6 +873,8 @@ def swap_video(
                     # An animation plays as often as the target did; a video's, forever.
                     plays=reader.plays if isinstance(reader, AnimationReader) else 0,
                     quality=quality,
+                    labels=labels,
+                    xmp=labels_xmp(labels) if labels else None,
                 )
             elif writer is None:
                 height, width = packet.image.shape[:2]

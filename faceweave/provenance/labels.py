@@ -53,6 +53,7 @@ from faceweave.io.image import (
     DEFAULT_QUALITY,
     TIFF_COMPRESSION,
     TIFF_PREDICTOR,
+    XMP_PNG_KEY,
     PathLike,
     _atomic_write,
     image_extension,
@@ -77,7 +78,6 @@ LABELED_IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", "
 _PREFIX = "faceweave:"
 _SOURCE_TYPE_KEY = "Iptc4xmpExt:DigitalSourceType"
 _DESCRIPTION_KEY = "dc:description"
-_XMP_PNG_KEY = "XML:com.adobe.xmp"
 _SENTENCE_START = "Synthetic media"
 _XMP_NS = "urn:faceweave:xmp:1.0/"
 _EXIF_DESCRIPTION = 0x010E  # ImageDescription
@@ -191,7 +191,7 @@ def write_labeled_image(
                     info.add_text(key, value)
                 else:
                     info.add_itxt(key, value)
-            info.add_itxt(_XMP_PNG_KEY, xmp.decode("utf-8"))
+            info.add_itxt(XMP_PNG_KEY, xmp.decode("utf-8"))
             image.save(buffer, format="PNG", pnginfo=info, compress_level=3)
         elif extension in (".tif", ".tiff"):
             tags = TiffImagePlugin.ImageFileDirectory_v2()
@@ -241,6 +241,13 @@ def read_labels(path: PathLike) -> dict[str, str]:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def labels_xmp(labels: dict[str, str]) -> bytes:
+    """``labels`` (see :func:`image_labels`) as an XMP packet, as the image files carry
+    them: for :class:`~faceweave.io.animation.AnimationWriter`'s ``xmp`` (a WebP's XMP,
+    an APNG's, a GIF's comment, which :func:`read_labels` reads back)."""
+    return _xmp_packet(labels)
 
 
 def _description_tags(labels: dict[str, str]) -> dict[int, str]:
@@ -341,7 +348,10 @@ def _wanted(key: str) -> bool:
 
 def _image_labels(image: Image.Image) -> dict[str, str]:
     labels: dict[str, str] = {}
-    xmp = image.info.get("xmp") or image.info.get(_XMP_PNG_KEY)
+    xmp = image.info.get("xmp") or image.info.get(XMP_PNG_KEY)
+    comment = image.info.get("comment")  # a GIF's (an animation's labels, see labels_xmp)
+    if not xmp and isinstance(comment, bytes) and b"<x:xmpmeta" in comment:
+        xmp = comment
     if xmp:
         labels.update(_parse_xmp(xmp))
     text = getattr(image, "text", None) or {}  # PNG tEXt / iTXt / zTXt

@@ -411,6 +411,29 @@ def test_an_animated_target_is_swapped_frame_by_frame(
     assert f"{gif} at 0.24 s: 320x240, 1 face(s)" in capsys.readouterr().out
 
 
+def test_an_animated_result_is_watermarked_and_labelled(
+    files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    """Animated results had carried no labels at all, and a GIF made on a web palette
+    (dithered, as many old GIFs are) lost its watermark too: its frames had been
+    mapped to 256 colours without dithering. Now each format carries the labels
+    (WebP and APNG as XMP and text, GIF as an XMP comment) and the mark is found."""
+    from PIL import Image, ImageSequence
+
+    plain = _gif(tmp_path / "plain.gif", astronaut, 4, [80] * 4)
+    with Image.open(plain) as image:
+        frames = [frame.convert("RGB").convert("P") for frame in ImageSequence.Iterator(image)]
+    dithered = tmp_path / "dithered.gif"  # (Pillow's web palette, Floyd-Steinberg)
+    frames[0].save(dithered, save_all=True, append_images=frames[1:], duration=80, loop=0)
+    for target, name in ((dithered, "o.gif"), (plain, "o.webp"), (plain, "o.apng")):
+        argv = ["swap", "-s", str(files["hopper"]), "-t", str(target), "-q"]
+        assert cli.main([*argv, "-o", str(tmp_path / name)]) == EXIT_OK
+        report = verify(tmp_path / name)
+        assert report.marked, (name, report)
+        assert report.labels.get("faceweave:synthetic") == "true", (name, report.labels)
+        assert report.labels.get("faceweave:job") == report.watermark.payload, name
+
+
 def test_an_animations_last_frame_keeps_its_time_in_a_video_and_at_a_new_rate(
     files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
 ) -> None:

@@ -280,3 +280,21 @@ def test_a_gif_cut_between_two_frames_keeps_the_frames_before(tmp_path: Path) ->
         assert len(frames) == 6 or reader.warnings, end
         cuts += 1
     assert cuts > 10
+
+
+@pytest.mark.parametrize("name", ["a.gif", "a.webp", "a.apng"])
+def test_an_animation_carries_its_labels(tmp_path: Path, name: str) -> None:
+    """Labels as the image files carry them: a WebP's XMP, an APNG's text chunks and
+    XMP, a GIF's comment (an XMP packet), read back by read_labels."""
+    from faceweave.provenance import image_labels, labels_xmp, read_labels
+
+    labels = image_labels("job-42", version="9.9.9")
+    writer = AnimationWriter(
+        tmp_path / name, width=32, height=24, fps=10, labels=labels, xmp=labels_xmp(labels)
+    )
+    for index in range(3):
+        writer.write(np.full((24, 32, 3), 40 * index, np.uint8))
+    writer.close()
+    assert read_labels(tmp_path / name) == labels
+    with AnimationReader(tmp_path / name) as reader:
+        assert reader.info.frame_count == 3
