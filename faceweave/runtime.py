@@ -31,7 +31,14 @@ from typing import Any
 
 from faceweave.errors import UsageError
 
-__all__ = ["STOP_SIGNALS", "StopSignal", "handling_signals", "signals_deferred", "tune_allocator"]
+__all__ = [
+    "STOP_SIGNALS",
+    "StopSignal",
+    "handling_signals",
+    "release_heap",
+    "signals_deferred",
+    "tune_allocator",
+]
 
 # Signals that ask a program to end (``timeout``, ``docker stop``, systemd, a closed
 # terminal), beside Ctrl-C's SIGINT; SIGHUP does not exist on Windows.
@@ -94,6 +101,25 @@ def tune_allocator(*, mmap_mib: int = 32, trim_mib: int = 256) -> bool:
     )
     _applied = ok
     return ok
+
+
+def release_heap() -> bool:
+    """Give the heap's free memory back to the system (glibc's ``malloc_trim``): after
+    a burst of large, short-lived buffers (a server's checks of big uploads) the
+    process would otherwise keep them. True when the allocator did it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):  # musl and others have none
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True
 
 
 @contextlib.contextmanager

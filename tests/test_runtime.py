@@ -85,3 +85,31 @@ def test_tune_allocator_checks_its_sizes(setting: str, value: object) -> None:
 
     with pytest.raises(UsageError, match=f"{setting} must be a whole number of MiB"):
         tune_allocator(**{setting: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_release_heap_gives_freed_memory_back() -> None:
+    """After a burst of large buffers freed (a server's checks of big uploads), the
+    process's resident memory falls back (it had stayed gigabytes high)."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from faceweave.runtime import release_heap, tune_allocator
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * 4096 >> 20
+        tune_allocator()  # (as the server: blocks under 32 MiB stay in the heap)
+        base = rss()
+        blocks = [bytearray(8 << 20) for _ in range(40)]  # 320 MiB in heap blocks
+        del blocks[:-1]  # all but the newest freed: the heap's top is still in use
+        held = rss()
+        assert release_heap() is True
+        print(base, held, rss())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    base, held, after = (int(v) for v in done.stdout.split())
+    assert held - base > 250
+    assert after - base < 60

@@ -10,15 +10,17 @@ written to disk from a worker thread, image checks and previews run in
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import logging
+import os
 import secrets
 import shutil
 import sqlite3
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,6 +42,7 @@ from faceweave.errors import FaceweaveError, UsageError
 from faceweave.processors.engines import SwapEngine
 from faceweave.processors.frame_enhancer import FrameEnhancer
 from faceweave.processors.swap import BLEND_MODES, COLOR_MODES, GAZE_MODES, SwapOptions
+from faceweave.runtime import release_heap
 from faceweave.service import audit
 from faceweave.service.auth import ApiKey, RateLimiter, authenticate, load_pepper
 from faceweave.service.checks import (
@@ -93,6 +96,9 @@ logger = logging.getLogger("faceweave.service")
 
 STATIC_DIR = Path(__file__).parent / "static"
 FILE_FIELDS = ROLES
+# Uploads checked at once (see ServiceState.door): decoding is CPU work, so more than
+# the cores gain nothing, and each 64-megapixel image takes about half a gigabyte.
+DOOR_CHECKS = max(1, min(4, os.cpu_count() or 1))
 _MEDIA_TYPES = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -128,6 +134,9 @@ class ServiceState:
     limiter: RateLimiter
     video: bool
     started_at: float
+    # Files checked at the door at once (each decoded whole: a 64-megapixel image
+    # takes about half a gigabyte to check): the rest wait their turn.
+    door: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(DOOR_CHECKS))
 
     @classmethod
     def start(
@@ -546,7 +555,8 @@ async def _receive_and_check(
         )
     upscaler = None if preview or not options.upscale else state.frame_enhancer
     upscale = 1 if upscaler is None else upscaler.scale
-    inputs = await run_in_threadpool(_check_files, config, upload, media, options, upscale)
+    async with state.door:  # (as many checks at once as the cores can decode)
+        inputs = await run_in_threadpool(_check_files, config, upload, media, options, upscale)
     return _Checked(options=options, kind=kind, inputs=inputs)
 
 
@@ -595,6 +605,9 @@ def _check_files(
             sha256=received.sha256,
             name=received.filename,
         )
+    # (The decoders' buffers go back to the system: after a few large checks an idle
+    # server had held gigabytes.)
+    release_heap()
     return inputs
 
 

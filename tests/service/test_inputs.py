@@ -513,3 +513,42 @@ def test_a_live_source_over_the_upload_limit_is_refused_up_front(
     )
     assert response.status_code == 413, response.text
     assert str(MAX_UPLOAD) in response.json()["error"]["message"]
+
+
+def test_uploads_are_checked_a_few_at_a_time(
+    door: tuple[TestClient, str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each upload is decoded whole at the door (a 64-megapixel image takes about half
+    a gigabyte): with no bound, a burst of large uploads had taken the server's memory
+    (4 at once: 5.3 GB). At most ServiceState.door's checks run at once."""
+    import asyncio
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from faceweave.service import app as app_module
+
+    client, key, _ = door
+    state = client.app.state.service  # type: ignore[attr-defined]
+    running, most = [0], [0]
+    lock = threading.Lock()
+    check = app_module._check_files
+
+    def counted(*args: object, **kwargs: object) -> object:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        try:
+            return check(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(app_module, "_check_files", counted)
+    monkeypatch.setattr(state, "door", asyncio.Semaphore(2))
+    with ThreadPoolExecutor(5) as pool:
+        answers = list(pool.map(lambda _: _post_target(client, key, _small_png()), range(5)))
+    assert [answer["status"] for answer in answers] == [202] * 5
+    assert most[0] == 2
+    assert app_module.DOOR_CHECKS >= 1
