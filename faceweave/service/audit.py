@@ -57,15 +57,17 @@ def record(
     inputs_sha256: dict[str, str] | None = None,
     output_sha256: str | None = None,
     detail: dict[str, Any] | None = None,
+    at: float | None = None,
 ) -> None:
-    """Append one row; call inside the transaction whose change it records."""
+    """Append one row; call inside the transaction whose change it records (``at``:
+    when it happened, if not now)."""
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}")
     conn.execute(
         "INSERT INTO audit_log (at, key_id, action, job_id, inputs_sha256, output_sha256, detail)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
-            time.time(),
+            time.time() if at is None else at,
             key_id,
             action,
             job_id,

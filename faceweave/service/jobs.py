@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -330,6 +332,10 @@ class Job:
 # another on the same data directory) or one a crash cut short: it is removed only
 # once nothing in it has changed for this long.
 ORPHAN_AGE_S = 3600.0
+# Downloads whose audit rows wait in memory while the disk is full (see
+# JobStore.record_download); past it they go unrecorded.
+UNRECORDED_MOST = 10_000
+logger = logging.getLogger(__name__)
 
 
 class JobStore:
@@ -356,6 +362,10 @@ class JobStore:
         self.jobs_dir = jobs_dir
         self.owner = owner or secrets.token_hex(8)
         self._alive = alive or (lambda other: other == self.owner)
+        # Downloads made while the disk was full, their audit rows written later (see
+        # record_download).
+        self._unrecorded: list[dict[str, Any]] = []
+        self._unrecorded_lock = threading.Lock()
         jobs_dir.mkdir(parents=True, exist_ok=True)
 
     # --- files ---------------------------------------------------------------------------------
@@ -659,15 +669,34 @@ class JobStore:
         return [row["id"] for row in rows]
 
     def record_download(self, job: Job, key_id: str) -> None:
-        with self.db.transaction() as conn:
-            audit.record(
-                conn,
-                "result.downloaded",
-                key_id=key_id,
-                job_id=job.id,
-                inputs_sha256=job.inputs_sha256(),
-                output_sha256=job.result_sha256,
-            )
+        """Audit a download. While the disk is full the row waits in memory (up to
+        UNRECORDED_MOST, with its time) for a later download to write it: a full disk
+        had refused results with 507, and a client could not save them before deleting
+        jobs to make room."""
+        row = {
+            "at": time.time(),
+            "key_id": key_id,
+            "job_id": job.id,
+            "inputs_sha256": job.inputs_sha256(),
+            "output_sha256": job.result_sha256,
+        }
+        with self._unrecorded_lock:
+            rows = [*self._unrecorded, row]
+            try:
+                with self.db.transaction() as conn:
+                    for waiting in rows:
+                        audit.record(conn, "result.downloaded", **waiting)
+            except (OSError, sqlite3.Error) as exc:
+                if not disk_full(exc):
+                    raise
+                if len(self._unrecorded) < UNRECORDED_MOST:
+                    self._unrecorded.append(row)
+                logger.warning(
+                    "disk full: %d downloads wait to be written to the audit log",
+                    len(self._unrecorded),
+                )
+            else:
+                self._unrecorded.clear()
 
     # --- reads ---------------------------------------------------------------------------------
 

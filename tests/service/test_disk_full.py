@@ -154,6 +154,46 @@ def test_a_job_is_deleted_when_the_database_has_no_room_to_record_it(
     assert response.status_code == 404 and job_dir.is_dir()
 
 
+def test_a_result_is_downloaded_while_the_disk_is_full(
+    make_client: Any,
+    tmp_path: Path,
+    source_png: bytes,
+    target_jpeg: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A download's audit row could not be written on a full disk, and the result was
+    refused with 507: a client could not save its results before deleting jobs to make
+    room. The result comes; its row waits in memory for the next download's."""
+    data_dir = tmp_path / "data"
+    key = make_key(data_dir, "k")
+    client = make_client(data_dir=data_dir, workers=1)
+    job_id = submit(client, key, source_png, target_jpeg).json()["id"]
+    assert wait_for(client, job_id, key)["state"] == "done"
+    record = audit.record
+    full = [True]
+
+    def no_room(conn: sqlite3.Connection, action: str, **fields: Any) -> None:
+        if full[0] and action == "result.downloaded":
+            raise _database_full()
+        record(conn, action, **fields)
+
+    monkeypatch.setattr(audit, "record", no_room)
+    url = f"/v1/jobs/{job_id}/result"
+    first = client.get(url, headers=auth(key))
+    assert first.status_code == 200 and first.content
+    full[0] = False
+    assert client.get(url, headers=auth(key)).status_code == 200
+    store = client.app.state.service.store
+    with store.db.transaction() as conn:
+        rows = audit.entries(conn, job_id=job_id, action="result.downloaded")
+    assert len(rows) == 2 and rows[0].at <= rows[1].at
+    # Anything else than a full disk is no reason to serve unrecorded.
+    monkeypatch.setattr(
+        audit, "record", lambda *a, **k: (_ for _ in ()).throw(sqlite3.OperationalError("x"))
+    )
+    assert client.get(url, headers=auth(key)).status_code == 500
+
+
 def test_a_commit_that_fails_leaves_no_transaction_open(tmp_path: Path) -> None:
     """A COMMIT that fails (SQLITE_FULL on a full disk; here a deferred foreign key)
     leaves SQLite's transaction open: the thread's next transaction failed with
