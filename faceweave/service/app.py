@@ -34,6 +34,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import faceweave
@@ -627,6 +628,20 @@ def _reject(state: ServiceState, key: ApiKey, error: FaceweaveError) -> None:
 # --- the application ---------------------------------------------------------------------------
 
 
+def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """The methods ``request``'s path is answered to (HEAD wherever GET is, see
+    HeadAsGet)."""
+    scope = {**request.scope, "method": "GET"}
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 class HeadAsGet:
     """ASGI middleware: a HEAD request is answered as its GET is, without the body
     (FastAPI's routes answer GET only, so health checkers and link checkers that ask
@@ -986,6 +1001,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         codes = {404: "not_found", 405: "method_not_allowed"}
         code = codes.get(exc.status_code, "http_error")
         headers = dict(exc.headers) if exc.headers else None
+        if exc.status_code == 405:
+            # Every method the path takes (Starlette names the first route's alone:
+            # PUT /v1/jobs had been told "Allow: POST", not GET).
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed_methods(app, request))}
         return _error_response(exc.status_code, code, str(exc.detail), headers)
 
     @app.exception_handler(RequestValidationError)

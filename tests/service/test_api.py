@@ -702,3 +702,17 @@ def test_video_jobs_analyse_frames_as_the_command_line() -> None:
     assert every is not first and every.sweep_tiles and not first.sweep_tiles
     assert every.identity is engine.analyser.identity
     assert engine.video_analyser(all_faces=True) is every
+
+
+def test_a_wrong_method_is_told_every_method_the_path_takes(
+    service: tuple[TestClient, Path],
+) -> None:
+    """RFC 9110: a 405's Allow lists every method the resource takes (Starlette named
+    the first route's alone: PUT /v1/jobs had been told "Allow: POST")."""
+    client, data_dir = service
+    key = make_key(data_dir, "allow")
+    jobs = client.put("/v1/jobs", headers=auth(key))
+    assert jobs.status_code == 405 and jobs.json()["error"]["code"] == "method_not_allowed"
+    assert jobs.headers["allow"] == "GET, HEAD, POST"
+    job = client.put("/v1/jobs/abc", headers=auth(key))
+    assert job.status_code == 405 and job.headers["allow"] == "DELETE, GET, HEAD"
