@@ -151,7 +151,9 @@ async function poll() {
     const job = await (await api(`/v1/jobs/${jobId}`)).json();
     if (jobId !== currentJob) return;
     $("current-progress").value = job.progress;
-    let text = `Job ${job.id}: ${job.state} (${Math.round(job.progress * 100)} %)`;
+    // (A failed or cancelled job's progress says only where it stopped.)
+    const moving = job.state === "queued" || job.state === "running";
+    let text = `Job ${job.id}: ${job.state}` + (moving ? ` (${Math.round(job.progress * 100)} %)` : "");
     if (job.error) text += ` — ${job.error.message}`;
     $("current-state").textContent = text;
     if (job.state === "done") {
