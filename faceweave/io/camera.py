@@ -279,7 +279,11 @@ class FilePacer(LiveSource):
                         continue
                 self.captured += 1
                 image = upright(frame.image, self.rotation)
-                yield Packet(index=index, pts=None, time=due_media, image=image, captured_at=now)
+                # Played in real time, a frame was captured when it was due, as a camera's
+                # is when it is exposed: stamped when read, one late by a few ms (the
+                # models loading) had been recorded 8 ms after the one before it.
+                stamp = due if self.realtime else now
+                yield Packet(index=index, pts=None, time=due_media, image=image, captured_at=stamp)
                 index += 1
                 if self._closed:
                     return

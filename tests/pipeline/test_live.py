@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,23 @@ def test_a_looped_file_with_no_frame_ends(tmp_path: Path, astronaut: np.ndarray)
     alive = reader.is_alive()
     pacer.close()
     assert not alive and packets == [] and errors == []
+
+
+def test_a_file_played_in_real_time_is_stamped_when_each_frame_is_due(
+    astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    """As a camera stamps a frame when it is exposed: a frame read a little late (the
+    models loading) had been stamped when read, and recorded 8 ms after the one before
+    it; kept frames are a whole number of frame periods apart."""
+    clip = make_clip(tmp_path / "c.mkv", astronaut, frames=8, size=(64, 48), audio=False)
+    stamps = []
+    for packet in FilePacer(clip):
+        stamps.append(packet.captured_at)
+        if len(stamps) == 1:
+            time.sleep(0.045)  # (the next frame is read 12 ms late: still kept)
+    gaps = np.diff(stamps) * 30.0
+    assert len(stamps) >= 7
+    np.testing.assert_allclose(gaps, np.round(gaps), atol=0.05)  # (the clip: 33 or 34 ms)
 
 
 def test_controls_follow_the_keys() -> None:
