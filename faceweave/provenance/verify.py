@@ -25,6 +25,7 @@ from typing import Literal
 from PIL import Image, UnidentifiedImageError
 
 from faceweave.errors import InputError
+from faceweave.io.animation import AnimationReader, is_animation
 from faceweave.io.image import (
     READ_IMAGE_EXTENSIONS,
     PathLike,
@@ -96,6 +97,15 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
     if video_frames < 1:
         raise InputError(f"video_frames must be at least 1, got {video_frames}")
     suffix = path.suffix.lower()
+    if is_animation(path):  # (an animated WebP or PNG had been read as its first frame)
+        frames, total = _sample_animation(path, video_frames)
+        return VerifyReport(
+            path=str(path),
+            kind="video" if total > 1 else "image",
+            watermark=detect_watermark_frames(frames) if total > 1 else detect_watermark(frames[0]),
+            labels=read_labels(path),
+            size=(frames[0].shape[1], frames[0].shape[0]),
+        )
     # A file named as an image is read as one (a broken one is refused as such, not
     # handed to FFmpeg, which reads even a text file as a "video" of its characters).
     if suffix in READ_IMAGE_EXTENSIONS or (suffix not in VIDEO_EXTENSIONS and _is_image(path)):
@@ -157,6 +167,22 @@ def _is_image(path: Path) -> bool:
         return True  # an image: read_image refuses it as too large, in one line
     except (UnidentifiedImageError, OSError):
         return False
+
+
+def _sample_animation(path: Path, count: int) -> tuple[list[Frame], int]:
+    """Up to ``count`` frames spread over an animation, and its frame count."""
+    with AnimationReader(path) as reader:
+        total = max(1, reader.info.frame_count)
+        wanted = {min(total - 1, int(total * (i + 0.5) / count)) for i in range(count)}
+        frames = []
+        for index, frame in enumerate(reader):
+            if index in wanted:
+                frames.append(frame.image)
+            if index >= max(wanted):
+                break
+    if not frames:
+        raise InputError(f"{path}: no frame could be decoded")
+    return frames, total
 
 
 def _sample_video(path: Path, count: int) -> list[Frame]:

@@ -105,6 +105,29 @@ def test_marked_mp4(tmp_path: Path, astronaut: np.ndarray) -> None:
     assert "3 frames" in format_report(report)
 
 
+@pytest.mark.parametrize("name", ["swap.webp", "swap.apng", "swap.gif", "still.gif"])
+def test_marked_animation(tmp_path: Path, astronaut: np.ndarray, name: str) -> None:
+    """An animated WebP or PNG is sampled as a video is (it had been read as its first
+    frame, an image); a GIF of one frame is an image."""
+    from faceweave.io.animation import AnimationWriter
+    from faceweave.provenance.labels import labels_xmp
+
+    labels = image_labels(JOB)
+    frames = 1 if name.startswith("still") else 6
+    picture = cv2.resize(astronaut, (384, 288))
+    writer = AnimationWriter(
+        tmp_path / name, width=384, height=288, fps=10, labels=labels, xmp=labels_xmp(labels)
+    )
+    for index in range(frames):
+        writer.write(embed_watermark(np.roll(picture, 4 * index, axis=1), JOB))
+    writer.close()
+    report = verify(tmp_path / name, video_frames=3)
+    assert report.kind == ("video" if frames > 1 else "image")
+    assert report.marked and report.watermark.payload == JOB
+    assert report.watermark.frames == min(frames, 3)
+    assert report.labels["faceweave:job"] == JOB
+
+
 def test_unmarked_mp4(tmp_path: Path, astronaut: np.ndarray) -> None:
     path = tmp_path / "plain.mp4"
     _video(path, cv2.resize(astronaut, (384, 288)), job=None)
