@@ -194,6 +194,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from faceweave.service import ServiceConfig, create_app
+    from faceweave.service.auth import check_pepper
     from faceweave.service.config import default_workers
 
     engine = engine_settings(args)  # flags and model files, before anything is made
@@ -214,6 +215,7 @@ def run_serve(args: argparse.Namespace) -> int:
         frame_enhancer_blend=frame_enhancer_blend(args),
     ).validated()
     _check_data_dir(args.data)  # once the settings are known to be usable
+    check_pepper(config.pepper_path, config.db_path)
     _check_address(args.host, args.port)
     from faceweave.processors.engines import SwapEngine
 
@@ -255,27 +257,40 @@ def run_keys(args: argparse.Namespace) -> int:
     from faceweave.service.auth import create_key, list_keys, load_pepper, revoke_key
     from faceweave.service.db import Database
 
+    if args.data.is_file():
+        raise InputError(
+            f"{args.data}: --data names the folder holding the key store (faceweave.db), not a file"
+        )
     if args.keys_action != "create" and not (args.data / "faceweave.db").is_file():
         # Listing or revoking makes no key store (a mistyped --data had made an empty one
         # and listed nothing).
         raise InputError(
             f"{args.data}: no key store here (faceweave keys create --data {args.data} makes one)"
         )
+    if args.keys_action == "list":  # (only read: a store this user may not write too)
+        for item in list_keys(args.data / "faceweave.db"):
+            created = _date(item.created_at)
+            status = f"revoked {_date(item.revoked_at)}" if item.revoked_at else "active"
+            print(f"{item.id}  {created}  {status:<28}  {item.name}")
+        return EXIT_OK
     _check_data_dir(args.data)
     db = Database(args.data / "faceweave.db")
     try:
         if args.keys_action == "create":
-            record, key = create_key(db, load_pepper(args.data / "pepper.key"), args.name)
-            print(key)
+            record, key = create_key(db, load_pepper(args.data / "pepper.key", db), args.name)
+            try:
+                print(key, flush=True)
+            except OSError as exc:
+                # Nobody saw the key: it is not kept (it had been stored and listed).
+                revoke_key(db, record.id)
+                raise OutputError(
+                    f"the new key could not be printed ({exc.strerror or exc}), so it was "
+                    f"revoked: {record.id}"
+                ) from exc
             print(
                 f"created key {record.id} ({record.name}); it is shown only now, store it safely",
                 file=sys.stderr,
             )
-        elif args.keys_action == "list":
-            for item in list_keys(db):
-                created = _date(item.created_at)
-                status = f"revoked {_date(item.revoked_at)}" if item.revoked_at else "active"
-                print(f"{item.id}  {created}  {status:<28}  {item.name}")
         elif args.keys_action == "revoke":
             if not revoke_key(db, args.key_id):
                 raise InputError(f"no active key with id {args.key_id}")

@@ -166,6 +166,11 @@ class ServiceState:
             raise UsageError("a frame enhancer was loaded for a config that names none")
         config.data_dir.mkdir(parents=True, exist_ok=True)
         db = Database(config.db_path)
+        try:  # (refused while its keys' pepper is missing: see load_pepper)
+            pepper = load_pepper(config.pepper_path, db)
+        except BaseException:
+            db.close()
+            raise
         # This server's mark on the data directory: another server on it leaves the
         # jobs this one runs alone, and takes them back only once it has stopped.
         instance = InstanceLock(config.data_dir / "instances")
@@ -205,7 +210,7 @@ class ServiceState:
         return cls(
             config=config,
             db=db,
-            pepper=load_pepper(config.pepper_path),
+            pepper=pepper,
             store=store,
             pool=pool,
             sweeper=sweeper,

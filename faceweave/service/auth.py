@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from faceweave.errors import OutputError, UsageError
+from faceweave.errors import InputError, OutputError, UsageError
 from faceweave.service import audit
-from faceweave.service.db import Database
+from faceweave.service.db import Database, read_rows
 
 __all__ = [
     "ApiKey",
@@ -34,6 +34,7 @@ __all__ = [
     "create_key",
     "hash_key",
     "list_keys",
+    "check_pepper",
     "load_pepper",
     "revoke_key",
 ]
@@ -54,11 +55,37 @@ class ApiKey:
     revoked_at: float | None
 
 
-def load_pepper(path: Path) -> bytes:
-    """Read the pepper, creating it (mode 0600) the first time.
+_ACTIVE_KEYS = "SELECT COUNT(*) AS n FROM keys WHERE revoked_at IS NULL"
+
+
+def check_pepper(path: Path, db_path: Path) -> None:
+    """Before a server starts: refuse a pepper missing beside a key store with active
+    keys (see :func:`load_pepper`), the store only read.
+
+    Raises:
+        InputError: so.
+    """
+    if not path.exists() and db_path.is_file():
+        _refuse_lost_pepper(path, read_rows(db_path, _ACTIVE_KEYS)[0]["n"])
+
+
+def _refuse_lost_pepper(path: Path, active: int) -> None:
+    if active:
+        raise InputError(
+            f"{path}: missing, but the key store holds {active} active key(s) checked with "
+            "it: put it back beside faceweave.db (or revoke those keys and create new ones)"
+        )
+
+
+def load_pepper(path: Path, db: Database | None = None) -> bytes:
+    """Read the pepper, creating it (mode 0600) the first time: when ``db`` (the
+    key store it goes with) holds no active key.
 
     Raises:
         OutputError: it cannot be read or created.
+        InputError: it is missing while ``db`` holds active keys, hashed with it (a
+            database restored without it: a new pepper had been made without a word,
+            and every key was refused, though listed as active).
     """
     try:
         return bytes.fromhex(path.read_text().strip())
@@ -66,6 +93,8 @@ def load_pepper(path: Path) -> bytes:
         pass
     except (OSError, ValueError) as exc:
         raise OutputError(f"{path}: cannot read the key pepper: {exc}") from exc
+    if db is not None:
+        _refuse_lost_pepper(path, db.query(_ACTIVE_KEYS)[0]["n"])
     pepper = secrets.token_bytes(_PEPPER_BYTES)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -105,12 +134,12 @@ def create_key(db: Database, pepper: bytes, name: str) -> tuple[ApiKey, str]:
     return record, key
 
 
-def list_keys(db: Database) -> list[ApiKey]:
-    """Every key's record, oldest first."""
-    return [
-        ApiKey(row["id"], row["name"], row["created_at"], row["revoked_at"])
-        for row in db.query("SELECT * FROM keys ORDER BY created_at")
-    ]
+def list_keys(db: Database | Path) -> list[ApiKey]:
+    """Every key's record, oldest first; ``db`` an open database or the path of one,
+    then only read (a store this process may not write)."""
+    sql = "SELECT * FROM keys ORDER BY created_at"
+    rows = db.query(sql) if isinstance(db, Database) else read_rows(db, sql)
+    return [ApiKey(row["id"], row["name"], row["created_at"], row["revoked_at"]) for row in rows]
 
 
 def revoke_key(db: Database, key_id: str) -> bool:

@@ -16,9 +16,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from faceweave.errors import OutputError
+from faceweave.errors import InputError, OutputError
 
-__all__ = ["SCHEMA_VERSION", "Database"]
+__all__ = ["SCHEMA_VERSION", "Database", "read_rows"]
 
 SCHEMA_VERSION = 3
 _BUSY_TIMEOUT_MS = 10_000
@@ -186,6 +186,27 @@ class Database:
                 for statement in _split_statements(_MIGRATIONS[target]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={target}")
+
+
+def read_rows(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+    """Rows of one query, the database opened read-only: for a store this process may
+    only read (another user's, a read-only mount), where opening it to write fails.
+    A WAL database whose folder cannot be written is read as it is on disk (SQLite's
+    ``immutable``: nothing else may be writing it then anyway).
+
+    Raises:
+        InputError: it cannot be read.
+    """
+    uri = Path(path).resolve().as_uri()
+    last: sqlite3.Error | None = None
+    for mode in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            with contextlib.closing(sqlite3.connect(f"{uri}?{mode}", uri=True)) as conn:
+                conn.row_factory = sqlite3.Row
+                return list(conn.execute(sql, params).fetchall())
+        except sqlite3.OperationalError as exc:
+            last = exc
+    raise InputError(f"{path}: cannot read the database: {last}")
 
 
 def _split_statements(script: str) -> list[str]:

@@ -27,6 +27,66 @@ def test_keys_create_list_and_revoke(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert capsys.readouterr().err.endswith(f"no active key with id {key_id}\n")
 
 
+def test_a_lost_pepper_is_said_not_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key store restored without its pepper.key: a new pepper had been made without
+    a word, and every key, still listed as active, was refused."""
+    data = tmp_path / "data"
+    assert cli.main(["keys", "create", "--data", str(data), "--name", "ci"]) == EXIT_OK
+    (data / "pepper.key").unlink()
+    capsys.readouterr()
+    for command in (["keys", "create", "--name", "two"], ["serve", "--port", "1"]):
+        assert cli.main([*command, "--data", str(data)]) == EXIT_ERROR
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pepper.key: missing, but the key store holds 1" in err
+    assert not (data / "pepper.key").exists()
+    # Its keys revoked, a new pepper starts a new set.
+    key_id = next(line.split()[0] for line in _listed(data, capsys))
+    assert cli.main(["keys", "revoke", key_id, "--data", str(data)]) == EXIT_OK
+    assert cli.main(["keys", "create", "--data", str(data), "--name", "two"]) == EXIT_OK
+    assert (data / "pepper.key").exists()
+
+
+def _listed(data: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert cli.main(["keys", "list", "--data", str(data)]) == EXIT_OK
+    return capsys.readouterr().out.splitlines()
+
+
+def test_listing_keys_only_reads_and_a_key_nobody_saw_is_revoked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``keys list`` had opened the store to write (a store only readable, another
+    user's or a read-only mount, could not be listed); a key whose printing failed (a
+    full disk behind stdout) had been stored, active, unseen."""
+    import io
+    import os
+
+    data = tmp_path / "data"
+    assert cli.main(["keys", "create", "--data", str(data), "--name", "ci"]) == EXIT_OK
+    capsys.readouterr()
+    before = {p.name: p.stat().st_mtime_ns for p in data.iterdir()}
+    assert len(_listed(data, capsys)) == 1
+    # (SQLite may add its shared-memory files where it can: root's tests can)
+    assert {name: (data / name).stat().st_mtime_ns for name in before} == before
+
+    class Full(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError(28, os.strerror(28))
+
+    with monkeypatch.context() as patched:
+        patched.setattr("sys.stdout", Full())
+        assert cli.main(["keys", "create", "--data", str(data), "--name", "lost"]) == EXIT_ERROR
+    assert "could not be printed (No space left on device), so it was revoked" in (
+        capsys.readouterr().err
+    )
+    lost = [line for line in _listed(data, capsys) if line.endswith("lost")]
+    assert len(lost) == 1 and "revoked" in lost[0]
+    # --data names the folder: a path to the database itself is told so.
+    assert cli.main(["keys", "list", "--data", str(data / "faceweave.db")]) == EXIT_ERROR
+    assert "--data names the folder holding the key store" in capsys.readouterr().err
+
+
 def test_too_many_workers_is_a_usage_error_before_anything_is_made(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
