@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from faceweave.errors import UsageError
@@ -125,6 +126,57 @@ class OnceAction(argparse.Action):
             )
         setattr(namespace, seen, True)
         setattr(namespace, self.dest, values)
+
+
+def _once(action: argparse.Action, parser: argparse.ArgumentParser, namespace: object) -> None:
+    seen = f"_{action.dest}_given"
+    if getattr(namespace, seen, False):
+        names = "/".join(action.option_strings)
+        parser.error(f"{names} is given more than once")
+    setattr(namespace, seen, True)
+
+
+class OnceTrueAction(argparse._StoreTrueAction):
+    """A switch given once: twice (``--json --json``), a usage error, as every option."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        _once(self, parser, namespace)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class OnceFalseAction(argparse._StoreFalseAction):
+    """A switch given once (see OnceTrueAction)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        _once(self, parser, namespace)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class OnceBooleanAction(argparse.BooleanOptionalAction):
+    """``--x``/``--no-x`` given once between them (``--mask-lips --no-mask-lips``: a
+    usage error, not the last one kept)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        _once(self, parser, namespace)
+        super().__call__(parser, namespace, values, option_string)
 
 
 class SidesAction(OnceAction):

@@ -62,6 +62,9 @@ from faceweave.analysis.onnx_backend import EXECUTION_PROVIDERS
 from faceweave.analysis.selection import ORDERS, SELECTORS, face_distance
 from faceweave.apps.argtypes import (
     OnceAction,
+    OnceBooleanAction,
+    OnceFalseAction,
+    OnceTrueAction,
     SidesAction,
     frame_rate,
     half_interval,
@@ -300,6 +303,8 @@ class _Parser(argparse.ArgumentParser):
         # --fusion 0.7``, ``-o a.mp4 -o b.mp4``), not the last one silently kept.
         self.register("action", None, OnceAction)
         self.register("action", "store", OnceAction)
+        self.register("action", "store_true", OnceTrueAction)
+        self.register("action", "store_false", OnceFalseAction)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{PROG}: error: {message} (see {self.prog} --help)\n")
@@ -438,13 +443,13 @@ def _add_swap_parser(commands: Any) -> None:
     )
     swap.add_argument(
         "--mask-mouth",
-        action=argparse.BooleanOptionalAction,
+        action=OnceBooleanAction,
         default=DEFAULT_MASK_MOUTH,
         help="keep the target's open mouth",
     )
     swap.add_argument(
         "--mask-eyes",
-        action=argparse.BooleanOptionalAction,
+        action=OnceBooleanAction,
         default=DEFAULT_MASK_EYES,
         help=(
             "always keep the target's eyes (they are kept anyway where the source's "
@@ -453,7 +458,7 @@ def _add_swap_parser(commands: Any) -> None:
     )
     swap.add_argument(
         "--mask-glasses",
-        action=argparse.BooleanOptionalAction,
+        action=OnceBooleanAction,
         default=DEFAULT_MASK_GLASSES,
         help="keep the target's glasses frames and tinted lenses in front of the swapped face",
     )
@@ -807,7 +812,7 @@ def _add_look_and_selection_options(
     parser.add_argument("--shape", type=unit_interval, default=DEFAULT_SHAPE, help=SHAPE_HELP)
     parser.add_argument(
         "--mask-lips",
-        action=argparse.BooleanOptionalAction,
+        action=OnceBooleanAction,
         default=DEFAULT_MASK_LIPS,
         help="keep the target's own lips, as Deep-Live-Cam's mouth mask: the mouth moves "
         "and shapes crisply as the target's (a smiling source's lips, stretched thin, "
@@ -815,7 +820,7 @@ def _add_look_and_selection_options(
     )
     parser.add_argument(
         "--mask-hands",
-        action=argparse.BooleanOptionalAction,
+        action=OnceBooleanAction,
         default=DEFAULT_MASK_HANDS,
         help="keep the target's hands in front of its faces (a chin on a fist, fingers at "
         "the cheek, a hand round a microphone), found by MediaPipe's hand landmarker round "
@@ -2091,9 +2096,11 @@ def _run_analyse(args: argparse.Namespace) -> int:
         raise UsageError("--landmarks adds the mesh points to --json's output: add --json")
     if args.at is not None and not is_video:
         raise UsageError(f"--at picks a video's frame; {image_path} is read as an image")
+    if is_video and getattr(args, "_max_pixels_given", False):  # (it had been ignored)
+        raise UsageError(f"--max-pixels limits images; {image_path} is read as a video")
     _check_execution_provider(args, None)
     if args.debug is not None:
-        check_output_path(args.debug)
+        _output_usage(check_output_path, args.debug, "--debug")
         analysed = f"the {'video' if is_video else 'image'} analysed"
         _refuse_overwriting([("--debug", args.debug)], [(analysed, image_path)])
     where = str(image_path)

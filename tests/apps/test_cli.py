@@ -626,6 +626,9 @@ def test_analyse_debug_never_replaces_the_image(
 ) -> None:
     assert cli.main(["analyse", "t.png", "--debug", str(tmp_path / "t.png")]) == EXIT_USAGE
     assert "would overwrite the image analysed" in capsys.readouterr().err
+    # A debug image no image is written as: a usage error, as swap's --debug (it had been 1).
+    assert cli.main(["analyse", "t.png", "--debug", str(tmp_path / "x.gif")]) == EXIT_USAGE
+    assert "--debug " in capsys.readouterr().err
     assert _all_bytes(tmp_path) == small_files
 
 
@@ -657,6 +660,17 @@ def test_analyse_debug_never_replaces_the_image(
             "--fusion is given more than once",
         ),
         (["--input", "clip.mp4", "-o", "a.mp4", "-o", "b.mp4"], EXIT_USAGE, "more than once"),
+        # A switch too (--mirror --mirror, --mask-lips --no-mask-lips had been taken).
+        (
+            ["--input", "clip.mp4", "-o", "a.mp4", "--mirror", "--mirror"],
+            EXIT_USAGE,
+            "more than once",
+        ),
+        (
+            ["--input", "clip.mp4", "-o", "a.mp4", "--mask-lips", "--no-mask-lips"],
+            EXIT_USAGE,
+            "--mask-lips/--no-mask-lips is given more than once",
+        ),
         # A URL as --input had been folded into a path ("http:/host/x.mp4: no such file"),
         # a file as --camera read as fast as it decodes (most frames dropped).
         (

@@ -680,6 +680,9 @@ def test_a_frames_faces_are_found_as_a_photos_and_numbered_as_swap_counts_them(
     capsys.readouterr()
     assert cli.main(["analyse", str(clip), "--at", "0.4"]) == EXIT_USAGE
     assert f"--at 0.4 s is past the end of {clip} (0.33 s long)" in capsys.readouterr().err
+    # An image's limit on a video would do nothing (it had been taken without a word).
+    assert cli.main(["analyse", str(clip), "--max-pixels", "100"]) == EXIT_USAGE
+    assert "--max-pixels limits images" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
