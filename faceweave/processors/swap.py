@@ -397,7 +397,7 @@ class SwapOptions:
         if (
             not isinstance(padding, tuple)
             or len(padding) != 4
-            or not all(0.0 <= v < 1.0 for v in padding)
+            or not all(is_real_number(v) and 0.0 <= v < 1.0 for v in padding)
         ):
             raise UsageError(
                 "mask_padding must be 4 fractions (top, right, bottom, left) within [0, 1), "
