@@ -248,7 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Called without argv, this is the process's command line: native logs stay off
         # until it exits (see _native_logs_silenced).
-        with _native_logs_silenced(restore=argv is not None), _stopped_by_signals():
+        with (
+            _native_logs_silenced(restore=argv is not None),
+            _stopped_by_signals(),
+            _library_warnings(),  # (the library's warnings, prefixed; a bare line had shown)
+        ):
             return command(args)
     except FaceweaveError as err:
         _print_traceback_if_debugging()
@@ -701,6 +705,13 @@ def _add_verify_parser(commands: Any) -> None:
     )
     verify.add_argument("file", type=Path)
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument(
+        "--max-pixels",
+        type=positive_int,
+        default=DEFAULT_MAX_PIXELS,
+        metavar="N",
+        help="refuse larger images (default %(default)s; as swap's --max-pixels)",
+    )
     verify.set_defaults(command=_run_verify)
 
 
@@ -708,7 +719,7 @@ def _run_verify(args: argparse.Namespace) -> int:
     from faceweave.provenance import format_report, verify
 
     with _library_warnings():  # a damaged video's decoder notes, as one line each
-        report = verify(args.file)
+        report = verify(args.file, max_pixels=args.max_pixels)
     if args.json:
         w = report.watermark
         print(
@@ -716,13 +727,25 @@ def _run_verify(args: argparse.Namespace) -> int:
                 {
                     "file": str(args.file),
                     "kind": report.kind,
+                    "size": list(report.size),
                     "watermark": {
                         "found": w.found,
                         "statement": w.statement,
                         "payload": w.payload,
                         "confidence": round(float(w.confidence), 4),
+                        "bit_errors": w.bit_errors,
+                        "coded_bits": w.coded_bits,
+                        # (a video's: the frames sampled, and those decoded on their own)
+                        **(
+                            {"frames": w.frames, "frames_found": w.frames_found}
+                            if report.kind == "video"
+                            else {}
+                        ),
                     },
                     "labels": report.labels,
+                    # False: the labels name another job than the watermark (the text
+                    # report's warning); None: nothing to compare.
+                    "labels_agree": report.labels_agree,
                 },
                 indent=2,
             )
@@ -748,9 +771,15 @@ def _write_output(
     only). ``alpha``: the target's transparency, kept where the format holds one (PNG,
     WebP, TIFF, AVIF; elsewhere the picture stays over white)."""
     if job_id is not None:
-        from faceweave.provenance import embed_watermark
+        from faceweave.provenance.labels import mark_for_saving
 
-        frame = embed_watermark(frame, job_id)
+        frame, kept = mark_for_saving(frame, job_id, path, quality)
+        if not kept:  # (a low --quality's artefacts over the mark: checked, made stronger)
+            logging.getLogger(__name__).warning(
+                "%s: the watermark does not survive --quality %d; a higher one keeps it",
+                path,
+                quality,
+            )
     # (Marked before: shown over white, as a viewer shows it, the mark is whole.)
     frame = keep_alpha(frame, alpha, path)
     if job_id is None or path.suffix.lower() == ".bmp":  # BMP holds no metadata
@@ -1702,12 +1731,21 @@ def _library_warnings(write: Callable[..., None] | None = None) -> Iterator[None
     logger = logging.getLogger("faceweave")
     handler = _LineHandler(write)
     propagate = logger.propagate
+    # The innermost is the one that writes (a progress bar's writes round its bar);
+    # what one said is not said again by the other.
+    outer = [h for h in logger.handlers if isinstance(h, _LineHandler)]
+    for other in outer:
+        logger.removeHandler(other)
+        handler.seen |= other.seen
     logger.addHandler(handler)
     logger.propagate = False
     try:
         yield
     finally:
         logger.removeHandler(handler)
+        for other in outer:
+            other.seen |= handler.seen
+            logger.addHandler(other)
         logger.propagate = propagate
 
 
@@ -2042,7 +2080,7 @@ def _face_in_video(
     return faces[position]
 
 
-def _video_frame_at(path: Path, second: float, option: str) -> tuple[Frame, float]:
+def _video_frame_at(path: Path, second: float, option: str | None) -> tuple[Frame, float]:
     """The frame a player shows at ``second`` (a display rotation applied), and its time:
     the last one shown by then (a second inside the last frame's time, or before a
     keyframe's, is shown by an earlier frame)."""
@@ -2056,6 +2094,8 @@ def _video_frame_at(path: Path, second: float, option: str) -> tuple[Frame, floa
             frame = candidate
         rotation = reader.rotation
     if frame is None:
+        if option is None:  # (no second was asked for: it had named --at, not given)
+            raise InputError(f"{path}: no video frame could be decoded")
         raise InputError(f"{path}: no frame at {second:g} s for {option}")
     return upright(frame.image, rotation), frame.time
 
@@ -2111,7 +2151,8 @@ def _run_analyse(args: argparse.Namespace) -> int:
                 raise UsageError(
                     f"--at {args.at:g} s is past the end of {image_path} ({duration:.2f} s long)"
                 )
-        frame, shown_at = _video_frame_at(image_path, args.at or 0.0, "--at")
+        at = None if args.at is None else "--at"
+        frame, shown_at = _video_frame_at(image_path, args.at or 0.0, at)
         where = f"{image_path} at {shown_at:.2f} s"
     else:
         frame = read_image(image_path, max_pixels=args.max_pixels)
@@ -2175,19 +2216,22 @@ def _hand_record(hand: Any) -> dict[str, Any]:
 
 
 def _hand_line(hand: Any) -> str:
-    x0, y0 = (float(v) for v in hand.landmarks.min(axis=0))
-    x1, y1 = (float(v) for v in hand.landmarks.max(axis=0))
-    return (
-        f"  hand ({hand.side}, {hand.score:.2f}): points within "
-        f"({x0:.0f},{y0:.0f})-({x1:.0f},{y1:.0f})"
-    )
+    x0, y0 = (round(float(v)) for v in hand.landmarks.min(axis=0))
+    x1, y1 = (round(float(v)) for v in hand.landmarks.max(axis=0))
+    return f"  hand ({hand.side}, {hand.score:.2f}): points within ({x0},{y0})-({x1},{y1})"
+
+
+def _tenths(value: object) -> str:
+    text = f"{float(value):.1f}"  # type: ignore[arg-type]
+    return "0.0" if text == "-0.0" else text
 
 
 def _face_line(index: int, face: Face) -> str:
-    x0, y0, x1, y1 = (float(v) for v in face.bbox)
-    points = " ".join(f"({float(x):.1f},{float(y):.1f})" for x, y in face.landmarks_5)
+    # (whole pixels as integers: a box just past the edge had read "-0")
+    x0, y0, x1, y1 = (round(float(v)) for v in face.bbox)
+    points = " ".join(f"({_tenths(x)},{_tenths(y)})" for x, y in face.landmarks_5)
     return (
-        f"face {index}: box ({x0:.0f},{y0:.0f})-({x1:.0f},{y1:.0f}) score {face.score:.3f} "
+        f"face {index}: box ({x0},{y0})-({x1},{y1}) score {face.score:.3f} "
         f"yaw {face.pose.yaw:+.1f} pitch {face.pose.pitch:+.1f} roll {face.pose.roll:+.1f} "
         f"landmarks_5 {points}"
     )

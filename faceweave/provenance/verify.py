@@ -27,6 +27,7 @@ from PIL import Image, UnidentifiedImageError
 from faceweave.errors import InputError
 from faceweave.io.animation import AnimationReader, is_animation
 from faceweave.io.image import (
+    DEFAULT_MAX_PIXELS,
     READ_IMAGE_EXTENSIONS,
     PathLike,
     check_input_file,
@@ -80,7 +81,12 @@ class VerifyReport:
         return claimed == self.watermark.payload
 
 
-def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> VerifyReport:
+def verify(
+    path: PathLike,
+    *,
+    video_frames: int = VIDEO_SAMPLE_FRAMES,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+) -> VerifyReport:
     """Look for the faceweave watermark and labels in an image or a video file.
 
     Args:
@@ -88,6 +94,8 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
             reads.
         video_frames: for a video, how many frames to decode, spread evenly over its
             length (each needs a seek; their soft bits are combined).
+        max_pixels: refuse a larger image (``faceweave swap --max-pixels`` writes
+            larger ones when asked).
 
     Raises:
         InputError: the file is missing, unreadable or has no decodable frame.
@@ -96,6 +104,16 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
     path = check_input_file(path, "an image or a video")
     if video_frames < 1:
         raise InputError(f"video_frames must be at least 1, got {video_frames}")
+    try:
+        return _verify(path, video_frames, max_pixels)
+    except InputError as exc:
+        if str(path) in str(exc):
+            raise
+        # (a frame's own check, "image too small: 1x1", had not said which file)
+        raise type(exc)(f"{path}: {exc}") from exc
+
+
+def _verify(path: Path, video_frames: int, max_pixels: int) -> VerifyReport:
     suffix = path.suffix.lower()
     if is_animation(path):  # (an animated WebP or PNG had been read as its first frame)
         frames, total = _sample_animation(path, video_frames)
@@ -109,7 +127,7 @@ def verify(path: PathLike, *, video_frames: int = VIDEO_SAMPLE_FRAMES) -> Verify
     # A file named as an image is read as one (a broken one is refused as such, not
     # handed to FFmpeg, which reads even a text file as a "video" of its characters).
     if suffix in READ_IMAGE_EXTENSIONS or (suffix not in VIDEO_EXTENSIONS and _is_image(path)):
-        frame = read_image(path)
+        frame = read_image(path, max_pixels=max_pixels)
         return VerifyReport(
             path=str(path),
             kind="image",

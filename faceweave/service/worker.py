@@ -110,13 +110,17 @@ def write_result(
     """Write a result image, watermarked and labelled, atomically. ``alpha``: the
     target's transparency, kept in a PNG or WebP result (marked before it is put back,
     so the picture over white carries the whole mark)."""
-    marked = keep_alpha(mark_frame(frame, job_id), alpha, path)
     try:
         from faceweave.provenance import image_labels, write_labeled_image
+        from faceweave.provenance.labels import mark_for_saving
     except ImportError:  # only when require_provenance is off
-        write_image(path, marked, quality=quality)
+        write_image(path, keep_alpha(frame, alpha, path), quality=quality)
         return
-    write_labeled_image(path, marked, image_labels(job_id), quality=quality)
+    # (at a low quality, made as strong as the saved file needs to keep it)
+    marked, _ = mark_for_saving(frame, job_id, path, quality)
+    write_labeled_image(
+        path, keep_alpha(marked, alpha, path), image_labels(job_id), quality=quality
+    )
 
 
 def video_supported() -> bool:

@@ -29,6 +29,7 @@ from faceweave.apps import cli
 from faceweave.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_NO_FACE, EXIT_OK, EXIT_USAGE
 from faceweave.io import read_image, write_image
 from faceweave.processors.swap import SwapOptions
+from faceweave.types import Face
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 300
@@ -947,7 +948,7 @@ def test_detector_angles_are_the_targets_not_the_sources(images: Images, tmp_pat
     output = tmp_path / "out.png"
     run = _run(
         "swap", "-s", images.source_png, "-t", turned, "-o", output,
-        "--detector-angles", "180", "--no-watermark", cwd=tmp_path,
+        "--detector-angles", "180", cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == EXIT_OK, run.stderr
     assert np.abs(read_image(output).astype(int) - read_image(turned)).max() > 50
@@ -1428,3 +1429,17 @@ def test_a_map_entry_splits_where_its_files_are(tmp_path: Path) -> None:
     for bad in ("x.png", "=y.png", "x.png="):
         with pytest.raises(argparse.ArgumentTypeError, match="expected SRC=REF"):
             cli._mapping(bad)
+
+
+def test_analyse_lines_print_no_minus_zero(astronaut_face: Face) -> None:
+    """A box just past the frame's edge had printed "(-0,-0)"."""
+    import dataclasses
+
+    face = dataclasses.replace(
+        astronaut_face,
+        bbox=(-0.3, -0.2, 100.4, 120.0),
+        landmarks_5=np.full((5, 2), -0.04, np.float32),
+    )
+    line = cli._face_line(0, face)
+    assert "-0" not in line and "box (0,0)-(100,120)" in line, line
+    assert "(0.0,0.0)" in line

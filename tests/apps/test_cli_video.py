@@ -783,6 +783,35 @@ def test_truncated_video_gives_output_and_one_warning(
     assert 5 <= len(_frames(output)) < 30
 
 
+def test_a_video_whose_frames_all_fail_to_decode_is_said_once(
+    files: dict[str, Path], astronaut: np.ndarray, tmp_path: Path
+) -> None:
+    """The decoder's warning had shown bare (no "faceweave: warning:"), then again in
+    the error line; analyse had blamed an --at it was not given."""
+    from faceweave.io.video import VideoWriter
+
+    whole = tmp_path / "whole.mp4"  # (its index first, as faceweave writes MP4)
+    with VideoWriter(whole, width=320, height=240, fps=10) as writer:
+        for index in range(10):
+            writer.write(cv2.resize(np.roll(astronaut, 5 * index, axis=1), (320, 240)))
+    data = whole.read_bytes()
+    start = data.index(b"mdat") + 8  # (its frames' data cut short, its index kept)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(data[: start + 200])
+    for argv, error in (
+        (["analyse", cut], f"faceweave: error: {cut}: no video frame could be decoded"),
+        (["swap", "-s", files["astronaut"], "-t", cut, "-o", tmp_path / "o.mp4", "-q"], None),
+    ):
+        result = _run(*argv, cwd=tmp_path)
+        assert result.returncode == EXIT_ERROR, result.stderr
+        lines = _message_lines(result.stderr)
+        assert all(line.startswith("faceweave: ") for line in lines), result.stderr
+        assert len(lines) <= 2 and "--at" not in result.stderr, result.stderr
+        if error is not None:
+            assert lines[-1] == error, result.stderr
+        assert lines[-1].count("cut.mp4") == 1, lines[-1]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_stop_signal_mid_video_leaves_nothing(

@@ -209,3 +209,25 @@ def test_unlabelled_video(tmp_path: Path) -> None:
     path = tmp_path / "plain.mp4"
     _write_video(path, {"comment": "holiday"})
     assert read_labels(path) == {}
+
+
+@pytest.mark.parametrize(("name", "quality"), [("a.webp", 30), ("a.avif", 30), ("a.jpg", 10)])
+def test_a_low_quality_file_keeps_its_watermark(
+    tmp_path: Path, astronaut: np.ndarray, name: str, quality: int
+) -> None:
+    """At a low quality the mark is checked in the picture as saved and made stronger
+    until it is found (WebP and AVIF at 30 had lost it in most runs)."""
+    from faceweave.io import read_image
+    from faceweave.provenance.labels import mark_for_saving
+    from faceweave.provenance.watermark import detect_watermark, embed_watermark
+
+    for job in ("c1a2b3c", "cff0011", "c123456"):
+        marked, kept = mark_for_saving(astronaut, job, tmp_path / name, quality)
+        assert kept
+        write_labeled_image(tmp_path / name, marked, image_labels(job), quality=quality)
+        found = detect_watermark(read_image(tmp_path / name))
+        assert found.found and found.payload == watermark_id(job), (name, job)
+    # At a quality the mark survives, and in a lossless file, the mark as it always was.
+    for path, quality in ((tmp_path / "b.jpg", 95), (tmp_path / "b.png", 10)):
+        marked, kept = mark_for_saving(astronaut, JOB, path, quality)
+        assert kept and np.array_equal(marked, embed_watermark(astronaut, JOB))

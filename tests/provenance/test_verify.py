@@ -145,6 +145,20 @@ def test_errors(tmp_path: Path) -> None:
     (tmp_path / "a.png").write_bytes(b"")
     with pytest.raises(InputError):
         verify(tmp_path / "a.png", video_frames=0)
+    # A frame too small to hold a mark is named (it had said "image too small: 1x1").
+    write_image(tmp_path / "dot.png", np.zeros((1, 1, 3), np.uint8))
+    with pytest.raises(InputError, match=r"dot\.png: image too small: 1x1"):
+        verify(tmp_path / "dot.png")
+
+
+def test_an_image_over_the_default_limit_is_verified_when_allowed(tmp_path: Path) -> None:
+    """``swap --max-pixels`` writes images over 64 megapixels when asked; verify takes
+    the same limit (it had refused its own outputs)."""
+    path = tmp_path / "wide.png"
+    write_image(path, np.zeros((300, 400, 3), np.uint8))
+    with pytest.raises(InputError, match="more than the limit of 100000"):
+        verify(path, max_pixels=100_000)
+    assert verify(path, max_pixels=120_000).size == (400, 300)
 
 
 def test_special_files_and_images_that_are_not(tmp_path: Path) -> None:
@@ -181,6 +195,14 @@ def test_cli_json_report_of_a_marked_image(
     report = json.loads(capsys.readouterr().out)
     assert report["watermark"]["found"] is True and report["watermark"]["payload"] == JOB
     assert report["labels"]["faceweave:job"] == JOB
+    # What the text report says, the JSON says too (the labels' disagreement had gone).
+    assert report["size"] == [astronaut.shape[1], astronaut.shape[0]]
+    assert report["watermark"]["coded_bits"] > report["watermark"]["bit_errors"] >= 0
+    assert report["labels_agree"] is True
+    forged = tmp_path / "forged.png"
+    write_labeled_image(forged, embed_watermark(astronaut, JOB), image_labels("other-job"))
+    assert cli.main(["verify", str(forged), "--json", "--max-pixels", "300000"]) == 0
+    assert json.loads(capsys.readouterr().out)["labels_agree"] is False
 
 
 def test_report_is_frozen(tmp_path: Path, astronaut: np.ndarray) -> None:
