@@ -164,6 +164,10 @@ class Face:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_embedding_fn"] = None
+        if self.track_state is not None:  # (what each swapper follows stays here)
+            state["track_state"] = {
+                key: value for key, value in self.track_state.items() if key != "swappers"
+            }
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

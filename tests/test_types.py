@@ -111,6 +111,17 @@ def test_an_analysers_face_pickles(astronaut_face: Face, astronaut: np.ndarray) 
     np.testing.assert_array_equal(
         swapped, Swapper(astronaut_face).swap(astronaut, [astronaut_face])
     )
+    # A tracked face that swappers have followed pickles too (each swapper's state,
+    # kept by weak reference to it, stays in this process).
+    import copy
+    import dataclasses
+
+    tracked = dataclasses.replace(astronaut_face, track_state={})
+    Swapper(astronaut_face).swap(astronaut, [tracked])
+    assert tracked.track_state is not None and "swappers" in tracked.track_state
+    unpickled = pickle.loads(pickle.dumps(tracked))
+    assert unpickled.track_state is not None and "swappers" not in unpickled.track_state
+    assert copy.deepcopy(tracked).track_state is not None  # (a copy here: all of it)
 
 
 def test_identity_equality() -> None:
