@@ -31,10 +31,10 @@ __all__ = [
     "KEY_PREFIX",
     "RateLimiter",
     "authenticate",
+    "check_pepper",
     "create_key",
     "hash_key",
     "list_keys",
-    "check_pepper",
     "load_pepper",
     "revoke_key",
 ]
