@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import socket
 import sys
 from pathlib import Path
@@ -267,12 +268,27 @@ def run_keys(args: argparse.Namespace) -> int:
         raise InputError(
             f"{args.data}: no key store here (faceweave keys create --data {args.data} makes one)"
         )
-    if args.keys_action == "list":  # (only read: a store this user may not write too)
-        for item in list_keys(args.data / "faceweave.db"):
+    if args.keys_action == "list":
+        store = args.data / "faceweave.db"
+        # Only read where this user may not write (another user's store, a read-only
+        # mount); else opened as the server opens it, which tidies SQLite's files away.
+        readable_only = not os.access(args.data, os.W_OK) or not os.access(store, os.W_OK)
+        if readable_only:
+            keys = list_keys(store)
+        else:
+            listing = Database(store)
+            try:
+                keys = list_keys(listing)
+            finally:
+                listing.close()
+        for item in keys:
             created = _date(item.created_at)
             status = f"revoked {_date(item.revoked_at)}" if item.revoked_at else "active"
             print(f"{item.id}  {created}  {status:<28}  {item.name}")
         return EXIT_OK
+    if args.keys_action == "create" and sys.stdout is None:
+        # (its descriptor closed: the key would be printed nowhere, and stay active)
+        raise OutputError("stdout is closed: a new key would be shown nowhere; none was made")
     _check_data_dir(args.data)
     db = Database(args.data / "faceweave.db")
     try:

@@ -69,7 +69,7 @@ from faceweave.core.geometry import bbox_iou, to_pose_space
 from faceweave.core.resize import shrink_to_side
 from faceweave.errors import InputError, UsageError
 from faceweave.pipeline.smoothing import MeshSmoother
-from faceweave.types import BBox, Face, Frame, check_frame
+from faceweave.types import BBox, Face, Frame, check_frame, is_real_number, is_whole_number
 
 _FLOW_POINTS = np.arange(0, 468, 8)  # ~60 mesh vertices spread over the face, irises excluded
 _WORK_SIDE = 640  # longest side of the grey image used for change detection and optical flow
@@ -260,10 +260,33 @@ class FaceTracker:
             raise UsageError(
                 f"a FaceTracker follows faces with a FaceAnalyser, got {type(analyser).__name__}"
             )
-        if redetect_every < 1 or frame_skip < 1 or max_faces < 1:
-            raise UsageError("redetect_every, frame_skip and max_faces must be >= 1")
-        if not 0 <= hold_lost <= max_lost:
+        counts = {
+            "redetect_every": redetect_every,
+            "frame_skip": frame_skip,
+            "max_faces": max_faces,
+            "max_lost": max_lost,
+        }
+        for name, count in counts.items():  # (NaN, 2.5 and True had been taken)
+            if not is_whole_number(count) or count < (0 if name == "max_lost" else 1):
+                low = 0 if name == "max_lost" else 1
+                raise UsageError(f"{name} must be a whole number of {low} or more, got {count!r}")
+        if not is_whole_number(hold_lost) or not 0 <= hold_lost <= max_lost:
             raise UsageError("hold_lost must be between 0 and max_lost")
+        fractions = {"iou_match": iou_match, "box_margin": box_margin}
+        for name, value in fractions.items():
+            if not is_real_number(value) or not 0.0 <= value <= 1.0:
+                raise UsageError(f"{name} must be a number from 0 to 1, got {value!r}")
+        rates = {
+            "min_cutoff": min_cutoff,
+            "beta": beta,
+            "expression_cutoff": expression_cutoff,
+            "expression_beta": expression_beta,
+            "static_threshold": static_threshold,
+            "cut_threshold": cut_threshold,
+        }
+        for name, value in rates.items():
+            if not is_real_number(value) or not 0.0 <= value < math.inf:
+                raise UsageError(f"{name} must be a finite number of 0 or more, got {value!r}")
         self.analyser = analyser
         self.redetect_every = redetect_every
         self.max_faces = max_faces

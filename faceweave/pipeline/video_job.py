@@ -937,9 +937,13 @@ def swap_video(
                     f"{trim_end:g} s" if trim_end is not None else "the end"
                 )
                 raise InputError(f"{target_path}: no frame from {span} (--trim-start/--trim-end)")
-            # (the reader's first warning, without the path this line names already)
-            first = reader.warnings[0].removeprefix(f"{target_path}: ") if reader.warnings else ""
-            detail = f" ({first})" if first else ""
+            # (why, in short: the reader's own warning, said already, has the details)
+            if getattr(reader, "decode_errors", 0):
+                detail = " (its data is damaged)"
+            elif reader.warnings:
+                detail = f" ({reader.warnings[0].removeprefix(f'{target_path}: ')})"
+            else:
+                detail = ""
             raise InputError(f"{target_path}: no video frame could be decoded{detail}")
         if resampler is not None and resampler.previous is not None:
             for slot in resampler.tail():  # the last frame's own time, to the video's end

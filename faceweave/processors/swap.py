@@ -336,7 +336,10 @@ class SwapOptions:
             # (numbers only: a string's characters, "0000", or bools had passed as them)
             numbers = list(self.mask_padding)
             padding = (
-                tuple(float(v) for v in numbers) if all(map(is_real_number, numbers)) else None
+                tuple(float(v) for v in numbers)
+                if all(map(is_real_number, numbers))
+                and not isinstance(self.mask_padding, str | bytes | bytearray)
+                else None
             )
         except TypeError:
             padding = None  # validated() says what is wrong
@@ -396,6 +399,7 @@ class SwapOptions:
         padding = self.mask_padding
         if (
             not isinstance(padding, tuple)
+            or isinstance(self.mask_padding, str | bytes | bytearray)
             or len(padding) != 4
             or not all(is_real_number(v) and 0.0 <= v < 1.0 for v in padding)
         ):

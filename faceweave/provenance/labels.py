@@ -113,6 +113,8 @@ def image_labels(
         raise InputError(f"job id must be a str, got {type(job_id).__name__}")
     if not job_id:
         raise InputError("job id must not be empty")
+    if not job_id.isprintable():  # (XMP, XML, holds no control character: a NUL lost it)
+        raise InputError(f"job id must be printable characters, got {job_id!r}")
     if version is None:
         import faceweave  # late: faceweave/__init__ may import this package one day
 
@@ -161,7 +163,8 @@ def mark_for_saving(frame: Frame, job_id: str, path: PathLike, quality: int) -> 
     to ``path`` at ``quality``: at a lossy format's low quality the mark is checked in
     the encoded picture and made stronger (up to 3 times) until it is. Returns the
     marked frame and whether the mark was found (True without a check at a quality
-    the mark is known to survive, or a lossless format).
+    the mark is known to survive, or a lossless format; when it is never found, the
+    mark at its usual strength: the stronger ones only showed more).
 
     Raises:
         InputError: a bad frame or job id.
@@ -185,7 +188,8 @@ def mark_for_saving(frame: Frame, job_id: str, path: PathLike, quality: int) -> 
         found = detect_watermark(saved)
         if found.found and found.payload == wanted:
             return marked, True
-    return marked, False
+    # (None found: the stronger marks showed more and kept nothing)
+    return embed_watermark(frame, job_id), False
 
 
 def write_labeled_image(
@@ -223,6 +227,7 @@ def write_labeled_image(
     check_frame(frame[:, :, :3] if rgba else frame)
     if not is_whole_number(quality) or not 1 <= quality <= 100:
         raise InputError(f"quality must be a whole number in 1..100, got {quality!r}")
+    quality = int(quality)  # (a numpy integer: Pillow takes Python's)
     if not isinstance(labels, Mapping) or not all(
         isinstance(key, str) and isinstance(value, str) for key, value in labels.items()
     ):

@@ -116,7 +116,7 @@ def verify(
 def _verify(path: Path, video_frames: int, max_pixels: int) -> VerifyReport:
     suffix = path.suffix.lower()
     if is_animation(path):  # (an animated WebP or PNG had been read as its first frame)
-        frames, total = _sample_animation(path, video_frames)
+        frames, total = _sample_animation(path, video_frames, max_pixels)
         return VerifyReport(
             path=str(path),
             kind="video" if total > 1 else "image",
@@ -187,9 +187,9 @@ def _is_image(path: Path) -> bool:
         return False
 
 
-def _sample_animation(path: Path, count: int) -> tuple[list[Frame], int]:
+def _sample_animation(path: Path, count: int, max_pixels: int) -> tuple[list[Frame], int]:
     """Up to ``count`` frames spread over an animation, and its frame count."""
-    with AnimationReader(path) as reader:
+    with AnimationReader(path, max_pixels=max_pixels) as reader:
         total = max(1, reader.info.frame_count)
         wanted = {min(total - 1, int(total * (i + 0.5) / count)) for i in range(count)}
         frames = []

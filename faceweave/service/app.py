@@ -641,7 +641,8 @@ def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
     for route in app.router.routes:
         match, _ = route.matches(scope)
         if match != Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
+            # (a mount of static files names no methods: it answers GET and HEAD)
+            methods |= set(getattr(route, "methods", None) or {"GET", "HEAD"})
     if "GET" in methods:
         methods.add("HEAD")
     return sorted(methods)

@@ -88,6 +88,21 @@ def test_a_tracker_needs_an_analyser() -> None:
     for bad in (None, "mesh", object()):
         with pytest.raises(UsageError, match="FaceAnalyser"):
             FaceTracker(bad)  # type: ignore[arg-type]
+    # Its counts and rates are checked too (NaN, 2.5 and True had been taken, "3" had
+    # been a TypeError).
+    settings: list[dict[str, object]] = [
+        {"max_faces": float("nan")},
+        {"max_faces": 2.5},
+        {"max_faces": True},
+        {"redetect_every": float("inf")},
+        {"redetect_every": "3"},
+        {"iou_match": float("nan")},
+        {"static_threshold": -1.0},
+        {"hold_lost": 9, "max_lost": 3},
+    ]
+    for setting in settings:
+        with pytest.raises(UsageError):
+            FaceTracker(FakeAnalyser(), **setting)  # type: ignore[arg-type]
 
 
 class TestIdentity:

@@ -120,6 +120,7 @@ class TestSwapOptions:
             {"mask_padding": "0000"},  # (a string's characters had passed as numbers)
             {"mask_padding": ("0", "0", "0.2", "0")},
             {"mask_padding": (False, False, False, False)},
+            {"mask_padding": b"\0\0\0\0"},
         ],
     )
     def test_invalid_raise_usage_error(self, bad: dict, astronaut_face: Face) -> None:

@@ -144,6 +144,10 @@ def test_write_errors(tmp_path: Path, astronaut: np.ndarray, labels: dict[str, s
             write_labeled_image(tmp_path / "a.png", astronaut, bad)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="job id must be a str"):
         image_labels(123)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="printable"):  # (XMP holds no NUL: it was lost)
+        image_labels("x\x00y")
+    # A numpy integer is a quality (Pillow had refused it as "these labels").
+    write_labeled_image(tmp_path / "n.jpg", astronaut, labels, quality=np.int64(50))
     with pytest.raises(InputError):
         write_labeled_image(tmp_path / "a.png", astronaut[:, :, 0], labels)
     with pytest.raises(OutputError):

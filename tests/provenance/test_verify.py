@@ -159,6 +159,16 @@ def test_an_image_over_the_default_limit_is_verified_when_allowed(tmp_path: Path
     with pytest.raises(InputError, match="more than the limit of 100000"):
         verify(path, max_pixels=100_000)
     assert verify(path, max_pixels=120_000).size == (400, 300)
+    # An animation's frames too.
+    from faceweave.io.animation import AnimationWriter
+
+    writer = AnimationWriter(tmp_path / "wide.gif", width=400, height=300, fps=10)
+    for _ in range(2):
+        writer.write(np.zeros((300, 400, 3), np.uint8))
+    writer.close()
+    with pytest.raises(InputError, match="100000"):
+        verify(tmp_path / "wide.gif", max_pixels=100_000)
+    assert verify(tmp_path / "wide.gif", max_pixels=120_000).size == (400, 300)
 
 
 def test_special_files_and_images_that_are_not(tmp_path: Path) -> None:

@@ -716,3 +716,6 @@ def test_a_wrong_method_is_told_every_method_the_path_takes(
     assert jobs.headers["allow"] == "GET, HEAD, POST"
     job = client.put("/v1/jobs/abc", headers=auth(key))
     assert job.status_code == 405 and job.headers["allow"] == "DELETE, GET, HEAD"
+    # The page's static files (their mount names no methods: the header had been empty).
+    static = client.put("/static/app.js")
+    assert static.status_code == 405 and static.headers["allow"] == "GET, HEAD"
