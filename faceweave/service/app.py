@@ -636,7 +636,9 @@ def _reject(state: ServiceState, key: ApiKey, error: FaceweaveError) -> None:
 def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
     """The methods ``request``'s path is answered to (HEAD wherever GET is, see
     HeadAsGet)."""
-    scope = {**request.scope, "method": "GET"}
+    # (from the app's own root: inside a mount the request's scope is the mount's)
+    root = request.scope.get("app_root_path", "")
+    scope = {**request.scope, "method": "GET", "root_path": root, "path": request.url.path}
     methods: set[str] = set()
     for route in app.router.routes:
         match, _ = route.matches(scope)
