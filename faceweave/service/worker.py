@@ -106,21 +106,23 @@ def write_result(
     job_id: str,
     quality: int,
     alpha: NDArray[np.uint8] | None = None,
-) -> None:
+) -> bool:
     """Write a result image, watermarked and labelled, atomically. ``alpha``: the
     target's transparency, kept in a PNG or WebP result (marked before it is put back,
-    so the picture over white carries the whole mark)."""
+    so the picture over white carries the whole mark). False when the mark is not
+    found in the file as saved (a low quality; see mark_for_saving)."""
     try:
         from faceweave.provenance import image_labels, write_labeled_image
         from faceweave.provenance.labels import mark_for_saving
     except ImportError:  # only when require_provenance is off
         write_image(path, keep_alpha(frame, alpha, path), quality=quality)
-        return
+        return True
     # (at a low quality, made as strong as the saved file needs to keep it)
-    marked, _ = mark_for_saving(frame, job_id, path, quality)
+    marked, kept = mark_for_saving(frame, job_id, path, quality)
     write_labeled_image(
         path, keep_alpha(marked, alpha, path), image_labels(job_id), quality=quality
     )
+    return kept
 
 
 def video_supported() -> bool:
@@ -314,7 +316,12 @@ def run_job(
             progress(0.6, force=True)
             output, alpha = upscaler.enhance_with_alpha(output, alpha)
         progress(0.8, force=True)
-        write_result(result_path, output, job_id=job.id, quality=options.quality, alpha=alpha)
+        if not write_result(
+            result_path, output, job_id=job.id, quality=options.quality, alpha=alpha
+        ):
+            notes.append(
+                f"the watermark does not survive quality {options.quality}; a higher one keeps it"
+            )
     return ext, _sha256(result_path), (*notes, *swapper_advice(swapper))
 
 

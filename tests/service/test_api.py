@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
@@ -719,3 +720,27 @@ def test_a_wrong_method_is_told_every_method_the_path_takes(
     # The page's static files (their mount names no methods: the header had been empty).
     static = client.put("/static/app.js")
     assert static.status_code == 405 and static.headers["allow"] == "GET, HEAD"
+
+
+def test_a_mark_that_does_not_survive_the_quality_is_noted(
+    service: tuple[TestClient, Path],
+    source_png: bytes,
+    target_jpeg: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A low quality's mark is checked as saved and made stronger (see
+    mark_for_saving); when none is found, the job's notes say so (the command line
+    warns)."""
+    import faceweave.provenance.labels as labels_module
+
+    client, data_dir = service
+    key = make_key(data_dir, "weak")
+
+    def never_found(frame: np.ndarray, job_id: str, path: object, quality: int) -> tuple:
+        return labels_module.embed_watermark(frame, job_id), False
+
+    monkeypatch.setattr(labels_module, "mark_for_saving", never_found)
+    job = submit(client, key, source_png, target_jpeg, output_format="jpg", quality=20).json()
+    done = wait_for(client, job["id"], key)
+    assert done["state"] == "done"
+    assert any("does not survive quality 20" in note for note in done["notes"]), done["notes"]

@@ -87,14 +87,14 @@ def test_a_job_that_finds_the_disk_full_waits_in_the_queue_and_then_runs(
     writes = []
     write_result = worker_module.write_result
 
-    def first_finds_it_full(path: Path, *args: Any, **kwargs: Any) -> None:
+    def first_finds_it_full(path: Path, *args: Any, **kwargs: Any) -> bool:
         writes.append(path)
         if len(writes) == 1:
             try:
                 raise _no_space()
             except OSError as exc:
                 raise OutputError(f"{path.name}: cannot write: No space left on device") from exc
-        write_result(path, *args, **kwargs)
+        return bool(write_result(path, *args, **kwargs))
 
     monkeypatch.setattr(worker_module, "write_result", first_finds_it_full)
     data_dir = tmp_path / "data"
