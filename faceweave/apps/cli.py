@@ -251,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         with (
             _native_logs_silenced(restore=argv is not None),
             _stopped_by_signals(),
-            _library_warnings(),  # (the library's warnings, prefixed; a bare line had shown)
+            # (the library's warnings, prefixed, once each; a bare line had shown)
+            contextlib.nullcontext()
+            if getattr(args, "own_logging", False)
+            else _library_warnings(),
         ):
             return command(args)
     except FaceweaveError as err:

@@ -71,7 +71,8 @@ def _add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Run the faceweave service: a REST API for swap jobs (OpenAPI at "
         "/docs) and a web page at /. Jobs are kept in SQLite and files under --data.",
     )
-    serve.set_defaults(command=run_serve)
+    # (a server logs as servers do: every line, with its tracebacks, to its log)
+    serve.set_defaults(command=run_serve, own_logging=True)
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (%(default)s)")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help="(%(default)s)")
     _add_data_option(serve)

@@ -152,3 +152,27 @@ def test_serve_on_a_host_that_is_no_address(
     argv = ["serve", "--host", "no-such-host.invalid", "--data", str(tmp_path / "data")]
     assert cli.main(argv) == EXIT_USAGE
     assert "--host no-such-host.invalid" in capsys.readouterr().err
+
+
+def test_serve_keeps_its_logging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands print the library's warnings as one prefixed line each, once; a
+    server logs every line, with its tracebacks, as servers do (the one-line handler
+    had taken its log over)."""
+    import logging
+
+    from faceweave.apps import service_cli
+
+    seen: dict[str, object] = {}
+
+    def fake_serve(args: object) -> int:
+        logger = logging.getLogger("faceweave")
+        seen["ours"] = any(isinstance(h, cli._LineHandler) for h in logger.handlers)
+        seen["propagate"] = logger.propagate
+        return EXIT_OK
+
+    monkeypatch.setattr(service_cli, "run_serve", fake_serve)
+    assert cli.main(["serve", "--data", str(tmp_path / "d")]) == EXIT_OK
+    assert seen == {"ours": False, "propagate": True}
+    monkeypatch.setattr(service_cli, "run_keys", fake_serve)
+    assert cli.main(["keys", "list", "--data", str(tmp_path / "d")]) == EXIT_OK
+    assert seen == {"ours": True, "propagate": False}
