@@ -119,7 +119,6 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--mask-regions",
         nargs="+",
         choices=(*REGIONS, "all"),
-        action="extend",
         default=None,
         metavar="REGION",
         help=f"the regions swapped, from {', '.join(REGIONS)} or all (default: all but glasses)",
@@ -132,7 +131,6 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--mask-areas",
         nargs="+",
         choices=AREAS,
-        action="extend",
         default=None,
         metavar="AREA",
         help=f"swap only these parts of each face, from {', '.join(AREAS)} (the rest stays "

@@ -54,6 +54,7 @@ detail on top of either engine (:class:`EnhancedSwapper`), with an intensity::
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,7 @@ from faceweave.processors.swap import (
     checked_occlusions,
     target_faces,
 )
-from faceweave.types import Face, Frame
+from faceweave.types import Face, Frame, is_real_number
 
 __all__ = [
     "ARCFACE_TEMPLATE",
@@ -186,7 +187,7 @@ def _face_bgr(
             f"{model.path.name}: output {list(value.shape)}, expected [1, 3, {size}, {size}]"
         )
     if not np.isfinite(value).all():
-        raise BackendError(f"{model.path.name}: the model's output is not finite (NaN)")
+        raise BackendError(f"{model.path.name}: the model's output is not finite (NaN or infinity)")
     rgb = (value[0].transpose(1, 2, 0) - low) * (255.0 / (1.0 - low))
     return np.ascontiguousarray(np.clip(rgb[:, :, ::-1], 0.0, 255.0), dtype=np.float32)
 
@@ -755,6 +756,8 @@ class FaceEnhancer:
     def enhance(self, frame: Frame, faces: list[Face] | Face, *, strength: float = 1.0) -> Frame:
         """The frame with every given face restored, at ``blend`` times ``strength``; a
         new frame."""
+        if not is_real_number(strength) or not math.isfinite(strength):  # (NaN had passed)
+            raise UsageError(f"strength must be a finite number, got {strength!r}")
         targets = target_faces(frame, faces)
         out = frame.copy()
         amount = self.blend * min(max(float(strength), 0.0), 1.0)

@@ -486,6 +486,11 @@ def test_the_enhancers_blend_is_its_strength_and_only_the_face_changes(
     assert changes[0.0] == 0
     assert changes[1.0] == pytest.approx(expected, rel=0.05)
     assert changes[0.5] == pytest.approx(expected / 2, rel=0.05)
+    # A strength that is no finite number is refused (NaN had gone into the pixels).
+    enhancer = FaceEnhancer(enhancers["darker"])
+    for strength in (float("nan"), float("inf"), "x", True):
+        with pytest.raises(UsageError, match="strength"):
+            enhancer.enhance(astronaut, astronaut_face, strength=strength)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("model", ["codeformer", "half_weight"])

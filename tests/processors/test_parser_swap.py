@@ -208,6 +208,8 @@ def test_command_line_swaps_only_the_regions_asked_for(
 
     for flags, code, message in (
         (["--mask-regions", "nose"], EXIT_USAGE, "--mask-regions is for --parser-model"),
+        # (given twice, a usage error as every option: they had been merged)
+        (["--mask-areas", "mouth", "--mask-areas", "lower-face"], EXIT_USAGE, "more than once"),
         ([*model, "--mask-regions", "ears"], EXIT_USAGE, "invalid choice: 'ears'"),
         ([*model, "--mask-regions", "all", "skin"], EXIT_USAGE, "'all' is every region"),
         (["--parser-model", "nope.onnx"], EXIT_ERROR, "nope.onnx: model file not found"),
