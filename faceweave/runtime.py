@@ -84,15 +84,8 @@ def tune_allocator(*, mmap_mib: int = 32, trim_mib: int = 256) -> bool:
             )
     if _applied:
         return True
-    if not sys.platform.startswith("linux"):
-        return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and others have no mallopt
+    mallopt = _glibc("mallopt")
+    if mallopt is None:
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
@@ -103,18 +96,26 @@ def tune_allocator(*, mmap_mib: int = 32, trim_mib: int = 256) -> bool:
     return ok
 
 
+def _glibc(function: str) -> Any:
+    """The C library's ``function`` on Linux, or None (musl and others have no
+    ``mallopt`` or ``malloc_trim``; other systems, other allocators)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return getattr(ctypes.CDLL(name), function)
+    except (OSError, AttributeError):
+        return None
+
+
 def release_heap() -> bool:
     """Give the heap's free memory back to the system (glibc's ``malloc_trim``): after
     a burst of large, short-lived buffers (a server's checks of big uploads) the
     process would otherwise keep them. True when the allocator did it."""
-    if not sys.platform.startswith("linux"):
-        return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):  # musl and others have none
+    trim = _glibc("malloc_trim")
+    if trim is None:
         return False
     trim.argtypes = (ctypes.c_size_t,)
     trim.restype = ctypes.c_int

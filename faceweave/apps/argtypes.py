@@ -128,16 +128,9 @@ class OnceAction(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _once(action: argparse.Action, parser: argparse.ArgumentParser, namespace: object) -> None:
-    seen = f"_{action.dest}_given"
-    if getattr(namespace, seen, False):
-        names = "/".join(action.option_strings)
-        parser.error(f"{names} is given more than once")
-    setattr(namespace, seen, True)
-
-
-class OnceTrueAction(argparse._StoreTrueAction):
-    """A switch given once: twice (``--json --json``), a usage error, as every option."""
+class _GivenOnce(argparse.Action):
+    """A switch given once: twice (``--json --json``, ``--mask-lips --no-mask-lips``), a
+    usage error, as every option (mixed in before argparse's own action)."""
 
     def __call__(
         self,
@@ -146,37 +139,23 @@ class OnceTrueAction(argparse._StoreTrueAction):
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        _once(self, parser, namespace)
+        seen = f"_{self.dest}_given"
+        if getattr(namespace, seen, False):
+            parser.error(f"{'/'.join(self.option_strings)} is given more than once")
+        setattr(namespace, seen, True)
         super().__call__(parser, namespace, values, option_string)
 
 
-class OnceFalseAction(argparse._StoreFalseAction):
-    """A switch given once (see OnceTrueAction)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        _once(self, parser, namespace)
-        super().__call__(parser, namespace, values, option_string)
+class OnceTrueAction(_GivenOnce, argparse._StoreTrueAction):
+    """``store_true``, given once."""
 
 
-class OnceBooleanAction(argparse.BooleanOptionalAction):
-    """``--x``/``--no-x`` given once between them (``--mask-lips --no-mask-lips``: a
-    usage error, not the last one kept)."""
+class OnceFalseAction(_GivenOnce, argparse._StoreFalseAction):
+    """``store_false``, given once."""
 
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        _once(self, parser, namespace)
-        super().__call__(parser, namespace, values, option_string)
+
+class OnceBooleanAction(_GivenOnce, argparse.BooleanOptionalAction):
+    """``--x``/``--no-x``, given once between them."""
 
 
 class SidesAction(OnceAction):
