@@ -72,7 +72,10 @@ from faceweave.types import Frame, check_frame, is_whole_number
 __all__ = [
     "DIGITAL_SOURCE_TYPE",
     "LABELED_IMAGE_EXTENSIONS",
+    "SURE_QUALITY",
     "image_labels",
+    "labels_xmp",
+    "mark_for_saving",
     "read_labels",
     "video_metadata",
     "write_labeled_image",
@@ -151,8 +154,9 @@ def video_metadata(
 
 # Lossy formats whose low qualities can take the watermark away: below SURE_QUALITY
 # mark_for_saving checks the mark in the file as it will be written, and strengthens it
-# until it is found (on the package photos, WebP at 30, AVIF at 30 and JPEG at 15 lost
-# it in about half of the runs at the default strength, none at 1.5 to 2 times it).
+# until it is found (WebP at 30, AVIF at 30 and JPEG at 15 lost it in a quarter to four
+# fifths of the files at the default strength; at 1.5 to 2 times it, none on the
+# package photos: docs/results.md).
 _LOSSY = {".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP", ".avif": "AVIF"}
 SURE_QUALITY = 90
 _STRENGTHS = (1.0, 1.5, 2.0, 3.0)  # times DEFAULT_STRENGTH
