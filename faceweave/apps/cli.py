@@ -251,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         with (
             _native_logs_silenced(restore=argv is not None),
             _stopped_by_signals(),
-            # (the library's warnings, prefixed, once each; a bare line had shown)
+            # (the library's warnings, prefixed, once each, in every command but the
+            # server's: a damaged video's decoder notes, advice on a poor source photo)
             contextlib.nullcontext()
             if getattr(args, "own_logging", False)
             else _library_warnings(),
@@ -721,8 +722,7 @@ def _add_verify_parser(commands: Any) -> None:
 def _run_verify(args: argparse.Namespace) -> int:
     from faceweave.provenance import format_report, verify
 
-    with _library_warnings():  # a damaged video's decoder notes, as one line each
-        report = verify(args.file, max_pixels=args.max_pixels)
+    report = verify(args.file, max_pixels=args.max_pixels)
     if args.json:
         w = report.watermark
         print(
@@ -1309,8 +1309,7 @@ def _run_swap(args: argparse.Namespace) -> int:
         analyser, photos = _photo_analysers(args)
         source_faces = _load_source_photos(photos, wanted.sources, args.max_pixels)
         reference_faces = _load_faces(photos, wanted.references, "reference", args.max_pixels)
-        with _library_warnings():  # advice on a poor source photo, before any output
-            swappers = _make_swappers(source_faces, options, engine)
+        swappers = _make_swappers(source_faces, options, engine)  # (advice: before any output)
         job = _SwapJob(
             analyser=analyser,
             swappers=swappers,
@@ -1542,8 +1541,7 @@ def _run_swap_video(
         ]
     sources: Sequence[Any] = source_faces
     if not engine.plain:
-        with _library_warnings():  # advice on a poor source photo, as for images
-            sources = _make_swappers(source_faces, options, engine)
+        sources = _make_swappers(source_faces, options, engine)
     return _video_job(
         args,
         sources,
@@ -1831,7 +1829,7 @@ def _run_live(args: argparse.Namespace) -> int:
     )
     if args.mirror:
         capture = Mirrored(capture)
-    with _library_warnings(), contextlib.ExitStack() as cleanup:
+    with contextlib.ExitStack() as cleanup:
         cleanup.callback(capture.close)  # run_live closes it too; twice is safe
         # Opened before the models load, so a missing device is said at once; it starts
         # listening when the output opens.
