@@ -670,7 +670,7 @@ class VideoWriter:
         self._last_pts: int | None = None
         self._held: list[av.Packet] = []  # the newest video packets, see _mux_video
         self._timed_by_dts = format_name in ("mp4", "mov")
-        self._format_name = format_name
+        self._timed_by_pts = format_name in ("matroska", "webm")  # (AVI: by neither)
         self._next_pts: dict[int, int] = {}  # Matroska's: each frame's successor's pts
         self.ends_at: int | None = None
         self._first_dts: int | None = None
@@ -816,7 +816,7 @@ class VideoWriter:
                 self.frames_dropped += 1
                 return
             pts = self._last_pts + 1
-        if self._last_pts is not None and not self._timed_by_dts:
+        if self._last_pts is not None and self._timed_by_pts:
             self._next_pts[self._last_pts] = pts
         self._last_pts = pts
         if self._pad_x or self._pad_y:
@@ -870,7 +870,8 @@ class VideoWriter:
         # last packet's duration makes that up. Matroska and WebM take the duration of
         # the last frame shown.
         packets, self._held = self._held, []
-        if packets and self._pts_span is not None and self._format_name != "avi":
+        timed = self._timed_by_dts or self._timed_by_pts
+        if packets and self._pts_span is not None and timed:
             low, high = self._pts_span
             last = packets[-1]
             shown_last = [p for p in packets if p.pts == high]

@@ -267,8 +267,8 @@ class FaceTracker:
             "max_lost": max_lost,
         }
         for name, count in counts.items():  # (NaN, 2.5 and True had been taken)
-            if not is_whole_number(count) or count < (0 if name == "max_lost" else 1):
-                low = 0 if name == "max_lost" else 1
+            low = 0 if name == "max_lost" else 1
+            if not is_whole_number(count) or count < low:
                 raise UsageError(f"{name} must be a whole number of {low} or more, got {count!r}")
         if not is_whole_number(hold_lost) or not 0 <= hold_lost <= max_lost:
             raise UsageError("hold_lost must be between 0 and max_lost")

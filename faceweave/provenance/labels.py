@@ -174,9 +174,9 @@ def mark_for_saving(frame: Frame, job_id: str, path: PathLike, quality: int) -> 
         InputError: a bad frame or job id.
     """
     kind = _LOSSY.get(Path(path).suffix.lower())
-    marked = embed_watermark(frame, job_id)
+    usual = marked = embed_watermark(frame, job_id)
     if kind is None or quality >= SURE_QUALITY:
-        return marked, True
+        return usual, True
     wanted = watermark_id(job_id)
     for times in _STRENGTHS:
         if times != 1.0:
@@ -193,7 +193,7 @@ def mark_for_saving(frame: Frame, job_id: str, path: PathLike, quality: int) -> 
         if found.found and found.payload == wanted:
             return marked, True
     # (None found: the stronger marks showed more and kept nothing)
-    return embed_watermark(frame, job_id), False
+    return usual, False
 
 
 def write_labeled_image(
