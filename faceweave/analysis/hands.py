@@ -26,7 +26,12 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from faceweave.analysis.mediapipe_backend import _import_mediapipe, _landmark_array, _process
+from faceweave.analysis.mediapipe_backend import (
+    _import_mediapipe,
+    _landmark_array,
+    _process,
+    graph_closer,
+)
 from faceweave.core.hands import HAND_POINTS
 from faceweave.errors import UsageError
 from faceweave.types import BBox, Frame, check_frame, is_real_number, is_whole_number
@@ -187,6 +192,7 @@ class MediaPipeHands:
             min_tracking_confidence=min_presence,
         )
         self._lock = threading.Lock()
+        self._close_graph = graph_closer(self, [self._graph])
 
     def find(self, frame: Frame, boxes: Sequence[BBox]) -> list[Hand]:
         """The hands on the crops round the faces in ``boxes`` (see the module), or with
@@ -241,5 +247,6 @@ class MediaPipeHands:
         return hands
 
     def close(self) -> None:
+        """Free the hand graph (done too once the finder is dropped)."""
         with self._lock:
-            self._graph.close()
+            self._close_graph()

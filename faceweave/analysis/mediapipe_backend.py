@@ -10,6 +10,7 @@ import contextlib
 import math
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -36,6 +37,24 @@ def _import_mediapipe():  # type: ignore[no-untyped-def]
     except ImportError as exc:  # pragma: no cover - install problem
         raise BackendError(f"mediapipe is not installed: {exc}") from exc
     return mp
+
+
+def _close_graphs(graphs: list[Any]) -> None:
+    while graphs:
+        graph = graphs.pop()
+        with contextlib.suppress(Exception):  # closed already, or its process is ending
+            graph.close()
+
+
+def graph_closer(owner: object, graphs: list[Any]) -> Callable[[], Any]:
+    """Closes the MediaPipe graphs in ``graphs`` (a list the owner may add to) when
+    called, or once ``owner`` is collected, whichever comes first; a second call does
+    nothing. A graph not closed is never freed: its output callbacks hold its Python
+    solution, a cycle through C++ that the collector cannot see, so it keeps its
+    threads and memory (about 35 MiB a graph) until the process ends."""
+    closer = weakref.finalize(owner, _close_graphs, graphs)
+    closer.atexit = False  # a process ending frees them anyway
+    return closer
 
 
 def _process(solution, rgb: NDArray[np.uint8]):  # type: ignore[no-untyped-def]
@@ -368,6 +387,7 @@ class BlazeFaceDetector:
         # graph by one thread at a time.
         self._locks = {id(self._short): threading.Lock(), id(self._full): threading.Lock()}
         self._pool: ThreadPoolExecutor | None = None
+        self._close_graphs = graph_closer(self, [self._short, self._full])
 
     def _second_thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -539,10 +559,13 @@ class BlazeFaceDetector:
         return found
 
     def close(self) -> None:
+        """Free both models' graphs (done too once the detector is dropped), once a
+        detection under way in another thread is done."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-        self._short.close()
-        self._full.close()
+            self._pool = None
+        with self._locks[id(self._short)], self._locks[id(self._full)]:
+            self._close_graphs()
 
 
 # A strict fit (see MeshLandmarker.fit) is a face when the mesh model's own face
@@ -638,6 +661,8 @@ class MeshLandmarker:
         self._min_score = min_score
         self._region: Any = None  # the region graph (see CUT_REFITS), built on first use
         self._lock = threading.Lock()
+        self._graphs = [self._static, self._tracking]
+        self._close_graphs = graph_closer(self, self._graphs)
 
     def fit(
         self,
@@ -693,6 +718,7 @@ class MeshLandmarker:
         model loses the face. Called with the lock held."""
         if self._region is None:
             self._region = _region_mesh(self._min_score)
+            self._graphs.append(self._region)
         for _ in range(refits):
             crop, matrix = self._prepare(frame, mesh_bbox(points), roll)
             inside = points[:, :2] @ matrix[:, :2].T + matrix[:, 2]
@@ -756,7 +782,6 @@ class MeshLandmarker:
         return np.concatenate([xy, z[:, None]], axis=1).astype(np.float32)
 
     def close(self) -> None:
-        self._static.close()
-        self._tracking.close()
-        if self._region is not None:
-            self._region.close()
+        """Free the mesh graphs (done too once the landmarker is dropped)."""
+        with self._lock:
+            self._close_graphs()

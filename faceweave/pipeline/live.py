@@ -249,6 +249,7 @@ def run_live(
             raise UsageError("live face selector 'reference' needs exactly one reference face")
         if analyser is not None and not analyser.with_embedding:
             raise UsageError("reference selection needs an analyser with embeddings")
+    own_analyser = analyser is None  # built here: freed here when the run ends
     analyser = analyser or FaceAnalyser(
         max_faces=max_faces, with_embedding=selector == "reference", mode="video"
     )
@@ -413,6 +414,8 @@ def run_live(
             hand_pool.shutdown(wait=True)
         if hands is not None:
             hands.close()
+        if own_analyser:
+            analyser.close()
     wall = time.perf_counter() - began
     if stopped_by[0] == "end" and capture.lost:
         stopped_by[0] = "camera_lost"

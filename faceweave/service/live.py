@@ -191,13 +191,19 @@ class FrameProcessor:
         return out, len(faces)
 
     def close(self) -> None:
-        """Free the hand tracker, if one was built (called once the worker is done)."""
+        """Free the session's models: its analyser's graphs and the hand tracker, if one
+        was built (called once the worker is done)."""
         if self._hand_pool is not None:
             self._hand_pool.shutdown(wait=True)
             self._hand_pool = None
         if self._hands is not None:
             self._hands.close()
             self._hands = None
+        if self._tracker is not None:
+            close = getattr(self._tracker.analyser, "close", None)
+            if callable(close):
+                close()
+            self._tracker = None
 
 
 # --- receiving: a frame as soon as it is complete --------------------------------------------
