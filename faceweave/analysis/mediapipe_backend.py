@@ -36,7 +36,24 @@ def _import_mediapipe():  # type: ignore[no-untyped-def]
             import mediapipe as mp
     except ImportError as exc:  # pragma: no cover - install problem
         raise BackendError(f"mediapipe is not installed: {exc}") from exc
+    _forget_import_frames()
     return mp
+
+
+def _forget_import_frames() -> None:
+    """Drop the traceback of the error MediaPipe's audio module keeps from its import
+    of sounddevice (which fails without PortAudio): it holds the frames of whatever
+    first imported mediapipe, and with them that caller's locals (an analyser, a
+    frame), for as long as the process lives."""
+    import sys
+
+    record = sys.modules.get("mediapipe.tasks.python.audio.core.audio_record")
+    error = getattr(record, "sd_error", None)
+    seen: set[int] = set()
+    while isinstance(error, BaseException) and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
 
 
 def _close_graphs(graphs: list[Any]) -> None:

@@ -9,6 +9,8 @@ and dropped stayed in memory (the test suite's process grew past 20 GB).
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
 from fractions import Fraction
 from typing import Any
@@ -18,15 +20,7 @@ from av import VideoFrame
 
 from faceweave.analysis.analyser import FaceAnalyser, photo_analyser
 from faceweave.analysis.hands import MediaPipeHands
-from faceweave.analysis.mediapipe_backend import (
-    BlazeFaceDetector,
-    MeshLandmarker,
-    _import_mediapipe,
-)
-
-# MediaPipe's first import keeps its caller's frame (and what that frame holds) for
-# good: it is made here, not inside a constructor under test.
-_import_mediapipe()
+from faceweave.analysis.mediapipe_backend import BlazeFaceDetector, MeshLandmarker
 
 
 def _graphs(analyser: FaceAnalyser) -> list[Any]:
@@ -107,3 +101,26 @@ def test_a_live_sessions_processor_frees_its_analyser(astronaut: np.ndarray) -> 
     assert refs
     processor.close()
     assert _dead(refs)
+
+
+FIRST_IMPORT = """
+import gc, weakref
+from faceweave.analysis.hands import MediaPipeHands
+hands = MediaPipeHands()  # imports mediapipe
+graph = weakref.ref(hands._graph)
+hands.close()
+owner = weakref.ref(hands)
+del hands
+gc.collect()
+print(owner() is None, graph() is None)
+"""
+
+
+def test_what_first_imports_mediapipe_is_freed_too() -> None:
+    """MediaPipe keeps the error of its audio module's import (no PortAudio) with
+    its traceback: the frames of whatever imported it first, and their locals."""
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True"]
