@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned bench-cut bench-small-faces bench-group-tone bench-mirror bench-hands clean
+.PHONY: demo test lint typecheck unit browser serve bench-quality bench-speed bench-video bench-live bench-turned bench-cut bench-small-faces bench-group-tone bench-mirror bench-hands bench-soak clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,9 @@ bench-mirror: $(STAMP)
 
 bench-hands: $(STAMP)
 	$(PY) benchmarks/hands.py
+
+bench-soak: $(STAMP)
+	$(PY) benchmarks/soak.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
