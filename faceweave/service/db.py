@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,6 +93,24 @@ ALTER TABLE jobs ADD COLUMN owner TEXT;
 _MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 
+class _Held:
+    """One thread's connection, closed when the thread's local data goes (the thread
+    ended) or by :meth:`Database.close`. (A connection is not freed when its last
+    reference goes: its statement cache refers back to it.)"""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
 class Database:
     """The service's SQLite database.
 
@@ -107,7 +126,10 @@ class Database:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        # Every thread's connection, for close(). Weakly: a thread that ends (the web
+        # server's worker threads end after a while idle) closes its connection as its
+        # thread-local data goes; held here, each stayed open for good.
+        self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
         try:
@@ -119,8 +141,8 @@ class Database:
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (opened on first use), in autocommit mode."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is None:
             if self._closed:
                 raise OutputError(f"{self.path}: database is closed")
             conn = sqlite3.connect(
@@ -135,10 +157,10 @@ class Database:
             # WAL + NORMAL is durable against process crashes (kill -9); FULL also
             # survives power loss at the cost of an fsync per commit.
             conn.execute("PRAGMA synchronous=FULL")
-            self._local.conn = conn
+            held = self._local.held = _Held(conn)
             with self._lock:
-                self._connections.append(conn)
-        return conn
+                self._connections.add(held)
+        return held.conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -168,9 +190,8 @@ class Database:
         """Close every thread's connection."""
         with self._lock:
             self._closed = True
-            for conn in self._connections:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
+            for held in list(self._connections):
+                held.close()
             self._connections.clear()
         self._local = threading.local()
 

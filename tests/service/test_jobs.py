@@ -49,6 +49,56 @@ def test_database_is_in_wal_mode(store: JobStore) -> None:
     assert store.db.query("PRAGMA journal_mode")[0][0] == "wal"
 
 
+def _open_files(path: Path) -> int:
+    """This process's descriptors open on ``path`` (or its WAL and shared-memory files)."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += fd.readlink().name.startswith(path.name)
+        except OSError:  # closed meanwhile
+            pass
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_a_threads_connection_closes_when_the_thread_ends(tmp_path: Path) -> None:
+    """The web server's worker threads come and go (they end after a while idle): each
+    one's connection goes with it. Kept, a server's descriptors grew without end."""
+    db = Database(tmp_path / "faceweave.db")
+    before = _open_files(db.path)
+    counts = []
+    for _ in range(4):
+        threads = [
+            threading.Thread(target=lambda: db.query("SELECT count(*) FROM jobs"))
+            for _ in range(10)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        counts.append(_open_files(db.path))
+    # (SQLite keeps a few closed connections' descriptors to reuse, while another
+    # connection holds its locks.) Kept open, 30 threads' connections left 30 or more.
+    assert counts[-1] - counts[0] < 10, counts
+    # close() still closes those of threads that live on.
+    started, stop = threading.Event(), threading.Event()
+
+    def lives_on() -> None:
+        db.query("SELECT 1")
+        started.set()
+        stop.wait(10)
+
+    thread = threading.Thread(target=lives_on)
+    thread.start()
+    started.wait(10)
+    assert _open_files(db.path) > before
+    db.close()
+    assert _open_files(db.path) == 0
+    stop.set()
+    thread.join()
+
+
 def test_concurrent_claims_never_share_a_job(store: JobStore, tmp_path: Path) -> None:
     ids = _queue(store, _key(store), 60)
     # Separate Database objects: as separate processes would, each with its own connections.
