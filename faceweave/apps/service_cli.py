@@ -20,10 +20,13 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import logging
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -191,6 +194,32 @@ def _add_data_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@contextlib.contextmanager
+def _server_log(level: str) -> Iterator[None]:
+    """faceweave's own log lines (jobs, live sessions, failures with their tracebacks)
+    on stderr at ``level``, as uvicorn writes its own; without a handler they were
+    lost below warnings, and warnings came out bare. A source photo's advice, every
+    job's, is left to the job's notes."""
+    from uvicorn.logging import DefaultFormatter
+
+    logger = logging.getLogger("faceweave")
+    advice = logging.getLogger("faceweave.advice")
+    kept = logger.level, logger.propagate, advice.level
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(DefaultFormatter("%(levelprefix)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+    logger.propagate = False  # (a root handler would write each line again)
+    advice.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(kept[0])
+        logger.propagate = kept[1]
+        advice.setLevel(kept[2])
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Run the service until interrupted (Ctrl-C or SIGTERM stop it cleanly)."""
     import uvicorn
@@ -228,7 +257,8 @@ def run_serve(args: argparse.Namespace) -> int:
         frame_enhancer=config.load_frame_enhancer(),
     )
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+        with _server_log(args.log_level):
+            uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     except SystemExit as exc:  # uvicorn's own exit on a failed start (its code 3)
         if exc.code in (None, 0):
             return EXIT_OK

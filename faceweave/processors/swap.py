@@ -69,6 +69,8 @@ from faceweave.errors import InputError, NoFaceError, UnknownOptionError, UsageE
 from faceweave.types import Face, Frame, check_frame, is_real_number, is_whole_number
 
 logger = logging.getLogger("faceweave")
+# A source photo's advice (see _advice): a server leaves it to its jobs' notes.
+advice_logger = logging.getLogger("faceweave.advice")
 
 COLOR_MODES = ("none", "rct", "lct", "sh")
 GAZE_MODES = ("target", "source")
@@ -1637,7 +1639,7 @@ def prepare_source(
         seen = seen * _texels_seen(occlusion, map_xy)
     advice = tuple(_advice(source_face, seen_eyes, _glasses_found(glasses), hands=held is not None))
     for line in advice if log_advice else ():
-        logger.warning("%s", line)
+        advice_logger.warning("%s", line)
     shading = np.maximum(per_texel[..., 3:6], 1.0)
     albedo = tex / shading
     # Where this side was seen badly (hidden, or at a grazing angle), take the mirror texel,
@@ -3462,7 +3464,7 @@ class Swapper(FaceSwapping):
         if len(models) > 1:
             mixed = _same_person_advice([m.face for m in models])
             for line in mixed:
-                logger.warning("%s", line)
+                advice_logger.warning("%s", line)
             self.source = replace(self.source, advice=(*self.source.advice, *mixed))
         if self.source.albedo.shape[0] != self.options.uv_size:
             raise UsageError(

@@ -3,6 +3,7 @@ each, documented exit codes, in-process (no server runs)."""
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -176,3 +177,32 @@ def test_serve_keeps_its_logging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(service_cli, "run_keys", fake_serve)
     assert cli.main(["keys", "list", "--data", str(tmp_path / "d")]) == EXIT_OK
     assert seen == {"ours": True, "propagate": False}
+
+
+def test_the_servers_log_has_faceweaves_lines_at_its_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its jobs' and live sessions' info lines are in the server's log, as uvicorn's
+    own are (they had been lost, and warnings came out bare); a source photo's advice
+    is left to its job's notes; the logging is as it was once the server stops."""
+    import logging
+
+    import uvicorn
+
+    before = logging.getLogger("faceweave").handlers[:]
+
+    def fake_run(app: object, **kwargs: object) -> None:
+        logging.getLogger("faceweave.service").info("job j1 done")
+        logging.getLogger("faceweave.service.live").debug("not at info")
+        logging.getLogger("faceweave.advice").warning("source face wears glasses")
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert cli.main(["serve", "--port", str(port), "--data", str(tmp_path / "d")]) == EXIT_OK
+    err = capsys.readouterr().err
+    assert re.search(r"^INFO: +faceweave\.service: job j1 done$", err, re.M), err
+    assert "not at info" not in err and "glasses" not in err
+    assert logging.getLogger("faceweave").handlers == before
+    assert logging.getLogger("faceweave.advice").level == logging.NOTSET
