@@ -332,6 +332,9 @@ class Job:
 # another on the same data directory) or one a crash cut short: it is removed only
 # once nothing in it has changed for this long.
 ORPHAN_AGE_S = 3600.0
+# A deleted or expired job's row is removed this long after (its audit rows stay, with
+# its hashes): kept, every job ever run stayed in the database.
+DELETED_KEPT_S = 3600.0
 # Downloads whose audit rows wait in memory while the disk is full (see
 # JobStore.record_download); past it they go unrecorded.
 UNRECORDED_MOST = 10_000
@@ -667,6 +670,17 @@ class JobStore:
         for row in rows:
             self.remove_files(row["id"])
         return [row["id"] for row in rows]
+
+    def purge_deleted(self, deleted_before: float) -> int:
+        """Remove the rows of jobs deleted (or expired) before ``deleted_before``, in a
+        final state (a deleted job is cancelled first); returns how many."""
+        with self.db.transaction() as conn:
+            done = conn.execute(
+                "DELETE FROM jobs WHERE deleted_at IS NOT NULL AND deleted_at < ?"
+                f" AND state IN ({', '.join('?' * len(FINAL_STATES))})",
+                (deleted_before, *FINAL_STATES),
+            )
+            return int(done.rowcount)
 
     def record_download(self, job: Job, key_id: str) -> None:
         """Audit a download. While the disk is full the row waits in memory (up to

@@ -40,7 +40,7 @@ from faceweave.service.errors import (
     disk_full,
     http_status_of,
 )
-from faceweave.service.jobs import Job, JobOptions, JobStore, source_roles
+from faceweave.service.jobs import DELETED_KEPT_S, Job, JobOptions, JobStore, source_roles
 from faceweave.types import Face, Frame
 
 __all__ = [
@@ -572,10 +572,12 @@ class Sweeper:
             self._thread.join(5.0)
 
     def sweep(self) -> list[str]:
-        """Expire old jobs now; returns their ids."""
-        if self.retention_s <= 0:
-            return []
-        return self.store.expire(time.time() - self.retention_s)
+        """Expire old jobs now (returns their ids), and remove the rows of jobs deleted
+        over DELETED_KEPT_S ago."""
+        now = time.time()
+        expired = self.store.expire(now - self.retention_s) if self.retention_s > 0 else []
+        self.store.purge_deleted(now - DELETED_KEPT_S)
+        return expired
 
     def recover(self) -> list[str]:
         """Requeue the jobs of servers that have died, and remove old orphaned uploads;

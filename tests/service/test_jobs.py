@@ -15,7 +15,7 @@ from faceweave.processors.swap import SwapOptions
 from faceweave.service.auth import create_key, load_pepper
 from faceweave.service.db import Database
 from faceweave.service.errors import ServiceError
-from faceweave.service.jobs import InputFile, JobOptions, JobStore
+from faceweave.service.jobs import DELETED_KEPT_S, InputFile, JobOptions, JobStore
 from faceweave.service.worker import Sweeper
 
 INPUTS = {
@@ -272,6 +272,24 @@ def test_retention_sweep_deletes_old_finished_jobs(store: JobStore) -> None:
     assert store.get(fresh) is not None and store.result_path(fresh, ".png").exists()
     assert store.get(queued) is not None
     assert Sweeper(store, retention_hours=0, interval_s=60).sweep() == []
+
+
+def test_deleted_jobs_rows_go_an_hour_after_their_audit_rows_stay(store: JobStore) -> None:
+    """A deleted or expired job's row is removed once DELETED_KEPT_S has passed, with
+    retention or without: every job ever run had stayed in the database."""
+    key_id = _key(store)
+    gone, recent, kept = _queue(store, key_id, 3)
+    for job_id in (gone, recent):
+        assert store.delete(job_id, key_id) is not None
+    store.db.connection().execute(
+        "UPDATE jobs SET deleted_at = ? WHERE id = ?", (time.time() - DELETED_KEPT_S - 60, gone)
+    )
+    assert Sweeper(store, retention_hours=0, interval_s=60).sweep() == []
+    rows = {row["id"] for row in store.db.query("SELECT id FROM jobs")}
+    assert rows == {recent, kept}
+    audited = {row["job_id"] for row in store.db.query("SELECT job_id FROM audit_log")}
+    assert gone in audited
+    assert store.get(kept) is not None
 
 
 def test_orphan_directories_are_removed_once_old(store: JobStore) -> None:
