@@ -55,7 +55,7 @@ def _open_files(path: Path) -> int:
     count = 0
     for fd in fds.iterdir():
         try:
-            count += fd.readlink().name.startswith(path.name)
+            count += str(fd.readlink()).startswith(str(path.resolve()))
         except OSError:  # closed meanwhile
             pass
     return count
