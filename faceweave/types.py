@@ -145,12 +145,17 @@ class Face:
     def embedding(self) -> Embedding:
         """(128,) dlib identity descriptor, computed once on first access."""
         if "embedding" not in self._cache:
-            if self._embedding_fn is None:
+            compute = self._embedding_fn
+            if compute is None and "embedding" not in self._cache:  # (or done meanwhile)
                 raise InputError(
                     "this face has no identity embedding (an analyser made with "
                     "with_embedding=False, or a Face built by hand, attaches none)"
                 )
-            self._cache["embedding"] = self._embedding_fn()
+            if compute is not None:
+                self._cache["embedding"] = compute()
+                # Done with it: what it holds (an identity model) goes once no face
+                # needs it.
+                object.__setattr__(self, "_embedding_fn", None)
         value: Embedding = self._cache["embedding"]
         return value
 

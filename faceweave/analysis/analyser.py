@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
@@ -310,6 +311,27 @@ STILL_DETECT_TILES = 2
 STILL_DETECT_EDGES = True
 
 
+class _IdentitySlot:
+    """An analyser's identity model, loaded on first use. The lazy embeddings of its
+    faces hold this, not the analyser: a face kept after its analyser was dropped had
+    kept the analyser's detection and mesh graphs (about 75 MiB) alive with it."""
+
+    __slots__ = ("model", "_lock")
+
+    def __init__(self) -> None:
+        self.model: Any = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        if self.model is None:
+            with self._lock:
+                if self.model is None:
+                    from faceweave.analysis.dlib_backend import DlibIdentity
+
+                    self.model = DlibIdentity()
+        return self.model
+
+
 class FaceAnalyser:
     """Finds every face in a frame and describes it.
 
@@ -440,6 +462,7 @@ class FaceAnalyser:
         self.sweep_tiles = bool(sweep_tiles)
         self.detect_edges = bool(detect_edges)
         self.with_embedding = bool(with_embedding)
+        self._identity = _IdentitySlot()
         self.model = load_face_model()
         if detector != "mediapipe":
             # A model file is loaded now: a missing or broken one fails here, not on
@@ -489,11 +512,15 @@ class FaceAnalyser:
     def landmarker(self) -> MeshLandmarker:
         return MeshLandmarker(min_score=self.min_score, tracking=self.mode == "video")
 
-    @cached_property
+    @property
     def identity(self):  # type: ignore[no-untyped-def]
-        from faceweave.analysis.dlib_backend import DlibIdentity
+        """The identity model (dlib's descriptor), loaded on first use; analysers may
+        share one (assign it)."""
+        return self._identity.get()
 
-        return DlibIdentity()
+    @identity.setter
+    def identity(self, model: Any) -> None:
+        self._identity.model = model
 
     def reset(self) -> None:
         """Forget earlier frames (video mode): the next frame starts a new sequence.
@@ -724,9 +751,10 @@ class FaceAnalyser:
             from faceweave.analysis.dlib_backend import dlib_alignment
 
             dlib_box, dlib5 = dlib_alignment(pts)
+            identity = self._identity  # (not the analyser: a kept face kept its graphs)
 
             def embed_fn() -> NDArray[np.float32]:
-                return self.identity.embed(frame, dlib_box, dlib5)
+                return identity.get().embed(frame, dlib_box, dlib5)  # type: ignore[no-any-return]
 
         return Face(
             bbox=box,

@@ -124,3 +124,20 @@ def test_what_first_imports_mediapipe_is_freed_too() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["True", "True"]
+
+
+def test_a_kept_face_does_not_keep_its_analysers_graphs(astronaut: np.ndarray) -> None:
+    """A program that keeps the faces (or sources made from them) of analysers it
+    drops: each kept face had kept its analyser, graphs and all, alive."""
+    analyser = FaceAnalyser()
+    (face,) = analyser.get_faces(astronaut)
+    (twin,) = analyser.get_faces(astronaut)
+    refs = [weakref.ref(graph) for graph in _graphs(analyser)]
+    owner = weakref.ref(analyser)
+    del analyser
+    assert _dead(refs) and owner() is None
+    # The lazy embedding still works without it, and lets go of its model once done.
+    embedding = face.embedding
+    assert embedding.shape == (128,) and face.has_embedding
+    assert face._embedding_fn is None
+    np.testing.assert_allclose(twin.embedding, embedding, atol=1e-5)
