@@ -77,12 +77,18 @@ def default_analyser() -> FaceAnalyser:
     return FaceAnalyser()
 
 
+# The still analyser keeps every face it fits (it fits every face it finds whatever
+# its max_faces: that only cuts its list), and each caller takes the largest it wants:
+# one analyser for every max_faces, where one per value had held about 200 MiB each.
+EVERY_FACE = 1 << 20
+
+
 @functools.lru_cache(maxsize=1)
 def still_analyser() -> FaceAnalyser:
     """A shared analyser that finds all of a photo's faces, as ``faceweave swap`` does:
     a group's small faces and faces cut by the frame's sides too (seven more detector
-    runs than :func:`default_analyser`'s)."""
-    return photo_analyser()
+    runs than :func:`default_analyser`'s), every one of them, largest first."""
+    return photo_analyser(max_faces=EVERY_FACE)
 
 
 def get_one_face(frame: Frame) -> Face | None:
@@ -103,14 +109,7 @@ def get_many_faces(frame: Frame, max_faces: int = 8) -> list[Face]:
     """
     if not is_whole_number(max_faces) or max_faces < 1:
         raise UsageError(f"max_faces must be a whole number of at least 1, got {max_faces!r}")
-    if max_faces == still_analyser().max_faces:
-        return still_analyser().get_faces(frame)
-    return _sized_still_analyser(int(max_faces)).get_faces(frame)
-
-
-@functools.lru_cache(maxsize=4)
-def _sized_still_analyser(max_faces: int) -> FaceAnalyser:
-    return photo_analyser(max_faces=max_faces)
+    return still_analyser().get_faces(frame)[: int(max_faces)]
 
 
 class FacePredictor:
