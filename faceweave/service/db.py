@@ -98,10 +98,14 @@ class _Held:
     ended) or by :meth:`Database.close`. (A connection is not freed when its last
     reference goes: its statement cache refers back to it.)"""
 
-    __slots__ = ("conn", "__weakref__")
+    __slots__ = ("conn", "use", "__weakref__")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        # Held by its thread while a statement or transaction runs: close() from
+        # another thread waits for it (closing a connection mid-statement crashed the
+        # process).
+        self.use = threading.RLock()
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -141,10 +145,13 @@ class Database:
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (opened on first use), in autocommit mode."""
+        return self._held().conn
+
+    def _held(self) -> _Held:
         held: _Held | None = getattr(self._local, "held", None)
+        if self._closed:
+            raise OutputError(f"{self.path}: database is closed")
         if held is None:
-            if self._closed:
-                raise OutputError(f"{self.path}: database is closed")
             conn = sqlite3.connect(
                 self.path,
                 timeout=_BUSY_TIMEOUT_MS / 1000,
@@ -160,39 +167,57 @@ class Database:
             held = self._local.held = _Held(conn)
             with self._lock:
                 self._connections.add(held)
-        return held.conn
+        return held
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, not closed by close() until the block ends."""
+        held = self._held()
+        with held.use:
+            if self._closed:  # (closed while this thread waited)
+                raise OutputError(f"{self.path}: database is closed")
+            yield held.conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: committed when the block ends, rolled back on error."""
-        conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        try:
-            conn.execute("COMMIT")
-        except BaseException:
-            # A COMMIT that fails (SQLITE_FULL: the disk is full) leaves the transaction
-            # open, and this thread's next BEGIN failed with it.
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
+        with self._using() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                # A COMMIT that fails (SQLITE_FULL: the disk is full) leaves the
+                # transaction open, and this thread's next BEGIN failed with it.
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[sqlite3.Row]:
         """Run a read-only statement and return every row."""
-        return list(self.connection().execute(sql, params).fetchall())
+        with self._using() as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    def execute(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        """Run one statement on its own (autocommit); returns the rows it changed."""
+        with self._using() as conn:
+            return int(conn.execute(sql, params).rowcount)
 
     def close(self) -> None:
-        """Close every thread's connection."""
+        """Close every thread's connection, each once its statement or transaction
+        under way (if any) has ended; later use raises OutputError."""
         with self._lock:
             self._closed = True
-            for held in list(self._connections):
-                held.close()
+            held_now = list(self._connections)
             self._connections.clear()
+        for held in held_now:
+            with held.use:
+                held.close()
         self._local = threading.local()
 
     def _migrate(self) -> None:

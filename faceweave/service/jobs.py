@@ -494,13 +494,9 @@ class JobStore:
     def set_progress(self, job_id: str, progress: float) -> bool:
         """Record progress of a job this server runs; False when it no longer does
         (cancelled, or taken back: see :meth:`requeue_interrupted`)."""
-        changed = (
-            self.db.connection()
-            .execute(
-                "UPDATE jobs SET progress = ? WHERE id = ? AND state = 'running' AND owner = ?",
-                (min(1.0, max(0.0, float(progress))), job_id, self.owner),
-            )
-            .rowcount
+        changed = self.db.execute(
+            "UPDATE jobs SET progress = ? WHERE id = ? AND state = 'running' AND owner = ?",
+            (min(1.0, max(0.0, float(progress))), job_id, self.owner),
         )
         return bool(changed)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict
@@ -97,6 +99,52 @@ def test_a_threads_connection_closes_when_the_thread_ends(tmp_path: Path) -> Non
     assert _open_files(db.path) == 0
     stop.set()
     thread.join()
+
+
+CLOSE_WHILE_QUERIED = """
+import sys, threading, time
+from pathlib import Path
+from faceweave.errors import OutputError
+from faceweave.service.db import Database
+
+for trial in range(5):
+    db = Database(Path(sys.argv[1]) / f"t{trial}.db")
+    stop, seen = threading.Event(), set()
+
+    def user():
+        while not stop.is_set():
+            try:
+                db.query("SELECT count(*) FROM audit_log")
+                with db.transaction() as conn:
+                    conn.execute("SELECT count(*) FROM jobs")
+            except Exception as exc:
+                seen.add(type(exc).__name__)
+                return
+
+    threads = [threading.Thread(target=user) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.1)
+    db.close()
+    stop.set()
+    for thread in threads:
+        thread.join()
+    print(sorted(seen))
+"""
+
+
+def test_closing_the_database_while_threads_query_it_waits_for_them(tmp_path: Path) -> None:
+    """A server stopping closes its database while a job's thread may still write its
+    progress: each connection closes once its statement is done, and the threads are
+    told the database is closed (closed mid-statement, the process crashed)."""
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_WHILE_QUERIED, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:5] == ["['OutputError']"] * 5, done.stdout
 
 
 def test_concurrent_claims_never_share_a_job(store: JobStore, tmp_path: Path) -> None:
