@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -463,6 +464,10 @@ class FaceAnalyser:
         self.detect_edges = bool(detect_edges)
         self.with_embedding = bool(with_embedding)
         self._identity = _IdentitySlot()
+        # Calls under way (close() waits for them; calls wait while it closes).
+        self._use = threading.Condition()
+        self._busy = 0
+        self._closing = False
         self.model = load_face_model()
         if detector != "mediapipe":
             # A model file is loaded now: a missing or broken one fails here, not on
@@ -535,18 +540,40 @@ class FaceAnalyser:
                 reset()
         self._turns_seen = []
 
+    @contextlib.contextmanager
+    def _in_use(self) -> Iterator[None]:
+        with self._use:
+            self._use.wait_for(lambda: not self._closing)
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._use:
+                self._busy -= 1
+                self._use.notify_all()
+
     def close(self) -> None:
         """Free the detection and mesh models' graphs now (their threads and memory,
-        about 35 MiB a graph); a later call loads them again. Dropping the analyser
-        frees them too. The identity model, which analysers may share, is left."""
-        closed: set[int] = set()
-        for name in ("detector", "_edge_detector", "_turned_detector", "landmarker"):
-            model = self.__dict__.pop(name, None)  # only models already built
-            close = getattr(model, "close", None)
-            if callable(close) and id(model) not in closed:
-                closed.add(id(model))
-                close()
-        self._turns_seen = []
+        about 35 MiB a graph), once the calls under way in other threads are done; a
+        later call loads them again. Dropping the analyser frees them too. The
+        identity model, which analysers may share, is left."""
+        with self._use:
+            self._use.wait_for(lambda: not self._closing)  # one close at a time
+            self._closing = True
+            self._use.wait_for(lambda: self._busy == 0)
+        try:
+            closed: set[int] = set()
+            for name in ("detector", "_edge_detector", "_turned_detector", "landmarker"):
+                model = self.__dict__.pop(name, None)  # only models already built
+                close = getattr(model, "close", None)
+                if callable(close) and id(model) not in closed:
+                    closed.add(id(model))
+                    close()
+            self._turns_seen = []
+        finally:
+            with self._use:
+                self._closing = False
+                self._use.notify_all()
 
     def __enter__(self) -> FaceAnalyser:
         return self
@@ -557,6 +584,10 @@ class FaceAnalyser:
     def detect(self, frame: Frame) -> list[Detection]:
         """The detected face boxes, largest first, at most ``max_faces``."""
         frame = check_frame(frame)
+        with self._in_use():
+            return self._detect(frame)
+
+    def _detect(self, frame: Frame) -> list[Detection]:
         dets = self._candidates(frame)
         dets += self._cut_candidates(frame, [d.bbox for d in dets])
         dets.sort(key=lambda d: -(d.bbox[2] - d.bbox[0]) * (d.bbox[3] - d.bbox[1]))
@@ -649,6 +680,10 @@ class FaceAnalyser:
     def get_faces(self, frame: Frame) -> list[Face]:
         """All faces in the frame (at most ``max_faces``), largest first."""
         frame = check_frame(frame)
+        with self._in_use():
+            return self._get_faces(frame)
+
+    def _get_faces(self, frame: Frame) -> list[Face]:
         # A still image's upright faces are fitted while the detection still runs: the
         # detector hands over its first pass's boxes (BlazeFace's short-range model)
         # and goes on with the rest (the full-range model) on the other core. (Faces
@@ -660,7 +695,7 @@ class FaceAnalyser:
             for det in sorted(dets, key=lambda d: -d.score):
                 if quarter_turns(det.roll) != 0:
                     continue
-                face = self.face_from_box(frame, det.bbox, det.score, det.roll, mirror=False)
+                face = self._face_from_box(frame, det.bbox, det.score, det.roll, mirror=False)
                 if face is not None:
                     prefit.append((det, face))
 
@@ -704,7 +739,7 @@ class FaceAnalyser:
                 # A weak detection of a wider search (a tile, a turned frame): only a
                 # sure mesh (see SURE_FACE_SCORE).
                 strict = det.searched and det.score < SURE_FACE_SCORE
-                face = self.face_from_box(
+                face = self._face_from_box(
                     frame, det.bbox, det.score, det.roll, mirror=mirror, strict=strict
                 )
             if face is None or not _inside(face.landmarks_478[_NOSE_TIP], _grown(det.bbox)):
@@ -727,6 +762,19 @@ class FaceAnalyser:
     ) -> Face | None:
         """The face in ``bbox`` (its mesh fitted there), or None; ``roll`` as
         :attr:`Detection.roll`; ``mirror`` and ``strict`` as :meth:`MeshLandmarker.fit`."""
+        with self._in_use():
+            return self._face_from_box(frame, bbox, score, roll, mirror=mirror, strict=strict)
+
+    def _face_from_box(
+        self,
+        frame: Frame,
+        bbox: BBox,
+        score: float = 1.0,
+        roll: float = 0.0,
+        *,
+        mirror: bool = True,
+        strict: bool = False,
+    ) -> Face | None:
         points = self.landmarker.fit(frame, bbox, roll, mirror=mirror, strict=strict)
         if points is None:
             return None

@@ -56,7 +56,12 @@ def _forget_import_frames() -> None:
         error = error.__cause__ or error.__context__
 
 
-def _close_graphs(graphs: list[Any]) -> None:
+def _close_graphs(graphs: list[Any], pid: int) -> None:
+    if os.getpid() != pid:
+        # A forked child: the graphs' threads are the parent's, and a close would wait
+        # for them for ever. The child leaves them be.
+        graphs.clear()
+        return
     while graphs:
         graph = graphs.pop()
         with contextlib.suppress(Exception):  # closed already, or its process is ending
@@ -69,7 +74,7 @@ def graph_closer(owner: object, graphs: list[Any]) -> Callable[[], Any]:
     nothing. A graph not closed is never freed: its output callbacks hold its Python
     solution, a cycle through C++ that the collector cannot see, so it keeps its
     threads and memory (about 35 MiB a graph) until the process ends."""
-    closer = weakref.finalize(owner, _close_graphs, graphs)
+    closer = weakref.finalize(owner, _close_graphs, graphs, os.getpid())
     closer.atexit = False  # a process ending frees them anyway
     return closer
 
@@ -405,6 +410,10 @@ class BlazeFaceDetector:
         self._locks = {id(self._short): threading.Lock(), id(self._full): threading.Lock()}
         self._pool: ThreadPoolExecutor | None = None
         self._close_graphs = graph_closer(self, [self._short, self._full])
+        # Detections under way (close() waits for them), and whether it was closed.
+        self._busy = 0
+        self._closed = False
+        self._idle = threading.Condition()
 
     def _second_thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -421,7 +430,25 @@ class BlazeFaceDetector:
         with the short-range model's faces (frame pixels) as soon as that pass is done,
         in the second thread, while this one runs the full-range model: what it does
         (fitting their meshes) overlaps the rest of that pass, on a second core. The
-        tiles (if any) are looked at after ``early`` has returned."""
+        tiles (if any) are looked at after ``early`` has returned.
+
+        Raises:
+            BackendError: the detector was closed.
+        """
+        with self._idle:
+            if self._closed:
+                raise BackendError("this face detector was closed")
+            self._busy += 1
+        try:
+            return self._detect(frame, early)
+        finally:
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+
+    def _detect(
+        self, frame: Frame, early: Callable[[list[Detection]], None] | None
+    ) -> list[Detection]:
         h, w = frame.shape[:2]
         # The whole frame, and a long one in parts along it too (see WHOLE_MAX_ASPECT;
         # a face too large for a part is found whole).
@@ -576,13 +603,15 @@ class BlazeFaceDetector:
         return found
 
     def close(self) -> None:
-        """Free both models' graphs (done too once the detector is dropped), once a
-        detection under way in another thread is done."""
+        """Free both models' graphs (done too once the detector is dropped), once the
+        detections under way in other threads are done; a later detect() raises."""
+        with self._idle:
+            self._closed = True
+            self._idle.wait_for(lambda: self._busy == 0)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        with self._locks[id(self._short)], self._locks[id(self._full)]:
-            self._close_graphs()
+        self._close_graphs()
 
 
 # A strict fit (see MeshLandmarker.fit) is a face when the mesh model's own face

@@ -414,7 +414,7 @@ def run_live(
             hand_pool.shutdown(wait=True)
         if hands is not None:
             hands.close()
-        if own_analyser:
+        if own_analyser and not pipeline.stages_running():  # (else dropped, freed once done)
             analyser.close()
     wall = time.perf_counter() - began
     if stopped_by[0] == "end" and capture.lost:

@@ -158,6 +158,12 @@ class Pipeline:
         self._ms: dict[str, list[float]] = {name: [] for name in ["source", *self._consumers]}
         self._frames_in = 0
         self._started = False
+        self._threads: list[threading.Thread] = []
+
+    def stages_running(self) -> bool:
+        """Whether a stage's thread still works after :meth:`run` returned (one its join
+        gave up on): what that stage uses is not the caller's to free yet."""
+        return any(thread.is_alive() for thread in self._threads[1:])
 
     def stop(self) -> None:
         """Ask every thread to end; safe from any thread, returns at once."""
@@ -183,6 +189,7 @@ class Pipeline:
             threads.append(
                 threading.Thread(target=work, name=f"faceweave-{stage.name}", daemon=True)
             )
+        self._threads = threads
         latencies: list[float] = []
         completed = False
         try:

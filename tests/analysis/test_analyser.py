@@ -413,7 +413,7 @@ class TestWiderSearchesNeedSureMeshes:
         analyser = FaceAnalyser(with_embedding=False, mode=mode)
         asked: list[bool] = []
         monkeypatch.setattr(
-            analyser, "face_from_box", lambda *a, **kw: asked.append(kw["strict"]) or None
+            analyser, "_face_from_box", lambda *a, **kw: asked.append(kw["strict"]) or None
         )
         det = Detection((100.0, 100.0, 300.0, 300.0), score, None, searched)
         assert analyser._fitted(astronaut, [det], [], mirror=False) == []

@@ -11,16 +11,20 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
+import time
 import weakref
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pytest
 from av import VideoFrame
 
 from faceweave.analysis.analyser import FaceAnalyser, photo_analyser
 from faceweave.analysis.hands import MediaPipeHands
 from faceweave.analysis.mediapipe_backend import BlazeFaceDetector, MeshLandmarker
+from faceweave.errors import BackendError
 
 
 def _graphs(analyser: FaceAnalyser) -> list[Any]:
@@ -141,3 +145,76 @@ def test_a_kept_face_does_not_keep_its_analysers_graphs(astronaut: np.ndarray) -
     assert embedding.shape == (128,) and face.has_embedding
     assert face._embedding_fn is None
     np.testing.assert_allclose(twin.embedding, embedding, atol=1e-5)
+
+
+def test_close_waits_for_the_calls_under_way_in_other_threads(astronaut: np.ndarray) -> None:
+    """Closed while other threads analyse with it, the analyser lets their calls end
+    first, and they go on with the models loaded again (its graphs had been closed
+    under them: "_graph is None")."""
+    analyser = photo_analyser(with_embedding=False)
+    errors: list[BaseException] = []
+    found: list[int] = []
+    stop = threading.Event()
+
+    def analyse() -> None:
+        while not stop.is_set():
+            try:
+                found.append(len(analyser.get_faces(astronaut)))
+            except BaseException as exc:  # noqa: BLE001 - what the test looks for
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=analyse) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 3.0
+    closes = 0
+    while time.monotonic() < deadline and not errors:
+        time.sleep(0.05)
+        analyser.close()
+        closes += 1
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    assert errors == [] and closes > 5
+    assert found and set(found) == {1}
+    analyser.close()
+
+
+def test_a_closed_detector_says_so() -> None:
+    detector = BlazeFaceDetector()
+    detector.close()
+    with pytest.raises(BackendError, match="closed"):
+        detector.detect(np.zeros((64, 64, 3), np.uint8))
+
+
+FORKED = """
+import gc, os, sys, time
+import numpy as np
+from faceweave.analysis.analyser import FaceAnalyser
+analyser = FaceAnalyser()
+analyser.get_faces(np.zeros((64, 64, 3), np.uint8))  # its graphs built, with threads
+pid = os.fork()
+if pid == 0:  # the child drops what the parent built
+    del analyser
+    gc.collect()
+    os._exit(0)
+for _ in range(300):
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.1)
+else:
+    os.kill(pid, 9)
+    print("child hung")
+"""
+
+
+def test_a_forked_child_that_drops_an_analyser_does_not_hang() -> None:
+    """The graphs' threads are the parent's: a child closing them waited for ever."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["child", "0"]

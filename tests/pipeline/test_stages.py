@@ -164,6 +164,26 @@ class TestShutdown:
         assert not stats.completed and 0 < stats.frames_out < 10_000
         timer.join()
 
+    def test_a_stage_the_join_gave_up_on_is_said_to_run(self) -> None:
+        """run() returns after join_timeout with a stage still at work: what that stage
+        uses (run_live's analyser) is not freed under it."""
+        inside, release = threading.Event(), threading.Event()
+
+        def stuck(packet: Packet) -> Packet:
+            inside.set()
+            release.wait(10)
+            return packet
+
+        pipeline = Pipeline(_packets(100), [Stage("stuck", stuck)], lambda p: None)
+        pipeline.join_timeout = 0.1
+        threading.Thread(target=lambda: inside.wait(10) and pipeline.stop()).start()
+        pipeline.run()
+        assert pipeline.stages_running()
+        release.set()
+        for thread in _pipeline_threads():
+            thread.join(10)
+        assert not pipeline.stages_running()
+
     def test_keyboard_interrupt_stops_and_reraises(self) -> None:
         closed = threading.Event()
 
