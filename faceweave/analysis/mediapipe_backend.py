@@ -709,6 +709,7 @@ class MeshLandmarker:
         self._lock = threading.Lock()
         self._graphs = [self._static, self._tracking]
         self._close_graphs = graph_closer(self, self._graphs)
+        self._closed = False
 
     def fit(
         self,
@@ -727,6 +728,8 @@ class MeshLandmarker:
         fitted again round itself (see CUT_REFITS)."""
         crop, matrix = self._prepare(frame, bbox, roll)
         with self._lock, _STRICT_LOCK if strict else contextlib.nullcontext():
+            if self._closed:
+                raise BackendError("this face mesh model was closed")
             static = _strict_graph(self._min_score) if strict else self._static
             res = _process(self._tracking, crop) if self.tracking and not strict else None
             if res is None or not _fitted_here(res):
@@ -828,6 +831,8 @@ class MeshLandmarker:
         return np.concatenate([xy, z[:, None]], axis=1).astype(np.float32)
 
     def close(self) -> None:
-        """Free the mesh graphs (done too once the landmarker is dropped)."""
+        """Free the mesh graphs (done too once the landmarker is dropped), once a fit
+        under way in another thread is done; a later fit raises."""
         with self._lock:
+            self._closed = True
             self._close_graphs()

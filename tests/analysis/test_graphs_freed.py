@@ -181,11 +181,15 @@ def test_close_waits_for_the_calls_under_way_in_other_threads(astronaut: np.ndar
     analyser.close()
 
 
-def test_a_closed_detector_says_so() -> None:
+def test_a_closed_detector_or_mesh_says_so() -> None:
     detector = BlazeFaceDetector()
     detector.close()
     with pytest.raises(BackendError, match="closed"):
         detector.detect(np.zeros((64, 64, 3), np.uint8))
+    mesh = MeshLandmarker()
+    mesh.close()
+    with pytest.raises(BackendError, match="closed"):
+        mesh.fit(np.zeros((64, 64, 3), np.uint8), (8.0, 8.0, 56.0, 56.0))
 
 
 FORKED = """
