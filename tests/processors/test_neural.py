@@ -716,9 +716,9 @@ def test_a_model_that_fails_live_leaves_frames_unswapped_and_the_session_on(
     with av.open(str(clip)) as camera, av.open(str(tmp_path / "rec.mp4")) as recording:
         before = [f.to_ndarray(format="bgr24").astype(int) for f in camera.decode(video=0)]
         after = next(recording.decode(video=0)).to_ndarray(format="bgr24").astype(int)
-    # As it came (the encoder's noise): the camera's second frame (its first warmed the
-    # models up and is not shown).
-    assert np.abs(after - before[1]).mean() < 3
+    # As it came (the encoder's noise): a camera frame after its first (which warmed the
+    # models up and is not shown); on a busy machine the session may drop the next ones.
+    assert min(np.abs(after - frame).mean() for frame in before[1:]) < 3
 
 
 def _error_line(result: subprocess.CompletedProcess[str]) -> str:
