@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
@@ -464,10 +465,13 @@ class FaceAnalyser:
         self.detect_edges = bool(detect_edges)
         self.with_embedding = bool(with_embedding)
         self._identity = _IdentitySlot()
-        # Calls under way (close() waits for them; calls wait while it closes).
+        # Calls under way (close() waits for them; calls wait while it closes), and
+        # the process they count in (a forked child starts with none).
         self._use = threading.Condition()
         self._busy = 0
         self._closing = False
+        self._pid = os.getpid()
+        self._calling = threading.local()  # this thread's calls under way (depth)
         self.model = load_face_model()
         if detector != "mediapipe":
             # A model file is loaded now: a missing or broken one fails here, not on
@@ -540,14 +544,27 @@ class FaceAnalyser:
                 reset()
         self._turns_seen = []
 
+    def _forked(self) -> None:
+        """In a forked child, forget the parent's calls under way (their threads are
+        not here)."""
+        if self._pid != os.getpid():
+            self._use = threading.Condition()
+            self._busy, self._closing, self._pid = 0, False, os.getpid()
+            self._calling = threading.local()
+
     @contextlib.contextmanager
     def _in_use(self) -> Iterator[None]:
+        self._forked()
+        depth = getattr(self._calling, "depth", 0)
         with self._use:
-            self._use.wait_for(lambda: not self._closing)
+            if not depth:  # (a call inside one of this thread's own goes on)
+                self._use.wait_for(lambda: not self._closing)
             self._busy += 1
+        self._calling.depth = depth + 1
         try:
             yield
         finally:
+            self._calling.depth = depth
             with self._use:
                 self._busy -= 1
                 self._use.notify_all()
@@ -556,7 +573,14 @@ class FaceAnalyser:
         """Free the detection and mesh models' graphs now (their threads and memory,
         about 35 MiB a graph), once the calls under way in other threads are done; a
         later call loads them again. Dropping the analyser frees them too. The
-        identity model, which analysers may share, is left."""
+        identity model, which analysers may share, is left.
+
+        Raises:
+            UsageError: called inside one of the analyser's own calls.
+        """
+        self._forked()
+        if getattr(self._calling, "depth", 0):
+            raise UsageError("an analyser cannot be closed inside one of its own calls")
         with self._use:
             self._use.wait_for(lambda: not self._closing)  # one close at a time
             self._closing = True

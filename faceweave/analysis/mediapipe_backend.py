@@ -410,10 +410,17 @@ class BlazeFaceDetector:
         self._locks = {id(self._short): threading.Lock(), id(self._full): threading.Lock()}
         self._pool: ThreadPoolExecutor | None = None
         self._close_graphs = graph_closer(self, [self._short, self._full])
-        # Detections under way (close() waits for them), and whether it was closed.
+        # Detections under way (close() waits for them), whether it was closed, and
+        # the process they count in (a forked child starts with none).
         self._busy = 0
         self._closed = False
         self._idle = threading.Condition()
+        self._pid = os.getpid()
+
+    def _forked(self) -> None:
+        if self._pid != os.getpid():
+            self._idle, self._busy, self._pid = threading.Condition(), 0, os.getpid()
+            self._pool = None  # (its thread is the parent's)
 
     def _second_thread(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -435,6 +442,7 @@ class BlazeFaceDetector:
         Raises:
             BackendError: the detector was closed.
         """
+        self._forked()
         with self._idle:
             if self._closed:
                 raise BackendError("this face detector was closed")
@@ -605,6 +613,7 @@ class BlazeFaceDetector:
     def close(self) -> None:
         """Free both models' graphs (done too once the detector is dropped), once the
         detections under way in other threads are done; a later detect() raises."""
+        self._forked()
         with self._idle:
             self._closed = True
             self._idle.wait_for(lambda: self._busy == 0)

@@ -98,7 +98,7 @@ class _Held:
     ended) or by :meth:`Database.close`. (A connection is not freed when its last
     reference goes: its statement cache refers back to it.)"""
 
-    __slots__ = ("conn", "use", "__weakref__")
+    __slots__ = ("conn", "use", "depth", "__weakref__")
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -106,6 +106,7 @@ class _Held:
         # another thread waits for it (closing a connection mid-statement crashed the
         # process).
         self.use = threading.RLock()
+        self.depth = 0  # its thread's blocks under way (a query inside a transaction)
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
@@ -135,6 +136,7 @@ class Database:
         # thread-local data goes; held here, each stayed open for good.
         self._connections: weakref.WeakSet[_Held] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._closing = threading.Lock()
         self._closed = False
         try:
             conn = self.connection()
@@ -149,6 +151,8 @@ class Database:
 
     def _held(self) -> _Held:
         held: _Held | None = getattr(self._local, "held", None)
+        if held is not None and held.depth:
+            return held  # inside this thread's own block, which close() waits for
         if self._closed:
             raise OutputError(f"{self.path}: database is closed")
         if held is None:
@@ -174,9 +178,13 @@ class Database:
         """This thread's connection, not closed by close() until the block ends."""
         held = self._held()
         with held.use:
-            if self._closed:  # (closed while this thread waited)
+            if self._closed and not held.depth:  # (closed while this thread waited)
                 raise OutputError(f"{self.path}: database is closed")
-            yield held.conn
+            held.depth += 1
+            try:
+                yield held.conn
+            finally:
+                held.depth -= 1
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -210,15 +218,23 @@ class Database:
 
     def close(self) -> None:
         """Close every thread's connection, each once its statement or transaction
-        under way (if any) has ended; later use raises OutputError."""
-        with self._lock:
-            self._closed = True
-            held_now = list(self._connections)
-            self._connections.clear()
-        for held in held_now:
-            with held.use:
-                held.close()
-        self._local = threading.local()
+        under way (if any) has ended; later use raises OutputError.
+
+        Raises:
+            OutputError: called inside this thread's own transaction.
+        """
+        mine: _Held | None = getattr(self._local, "held", None)
+        if mine is not None and mine.depth:
+            raise OutputError(f"{self.path}: the database cannot close inside a transaction")
+        with self._closing:  # (a second close returns once the first is done)
+            with self._lock:
+                self._closed = True
+                held_now = list(self._connections)
+                self._connections.clear()
+            for held in held_now:
+                with held.use:
+                    held.close()
+            self._local = threading.local()
 
     def _migrate(self) -> None:
         with self.transaction() as conn:

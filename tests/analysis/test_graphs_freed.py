@@ -222,3 +222,21 @@ def test_a_forked_child_that_drops_an_analyser_does_not_hang() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["child", "0"]
+
+
+def test_an_analyser_cannot_be_closed_inside_its_own_call(astronaut: np.ndarray) -> None:
+    """(It would wait for that call, its own, for ever.)"""
+    analyser = FaceAnalyser(with_embedding=False)
+    errors: list[BaseException] = []
+
+    class ClosesIt:
+        def fit(self, *args: object, **kwargs: object) -> None:
+            try:
+                analyser.close()
+            except BaseException as exc:  # noqa: BLE001 - what the test looks for
+                errors.append(exc)
+
+    analyser.__dict__["landmarker"] = ClosesIt()
+    assert analyser.face_from_box(astronaut, (180.0, 60.0, 300.0, 200.0)) is None
+    assert [type(e).__name__ for e in errors] == ["UsageError"]
+    analyser.close()  # outside any call: fine

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from faceweave.errors import UsageError
+from faceweave.errors import OutputError, UsageError
 from faceweave.processors.swap import SwapOptions
 from faceweave.service.auth import create_key, load_pepper
-from faceweave.service.db import Database
+from faceweave.service.db import Database, read_rows
 from faceweave.service.errors import ServiceError
 from faceweave.service.jobs import DELETED_KEPT_S, InputFile, JobOptions, JobStore
 from faceweave.service.worker import Sweeper
@@ -145,6 +145,31 @@ def test_closing_the_database_while_threads_query_it_waits_for_them(tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:5] == ["['OutputError']"] * 5, done.stdout
+
+
+def test_a_transaction_under_way_ends_before_another_thread_closes_the_database(
+    tmp_path: Path,
+) -> None:
+    """Its own queries inside it still run, and it commits; closing inside one's own
+    transaction is refused (it would wait for itself)."""
+    db = Database(tmp_path / "faceweave.db")
+    db.execute("CREATE TABLE t (v INTEGER)")
+    inside, closed = threading.Event(), threading.Event()
+    closer = threading.Thread(target=lambda: (inside.wait(10), db.close(), closed.set()))
+    closer.start()
+    with db.transaction() as conn:
+        conn.execute("INSERT INTO t VALUES (1)")
+        inside.set()
+        time.sleep(0.2)  # the closer is waiting now
+        assert not closed.is_set()
+        assert db.query("SELECT count(*) FROM t")[0][0] == 1
+        with pytest.raises(OutputError, match="inside a transaction"):
+            db.close()
+    closer.join(10)
+    assert closed.is_set()
+    with pytest.raises(OutputError, match="closed"):
+        db.query("SELECT 1")
+    assert read_rows(db.path, "SELECT count(*) FROM t")[0][0] == 1
 
 
 def test_concurrent_claims_never_share_a_job(store: JobStore, tmp_path: Path) -> None:
